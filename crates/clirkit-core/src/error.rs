@@ -1,0 +1,81 @@
+//! The crate's one error type. Every message names the file, line or id at fault, so a user
+//! can fix the input without reading code.
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system failure on a named file.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A malformed line in an input file (JSONL, TREC run/qrels, TSV).
+    #[error("{}:{line}: {message}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+    /// The same id twice where ids must be unique.
+    #[error("{}: duplicate id '{id}' at line {line} (first seen at line {first_line})", path.display())]
+    DuplicateId {
+        path: PathBuf,
+        id: String,
+        line: u64,
+        first_line: u64,
+    },
+    /// An index or data file that is not what it claims: wrong magic, other format version,
+    /// checksum mismatch, truncated, or built with incompatible settings.
+    #[error("{}: {message}", path.display())]
+    Format { path: PathBuf, message: String },
+    /// A language code without an analyzer.
+    #[error("unknown language '{code}'; supported languages: {supported}")]
+    UnknownLanguage { code: String, supported: String },
+    /// Arguments or data that violate a precondition (dimension mismatch, NaN vectors, ...).
+    #[error("{0}")]
+    InvalidInput(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn parse(path: impl AsRef<Path>, line: u64, message: impl Into<String>) -> Self {
+        Error::Parse {
+            path: path.as_ref().to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    pub fn format(path: impl AsRef<Path>, message: impl Into<String>) -> Self {
+        Error::Format {
+            path: path.as_ref().to_path_buf(),
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidInput(message.into())
+    }
+}
+
+/// Attach a path to `std::io::Result`s.
+pub trait IoContext<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}

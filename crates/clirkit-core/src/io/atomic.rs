@@ -1,0 +1,259 @@
+//! Atomic writes. A file is written to a temporary sibling and renamed over its final name; an
+//! index directory is built in a temporary sibling directory and renamed into place once complete.
+//! A crash therefore never leaves a half-written file or index under the final name.
+
+use crate::error::{Error, IoContext, Result};
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The file every clirkit index directory holds; it is written last, so a directory without it
+/// is not a complete index.
+pub const MANIFEST: &str = "meta.json";
+
+fn unique_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn sibling(path: &Path, tag: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".to_string());
+    path.with_file_name(format!(".{name}.{tag}-{}", unique_suffix()))
+}
+
+/// A file being written; it appears under its final name only on [`AtomicFile::commit`].
+pub struct AtomicFile {
+    final_path: PathBuf,
+    tmp_path: PathBuf,
+    writer: Option<BufWriter<File>>,
+}
+
+impl AtomicFile {
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let final_path = path.as_ref().to_path_buf();
+        if let Some(parent) = final_path.parent() {
+            if !parent.as_os_str().is_empty() {
+                fs::create_dir_all(parent).at(parent)?;
+            }
+        }
+        let tmp_path = sibling(&final_path, "tmp");
+        let file = File::create(&tmp_path).at(&tmp_path)?;
+        Ok(AtomicFile {
+            final_path,
+            tmp_path,
+            writer: Some(BufWriter::with_capacity(1 << 20, file)),
+        })
+    }
+
+    pub fn writer(&mut self) -> &mut BufWriter<File> {
+        self.writer.as_mut().expect("writer present until commit")
+    }
+
+    /// Flush, fsync and rename into place.
+    pub fn commit(mut self) -> Result<()> {
+        let writer = self.writer.take().expect("writer present until commit");
+        let file = writer
+            .into_inner()
+            .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
+        file.sync_all().at(&self.tmp_path)?;
+        drop(file);
+        fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writer().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.writer().flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            self.writer = None;
+            let _ = fs::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+/// Write a whole file atomically.
+pub fn write_file(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(path.as_ref())?;
+    f.write_all(bytes).at(path.as_ref())?;
+    f.commit()
+}
+
+/// An index directory under construction. Files go into a temporary sibling directory; on
+/// [`AtomicDir::commit`] it replaces the final directory (only if that is empty or itself a
+/// clirkit index: user files are never clobbered). Dropped without commit, it is removed.
+pub struct AtomicDir {
+    final_path: PathBuf,
+    tmp_path: PathBuf,
+    committed: bool,
+}
+
+impl AtomicDir {
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let final_path = path.as_ref().to_path_buf();
+        check_replaceable(&final_path)?;
+        if let Some(parent) = final_path.parent() {
+            if !parent.as_os_str().is_empty() {
+                fs::create_dir_all(parent).at(parent)?;
+            }
+        }
+        let tmp_path = sibling(&final_path, "building");
+        fs::create_dir(&tmp_path).at(&tmp_path)?;
+        Ok(AtomicDir {
+            final_path,
+            tmp_path,
+            committed: false,
+        })
+    }
+
+    /// Where to write the index's files for now.
+    pub fn path(&self) -> &Path {
+        &self.tmp_path
+    }
+
+    pub fn final_path(&self) -> &Path {
+        &self.final_path
+    }
+
+    /// Write the manifest last, then move the directory into place.
+    pub fn commit(mut self, manifest: &serde_json::Value) -> Result<()> {
+        let text = serde_json::to_string_pretty(manifest).expect("JSON values serialize");
+        write_file(self.tmp_path.join(MANIFEST), text.as_bytes())?;
+        check_replaceable(&self.final_path)?;
+        if self.final_path.exists() {
+            let old = sibling(&self.final_path, "old");
+            fs::rename(&self.final_path, &old).at(&self.final_path)?;
+            fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
+            fs::remove_dir_all(&old).at(&old)?;
+        } else {
+            fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for AtomicDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.tmp_path);
+        }
+    }
+}
+
+fn check_replaceable(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    if !path.is_dir() {
+        return Err(Error::format(
+            path,
+            "exists and is not a directory; refusing to replace it with an index",
+        ));
+    }
+    let is_index = path.join(MANIFEST).is_file();
+    let is_empty = fs::read_dir(path).at(path)?.next().is_none();
+    if is_index || is_empty {
+        Ok(())
+    } else {
+        Err(Error::format(
+            path,
+            "exists and is not a clirkit index (no meta.json); refusing to overwrite it",
+        ))
+    }
+}
+
+/// Read and parse an index directory's manifest, checking its format name and version.
+pub fn read_manifest(
+    dir: impl AsRef<Path>,
+    format: &str,
+    version: u64,
+) -> Result<serde_json::Value> {
+    let dir = dir.as_ref();
+    let path = dir.join(MANIFEST);
+    if !path.is_file() {
+        return Err(Error::format(
+            dir,
+            "not a clirkit index (no meta.json): missing, or its build did not finish",
+        ));
+    }
+    let text = fs::read_to_string(&path).at(&path)?;
+    let meta: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
+    let found_format = meta.get("format").and_then(|v| v.as_str()).unwrap_or("");
+    if found_format != format {
+        return Err(Error::format(
+            dir,
+            format!("is a '{found_format}' index, expected '{format}'"),
+        ));
+    }
+    let found_version = meta.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    if found_version != version {
+        return Err(Error::format(
+            dir,
+            format!(
+                "index format version {found_version}, but this clirkit reads version {version}; rebuild the index"
+            ),
+        ));
+    }
+    Ok(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uncommitted_dir_leaves_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("idx");
+        {
+            let d = AtomicDir::create(&target).unwrap();
+            write_file(d.path().join("x"), b"partial").unwrap();
+        }
+        assert!(!target.exists());
+        assert_eq!(fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn committed_dir_replaces_old_index_but_not_user_files() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("idx");
+        for round in 0..2 {
+            let d = AtomicDir::create(&target).unwrap();
+            write_file(d.path().join("x"), format!("{round}").as_bytes()).unwrap();
+            d.commit(&serde_json::json!({"format": "t", "version": 1}))
+                .unwrap();
+        }
+        assert_eq!(fs::read_to_string(target.join("x")).unwrap(), "1");
+        read_manifest(&target, "t", 1).unwrap();
+        let err = read_manifest(&target, "t", 2).unwrap_err().to_string();
+        assert!(err.contains("version 1"), "{err}");
+
+        let user = root.path().join("mine");
+        fs::create_dir(&user).unwrap();
+        fs::write(user.join("notes.txt"), "keep").unwrap();
+        assert!(AtomicDir::create(&user).is_err());
+    }
+}

@@ -1,0 +1,15 @@
+//! clirkit-core: the pure-Rust engine behind clirkit.
+//!
+//! Data flows one way: text -> [`text`] analysis -> [`bm25`] / [`pq`] indexes -> [`ranking`]s ->
+//! [`fusion`] -> [`rerank`] -> [`eval`]. Every stage speaks two currencies: a [`ranking::Run`]
+//! (per query, doc ids with scores in canonical order) and qrels. No PyO3 here: the bindings
+//! live in `clirkit-py`, so this crate is usable from Rust alone and from `cargo bench`.
+
+pub mod error;
+pub mod ids;
+pub mod io;
+pub mod progress;
+pub mod ranking;
+pub mod text;
+
+pub use error::{Error, Result};

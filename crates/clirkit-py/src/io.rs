@@ -1,0 +1,72 @@
+//! Run and qrels files to and from Python's `dict[qid, dict[docid, value]]` (pytrec_eval's shape).
+
+use crate::errors::IntoPy;
+use clirkit_core::io::trec;
+use clirkit_core::ranking::{Run, ScoredDoc};
+use pyo3::prelude::*;
+use std::collections::HashMap;
+
+pub type PyRun = Vec<(String, Vec<(String, f64)>)>;
+
+/// Convert a core run into ordered (qid, [(docid, score)]) pairs.
+pub fn run_to_py(run: Run) -> PyRun {
+    run.queries
+        .into_iter()
+        .map(|(q, docs)| (q, docs.into_iter().map(|d| (d.doc_id, d.score)).collect()))
+        .collect()
+}
+
+/// Build a core run from a `dict[qid, dict[docid, score]]`.
+pub fn run_from_py(run: HashMap<String, HashMap<String, f64>>) -> Run {
+    let mut qids: Vec<String> = run.keys().cloned().collect();
+    qids.sort();
+    let mut out = Run::new();
+    let mut run = run;
+    for q in qids {
+        let docs = run.remove(&q).unwrap_or_default();
+        out.push(
+            q,
+            docs.into_iter()
+                .map(|(d, s)| ScoredDoc::new(d, s))
+                .collect(),
+        );
+    }
+    out
+}
+
+/// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
+#[pyfunction]
+fn read_run(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyRun> {
+    py.detach(|| trec::read_run(&path)).py_err().map(run_to_py)
+}
+
+/// Write a run given as dict[qid, dict[docid, score]] in canonical order, atomically.
+#[pyfunction]
+#[pyo3(signature = (path, run, tag = "clirkit"))]
+fn write_run(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    run: HashMap<String, HashMap<String, f64>>,
+    tag: &str,
+) -> PyResult<()> {
+    let run = run_from_py(run);
+    py.detach(|| trec::write_run(&path, &run, tag)).py_err()
+}
+
+/// Read qrels (TREC or BEIR TSV) as a list of (qid, [(docid, label), ...]) in file order.
+#[pyfunction]
+fn read_qrels(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+) -> PyResult<Vec<(String, Vec<(String, i32)>)>> {
+    py.detach(|| trec::read_qrels(&path))
+        .py_err()
+        .map(|q| q.queries)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_run, m)?)?;
+    m.add_function(wrap_pyfunction!(write_run, m)?)?;
+    m.add_function(wrap_pyfunction!(read_qrels, m)?)?;
+    Ok(())
+}

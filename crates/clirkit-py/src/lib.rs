@@ -1,0 +1,15 @@
+//! PyO3 bindings for clirkit-core: the `clirkit._native` module. Only conversion lives here;
+//! every algorithm is in the core. Heavy calls release the GIL (`py.detach`).
+
+use pyo3::prelude::*;
+
+mod errors;
+mod io;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    io::register(m)?;
+    Ok(())
+}

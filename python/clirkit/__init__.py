@@ -1,0 +1,31 @@
+"""clirkit: Rust-accelerated retrieval and evaluation for monolingual, cross-language (CLIR) and
+multilingual (MLIR) experiments.
+
+The heavy lifting happens in the Rust core (``clirkit._native``); this package is the typed face
+users see. Every stage speaks the same currencies: runs (per query, doc ids with scores in
+canonical order: score descending, then doc id descending) and qrels.
+"""
+
+from clirkit._native import (
+    ClirkitError,
+    DuplicateIdError,
+    IndexFormatError,
+    InvalidInputError,
+    ParseError,
+    UnknownLanguageError,
+    __version__,
+)
+from clirkit.runs import read_qrels, read_run, write_run
+
+__all__ = [
+    "__version__",
+    "ClirkitError",
+    "DuplicateIdError",
+    "IndexFormatError",
+    "InvalidInputError",
+    "ParseError",
+    "UnknownLanguageError",
+    "read_qrels",
+    "read_run",
+    "write_run",
+]

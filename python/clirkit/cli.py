@@ -1,0 +1,53 @@
+"""The ``clirkit`` command. Each command group lives in its own module under
+``clirkit.commands`` and registers its sub-commands here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+from clirkit import ClirkitError, __version__
+
+# Modules under clirkit.commands, each with `register(top, groups)`.
+COMMAND_MODULES = [
+    "clirkit.commands.runs",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clirkit",
+        description="Retrieval and evaluation for monolingual, cross-language and multilingual IR.",
+    )
+    parser.add_argument("--version", action="version", version=f"clirkit {__version__}")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    groups = {
+        "index": top.add_parser("index", help="build an index (bm25 | dense)").add_subparsers(
+            dest="kind", metavar="KIND", required=True
+        ),
+        "search": top.add_parser("search", help="search an index (bm25 | dense)").add_subparsers(
+            dest="kind", metavar="KIND", required=True
+        ),
+    }
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(top, groups)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except (ClirkitError, OSError, ValueError) as err:
+        print(f"clirkit: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("clirkit: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

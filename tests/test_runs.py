@@ -1,0 +1,43 @@
+import subprocess
+import sys
+
+import pytest
+
+import clirkit
+
+
+def test_run_round_trip_canonical_order(tmp_path):
+    run = {"q1": {"a": 1.0, "b": 1.0, "c": 3.5}, "q2": {"z": -1.0}}
+    p = tmp_path / "run.trec"
+    clirkit.write_run(p, run, tag="t")
+    lines = p.read_text().splitlines()
+    assert lines[0] == "q1 Q0 c 1 3.5 t"
+    assert lines[1].split()[2] == "b"  # tie: doc id descending
+    assert clirkit.read_run(p) == {"q1": {"c": 3.5, "b": 1.0, "a": 1.0}, "q2": {"z": -1.0}}
+    assert list(clirkit.read_run(p)["q1"]) == ["c", "b", "a"]
+
+
+def test_malformed_run_names_file_and_line(tmp_path):
+    p = tmp_path / "bad.trec"
+    p.write_text("q1 Q0 a 1 1.0 t\nq1 Q0 b 2 oops t\n")
+    with pytest.raises(clirkit.ParseError, match=r"bad.trec:2: score 'oops'"):
+        clirkit.read_run(p)
+
+
+def test_qrels_beir_and_trec(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert clirkit.read_qrels(p) == {"q1": {"d1": 1}}
+
+
+def test_missing_file_is_oserror(tmp_path):
+    with pytest.raises(OSError, match="nope.trec"):
+        clirkit.read_run(tmp_path / "nope.trec")
+
+
+def test_cli_canonicalize(tmp_path):
+    src = tmp_path / "r.trec"
+    src.write_text("q1 Q0 a 9 1 x\nq1 Q0 b 1 2 x\n")
+    out = tmp_path / "o.trec"
+    subprocess.run([sys.executable, "-m", "clirkit.cli", "canonicalize", str(src), "--output", str(out)], check=True)
+    assert out.read_text().splitlines()[0] == "q1 Q0 b 1 2 clirkit"
