@@ -77,6 +77,8 @@ pub struct Bm25Index {
     docs: MappedFile,
     num_docs: usize,
     num_terms: usize,
+    /// Documents with at least one term: Lucene's `docCount`, the N of idf.
+    doc_count: u64,
     avgdl: f32,
     analyzers: BTreeMap<String, Analyzer>,
 }
@@ -95,6 +97,7 @@ impl Bm25Index {
         let manifest = read_manifest(&dir, format::FORMAT, format::VERSION)?;
         let num_docs = manifest_u64(&manifest, &dir, "num_docs")? as usize;
         let num_terms = manifest_u64(&manifest, &dir, "num_terms")? as usize;
+        let doc_count = manifest_u64(&manifest, &dir, "doc_count")?;
         let avgdl = manifest
             .get("avgdl")
             .and_then(|v| v.as_f64())
@@ -165,6 +168,7 @@ impl Bm25Index {
             docs,
             num_docs,
             num_terms,
+            doc_count,
             avgdl,
             analyzers,
         })
@@ -284,11 +288,6 @@ impl Bm25Index {
     }
 
     fn cursors(&self, analyzer: &Analyzer, text: &str, cache: &NormCache) -> Vec<Cursor<'_>> {
-        let doc_count = self
-            .manifest
-            .get("doc_count")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(self.num_docs as u64);
         let p = self.postings.payload();
         Self::bag_of_words(analyzer, text)
             .into_iter()
@@ -296,8 +295,10 @@ impl Bm25Index {
                 let e = self.lookup(&term)?;
                 let metas_at = e.postings_offset as usize;
                 let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
-                let scorer =
-                    TermScorer::new(count as f32, scoring::idf(e.doc_freq as u64, doc_count));
+                let scorer = TermScorer::new(
+                    count as f32,
+                    scoring::idf(e.doc_freq as u64, self.doc_count),
+                );
                 let postings = TermPostings {
                     metas: &p[metas_at..data_at],
                     data: &p[data_at..],
@@ -322,14 +323,7 @@ impl Bm25Index {
         k: usize,
         params: Bm25Params,
     ) -> Result<Vec<Hit>> {
-        let cache = self.cache(params)?;
-        let analyzer = self.query_analyzer(lang)?;
-        Ok(searcher::maxscore(
-            self.cursors(&analyzer, query, &cache),
-            k,
-            &cache,
-            &self.doc_data(),
-        ))
+        self.search_with(searcher::maxscore, query, lang, k, params)
     }
 
     /// The top `k` documents by scoring every posting (the reference for [`Bm25Index::search`]).
@@ -340,14 +334,21 @@ impl Bm25Index {
         k: usize,
         params: Bm25Params,
     ) -> Result<Vec<Hit>> {
+        self.search_with(searcher::exhaustive, query, lang, k, params)
+    }
+
+    fn search_with(
+        &self,
+        strategy: fn(Vec<Cursor<'_>>, usize, &NormCache, &DocData) -> Vec<Hit>,
+        query: &str,
+        lang: Option<&str>,
+        k: usize,
+        params: Bm25Params,
+    ) -> Result<Vec<Hit>> {
         let cache = self.cache(params)?;
         let analyzer = self.query_analyzer(lang)?;
-        Ok(searcher::exhaustive(
-            self.cursors(&analyzer, query, &cache),
-            k,
-            &cache,
-            &self.doc_data(),
-        ))
+        let cursors = self.cursors(&analyzer, query, &cache);
+        Ok(strategy(cursors, k, &cache, &self.doc_data()))
     }
 
     /// Search many queries on `threads` threads (0 = all cores). Each query is analyzed with
