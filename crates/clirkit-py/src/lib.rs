@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod bm25;
 mod errors;
 mod io;
 mod text;
@@ -13,5 +14,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     io::register(m)?;
     text::register(m)?;
+    bm25::register(m)?;
     Ok(())
 }
