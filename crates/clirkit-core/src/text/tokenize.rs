@@ -142,7 +142,28 @@ pub fn is_pictographic(c: char) -> bool {
             (0x25B6, 0x25B6),
             (0x25C0, 0x25C0),
             (0x25FB, 0x25FE),
-            (0x2600, 0x27BF),
+            (0x2600, 0x2605),
+            (0x2607, 0x2612),
+            (0x2614, 0x2685),
+            (0x2690, 0x2705),
+            (0x2708, 0x2712),
+            (0x2714, 0x2714),
+            (0x2716, 0x2716),
+            (0x271D, 0x271D),
+            (0x2721, 0x2721),
+            (0x2728, 0x2728),
+            (0x2733, 0x2734),
+            (0x2744, 0x2744),
+            (0x2747, 0x2747),
+            (0x274C, 0x274C),
+            (0x274E, 0x274E),
+            (0x2753, 0x2755),
+            (0x2757, 0x2757),
+            (0x2763, 0x2767),
+            (0x2795, 0x2797),
+            (0x27A1, 0x27A1),
+            (0x27B0, 0x27B0),
+            (0x27BF, 0x27BF),
             (0x2934, 0x2935),
             (0x2B05, 0x2B07),
             (0x2B1B, 0x2B1C),
@@ -532,7 +553,7 @@ mod tests {
 
     #[test]
     fn fractions_are_not_words_but_emoji_are() {
-        assert_eq!(texts("½ ™ 😀 x"), ["™", "😀", "x"]);
+        assert_eq!(texts("½ ™ ☆ 😀 x"), ["™", "😀", "x"]);
         // A harakah after a space is no token.
         assert_eq!(texts("a \u{064B}b"), ["a", "b"]);
     }
