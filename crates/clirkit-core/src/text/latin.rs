@@ -6,8 +6,8 @@
 //! characters just past the new end, and that is only faithful with the same buffer discipline.
 
 fn ends_with(s: &[char], len: usize, suffix: &str) -> bool {
-    let n = suffix.chars().count();
-    n <= len && s[len - n..len].iter().copied().eq(suffix.chars())
+    let mut rest = s[..len].iter().rev();
+    suffix.chars().rev().all(|c| rest.next() == Some(&c))
 }
 
 /// Lucene's `GermanNormalizationFilter`: ß -> ss, umlauts folded, and "ae", "oe", "ue" to "a",

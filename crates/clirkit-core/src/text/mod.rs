@@ -365,19 +365,10 @@ impl Analyzer {
 
 /// Lucene's `EnglishPossessiveFilter`: "John's" -> "John".
 fn strip_possessive(token: &str) -> &str {
-    for apostrophe in ['\'', '\u{2019}', '\u{FF07}'] {
-        for s in ['s', 'S'] {
-            let mut suffix = [0u8; 8];
-            let a = apostrophe.encode_utf8(&mut suffix).len();
-            s.encode_utf8(&mut suffix[a..]);
-            if let Some(stripped) =
-                token.strip_suffix(std::str::from_utf8(&suffix[..a + 1]).expect("UTF-8 suffix"))
-            {
-                return stripped;
-            }
-        }
-    }
     token
+        .strip_suffix(['s', 'S'])
+        .and_then(|rest| rest.strip_suffix(['\'', '\u{2019}', '\u{FF07}']))
+        .unwrap_or(token)
 }
 
 #[cfg(test)]
@@ -418,6 +409,8 @@ mod tests {
 
     #[test]
     fn english() {
+        assert_eq!(strip_possessive("John\u{2019}S"), "John");
+        assert_eq!(strip_possessive("its"), "its");
         assert_eq!(
             analyze("en", "The quick brown foxes jumped over John's lazy dogs!"),
             ["quick", "brown", "fox", "jump", "over", "john", "lazi", "dog"]
