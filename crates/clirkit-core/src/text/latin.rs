@@ -1,6 +1,7 @@
-//! Filters of Lucene's German, Spanish, French and Turkish analyzers: Jacques Savoy's light
-//! stemmers (as in Lucene's `GermanLightStemmer`, `SpanishLightStemmer`, `FrenchLightStemmer`),
-//! German umlaut normalization, French elision, and Turkish apostrophe handling and casing.
+//! Filters of Lucene's German, Spanish, French, Italian and Turkish analyzers: Jacques Savoy's
+//! light stemmers (as in Lucene's `GermanLightStemmer`, `SpanishLightStemmer`,
+//! `FrenchLightStemmer`, `ItalianLightStemmer`), German umlaut normalization, French and Italian
+//! elision, and Turkish apostrophe handling and casing.
 //!
 //! The stemmers work on a character buffer and a length, like Lucene's: some rules rewrite
 //! characters just past the new end, and that is only faithful with the same buffer discipline.
@@ -132,6 +133,32 @@ pub fn spanish_light_stem(s: &mut Vec<char>) {
             len - 2
         }
         's' if matches!(s[len - 2], 'o' | 'a' | 'e') => len - 2,
+        _ => len,
+    };
+    s.truncate(new_len);
+}
+
+/// Lucene's `ItalianLightStemmer`.
+pub fn italian_light_stem(s: &mut Vec<char>) {
+    let len = s.len();
+    if len < 6 {
+        return;
+    }
+    for c in s.iter_mut() {
+        *c = match *c {
+            'à' | 'á' | 'â' | 'ä' => 'a',
+            'ò' | 'ó' | 'ô' | 'ö' => 'o',
+            'è' | 'é' | 'ê' | 'ë' => 'e',
+            'ù' | 'ú' | 'û' | 'ü' => 'u',
+            'ì' | 'í' | 'î' | 'ï' => 'i',
+            c => c,
+        };
+    }
+    let before = s[len - 2];
+    let new_len = match s[len - 1] {
+        'e' | 'i' if matches!(before, 'i' | 'h') => len - 2,
+        'a' | 'o' if before == 'i' => len - 2,
+        'e' | 'i' | 'a' | 'o' => len - 1,
         _ => len,
     };
     s.truncate(new_len);
@@ -427,6 +454,16 @@ mod tests {
         assert_eq!(apply(spanish_light_stem, "casas"), "cas");
         assert_eq!(apply(spanish_light_stem, "rosa"), "rosa");
         assert_eq!(apply(spanish_light_stem, "naciones"), "nacion");
+    }
+
+    #[test]
+    fn italian() {
+        assert_eq!(italian_elision("dell'arte"), "arte");
+        assert_eq!(apply(italian_light_stem, "ragazzi"), "ragazz");
+        assert_eq!(apply(italian_light_stem, "ragazza"), "ragazz");
+        assert_eq!(apply(italian_light_stem, "banche"), "banc");
+        assert_eq!(apply(italian_light_stem, "cittadini"), "cittadin");
+        assert_eq!(apply(italian_light_stem, "casa"), "casa");
     }
 
     #[test]

@@ -21,7 +21,8 @@
 //! | zh ja ko | `CJKAnalyzer` | width folding, lowercase, CJK bigrams, English stopwords |
 //! | th | `ThaiAnalyzer` | dictionary word segmentation (ICU4X), lowercase, digits, Thai stopwords |
 //! | vi | (none in Lucene) | standard tokenizer, lowercase, NFC: Vietnamese syllables are tokens |
-//! | it pt nl sv da no fi hu ro | Lucene's stopwords with Snowball stemmers (Lucene uses light stemmers for it, pt) |
+//! | it | `ItalianAnalyzer` | elision, lowercase, stopwords, Italian light stemmer |
+//! | pt nl sv da no fi hu ro | Lucene's stopwords, Snowball stemmers (Lucene's pt uses a light stemmer instead) |
 
 mod arabic;
 mod cjk;
@@ -79,7 +80,7 @@ impl Chain {
             Chain::Cjk => "lucene-cjk-bigram",
             Chain::Thai => "icu4x-dictionary",
             Chain::Vietnamese => "standard-nfc",
-            Chain::Italian | Chain::Snowball => "snowball",
+            Chain::Snowball => "snowball",
             Chain::Russian => "lucene-snowball",
             _ => "lucene",
         }
@@ -144,7 +145,7 @@ impl Analyzer {
             "zh" | "ja" | "ko" => (Chain::Cjk, sw::cjk(), None),
             "th" => (Chain::Thai, sw::thai(), None),
             "vi" => (Chain::Vietnamese, sw::none(), None),
-            "it" => (Chain::Italian, sw::italian(), Some(Algorithm::Italian)),
+            "it" => (Chain::Italian, sw::italian(), None),
             "pt" => (
                 Chain::Snowball,
                 sw::portuguese(),
@@ -263,10 +264,10 @@ impl Analyzer {
             }
             Chain::Italian => {
                 push_lowercase(latin::italian_elision(token), chars);
-                if !self.is_stopword(scratch) {
-                    self.snowball(scratch, out);
+                if self.is_stopword(scratch) {
+                    return;
                 }
-                return;
+                latin::italian_light_stem(&mut scratch.chars);
             }
             Chain::Russian => {
                 push_lowercase(token, chars);
