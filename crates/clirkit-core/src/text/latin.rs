@@ -1,6 +1,6 @@
-//! Filters of Lucene's German, Spanish, French, Italian and Turkish analyzers: Jacques Savoy's
+//! Filters of Lucene's German, Spanish, French, Italian, Portuguese and Turkish analyzers: Jacques Savoy's
 //! light stemmers (as in Lucene's `GermanLightStemmer`, `SpanishLightStemmer`,
-//! `FrenchLightStemmer`, `ItalianLightStemmer`), German umlaut normalization, French and Italian
+//! `FrenchLightStemmer`, `ItalianLightStemmer`, `PortugueseLightStemmer`), German umlaut normalization, French and Italian
 //! elision, and Turkish apostrophe handling and casing.
 //!
 //! The stemmers work on a character buffer and a length, like Lucene's: some rules rewrite
@@ -162,6 +162,110 @@ pub fn italian_light_stem(s: &mut Vec<char>) {
         _ => len,
     };
     s.truncate(new_len);
+}
+
+/// Lucene's `PortugueseLightStemmer`.
+pub fn portuguese_light_stem(s: &mut Vec<char>) {
+    if s.len() < 4 {
+        return;
+    }
+    let len = s.len();
+    let mut len = portuguese_remove_suffix(s, len);
+    if len > 3 && s[len - 1] == 'a' {
+        len = portuguese_norm_feminine(s, len);
+    }
+    if len > 4 && matches!(s[len - 1], 'e' | 'a' | 'o') {
+        len -= 1;
+    }
+    s.truncate(len);
+    for c in s.iter_mut() {
+        *c = match *c {
+            'à' | 'á' | 'â' | 'ä' | 'ã' => 'a',
+            'ò' | 'ó' | 'ô' | 'ö' | 'õ' => 'o',
+            'è' | 'é' | 'ê' | 'ë' => 'e',
+            'ù' | 'ú' | 'û' | 'ü' => 'u',
+            'ì' | 'í' | 'î' | 'ï' => 'i',
+            'ç' => 'c',
+            c => c,
+        };
+    }
+}
+
+fn portuguese_remove_suffix(s: &mut [char], len: usize) -> usize {
+    if len > 4 && ends_with(s, len, "es") && matches!(s[len - 3], 'r' | 's' | 'l' | 'z') {
+        return len - 2;
+    }
+    if len > 3 && ends_with(s, len, "ns") {
+        s[len - 2] = 'm';
+        return len - 1;
+    }
+    if len > 4 && (ends_with(s, len, "eis") || ends_with(s, len, "éis")) {
+        s[len - 3] = 'e';
+        s[len - 2] = 'l';
+        return len - 1;
+    }
+    if len > 4 && ends_with(s, len, "ais") {
+        s[len - 2] = 'l';
+        return len - 1;
+    }
+    if len > 4 && ends_with(s, len, "óis") {
+        s[len - 3] = 'o';
+        s[len - 2] = 'l';
+        return len - 1;
+    }
+    if len > 4 && ends_with(s, len, "is") {
+        s[len - 1] = 'l';
+        return len;
+    }
+    if len > 3 && (ends_with(s, len, "ões") || ends_with(s, len, "ães")) {
+        s[len - 3] = 'ã';
+        s[len - 2] = 'o';
+        return len - 1;
+    }
+    if len > 6 && ends_with(s, len, "mente") {
+        return len - 5;
+    }
+    if len > 3 && s[len - 1] == 's' {
+        return len - 1;
+    }
+    len
+}
+
+fn portuguese_norm_feminine(s: &mut [char], len: usize) -> usize {
+    if len > 7
+        && ["inha", "iaca", "eira"]
+            .iter()
+            .any(|x| ends_with(s, len, x))
+    {
+        s[len - 1] = 'o';
+        return len;
+    }
+    if len > 6 {
+        if ["osa", "ica", "ida", "ada", "iva", "ama"]
+            .iter()
+            .any(|x| ends_with(s, len, x))
+        {
+            s[len - 1] = 'o';
+            return len;
+        }
+        if ends_with(s, len, "ona") {
+            s[len - 3] = 'ã';
+            s[len - 2] = 'o';
+            return len - 1;
+        }
+        if ends_with(s, len, "ora") {
+            return len - 1;
+        }
+        if ends_with(s, len, "esa") {
+            s[len - 3] = 'ê';
+            return len - 1;
+        }
+        if ends_with(s, len, "na") {
+            s[len - 1] = 'o';
+            return len;
+        }
+    }
+    len
 }
 
 /// Lucene's `ElisionFilter`: an article and its apostrophe removed from the token's start.
@@ -464,6 +568,20 @@ mod tests {
         assert_eq!(apply(italian_light_stem, "banche"), "banc");
         assert_eq!(apply(italian_light_stem, "cittadini"), "cittadin");
         assert_eq!(apply(italian_light_stem, "casa"), "casa");
+    }
+
+    #[test]
+    fn portuguese() {
+        let cases = [
+            ("homens", "homem"),
+            ("papéis", "papel"),
+            ("canções", "canca"),
+            ("brasileiras", "brasileir"),
+            ("rapidamente", "rapid"),
+        ];
+        for (word, expected) in cases {
+            assert_eq!(apply(portuguese_light_stem, word), expected, "{word}");
+        }
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //! | th | `ThaiAnalyzer` | dictionary word segmentation (ICU4X), lowercase, digits, Thai stopwords |
 //! | vi | (none in Lucene) | standard tokenizer, lowercase, NFC: Vietnamese syllables are tokens |
 //! | it | `ItalianAnalyzer` | elision, lowercase, stopwords, Italian light stemmer |
-//! | pt nl sv da no fi hu ro | Lucene's stopwords, Snowball stemmers (Lucene's pt uses a light stemmer instead) |
+//! | pt | `PortugueseAnalyzer` | lowercase, stopwords, Portuguese light stemmer |
+//! | nl sv da no fi hu ro | Lucene's stopwords and Snowball stemmers (rust-stemmers), as Lucene's analyzers |
 
 mod arabic;
 mod cjk;
@@ -59,6 +60,7 @@ enum Chain {
     Spanish,
     French,
     Italian,
+    Portuguese,
     Russian,
     Greek,
     Turkish,
@@ -146,11 +148,7 @@ impl Analyzer {
             "th" => (Chain::Thai, sw::thai(), None),
             "vi" => (Chain::Vietnamese, sw::none(), None),
             "it" => (Chain::Italian, sw::italian(), None),
-            "pt" => (
-                Chain::Snowball,
-                sw::portuguese(),
-                Some(Algorithm::Portuguese),
-            ),
+            "pt" => (Chain::Portuguese, sw::portuguese(), None),
             "nl" => (Chain::Snowball, sw::dutch(), Some(Algorithm::Dutch)),
             "sv" => (Chain::Snowball, sw::swedish(), Some(Algorithm::Swedish)),
             "da" => (Chain::Snowball, sw::danish(), Some(Algorithm::Danish)),
@@ -268,6 +266,13 @@ impl Analyzer {
                     return;
                 }
                 latin::italian_light_stem(&mut scratch.chars);
+            }
+            Chain::Portuguese => {
+                push_lowercase(token, chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                latin::portuguese_light_stem(&mut scratch.chars);
             }
             Chain::Russian => {
                 push_lowercase(token, chars);
@@ -448,6 +453,8 @@ mod tests {
         assert_eq!(analyze("de", "Die Häuser"), ["haus"]);
         assert_eq!(analyze("fr", "L'avion des chevaux"), ["avion", "cheval"]);
         assert_eq!(analyze("es", "las naciones"), ["nacion"]);
+        assert_eq!(analyze("pt", "Os homens"), ["homem"]);
+        assert_eq!(analyze("it", "dell'arte ragazzi"), ["arte", "ragazz"]);
         assert_eq!(analyze("tr", "Türkiye'de İstanbul"), ["türki", "istanbul"]);
         assert_eq!(analyze("ar", "والحسن ٣"), ["حسن", "3"]);
         assert_eq!(analyze("fa", "کتاب\u{200C}ها"), ["كتاب"]);
