@@ -65,6 +65,11 @@ def test_unknown_language_lists_supported():
         clirkit.analyze("text", "xx")
 
 
+def test_language_code_forms():
+    assert clirkit.analyze("کتاب\u200cها", "fas") == clirkit.analyze("کتاب\u200cها", "fa")
+    assert clirkit.analyzer_id("zh-CN") == clirkit.analyzer_id("zh")
+
+
 def test_supported_languages_and_ids():
     langs = clirkit.supported_languages()
     for lang in ["ar", "de", "el", "en", "es", "fa", "fr", "hi", "ru", "th", "tr", "vi", "zh"]:

@@ -120,17 +120,14 @@ impl Scratch {
 }
 
 impl Analyzer {
-    /// The analyzer for an ISO 639-1 code; an unknown code lists the supported ones.
+    /// The analyzer for a language code: ISO 639-1 ("fa"), ISO 639-2/3 ("fas", "per", as
+    /// NeuCLIR writes them) or a BCP 47 tag whose region is ignored ("zh-CN", "pt_BR"). An
+    /// unknown code lists the supported ones.
     pub fn for_lang(code: &str) -> Result<Self> {
-        let code = code.trim().to_ascii_lowercase();
-        let lang = SUPPORTED_LANGUAGES
-            .iter()
-            .copied()
-            .find(|&l| l == code)
-            .ok_or_else(|| Error::UnknownLanguage {
-                code: code.clone(),
-                supported: SUPPORTED_LANGUAGES.join(", "),
-            })?;
+        let lang = canonical_code(code).ok_or_else(|| Error::UnknownLanguage {
+            code: code.trim().to_string(),
+            supported: SUPPORTED_LANGUAGES.join(", "),
+        })?;
         use stopwords as sw;
         let (chain, stopwords, algorithm): (Chain, &'static StopSet, Option<Algorithm>) = match lang
         {
@@ -369,6 +366,60 @@ impl Analyzer {
     }
 }
 
+/// ISO 639-2/3 codes of the supported languages (bibliographic and terminological forms).
+const THREE_LETTER_CODES: &[(&str, &str)] = &[
+    ("ara", "ar"),
+    ("dan", "da"),
+    ("deu", "de"),
+    ("ger", "de"),
+    ("ell", "el"),
+    ("gre", "el"),
+    ("eng", "en"),
+    ("spa", "es"),
+    ("fas", "fa"),
+    ("per", "fa"),
+    ("fin", "fi"),
+    ("fra", "fr"),
+    ("fre", "fr"),
+    ("hin", "hi"),
+    ("hun", "hu"),
+    ("ita", "it"),
+    ("jpn", "ja"),
+    ("kor", "ko"),
+    ("nld", "nl"),
+    ("dut", "nl"),
+    ("nor", "no"),
+    ("nob", "no"),
+    ("por", "pt"),
+    ("ron", "ro"),
+    ("rum", "ro"),
+    ("rus", "ru"),
+    ("swe", "sv"),
+    ("tha", "th"),
+    ("tur", "tr"),
+    ("vie", "vi"),
+    ("zho", "zh"),
+    ("chi", "zh"),
+];
+
+/// The supported two-letter code a language code names, if any.
+fn canonical_code(code: &str) -> Option<&'static str> {
+    let primary = code
+        .trim()
+        .split(['-', '_'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let primary = match primary.as_str() {
+        "nb" | "nn" => "no",
+        other => THREE_LETTER_CODES
+            .iter()
+            .find(|(three, _)| *three == other)
+            .map_or(other, |(_, two)| two),
+    };
+    SUPPORTED_LANGUAGES.iter().copied().find(|&l| l == primary)
+}
+
 /// Lucene's `EnglishPossessiveFilter`: "John's" -> "John".
 fn strip_possessive(token: &str) -> &str {
     token
@@ -393,6 +444,16 @@ mod tests {
             "{err}"
         );
         assert_eq!(Analyzer::for_lang(" EN ").unwrap().lang(), "en");
+        for (code, lang) in [
+            ("fas", "fa"),
+            ("zho", "zh"),
+            ("zh-CN", "zh"),
+            ("pt_BR", "pt"),
+            ("nb", "no"),
+        ] {
+            assert_eq!(Analyzer::for_lang(code).unwrap().lang(), lang, "{code}");
+        }
+        assert!(Analyzer::for_lang("").is_err());
     }
 
     #[test]
