@@ -47,6 +47,9 @@ LUCENE_ANALYZERS = {
     "fr": "org.apache.lucene.analysis.fr.FrenchAnalyzer",
     "hi": "org.apache.lucene.analysis.hi.HindiAnalyzer",
     "it": "org.apache.lucene.analysis.it.ItalianAnalyzer",
+    # Pyserini uses Kuromoji for ja; clirkit uses CJK bigrams there, so ja compares with CJKAnalyzer.
+    "ja": "org.apache.lucene.analysis.cjk.CJKAnalyzer",
+    "ko": "org.apache.lucene.analysis.cjk.CJKAnalyzer",
     "nl": "org.apache.lucene.analysis.nl.DutchAnalyzer",
     "pt": "org.apache.lucene.analysis.pt.PortugueseAnalyzer",
     "sv": "org.apache.lucene.analysis.sv.SwedishAnalyzer",
