@@ -1,6 +1,7 @@
 """Token-level parity of clirkit's analyzers with Lucene's, per language, on XQuAD-R.
 
-For every text (XQuAD-R sentences, and its queries with ``--queries``) the script compares the
+For every text (title and text of each XQuAD-R sentence, and its queries with ``--queries``; any
+BEIR corpus with ``--corpus``, ``--default-lang`` naming its language) the script compares the
 term list clirkit makes with the one Lucene makes under the analyzer Pyserini/Anserini use for
 the language, and reports per language:
 
@@ -45,6 +46,13 @@ LUCENE_ANALYZERS = {
     "fa": "org.apache.lucene.analysis.fa.PersianAnalyzer",
     "fr": "org.apache.lucene.analysis.fr.FrenchAnalyzer",
     "hi": "org.apache.lucene.analysis.hi.HindiAnalyzer",
+    "it": "org.apache.lucene.analysis.it.ItalianAnalyzer",
+    # Pyserini uses Kuromoji for ja; clirkit uses CJK bigrams there, so ja compares with CJKAnalyzer.
+    "ja": "org.apache.lucene.analysis.cjk.CJKAnalyzer",
+    "ko": "org.apache.lucene.analysis.cjk.CJKAnalyzer",
+    "nl": "org.apache.lucene.analysis.nl.DutchAnalyzer",
+    "pt": "org.apache.lucene.analysis.pt.PortugueseAnalyzer",
+    "sv": "org.apache.lucene.analysis.sv.SwedishAnalyzer",
     "ru": "org.apache.lucene.analysis.ru.RussianAnalyzer",
     "th": "org.apache.lucene.analysis.th.ThaiAnalyzer",
     "tr": "org.apache.lucene.analysis.tr.TurkishAnalyzer",
@@ -101,13 +109,15 @@ def lucene_worker() -> int:
     return 0
 
 
-def read_texts(paths: list[Path], langs: list[str]) -> Iterator[tuple[str, str]]:
+def read_texts(paths: list[Path], langs: list[str], default_lang: str) -> Iterator[tuple[str, str]]:
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 record = json.loads(line)
-                if record.get("lang") in langs:
-                    yield record["lang"], record.get("text", "")
+                lang = record.get("lang", default_lang)
+                if lang in langs:
+                    text = " ".join(record[f] for f in ("title", "text") if record.get(f))
+                    yield lang, text
 
 
 def lucene_terms(python: str, items: list[tuple[str, str]]) -> list[object]:
@@ -133,6 +143,7 @@ def main() -> int:
     parser.add_argument("--lucene-python", default="/work/venv-pyserini/bin/python")
     parser.add_argument("--langs", default="ar,de,el,en,es,hi,ru,th,tr,vi,zh")
     parser.add_argument("--show", type=int, default=0, help="print N differing texts per language")
+    parser.add_argument("--default-lang", default="", help="language of records without a lang field")
     args = parser.parse_args()
     if args.lucene_worker:
         return lucene_worker()
@@ -141,7 +152,7 @@ def main() -> int:
 
     langs = args.langs.split(",")
     paths = [args.corpus] + ([args.queries] if args.queries else [])
-    items = list(read_texts(paths, langs))
+    items = list(read_texts(paths, langs, args.default_lang))
     lucene = lucene_terms(args.lucene_python, items)
 
     stats: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0, 0, 0])

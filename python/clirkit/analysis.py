@@ -11,7 +11,10 @@ from clirkit import _native
 
 
 def analyze(text: str, lang: str) -> list[str]:
-    """The index terms of ``text`` under the analyzer of ``lang`` (an ISO 639-1 code).
+    """The index terms of ``text`` under the analyzer of ``lang``.
+
+    ``lang`` is an ISO 639-1 code (``"fa"``), an ISO 639-2/3 code (``"fas"``, as NeuCLIR writes
+    them) or a BCP 47 tag whose region is ignored (``"zh-CN"``).
 
     Raises ``UnknownLanguageError`` (a ``ClirkitError``) naming the supported
     codes when ``lang`` has no analyzer.

@@ -18,7 +18,9 @@ def register(top, groups) -> None:
     p.add_argument(
         "--lang",
         required=True,
-        help="ISO 639-1 language code (" + ", ".join(supported_languages()) + ")",
+        help="language code: "
+        + ", ".join(supported_languages())
+        + " (or ISO 639-3 / BCP 47 forms: fas, zh-CN)",
     )
     p.add_argument("text", nargs="*", help="text to analyze (default: read lines from stdin)")
     p.set_defaults(func=_analyze)

@@ -29,9 +29,10 @@ pub fn stem(word: &mut Vec<char>) {
     word.truncate(len);
 }
 
+/// Whether `s[..len]` ends with `suffix` (compared from the end, so mismatches exit early).
 fn ew(s: &[char], len: usize, suffix: &str) -> bool {
-    let n = suffix.chars().count();
-    n <= len && s[len - n..len].iter().copied().eq(suffix.chars())
+    let mut rest = s[..len].iter().rev();
+    suffix.chars().rev().all(|c| rest.next() == Some(&c))
 }
 
 fn ew_any(s: &[char], len: usize, suffixes: &[&str]) -> bool {

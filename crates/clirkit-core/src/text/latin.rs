@@ -1,13 +1,14 @@
-//! Filters of Lucene's German, Spanish, French and Turkish analyzers: Jacques Savoy's light
-//! stemmers (as in Lucene's `GermanLightStemmer`, `SpanishLightStemmer`, `FrenchLightStemmer`),
-//! German umlaut normalization, French elision, and Turkish apostrophe handling and casing.
+//! Filters of Lucene's German, Spanish, French, Italian, Portuguese and Turkish analyzers: Jacques Savoy's
+//! light stemmers (as in Lucene's `GermanLightStemmer`, `SpanishLightStemmer`,
+//! `FrenchLightStemmer`, `ItalianLightStemmer`, `PortugueseLightStemmer`), German umlaut normalization, French and Italian
+//! elision, and Turkish apostrophe handling and casing.
 //!
 //! The stemmers work on a character buffer and a length, like Lucene's: some rules rewrite
 //! characters just past the new end, and that is only faithful with the same buffer discipline.
 
 fn ends_with(s: &[char], len: usize, suffix: &str) -> bool {
-    let n = suffix.chars().count();
-    n <= len && s[len - n..len].iter().copied().eq(suffix.chars())
+    let mut rest = s[..len].iter().rev();
+    suffix.chars().rev().all(|c| rest.next() == Some(&c))
 }
 
 /// Lucene's `GermanNormalizationFilter`: ß -> ss, umlauts folded, and "ae", "oe", "ue" to "a",
@@ -135,6 +136,136 @@ pub fn spanish_light_stem(s: &mut Vec<char>) {
         _ => len,
     };
     s.truncate(new_len);
+}
+
+/// Lucene's `ItalianLightStemmer`.
+pub fn italian_light_stem(s: &mut Vec<char>) {
+    let len = s.len();
+    if len < 6 {
+        return;
+    }
+    for c in s.iter_mut() {
+        *c = match *c {
+            'à' | 'á' | 'â' | 'ä' => 'a',
+            'ò' | 'ó' | 'ô' | 'ö' => 'o',
+            'è' | 'é' | 'ê' | 'ë' => 'e',
+            'ù' | 'ú' | 'û' | 'ü' => 'u',
+            'ì' | 'í' | 'î' | 'ï' => 'i',
+            c => c,
+        };
+    }
+    let before = s[len - 2];
+    let new_len = match s[len - 1] {
+        'e' | 'i' if matches!(before, 'i' | 'h') => len - 2,
+        'a' | 'o' if before == 'i' => len - 2,
+        'e' | 'i' | 'a' | 'o' => len - 1,
+        _ => len,
+    };
+    s.truncate(new_len);
+}
+
+/// Lucene's `PortugueseLightStemmer`.
+pub fn portuguese_light_stem(s: &mut Vec<char>) {
+    if s.len() < 4 {
+        return;
+    }
+    let len = s.len();
+    let mut len = portuguese_remove_suffix(s, len);
+    if len > 3 && s[len - 1] == 'a' {
+        len = portuguese_norm_feminine(s, len);
+    }
+    if len > 4 && matches!(s[len - 1], 'e' | 'a' | 'o') {
+        len -= 1;
+    }
+    s.truncate(len);
+    for c in s.iter_mut() {
+        *c = match *c {
+            'à' | 'á' | 'â' | 'ä' | 'ã' => 'a',
+            'ò' | 'ó' | 'ô' | 'ö' | 'õ' => 'o',
+            'è' | 'é' | 'ê' | 'ë' => 'e',
+            'ù' | 'ú' | 'û' | 'ü' => 'u',
+            'ì' | 'í' | 'î' | 'ï' => 'i',
+            'ç' => 'c',
+            c => c,
+        };
+    }
+}
+
+fn portuguese_remove_suffix(s: &mut [char], len: usize) -> usize {
+    if len > 4 && ends_with(s, len, "es") && matches!(s[len - 3], 'r' | 's' | 'l' | 'z') {
+        return len - 2;
+    }
+    if len > 3 && ends_with(s, len, "ns") {
+        s[len - 2] = 'm';
+        return len - 1;
+    }
+    if len > 4 && (ends_with(s, len, "eis") || ends_with(s, len, "éis")) {
+        s[len - 3] = 'e';
+        s[len - 2] = 'l';
+        return len - 1;
+    }
+    if len > 4 && ends_with(s, len, "ais") {
+        s[len - 2] = 'l';
+        return len - 1;
+    }
+    if len > 4 && ends_with(s, len, "óis") {
+        s[len - 3] = 'o';
+        s[len - 2] = 'l';
+        return len - 1;
+    }
+    if len > 4 && ends_with(s, len, "is") {
+        s[len - 1] = 'l';
+        return len;
+    }
+    if len > 3 && (ends_with(s, len, "ões") || ends_with(s, len, "ães")) {
+        s[len - 3] = 'ã';
+        s[len - 2] = 'o';
+        return len - 1;
+    }
+    if len > 6 && ends_with(s, len, "mente") {
+        return len - 5;
+    }
+    if len > 3 && s[len - 1] == 's' {
+        return len - 1;
+    }
+    len
+}
+
+fn portuguese_norm_feminine(s: &mut [char], len: usize) -> usize {
+    if len > 7
+        && ["inha", "iaca", "eira"]
+            .iter()
+            .any(|x| ends_with(s, len, x))
+    {
+        s[len - 1] = 'o';
+        return len;
+    }
+    if len > 6 {
+        if ["osa", "ica", "ida", "ada", "iva", "ama"]
+            .iter()
+            .any(|x| ends_with(s, len, x))
+        {
+            s[len - 1] = 'o';
+            return len;
+        }
+        if ends_with(s, len, "ona") {
+            s[len - 3] = 'ã';
+            s[len - 2] = 'o';
+            return len - 1;
+        }
+        if ends_with(s, len, "ora") {
+            return len - 1;
+        }
+        if ends_with(s, len, "esa") {
+            s[len - 3] = 'ê';
+            return len - 1;
+        }
+        if ends_with(s, len, "na") {
+            s[len - 1] = 'o';
+            return len;
+        }
+    }
+    len
 }
 
 /// Lucene's `ElisionFilter`: an article and its apostrophe removed from the token's start.
@@ -427,6 +558,30 @@ mod tests {
         assert_eq!(apply(spanish_light_stem, "casas"), "cas");
         assert_eq!(apply(spanish_light_stem, "rosa"), "rosa");
         assert_eq!(apply(spanish_light_stem, "naciones"), "nacion");
+    }
+
+    #[test]
+    fn italian() {
+        assert_eq!(italian_elision("dell'arte"), "arte");
+        assert_eq!(apply(italian_light_stem, "ragazzi"), "ragazz");
+        assert_eq!(apply(italian_light_stem, "ragazza"), "ragazz");
+        assert_eq!(apply(italian_light_stem, "banche"), "banc");
+        assert_eq!(apply(italian_light_stem, "cittadini"), "cittadin");
+        assert_eq!(apply(italian_light_stem, "casa"), "casa");
+    }
+
+    #[test]
+    fn portuguese() {
+        let cases = [
+            ("homens", "homem"),
+            ("papéis", "papel"),
+            ("canções", "canca"),
+            ("brasileiras", "brasileir"),
+            ("rapidamente", "rapid"),
+        ];
+        for (word, expected) in cases {
+            assert_eq!(apply(portuguese_light_stem, word), expected, "{word}");
+        }
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //! | zh ja ko | `CJKAnalyzer` | width folding, lowercase, CJK bigrams, English stopwords |
 //! | th | `ThaiAnalyzer` | dictionary word segmentation (ICU4X), lowercase, digits, Thai stopwords |
 //! | vi | (none in Lucene) | standard tokenizer, lowercase, NFC: Vietnamese syllables are tokens |
-//! | it pt nl sv da no fi hu ro | Lucene's stopwords with Snowball stemmers (Lucene uses light stemmers for it, pt) |
+//! | it | `ItalianAnalyzer` | elision, lowercase, stopwords, Italian light stemmer |
+//! | pt | `PortugueseAnalyzer` | lowercase, stopwords, Portuguese light stemmer |
+//! | nl sv da no fi hu ro | Lucene's stopwords and Snowball stemmers (rust-stemmers), as Lucene's analyzers |
 
 mod arabic;
 mod cjk;
@@ -58,6 +60,7 @@ enum Chain {
     Spanish,
     French,
     Italian,
+    Portuguese,
     Russian,
     Greek,
     Turkish,
@@ -79,7 +82,7 @@ impl Chain {
             Chain::Cjk => "lucene-cjk-bigram",
             Chain::Thai => "icu4x-dictionary",
             Chain::Vietnamese => "standard-nfc",
-            Chain::Italian | Chain::Snowball => "snowball",
+            Chain::Snowball => "snowball",
             Chain::Russian => "lucene-snowball",
             _ => "lucene",
         }
@@ -117,17 +120,14 @@ impl Scratch {
 }
 
 impl Analyzer {
-    /// The analyzer for an ISO 639-1 code; an unknown code lists the supported ones.
+    /// The analyzer for a language code: ISO 639-1 ("fa"), ISO 639-2/3 ("fas", "per", as
+    /// NeuCLIR writes them) or a BCP 47 tag whose region is ignored ("zh-CN", "pt_BR"). An
+    /// unknown code lists the supported ones.
     pub fn for_lang(code: &str) -> Result<Self> {
-        let code = code.trim().to_ascii_lowercase();
-        let lang = SUPPORTED_LANGUAGES
-            .iter()
-            .copied()
-            .find(|&l| l == code)
-            .ok_or_else(|| Error::UnknownLanguage {
-                code: code.clone(),
-                supported: SUPPORTED_LANGUAGES.join(", "),
-            })?;
+        let lang = canonical_code(code).ok_or_else(|| Error::UnknownLanguage {
+            code: code.trim().to_string(),
+            supported: SUPPORTED_LANGUAGES.join(", "),
+        })?;
         use stopwords as sw;
         let (chain, stopwords, algorithm): (Chain, &'static StopSet, Option<Algorithm>) = match lang
         {
@@ -144,12 +144,8 @@ impl Analyzer {
             "zh" | "ja" | "ko" => (Chain::Cjk, sw::cjk(), None),
             "th" => (Chain::Thai, sw::thai(), None),
             "vi" => (Chain::Vietnamese, sw::none(), None),
-            "it" => (Chain::Italian, sw::italian(), Some(Algorithm::Italian)),
-            "pt" => (
-                Chain::Snowball,
-                sw::portuguese(),
-                Some(Algorithm::Portuguese),
-            ),
+            "it" => (Chain::Italian, sw::italian(), None),
+            "pt" => (Chain::Portuguese, sw::portuguese(), None),
             "nl" => (Chain::Snowball, sw::dutch(), Some(Algorithm::Dutch)),
             "sv" => (Chain::Snowball, sw::swedish(), Some(Algorithm::Swedish)),
             "da" => (Chain::Snowball, sw::danish(), Some(Algorithm::Danish)),
@@ -263,10 +259,17 @@ impl Analyzer {
             }
             Chain::Italian => {
                 push_lowercase(latin::italian_elision(token), chars);
-                if !self.is_stopword(scratch) {
-                    self.snowball(scratch, out);
+                if self.is_stopword(scratch) {
+                    return;
                 }
-                return;
+                latin::italian_light_stem(&mut scratch.chars);
+            }
+            Chain::Portuguese => {
+                push_lowercase(token, chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                latin::portuguese_light_stem(&mut scratch.chars);
             }
             Chain::Russian => {
                 push_lowercase(token, chars);
@@ -363,21 +366,66 @@ impl Analyzer {
     }
 }
 
+/// ISO 639-2/3 codes of the supported languages (bibliographic and terminological forms).
+const THREE_LETTER_CODES: &[(&str, &str)] = &[
+    ("ara", "ar"),
+    ("dan", "da"),
+    ("deu", "de"),
+    ("ger", "de"),
+    ("ell", "el"),
+    ("gre", "el"),
+    ("eng", "en"),
+    ("spa", "es"),
+    ("fas", "fa"),
+    ("per", "fa"),
+    ("fin", "fi"),
+    ("fra", "fr"),
+    ("fre", "fr"),
+    ("hin", "hi"),
+    ("hun", "hu"),
+    ("ita", "it"),
+    ("jpn", "ja"),
+    ("kor", "ko"),
+    ("nld", "nl"),
+    ("dut", "nl"),
+    ("nor", "no"),
+    ("nob", "no"),
+    ("por", "pt"),
+    ("ron", "ro"),
+    ("rum", "ro"),
+    ("rus", "ru"),
+    ("swe", "sv"),
+    ("tha", "th"),
+    ("tur", "tr"),
+    ("vie", "vi"),
+    ("zho", "zh"),
+    ("chi", "zh"),
+];
+
+/// The supported two-letter code a language code names, if any.
+fn canonical_code(code: &str) -> Option<&'static str> {
+    let primary = code
+        .trim()
+        .split(['-', '_'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let primary = match primary.as_str() {
+        "nb" | "nn" => "no",
+        other => THREE_LETTER_CODES
+            .iter()
+            .find(|(three, _)| *three == other)
+            .map_or(other, |(_, two)| two),
+    };
+    SUPPORTED_LANGUAGES.iter().copied().find(|&l| l == primary)
+}
+
 /// Lucene's `EnglishPossessiveFilter`: "John's" -> "John".
 fn strip_possessive(token: &str) -> &str {
-    for apostrophe in ['\'', '\u{2019}', '\u{FF07}'] {
-        for s in ['s', 'S'] {
-            let mut suffix = [0u8; 8];
-            let a = apostrophe.encode_utf8(&mut suffix).len();
-            s.encode_utf8(&mut suffix[a..]);
-            if let Some(stripped) =
-                token.strip_suffix(std::str::from_utf8(&suffix[..a + 1]).expect("UTF-8 suffix"))
-            {
-                return stripped;
-            }
-        }
-    }
     token
+        .strip_suffix(['s', 'S'])
+        .and_then(|rest| rest.strip_suffix(['\'', '\u{2019}', '\u{FF07}']))
+        .unwrap_or(token)
 }
 
 #[cfg(test)]
@@ -396,6 +444,16 @@ mod tests {
             "{err}"
         );
         assert_eq!(Analyzer::for_lang(" EN ").unwrap().lang(), "en");
+        for (code, lang) in [
+            ("fas", "fa"),
+            ("zho", "zh"),
+            ("zh-CN", "zh"),
+            ("pt_BR", "pt"),
+            ("nb", "no"),
+        ] {
+            assert_eq!(Analyzer::for_lang(code).unwrap().lang(), lang, "{code}");
+        }
+        assert!(Analyzer::for_lang("").is_err());
     }
 
     #[test]
@@ -418,6 +476,8 @@ mod tests {
 
     #[test]
     fn english() {
+        assert_eq!(strip_possessive("John\u{2019}S"), "John");
+        assert_eq!(strip_possessive("its"), "its");
         assert_eq!(
             analyze("en", "The quick brown foxes jumped over John's lazy dogs!"),
             ["quick", "brown", "fox", "jump", "over", "john", "lazi", "dog"]
@@ -454,6 +514,8 @@ mod tests {
         assert_eq!(analyze("de", "Die Häuser"), ["haus"]);
         assert_eq!(analyze("fr", "L'avion des chevaux"), ["avion", "cheval"]);
         assert_eq!(analyze("es", "las naciones"), ["nacion"]);
+        assert_eq!(analyze("pt", "Os homens"), ["homem"]);
+        assert_eq!(analyze("it", "dell'arte ragazzi"), ["arte", "ragazz"]);
         assert_eq!(analyze("tr", "Türkiye'de İstanbul"), ["türki", "istanbul"]);
         assert_eq!(analyze("ar", "والحسن ٣"), ["حسن", "3"]);
         assert_eq!(analyze("fa", "کتاب\u{200C}ها"), ["كتاب"]);

@@ -101,12 +101,17 @@ impl Stemmer {
     /// Whether `b[..=k]` ends with `s`; if so, sets `j` just before it. A match of the whole
     /// word sets `j` to "-1", represented by `usize::MAX` and never used as an index then.
     fn ends(&mut self, s: &str) -> bool {
-        let l = s.chars().count();
+        // Suffixes are ASCII, so their byte length is their length in characters.
+        let l = s.len();
         if l > self.k + 1 {
             return false;
         }
         let o = self.k + 1 - l;
-        if !s.chars().zip(&self.b[o..]).all(|(a, &b)| a == b) {
+        if !self.b[o..=self.k]
+            .iter()
+            .zip(s.bytes())
+            .all(|(&c, b)| c == char::from(b))
+        {
             return false;
         }
         self.j = (self.k as isize - l as isize) as usize;
@@ -118,7 +123,7 @@ impl Stemmer {
         let o = self.j.wrapping_add(1);
         self.b.truncate(o);
         self.b.extend(s.chars());
-        self.k = (o + s.chars().count()).wrapping_sub(1);
+        self.k = (o + s.len()).wrapping_sub(1);
     }
 
     fn replace_if_measure(&mut self, s: &str) {
