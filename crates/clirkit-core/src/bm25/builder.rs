@@ -122,8 +122,9 @@ impl Analyzers {
     }
 }
 
-/// FxHash (rustc's hasher): term keys are not attacker-chosen hash-flooding input, and SipHash
-/// was a tenth of the build time.
+/// FxHash (rustc's hasher) with MurmurHash3's finalizer: term keys are not attacker-chosen,
+/// and SipHash was a tenth of the build time. The finalizer spreads every input bit into the low
+/// bits the hash table indexes with; without it, terms sharing their first bytes collide.
 #[derive(Default, Clone, Copy)]
 struct FxHasher(u64);
 
@@ -147,7 +148,12 @@ impl std::hash::Hasher for FxHasher {
     }
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 
