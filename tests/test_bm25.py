@@ -297,3 +297,27 @@ def test_cli_on_multilingual_sample(tmp_path, sample_dir):
     tsv.write_text("q1\tPanthers\n", encoding="utf-8")
     assert cli([*search[:5], str(tsv), "--output", str(tmp_path / "x.trec"), "--quiet"]) == 2
     assert cli([*search[:5], str(tsv), "--output", str(tmp_path / "x.trec"), "--lang", "en", "--quiet"]) == 0
+
+
+def test_duplicate_query_ids_are_an_error(tmp_path):
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "zorp"}])
+    index = BM25Index.build(corpus, tmp_path / "idx", quiet=True)
+    with pytest.raises(clirkit.InvalidInputError, match="'q1' appears twice"):
+        index.batch_search([("q1", "zorp"), ("q1", "quux")], quiet=True)
+
+
+def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
+    import os
+    import signal
+    import threading
+
+    corpus = tmp_path / "big.jsonl"
+    with corpus.open("w", encoding="utf-8") as f:
+        for i in range(300_000):
+            f.write(f'{{"_id": "d{i}", "text": "zorp quux w{i % 977} v{i % 1013}"}}\n')
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        BM25Index.build(corpus, tmp_path / "idx", quiet=True)
+    timer.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]

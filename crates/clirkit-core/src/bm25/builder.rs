@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How to build an index.
 #[derive(Debug, Clone)]
@@ -224,12 +225,12 @@ impl MemoryIndex {
     }
 
     /// Terms in byte order with their postings, emptying the index.
-    fn take_sorted(&mut self) -> Vec<(String, Vec<(u32, u32)>)> {
+    fn take_sorted(&mut self) -> Vec<TermPostingsList> {
         let terms = std::mem::take(&mut self.terms);
         let postings = std::mem::take(&mut self.postings);
         self.term_ids = FxMap::default();
         self.bytes = 0;
-        let mut all: Vec<(String, Vec<(u32, u32)>)> = terms.into_iter().zip(postings).collect();
+        let mut all: Vec<TermPostingsList> = terms.into_iter().zip(postings).collect();
         all.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         all
     }
@@ -258,7 +259,7 @@ fn read_varint(r: &mut impl BufRead) -> std::io::Result<u64> {
 }
 
 /// Spill sorted postings to a run file: per term `len, bytes, count, (gap, tf)*` as varints.
-fn write_run(path: &Path, sorted: &[(String, Vec<(u32, u32)>)]) -> Result<()> {
+fn write_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
     let mut w = BufWriter::with_capacity(1 << 20, File::create(path).at(path)?);
     let mut write = || -> std::io::Result<()> {
         write_varint(&mut w, sorted.len() as u64)?;
@@ -278,6 +279,9 @@ fn write_run(path: &Path, sorted: &[(String, Vec<(u32, u32)>)]) -> Result<()> {
     write().at(path)
 }
 
+/// A term with its (doc, tf) postings in doc order.
+type TermPostingsList = (String, Vec<(u32, u32)>);
+
 /// A sorted source of (term, postings) for the final merge.
 enum Source {
     Run {
@@ -285,7 +289,7 @@ enum Source {
         reader: BufReader<File>,
         remaining: u64,
     },
-    Memory(std::vec::IntoIter<(String, Vec<(u32, u32)>)>),
+    Memory(std::vec::IntoIter<TermPostingsList>),
 }
 
 impl Source {
@@ -299,7 +303,7 @@ impl Source {
         })
     }
 
-    fn next(&mut self) -> Result<Option<(String, Vec<(u32, u32)>)>> {
+    fn next(&mut self) -> Result<Option<TermPostingsList>> {
         match self {
             Source::Memory(it) => Ok(it.next()),
             Source::Run {
@@ -311,7 +315,7 @@ impl Source {
                     return Ok(None);
                 }
                 *remaining -= 1;
-                let mut read = || -> std::io::Result<(String, Vec<(u32, u32)>)> {
+                let mut read = || -> std::io::Result<TermPostingsList> {
                     let len = read_varint(reader)? as usize;
                     let mut bytes = vec![0u8; len];
                     reader.read_exact(&mut bytes)?;
@@ -505,10 +509,26 @@ fn thread_pool(threads: usize) -> Result<rayon::ThreadPool> {
 
 /// Build a BM25 index over the JSONL corpus at `corpus`, written atomically to `index`.
 pub fn build(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<BuildSummary> {
-    thread_pool(opts.threads)?.install(|| build_in_pool(corpus, index, opts))
+    build_cancellable(corpus, index, opts, &AtomicBool::new(false))
 }
 
-fn build_in_pool(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<BuildSummary> {
+/// [`build`], stopping with an error (and leaving nothing behind) once `cancel` is set; it is
+/// checked between batches. Lets a caller turn Ctrl-C into a clean abort.
+pub fn build_cancellable(
+    corpus: &Path,
+    index: &Path,
+    opts: &BuildOptions,
+    cancel: &AtomicBool,
+) -> Result<BuildSummary> {
+    thread_pool(opts.threads)?.install(|| build_in_pool(corpus, index, opts, cancel))
+}
+
+fn build_in_pool(
+    corpus: &Path,
+    index: &Path,
+    opts: &BuildOptions,
+    cancel: &AtomicBool,
+) -> Result<BuildSummary> {
     if opts.lang.is_some() && opts.lang_field.is_some() {
         return Err(Error::invalid(
             "give either a language for the whole index or a language field, not both",
@@ -542,6 +562,12 @@ fn build_in_pool(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<Bui
     // overlaps the parallel one.
     let mut pending: Option<(Vec<Record>, Vec<AnalyzedDoc>)> = None;
     loop {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Error::invalid(format!(
+                "indexing {} interrupted; nothing was written",
+                corpus.display()
+            )));
+        }
         let chunk = reader.next_chunk(opts.batch_lines.max(1))?;
         if chunk.is_empty() {
             break;
