@@ -126,10 +126,16 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The first block at or after the current one that may hold `target`, if any.
+    /// The first block that may hold `target`, if any. Targets only grow during a query, so
+    /// the scan starts at the later of the decoded block and the last block bounded: each
+    /// block's metadata is passed over once per query, however far apart the targets are.
     #[inline]
     fn block_for(&self, target: u32) -> Option<usize> {
-        (self.block..self.postings.blocks).find(|&b| self.meta(b).last_doc >= target)
+        let start = match self.bound_block {
+            usize::MAX => self.block,
+            b => b.max(self.block),
+        };
+        (start..self.postings.blocks).find(|&b| self.meta(b).last_doc >= target)
     }
 
     /// Move to the first posting with doc >= `target`.
