@@ -15,5 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
+    bm25::register(m)?;
+    text::register(m)?;
     Ok(())
 }

@@ -10,7 +10,7 @@ pub mod format;
 pub mod scoring;
 pub mod searcher;
 
-pub use builder::{build, BuildOptions, BuildSummary};
+pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use searcher::Hit;
 
 use crate::error::{Error, Result};
@@ -49,7 +49,8 @@ impl Default for Bm25Params {
 
 impl Bm25Params {
     fn check(&self) -> Result<()> {
-        if !(self.k1.is_finite() && self.k1 > 0.0) || !(0.0..=1.0).contains(&self.b) {
+        let k1_ok = self.k1.is_finite() && self.k1 > 0.0;
+        if !k1_ok || !(0.0..=1.0).contains(&self.b) {
             return Err(Error::invalid(format!(
                 "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1={}, b={})",
                 self.k1, self.b

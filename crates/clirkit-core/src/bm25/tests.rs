@@ -350,3 +350,14 @@ fn multilingual_query_language_rules() {
     let bad = Bm25Params { k1: -1.0, b: 0.4 };
     assert!(idx.search("zorp", None, 5, bad).is_err());
 }
+
+#[test]
+fn cancelled_build_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), "c.jsonl", &[doc("a", "zorp")]);
+    let index = dir.path().join("idx");
+    let cancel = std::sync::atomic::AtomicBool::new(true);
+    let e = build_cancellable(&corpus, &index, &quiet(), &cancel).unwrap_err();
+    assert!(e.to_string().contains("interrupted"), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
