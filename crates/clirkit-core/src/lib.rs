@@ -6,10 +6,12 @@
 //! live in `clirkit-py`, so this crate is usable from Rust alone and from `cargo bench`.
 
 pub mod error;
+pub mod fusion;
 pub mod ids;
 pub mod io;
 pub mod progress;
 pub mod ranking;
+pub mod rerank;
 pub mod text;
 
 pub use error::{Error, Result};
