@@ -16,6 +16,7 @@ from clirkit._native import (
     __version__,
 )
 from clirkit.runs import read_qrels, read_run, write_run
+from clirkit.fusion import NativeRun, fuse
 
 __all__ = [
     "__version__",
@@ -25,6 +26,8 @@ __all__ = [
     "InvalidInputError",
     "ParseError",
     "UnknownLanguageError",
+    "NativeRun",
+    "fuse",
     "read_qrels",
     "read_run",
     "write_run",

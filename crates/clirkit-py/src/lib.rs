@@ -4,12 +4,16 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod fusion;
 mod io;
+mod rerank;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     io::register(m)?;
+    fusion::register(m)?;
+    rerank::register(m)?;
     Ok(())
 }
