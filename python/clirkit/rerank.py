@@ -226,8 +226,8 @@ def rerank(
             for query, _step, start, doc_ids in pending:
                 qid = candidates[query][0]
                 text = query_text[qid]
-                key = RerankCache.key(backend.identity, text, doc_ids) if store else None
-                hit = store.get(key) if store and key else None
+                key = RerankCache.key(backend.identity, text, doc_ids) if store is not None else None
+                hit = store.get(key) if store is not None and key else None
                 if hit is not None and (hit.answer is not None or not retry_failed):
                     stats.cache_hits += 1
                     apply(query, start, hit)
@@ -239,7 +239,7 @@ def rerank(
                 stats.calls += result.calls
                 stats.prompt_tokens += result.prompt_tokens
                 stats.completion_tokens += result.completion_tokens
-                if store and key:
+                if store is not None and key:
                     store.put(key, result)
                 apply(query, start, result)
     finally:
