@@ -64,7 +64,9 @@ def normalized(docs: List[Tuple[str, float]], norm: str) -> List[Tuple[str, floa
     return [(d, (s - mean) / std if std > 0 else 0.0) for d, s in docs]
 
 
-def ref_comb(runs: Sequence[Run], weights: Sequence[float], depth: Optional[int], norm: str, mnz: bool) -> Run:
+def ref_comb(
+    runs: Sequence[Run], weights: Sequence[float], depth: Optional[int], norm: str, mnz: bool
+) -> Run:
     out: Run = {}
     hits: Dict[Tuple[str, str], int] = {}
     for w, run in zip(weights, runs):
@@ -169,7 +171,8 @@ def test_fuse_cli(tmp_path, random_runs):
 def test_errors_are_clear(tmp_path):
     dup = tmp_path / "dup.trec"
     dup.write_text("q Q0 a 1 1 t\nq Q0 b 2 1 t\nq Q0 a 3 0.5 t\n")
-    with pytest.raises(clirkit.ParseError, match=r"dup.trec:3: duplicate document 'a' for query 'q' \(first at line 1\)"):
+    message = r"dup.trec:3: duplicate document 'a' for query 'q' \(first at line 1\)"
+    with pytest.raises(clirkit.ParseError, match=message):
         fuse([dup])
     with pytest.raises(clirkit.InvalidInputError, match="2 weights given for 1 runs"):
         fuse([{"q": {"a": 1.0}}], weights=[1, 2])

@@ -67,7 +67,8 @@ def oracle_text(labels: Dict[str, int], doc_ids: Sequence[str]) -> str:
     return " > ".join(f"[{i + 1}]" for i in order)
 
 
-def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, depth=100, window=20, stride=10):
+def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, depth=100, window=20,
+                     stride=10):
     calls_per_query: Dict[str, int] = {}
 
     def oracle(batch: List[WindowRequest]) -> List[str]:
@@ -81,7 +82,7 @@ def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, d
         first_stage = [d for d, _ in clirkit.NativeRun.from_dict({qid: docs}).to_list()[0][1]]
         n = min(depth, len(first_stage))
         expected, calls = reference_sliding_windows(
-            first_stage, lambda ids: oracle_text(qrels.get(qid, {}), ids), n, window, stride
+            first_stage, lambda ids, q=qid: oracle_text(qrels.get(q, {}), ids), n, window, stride
         )
         assert list(reranked[qid]) == expected, qid
         assert calls_per_query.get(qid, 0) == calls, qid
@@ -225,7 +226,8 @@ def test_oracle_on_scifact_bm25_top100(tmp_path):
     subprocess.run(cli + ["index", "bm25", "--corpus", str(data / "corpus.jsonl"), "--index", str(index),
                           "--lang", "en"], check=True, timeout=600)
     qrels = clirkit.read_qrels(data / "qrels" / "test.tsv")
-    queries = {q: t for q, t in _native.load_texts(str(data / "queries.jsonl"), None, True).items() if q in qrels}
+    all_queries = _native.load_texts(str(data / "queries.jsonl"), None, True)
+    queries = {q: t for q, t in all_queries.items() if q in qrels}
     qfile = tmp_path / "queries.jsonl"
     qfile.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
     subprocess.run(cli + ["search", "bm25", "--index", str(index), "--queries", str(qfile),

@@ -13,7 +13,9 @@ def _weights(text: str) -> List[float]:
     try:
         return [float(w) for w in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"weights must be numbers separated by commas, got '{text}'")
+        raise argparse.ArgumentTypeError(
+            f"weights must be numbers separated by commas, got '{text}'"
+        ) from None
 
 
 def register(top, groups) -> None:
