@@ -27,7 +27,7 @@ from clirkit import _native
 from clirkit.rerank import rerank
 from clirkit.rerankers import OpenAIChatBackend, rankgpt_messages
 
-TIMEOUT = 0.4
+TIMEOUT = 1.0  # generous: a loaded CI machine must not time out honest answers
 
 
 def window_of(messages: List[dict]):
@@ -53,6 +53,11 @@ def answer_for(kind: str, passages: List[str]) -> str:
     if kind == "repair":
         return "[2] > [2] > [1] > [999]"
     return good_answer(passages)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # never refuse the client's concurrent connections
 
 
 class FakeServer:
@@ -92,7 +97,7 @@ class FakeServer:
                     self.send_error(500, "injected failure")
                     return
                 if kind == "slow":
-                    time.sleep(TIMEOUT * 2.5)  # the client has given up: no answer counts
+                    time.sleep(TIMEOUT * 2)  # the client has given up: no answer counts
                     return
                 reply = {
                     "choices": [{"message": {"role": "assistant", "content": answer_for(kind, passages)}}],
@@ -107,8 +112,7 @@ class FakeServer:
                 with server.lock:
                     server.answered += 1
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -171,7 +175,7 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
         assert stats.calls == calls == server.requests
         assert stats.prompt_tokens == 100 * server.answered and stats.completion_tokens == 7 * server.answered
         reasons = {f.reason.split(":")[0] for f in stats.failed_windows}
-        assert reasons <= {"HTTP 500", "unparsable answer", "timed out after 0.4 s"} and len(reasons) == 3
+        assert reasons <= {"HTTP 500", "unparsable answer", "timed out after 1 s"} and len(reasons) == 3
         for q, docs in reranked.items():
             assert sorted(docs) == sorted(run[q])  # nothing lost
 
