@@ -18,7 +18,7 @@ import pytest
 import clirkit
 from clirkit import _native
 from clirkit.rerank import RerankCache, rerank
-from clirkit.rerankers import CallableBackend, PointwiseBackend, WindowRequest, rankgpt_messages
+from clirkit.rerankers import CallableBackend, PointwiseBackend, WindowRequest, WindowResult, rankgpt_messages
 
 from conftest import shared_path
 
@@ -236,3 +236,60 @@ def test_oracle_on_scifact_bm25_top100(tmp_path):
     assert len(run) == len(queries) == 300 and all(len(d) == 100 for d in run.values())
     _, stats = run_oracle_check(run, qrels, qfile, data / "corpus.jsonl")
     assert stats.calls == 9 * 300
+
+
+def test_pointwise_from_encoder_memoizes(sample_dir):
+    import numpy as np
+
+    encoded: List[str] = []
+
+    class BagOfChars:
+        """A stand-in encoder: normalized letter counts."""
+
+        def _encode(self, texts):
+            encoded.extend(texts)
+            out = np.zeros((len(texts), 26))
+            for i, t in enumerate(texts):
+                for c in t.lower():
+                    if "a" <= c <= "z":
+                        out[i, ord(c) - 97] += 1
+            return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+        encode_queries = encode_passages = _encode
+
+    run, _ = sample_run(sample_dir, 2, 40, seed=5)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    backend = PointwiseBackend.from_encoder(BagOfChars(), name="bag-of-chars")
+    reranked, stats = rerank(run, queries, corpus, backend, depth=40, window=20, stride=10, progress=False)
+    assert stats.calls == 2 * 3 and stats.failures == 0
+    # Overlapping windows reuse embeddings: each passage and query is encoded once.
+    assert len(encoded) == len(set(encoded))
+    for q in run:
+        assert sorted(reranked[q]) == sorted(run[q])
+
+
+def test_rerank_cli_argument_errors(tmp_path, sample_dir):
+    res = subprocess.run(
+        [sys.executable, "-m", "clirkit.cli", "rerank", "--run", str(tmp_path / "r.trec"), "--queries", "q",
+         "--corpus", "c", "--backend", "openai", "--output", str(tmp_path / "o.trec")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert res.returncode == 2 and "needs --base-url and --model" in res.stderr
+
+
+def test_backend_that_skips_windows_cannot_hang_the_run(sample_dir):
+    from clirkit.rerankers import Backend
+
+    class Forgetful(Backend):
+        identity = "forgetful"
+
+        def rank(self, requests):
+            for i, _ in enumerate(requests):
+                if i % 2 == 0:
+                    yield i, WindowResult([1])
+
+    run, _ = sample_run(sample_dir, 4, 30, seed=6)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    reranked, stats = rerank(run, queries, corpus, Forgetful(), depth=30, window=10, stride=5, progress=False)
+    assert stats.failures == 10 and {f.reason for f in stats.failed_windows} == {"backend gave no answer"}
+    assert all(sorted(reranked[q]) == sorted(run[q]) for q in run)

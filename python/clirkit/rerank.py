@@ -234,7 +234,11 @@ def rerank(
                     continue
                 requests.append(WindowRequest(text, [doc_text[d] for d in doc_ids], qid, doc_ids))
                 slots.append((query, start, key))
+            answered = [False] * len(slots)
             for i, result in backend.rank(requests):
+                if answered[i]:
+                    raise RuntimeError(f"backend {backend.identity} answered window #{i} of a batch twice")
+                answered[i] = True
                 query, start, key = slots[i]
                 stats.calls += result.calls
                 stats.prompt_tokens += result.prompt_tokens
@@ -242,6 +246,9 @@ def rerank(
                 if store is not None and key:
                     store.put(key, result)
                 apply(query, start, result)
+            for (query, start, _), done in zip(slots, answered):
+                if not done:
+                    apply(query, start, WindowResult(None, error="backend gave no answer", calls=0))
     finally:
         if own_cache and store is not None:
             store.close()

@@ -120,7 +120,7 @@ class CallableBackend(Backend):
                 if answer is None:
                     yield begin + i, WindowResult(None, error="backend returned no permutation")
                 else:
-                    yield begin + i, WindowResult(answer if isinstance(answer, str) else list(answer))
+                    yield begin + i, WindowResult(answer if isinstance(answer, str) else [int(x) for x in answer])
 
 
 class PointwiseBackend(Backend):

@@ -17,7 +17,7 @@ type PendingWindow = (usize, usize, usize, Vec<String>);
 #[derive(FromPyObject)]
 enum Answer {
     Text(String),
-    Ids(Vec<u64>),
+    Ids(Vec<i64>),
 }
 
 /// Sliding-window reranking state over many queries (see `clirkit.rerank`).
@@ -73,7 +73,11 @@ impl RerankState {
         let status = match &answer {
             None => self.state.apply(query, Outcome::Failed),
             Some(Answer::Text(t)) => self.state.apply(query, Outcome::Text(t)),
-            Some(Answer::Ids(ids)) => self.state.apply(query, Outcome::Ids(ids)),
+            Some(Answer::Ids(ids)) => {
+                // Zero and negative ids are out of range, like any id past the window.
+                let ids: Vec<u64> = ids.iter().map(|&i| i.max(0) as u64).collect();
+                self.state.apply(query, Outcome::Ids(&ids))
+            }
         }
         .py_err()?;
         Ok(match status {
