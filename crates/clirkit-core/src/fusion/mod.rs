@@ -308,6 +308,7 @@ pub(crate) struct Accumulator<'a> {
     ids: Vec<&'a [u8]>,
     scores: Vec<f64>,
     hits: Vec<u32>,
+    order: Vec<(u64, u32)>,
 }
 
 impl<'a> Accumulator<'a> {
@@ -333,23 +334,55 @@ impl<'a> Accumulator<'a> {
         }
     }
 
-    /// The fused list in canonical order, cut to `top`.
-    fn finish(&self, method: Method, top: Option<usize>) -> Vec<(&'a [u8], f64)> {
-        let mut out: Vec<(&'a [u8], f64)> = match method {
-            Method::CombMnz { .. } => combmnz::finish(&self.ids, &self.scores, &self.hits),
-            _ => self
-                .ids
-                .iter()
-                .copied()
-                .zip(self.scores.iter().copied())
-                .collect(),
-        };
-        out.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(a.0)));
-        if let Some(top) = top {
-            out.truncate(top);
+    /// Append the fused list in canonical order, cut to `top`, to `out`.
+    fn finish_into(
+        &mut self,
+        method: Method,
+        top: Option<usize>,
+        out: &mut SortedBuilder,
+    ) -> Result<()> {
+        if let Method::CombMnz { .. } = method {
+            combmnz::scale(&mut self.scores, &self.hits);
         }
-        out
+        // Sorting integer keys is several times faster than comparing floats and ids; only
+        // equal scores (frequent with RRF) need their ids compared.
+        self.order.clear();
+        self.order.extend(
+            self.scores
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| (descending_key(s), i as u32)),
+        );
+        self.order.sort_unstable();
+        let ids = &self.ids;
+        let mut begin = 0;
+        while begin < self.order.len() {
+            let key = self.order[begin].0;
+            let end = begin
+                + self.order[begin..]
+                    .iter()
+                    .take_while(|e| e.0 == key)
+                    .count();
+            if end - begin > 1 {
+                self.order[begin..end]
+                    .sort_unstable_by(|a, b| ids[b.1 as usize].cmp(ids[a.1 as usize]));
+            }
+            begin = end;
+        }
+        let keep = top.unwrap_or(usize::MAX).min(self.order.len());
+        for &(_, i) in &self.order[..keep] {
+            out.push_doc(self.ids[i as usize], self.scores[i as usize])?;
+        }
+        Ok(())
     }
+}
+
+/// An integer whose ascending order is `f64::total_cmp`'s descending order.
+#[inline]
+fn descending_key(score: f64) -> u64 {
+    let bits = score.to_bits() as i64;
+    let ordered = (bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64 ^ (1 << 63);
+    !ordered
 }
 
 /// Fuse `runs` into one run. Queries present in any run are output, in order of first
@@ -372,33 +405,34 @@ pub fn fuse(runs: &[&RunLists], options: &FusionOptions) -> Result<RunLists> {
         }
     }
 
-    let fused: Vec<Vec<(&[u8], f64)>> = rows
-        .par_iter()
-        .map_init(Accumulator::default, |acc, (_, per_run)| {
-            acc.clear();
-            for (r, q) in per_run.iter().enumerate() {
-                let Some(q) = *q else { continue };
-                let run = runs[r];
-                let list = run.doc_entries(q);
-                let list = &list[..list.len().min(depth)];
-                match options.method {
-                    Method::Rrf { k } => rrf::accumulate(run, list, weights[r], k, acc),
-                    Method::CombSum { norm }
-                    | Method::CombMnz { norm }
-                    | Method::Interpolate { norm, .. } => {
-                        combsum::accumulate(run, list, weights[r], norm, acc)
+    // Queries are fused in parallel chunks, each into its own output pieces, then joined.
+    let pieces: Vec<Result<SortedBuilder>> = rows
+        .par_chunks(32)
+        .map_init(Accumulator::default, |acc, chunk| {
+            let mut out = SortedBuilder::default();
+            for (qid, per_run) in chunk {
+                acc.clear();
+                for (r, q) in per_run.iter().enumerate() {
+                    let Some(q) = *q else { continue };
+                    let run = runs[r];
+                    let list = run.doc_entries(q);
+                    let list = &list[..list.len().min(depth)];
+                    match options.method {
+                        Method::Rrf { k } => rrf::accumulate(run, list, weights[r], k, acc),
+                        Method::CombSum { norm }
+                        | Method::CombMnz { norm }
+                        | Method::Interpolate { norm, .. } => {
+                            combsum::accumulate(run, list, weights[r], norm, acc)
+                        }
                     }
                 }
+                out.start_query(qid)?;
+                acc.finish_into(options.method, options.top, &mut out)?;
             }
-            acc.finish(options.method, options.top)
+            Ok(out)
         })
         .collect();
-
-    let mut builder = SortedBuilder::default();
-    for ((qid, _), docs) in rows.iter().zip(&fused) {
-        builder.push(qid, docs)?;
-    }
-    Ok(builder.finish())
+    SortedBuilder::join(pieces.into_iter().collect::<Result<Vec<_>>>()?)
 }
 
 /// Fuse core [`Run`]s (a convenience over [`fuse`]).
@@ -434,23 +468,52 @@ impl SortedBuilder {
         })
     }
 
-    fn push(&mut self, qid: &[u8], docs: &[(&[u8], f64)]) -> Result<()> {
+    fn start_query(&mut self, qid: &[u8]) -> Result<()> {
         let qid = self.intern(qid)?;
-        let first = self.docs.len();
-        self.docs.reserve(docs.len());
-        for &(id, score) in docs {
-            let id = self.intern(id)?;
-            self.docs.push(DocEntry { id, score });
-        }
-        self.queries.push(QueryEntry {
-            qid,
-            docs: first..self.docs.len(),
-        });
+        let at = self.docs.len();
+        self.queries.push(QueryEntry { qid, docs: at..at });
         Ok(())
     }
 
-    fn finish(self) -> RunLists {
-        RunLists::from_parts(self.arena, self.queries, self.docs)
+    /// Add a document to the last query started.
+    #[inline]
+    fn push_doc(&mut self, id: &[u8], score: f64) -> Result<()> {
+        let id = self.intern(id)?;
+        self.docs.push(DocEntry { id, score });
+        if let Some(q) = self.queries.last_mut() {
+            q.docs.end = self.docs.len();
+        }
+        Ok(())
+    }
+
+    /// Concatenate pieces built in parallel, shifting their offsets.
+    fn join(pieces: Vec<SortedBuilder>) -> Result<RunLists> {
+        let arena_len: usize = pieces.iter().map(|p| p.arena.len()).sum();
+        if arena_len > u32::MAX as usize {
+            return Err(Error::invalid(
+                "fused run too large: more than 4 GiB of query and document ids",
+            ));
+        }
+        let mut arena = Vec::with_capacity(arena_len);
+        let mut queries = Vec::with_capacity(pieces.iter().map(|p| p.queries.len()).sum());
+        let mut docs = Vec::with_capacity(pieces.iter().map(|p| p.docs.len()).sum());
+        for piece in pieces {
+            let (arena_base, doc_base) = (arena.len() as u32, docs.len());
+            let shift = |s: Span| Span {
+                start: s.start + arena_base,
+                len: s.len,
+            };
+            arena.extend_from_slice(&piece.arena);
+            queries.extend(piece.queries.into_iter().map(|q| QueryEntry {
+                qid: shift(q.qid),
+                docs: q.docs.start + doc_base..q.docs.end + doc_base,
+            }));
+            docs.extend(piece.docs.into_iter().map(|d| DocEntry {
+                id: shift(d.id),
+                score: d.score,
+            }));
+        }
+        Ok(RunLists::from_parts(arena, queries, docs))
     }
 }
 
