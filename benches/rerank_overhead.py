@@ -53,7 +53,8 @@ def main() -> None:
     n_docs = 200_000
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        corpus, queries, run_path = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl", tmp_path / "run.trec"
+        corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl"
+        run_path = tmp_path / "run.trec"
         with open(corpus, "w") as f:
             for d in range(n_docs):
                 f.write(json.dumps({"_id": f"d{d}", "text": " ".join(rng.choices(words, k=60))}) + "\n")
@@ -70,7 +71,8 @@ def main() -> None:
               f"{args.queries} queries x {args.candidates} candidates, plan 100/20/10")
         print(f"{'setting':24} {'windows':>8} {'wall s':>8} {'backend s':>10} {'overhead/window':>16}")
         cache = tmp_path / "cache.sqlite"
-        for name, cache_path in [("no cache", None), ("cold SQLite cache", cache), ("warm cache (rerun)", cache)]:
+        settings = [("no cache", None), ("cold SQLite cache", cache), ("warm cache (rerun)", cache)]
+        for name, cache_path in settings:
             backend = InstantBackend()
             t = time.perf_counter()
             _, stats = rerank(run_path, queries, corpus, backend, cache=cache_path, progress=False)

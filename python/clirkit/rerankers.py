@@ -120,7 +120,8 @@ class CallableBackend(Backend):
                 if answer is None:
                     yield begin + i, WindowResult(None, error="backend returned no permutation")
                 else:
-                    yield begin + i, WindowResult(answer if isinstance(answer, str) else [int(x) for x in answer])
+                    permutation = answer if isinstance(answer, str) else [int(x) for x in answer]
+                    yield begin + i, WindowResult(permutation)
 
 
 class PointwiseBackend(Backend):
