@@ -5,8 +5,10 @@ use pyo3::prelude::*;
 
 mod bm25;
 mod errors;
+mod fusion;
 mod io;
 mod text;
+mod rerank;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -17,5 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bm25::register(m)?;
     bm25::register(m)?;
     text::register(m)?;
+    fusion::register(m)?;
+    rerank::register(m)?;
     Ok(())
 }
