@@ -15,6 +15,7 @@ from clirkit._native import (
     UnknownLanguageError,
     __version__,
 )
+from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "InvalidInputError",
     "ParseError",
     "UnknownLanguageError",
+    "RelevanceEvaluator",
+    "evaluate",
     "read_qrels",
     "read_run",
     "write_run",

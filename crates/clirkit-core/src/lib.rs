@@ -6,6 +6,7 @@
 //! live in `clirkit-py`, so this crate is usable from Rust alone and from `cargo bench`.
 
 pub mod error;
+pub mod eval;
 pub mod ids;
 pub mod io;
 pub mod progress;

@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod eval;
 mod io;
 
 #[pymodule]
@@ -11,5 +12,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     io::register(m)?;
+    eval::register(m)?;
     Ok(())
 }
