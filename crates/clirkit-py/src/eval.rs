@@ -4,11 +4,11 @@
 
 use crate::errors::IntoPy;
 use clirkit_core::eval::position::{self, PositionTable};
+use clirkit_core::eval::qrels_file::read_qrels_index;
 use clirkit_core::eval::{
     self as core_eval, parse_measures, significance, EvalOptions, Evaluation, QrelsIndex, RunFile,
     RunQuery, ScoredRef,
 };
-use clirkit_core::io::trec;
 use clirkit_core::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -94,10 +94,6 @@ fn qrels_from_dict(qrels: &Bound<'_, PyDict>) -> PyResult<QrelsIndex> {
     })))
 }
 
-fn qrels_from_file(path: &PathBuf) -> clirkit_core::Result<QrelsIndex> {
-    Ok(QrelsIndex::from_qrels(&trec::read_qrels(path)?))
-}
-
 /// Prepared qrels and measures (pytrec_eval's RelevanceEvaluator, in Rust).
 #[pyclass(module = "clirkit._native", name = "Evaluator")]
 pub struct PyEvaluator {
@@ -122,7 +118,7 @@ impl PyEvaluator {
             qrels_from_dict(d)?
         } else {
             let path: PathBuf = qrels.extract()?;
-            py.detach(|| qrels_from_file(&path)).py_err()?
+            py.detach(|| read_qrels_index(&path)).py_err()?
         };
         Ok(PyEvaluator {
             inner: core_eval::Evaluator::new(

@@ -152,7 +152,8 @@ pub fn aggregate(measures: &[Measure], per_query: &[(String, Vec<f64>)]) -> Vec<
     let n = per_query.len();
     (0..measures.len())
         .map(|i| {
-            let sum: f64 = per_query.iter().map(|(_, v)| v[i]).sum();
+            // Folded from +0.0: `Sum` for floats starts at -0.0, which would print as "-0.0000".
+            let sum = per_query.iter().fold(0.0, |acc, (_, v)| acc + v[i]);
             if measures[i].family.is_count() || n == 0 {
                 sum
             } else {

@@ -8,6 +8,7 @@ pub mod measure;
 pub mod measures;
 pub mod position;
 pub mod qrels;
+pub mod qrels_file;
 pub mod ranked;
 pub mod run_file;
 pub mod significance;
@@ -29,7 +30,7 @@ pub fn evaluate_files<S: AsRef<str>>(
     options: EvalOptions,
 ) -> Result<Evaluation> {
     let measures = parse_measures(measures)?;
-    let qrels = QrelsIndex::from_qrels(&crate::io::trec::read_qrels(qrels)?);
+    let qrels = qrels_file::read_qrels_index(qrels)?;
     let run = RunFile::open(run)?;
     Ok(Evaluator::new(qrels, measures, options).evaluate(run.queries()?))
 }

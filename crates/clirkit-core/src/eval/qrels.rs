@@ -16,8 +16,11 @@ pub struct Judgements {
 
 impl Judgements {
     pub fn new<'a>(judged: impl IntoIterator<Item = (&'a [u8], i32)>) -> Self {
-        let labels: FxHashMap<Box<[u8]>, i32> =
-            judged.into_iter().map(|(d, l)| (Box::from(d), l)).collect();
+        Self::from_labels(judged.into_iter().map(|(d, l)| (Box::from(d), l)).collect())
+    }
+
+    /// From a doc id -> label map.
+    pub fn from_labels(labels: FxHashMap<Box<[u8]>, i32>) -> Self {
         let mut counts: std::collections::BTreeMap<i32, usize> = Default::default();
         for &l in labels.values().filter(|&&l| l >= 0) {
             *counts.entry(l).or_default() += 1;
@@ -109,19 +112,23 @@ impl QrelsIndex {
                 }
             }
         }
-        merged.retain(|(_, docs)| !docs.is_empty());
-        let by_id = merged
+        Self::from_judgements(
+            merged
+                .into_iter()
+                .map(|(q, d)| (q, Judgements::new(d)))
+                .collect(),
+        )
+    }
+
+    /// From queries with their judgements (ids unique); queries without judgements are left out.
+    pub fn from_judgements(mut queries: Vec<(String, Judgements)>) -> Self {
+        queries.retain(|(_, j)| !j.is_empty());
+        let by_id = queries
             .iter()
             .enumerate()
             .map(|(i, (q, _))| (q.clone(), i))
             .collect();
-        QrelsIndex {
-            queries: merged
-                .into_iter()
-                .map(|(q, d)| (q, Judgements::new(d)))
-                .collect(),
-            by_id,
-        }
+        QrelsIndex { queries, by_id }
     }
 
     pub fn get(&self, qid: &str) -> Option<&Judgements> {
