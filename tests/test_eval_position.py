@@ -40,6 +40,8 @@ def test_hand_computed_example(tmp_path: Path):
     assert (short.label, long_.label) == ("0-512", "512+")
     assert short.means == [pytest.approx(1.0), pytest.approx(0.75), None, 0.0]
     assert long_.psi == pytest.approx(0.0)
+    (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512], min_queries=2)
+    assert t.overall.psi == pytest.approx(0.0)  # only bin 1 has 2 queries
     run["q4"] = {"d4": 1.0}
     (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512])
     assert t.overall.psi == pytest.approx(1 - 0.75 / 1.0)

@@ -52,6 +52,7 @@ def position_bias(
     edges: List[int] = [0, 512, 1024, 1536, 2048],
     complete: bool = False,
     doc_tokens: Optional[Dict[str, int]] = None,
+    min_queries: int = 1,
 ) -> Tuple[str, _Bucket, List[_Bucket], _Evaluation]: ...
 def paired_t_test(a: List[float], b: List[float]) -> Tuple[float, float, float, int]: ...
 def randomization_test(

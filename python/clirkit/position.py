@@ -7,7 +7,8 @@ Input is a position-aware qrels file: TSV with a header naming ``query-id``, ``c
 length, binned into 20 equal-width bins over [0, 1]; documents are bucketed by length (tokens when
 known, from the file or from :func:`token_lengths`, else characters; edges 0-512-1024-1536-2048 plus an
 open last bucket); per bin we report the mean per-query measure (nDCG@10 by default) and per bucket the
-Position Sensitivity Index PSI = 1 - min/max over the non-empty bins. Queries absent from a run are
+Position Sensitivity Index PSI = 1 - min/max over the non-empty bins (optionally only bins with at least
+``min_queries`` queries). Queries absent from a run are
 skipped (trec_eval's default) unless ``complete=True``.
 """
 
@@ -94,8 +95,10 @@ def position_bias(
     edges: Sequence[int] = DEFAULT_EDGES,
     complete: bool = False,
     doc_tokens: Mapping[str, int] | None = None,
+    min_queries: int = 1,
 ) -> list[PositionTable]:
-    """Position-bias tables, one per labelled run (path or dict)."""
+    """Position-bias tables, one per labelled run (path or dict). Bins with fewer than
+    ``min_queries`` queries are shown but left out of PSI."""
     tables = []
     for system, run in runs.items():
         run_arg = os.fspath(run) if _is_path(run) else {q: dict(d) for q, d in run.items()}
@@ -107,6 +110,7 @@ def position_bias(
             list(edges),
             complete,
             dict(doc_tokens) if doc_tokens is not None else None,
+            min_queries,
         )
         _warn_no_overlap(raw[3], raw[4])
         tables.append(

@@ -195,7 +195,7 @@ fn bucket_to_py(b: position::BucketTable) -> PyBucket {
 /// Position-bias table of one run: (length unit, overall bucket, per-length buckets, evaluation).
 #[pyfunction]
 #[pyo3(signature = (positions, run, measure = "ndcg_cut.10".to_string(), bins = 20,
-    edges = vec![0, 512, 1024, 1536, 2048], complete = false, doc_tokens = None))]
+    edges = vec![0, 512, 1024, 1536, 2048], complete = false, doc_tokens = None, min_queries = 1))]
 #[allow(clippy::too_many_arguments)]
 fn position_bias(
     py: Python<'_>,
@@ -206,7 +206,13 @@ fn position_bias(
     edges: Vec<usize>,
     complete: bool,
     doc_tokens: Option<HashMap<String, usize>>,
+    min_queries: usize,
 ) -> PyResult<(String, PyBucket, Vec<PyBucket>, PyEvaluation)> {
+    let binning = position::Binning {
+        bins,
+        edges,
+        min_queries,
+    };
     let run_dict: Option<PyRunDict> = if run.is_instance_of::<PyDict>() {
         Some(run.extract()?)
     } else {
@@ -238,8 +244,7 @@ fn position_bias(
                 queries,
                 &measure,
                 opts,
-                bins,
-                &edges,
+                &binning,
                 doc_tokens.as_ref(),
             )
         })

@@ -52,6 +52,9 @@ def register(top, groups) -> None:
         default=list(position.DEFAULT_EDGES),
         help="length bucket lower edges (default 0,512,1024,1536,2048)",
     )
+    pos.add_argument(
+        "--min-queries", type=int, default=1, help="bins with fewer queries are left out of PSI (default 1)"
+    )
     pos.add_argument("--corpus", help="corpus.jsonl, to measure document length in tokens with --tokenizer")
     pos.add_argument("--tokenizer", help="tokenizer.json (Hugging Face) for token lengths")
     pos.add_argument("-c", "--complete", action="store_true", help="queries missing from a run score 0")
@@ -165,6 +168,7 @@ def _position(args: argparse.Namespace) -> int:
         args.edges,
         args.complete,
         doc_tokens,
+        args.min_queries,
     )
     if args.json:
         records = [r for t in tables for r in t.to_records()]

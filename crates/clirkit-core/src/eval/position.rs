@@ -20,9 +20,10 @@
 //!   (unit "chars"), default edges 0-512-1024-1536-2048, with a final open bucket for longer
 //!   documents when there are any;
 //! - per bin, the mean of a per-query measure (nDCG@10 by default) over the bin's queries;
-//! - PSI = 1 - min/max over the bins of a bucket, bins without queries excluded. PSI is 0 when all
-//!   bins score alike and approaches 1 when some position is (almost) never found. Undefined
-//!   (`None`) when no bin has a query or every bin's mean is 0.
+//! - PSI = 1 - min/max over the bins of a bucket, bins without queries excluded (and, optionally,
+//!   bins with fewer than `min_queries` queries: a bin of one or two queries swings PSI alone).
+//!   PSI is 0 when all bins score alike and approaches 1 when some position is (almost) never
+//!   found. Undefined (`None`) when no bin qualifies or every qualifying bin's mean is 0.
 
 use crate::error::{Error, IoContext, Result};
 use rustc_hash::FxHashMap;
@@ -32,6 +33,25 @@ use std::path::Path;
 pub const DEFAULT_BINS: usize = 20;
 /// Default length bucket edges.
 pub const DEFAULT_EDGES: [usize; 5] = [0, 512, 1024, 1536, 2048];
+
+/// How queries are binned: position bins, length bucket lower edges (ascending, from 0) and the
+/// fewest queries a bin needs to count in PSI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binning {
+    pub bins: usize,
+    pub edges: Vec<usize>,
+    pub min_queries: usize,
+}
+
+impl Default for Binning {
+    fn default() -> Self {
+        Binning {
+            bins: DEFAULT_BINS,
+            edges: DEFAULT_EDGES.to_vec(),
+            min_queries: 1,
+        }
+    }
+}
 
 /// One row of a position-aware qrels file.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,7 +191,7 @@ pub struct BucketTable {
 }
 
 impl BucketTable {
-    fn new(label: String, bins: usize, values: &[(usize, f64)]) -> Self {
+    fn new(label: String, bins: usize, min_queries: usize, values: &[(usize, f64)]) -> Self {
         let mut sums = vec![0.0; bins];
         let mut counts = vec![0usize; bins];
         for &(b, v) in values {
@@ -183,7 +203,12 @@ impl BucketTable {
             .zip(&counts)
             .map(|(s, &n)| (n > 0).then(|| s / n as f64))
             .collect();
-        let present: Vec<f64> = means.iter().flatten().copied().collect();
+        let present: Vec<f64> = means
+            .iter()
+            .zip(&counts)
+            .filter(|(_, &n)| n >= min_queries.max(1))
+            .filter_map(|(m, _)| *m)
+            .collect();
         let max = present.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let min = present.iter().copied().fold(f64::INFINITY, f64::min);
         let psi = (!present.is_empty() && max > 0.0).then(|| 1.0 - min / max);
@@ -217,13 +242,13 @@ pub fn bin_of(relative: f64, bins: usize) -> usize {
 }
 
 /// Build the table from per-query values (queries without a value are not evaluated and left
-/// out). `edges` are ascending bucket lower bounds starting at 0.
+/// out).
 pub fn position_table(
     judgements: &[PositionJudgement],
     values: &FxHashMap<&str, f64>,
-    bins: usize,
-    edges: &[usize],
+    binning: &Binning,
 ) -> Result<PositionTable> {
+    let (bins, edges, min_queries) = (binning.bins, &binning.edges[..], binning.min_queries);
     if bins == 0 {
         return Err(Error::invalid("position bins must be at least 1"));
     }
@@ -258,13 +283,13 @@ pub fn position_table(
                 Some(hi) => format!("{}-{}", edges[i], hi),
                 None => format!("{}+", edges[i]),
             };
-            BucketTable::new(label, bins, v)
+            BucketTable::new(label, bins, min_queries, v)
         })
         .collect();
     Ok(PositionTable {
         bins,
         length_unit: if use_tokens { "tokens" } else { "chars" },
-        overall: BucketTable::new("all".to_string(), bins, &all),
+        overall: BucketTable::new("all".to_string(), bins, min_queries, &all),
         buckets,
     })
 }
@@ -297,6 +322,17 @@ mod tests {
             judgement("q5", 250, 350, 600),
             judgement("q6", 0, 1, 100),
         ];
+        let full_values = || -> FxHashMap<&str, f64> {
+            [
+                ("q1", 1.0),
+                ("q2", 0.5),
+                ("q3", 0.25),
+                ("q4", 0.0),
+                ("q5", 0.75),
+            ]
+            .into_iter()
+            .collect()
+        };
         let values: FxHashMap<&str, f64> = [
             ("q1", 1.0),
             ("q2", 0.5),
@@ -306,7 +342,12 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let t = position_table(&js, &values, 4, &[0, 512]).unwrap();
+        let binning = |edges: &[usize], min_queries| Binning {
+            bins: 4,
+            edges: edges.to_vec(),
+            min_queries,
+        };
+        let t = position_table(&js, &values, &binning(&[0, 512], 1)).unwrap();
         assert_eq!(t.length_unit, "chars");
         assert_eq!(t.overall.counts, [2, 0, 2, 1]);
         assert_eq!(t.overall.means, [Some(0.75), None, Some(0.5), Some(0.0)]);
@@ -320,10 +361,14 @@ mod tests {
         assert_eq!(t.buckets[1].label, "512+");
         assert_eq!(t.buckets[1].means, [None, None, Some(0.75), None]);
         assert_eq!(t.buckets[1].psi, Some(0.0));
+        let all_values = values;
         let values: FxHashMap<&str, f64> = [("q1", 0.8), ("q3", 0.2)].into_iter().collect();
-        let t = position_table(&js, &values, 4, &[0]).unwrap();
+        let t = position_table(&js, &values, &binning(&[0], 1)).unwrap();
         assert!((t.overall.psi.unwrap() - 0.75).abs() < 1e-12);
         assert_eq!(t.overall.mean, Some(0.5));
+        // bins 0 (q1, q2) and 2 (q3, q5) have 2 queries; bin 3 (q4, value 0) is too small to count
+        let t = position_table(&js, &all_values, &binning(&[0], 2)).unwrap();
+        assert!((t.overall.psi.unwrap() - (1.0 - 0.5 / 0.75)).abs() < 1e-12);
     }
 
     #[test]
@@ -369,8 +414,7 @@ pub fn position_bias(
     run: Vec<crate::eval::RunQuery>,
     measure: &str,
     options: crate::eval::EvalOptions,
-    bins: usize,
-    edges: &[usize],
+    binning: &Binning,
     doc_tokens: Option<&std::collections::HashMap<String, usize>>,
 ) -> Result<(PositionTable, crate::eval::Evaluation)> {
     use crate::eval::{parse_measures, Evaluator, QrelsIndex};
@@ -402,6 +446,6 @@ pub fn position_bias(
         .iter()
         .map(|(q, v)| (q.as_str(), v[0]))
         .collect();
-    let table = position_table(judgements, &values, bins, edges)?;
+    let table = position_table(judgements, &values, binning)?;
     Ok((table, evaluation))
 }

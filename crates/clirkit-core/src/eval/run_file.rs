@@ -111,74 +111,88 @@ fn split_chunks(data: &[u8], n: usize) -> Vec<(usize, usize)> {
     out
 }
 
-#[inline]
-fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c')
-}
+/// trec_eval splits fields on C's `isspace` (newlines are handled as line ends).
+const SPACE: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b' ' as usize] = true;
+    t[b'\t' as usize] = true;
+    t[b'\r' as usize] = true;
+    t[0x0b] = true;
+    t[0x0c] = true;
+    t
+};
 
 fn parse_chunk(
     data: &[u8],
     start: usize,
     end: usize,
 ) -> std::result::Result<Vec<RunQuery<'_>>, Located> {
-    let chunk = &data[start..end];
-    let text = std::str::from_utf8(chunk).map_err(|e| Located {
+    let bytes = &data[start..end];
+    // Validated once here; fields below are cut at ASCII separators, so each is valid UTF-8 too.
+    let text = std::str::from_utf8(bytes).map_err(|e| Located {
         offset: start + e.valid_up_to(),
         message: "not valid UTF-8".to_string(),
     })?;
     let mut segments: Vec<RunQuery> = Vec::new();
+    let mut capacity_hint = 16;
     let mut pos = 0;
-    let bytes = text.as_bytes();
     while pos < bytes.len() {
         let line_end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |p| pos + p);
         let line_start = pos;
         pos = line_end + 1;
-        let mut fields: [&str; 6] = [""; 6];
+        let mut fields: [(usize, usize); 6] = [(0, 0); 6];
         let mut count = 0;
         let mut i = line_start;
-        while i < line_end {
-            while i < line_end && is_space(bytes[i]) {
+        loop {
+            while i < line_end && SPACE[bytes[i] as usize] {
                 i += 1;
             }
             if i == line_end {
                 break;
             }
             let f = i;
-            while i < line_end && !is_space(bytes[i]) {
+            while i < line_end && !SPACE[bytes[i] as usize] {
                 i += 1;
             }
             if count < 6 {
-                fields[count] = &text[f..i];
+                fields[count] = (f, i);
             }
             count += 1;
         }
         if count == 0 {
             continue;
         }
-        if !(5..=6).contains(&count) {
-            return Err(Located {
-                offset: start + line_start,
-                message: format!("expected 6 columns 'qid Q0 docid rank score tag', found {count}"),
-            });
-        }
-        let score = parse_score(fields[4]).ok_or_else(|| Located {
+        let located = |message: String| Located {
             offset: start + line_start,
-            message: format!("score '{}' is not a number", fields[4]),
-        })?;
-        if !score.is_finite() {
-            return Err(Located {
-                offset: start + line_start,
-                message: format!("score '{}' is not finite", fields[4]),
-            });
+            message,
+        };
+        if !(5..=6).contains(&count) {
+            return Err(located(format!(
+                "expected 6 columns 'qid Q0 docid rank score tag', found {count}"
+            )));
         }
-        let qid = fields[0];
-        let doc = ScoredRef::new(score, fields[2].as_bytes());
+        let field = |k: usize| &text[fields[k].0..fields[k].1];
+        let score = parse_score(field(4))
+            .ok_or_else(|| located(format!("score '{}' is not a number", field(4))))?;
+        if !score.is_finite() {
+            return Err(located(format!("score '{}' is not finite", field(4))));
+        }
+        let qid = &bytes[fields[0].0..fields[0].1];
+        let doc = ScoredRef::new(score, &bytes[fields[2].0..fields[2].1]);
         match segments.last_mut() {
-            Some(seg) if seg.qid == qid => seg.docs.push(doc),
-            _ => segments.push(RunQuery {
-                qid,
-                docs: vec![doc],
-            }),
+            Some(seg) if seg.qid.as_bytes() == qid => seg.docs.push(doc),
+            last => {
+                // Most files hold each query's lines together, with similar counts per query.
+                if let Some(seg) = last {
+                    capacity_hint = seg.docs.len().max(16);
+                }
+                let mut docs = Vec::with_capacity(capacity_hint);
+                docs.push(doc);
+                segments.push(RunQuery {
+                    qid: field(0),
+                    docs,
+                });
+            }
         }
     }
     Ok(segments)
