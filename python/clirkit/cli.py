@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "clirkit.commands.analyze",
     "clirkit.commands.fuse",
     "clirkit.commands.rerank",
+    "clirkit.commands.eval",
 ]
 
 

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod bm25;
 mod errors;
 mod fusion;
+mod eval;
 mod io;
 mod text;
 mod rerank;
@@ -21,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     text::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
+    eval::register(m)?;
     Ok(())
 }

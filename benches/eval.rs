@@ -1,0 +1,133 @@
+//! Criterion benches of evaluation: parsing a run file, and the measures on parsed runs.
+//! `cargo bench -p clirkit-benches --bench eval`
+
+use clirkit_core::eval::{
+    parse_measures, EvalOptions, Evaluator, QrelsIndex, RunFile, RunQuery, ScoredRef,
+};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::hint::black_box;
+use std::io::Write;
+
+const QUERIES: usize = 1000;
+const DOCS: usize = 1000;
+
+/// A tiny deterministic generator (no rand dependency in benches).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+/// (qrels, run as (qid, [(doc, score)])) with 40 judgements and DOCS retrieved per query.
+fn data() -> (QrelsIndex, Vec<(String, Vec<(String, f64)>)>) {
+    let mut rng = Lcg(7);
+    let mut qrels = Vec::new();
+    let mut run = Vec::new();
+    for q in 0..QUERIES {
+        let qid = format!("q{q}");
+        let judged: Vec<(String, i32)> = (0..40)
+            .map(|_| {
+                (
+                    format!("doc{}", rng.next() % 200_000),
+                    (rng.next() % 4) as i32,
+                )
+            })
+            .collect();
+        let mut docs: Vec<(String, f64)> = judged
+            .iter()
+            .take(25)
+            .map(|(d, _)| (d.clone(), 0.0))
+            .collect();
+        while docs.len() < DOCS {
+            docs.push((format!("doc{}", rng.next() % 200_000), 0.0));
+        }
+        docs.sort();
+        docs.dedup_by(|a, b| a.0 == b.0);
+        for d in &mut docs {
+            d.1 = (rng.next() % 300_000) as f64 / 10_000.0;
+        }
+        let mut seen = std::collections::HashSet::new();
+        let judged: Vec<(String, i32)> = judged
+            .into_iter()
+            .filter(|(d, _)| seen.insert(d.clone()))
+            .collect();
+        qrels.push((qid.clone(), judged));
+        run.push((qid, docs));
+    }
+    let index = QrelsIndex::from_pairs(qrels.iter().map(|(q, d)| {
+        (
+            q.clone(),
+            d.iter().map(|(d, l)| (d.as_bytes(), *l)).collect(),
+        )
+    }));
+    (index, run)
+}
+
+fn bench(c: &mut Criterion) {
+    let (qrels, run) = data();
+    let lines: usize = run.iter().map(|(_, d)| d.len()).sum();
+    let measures =
+        parse_measures(&["ndcg_cut.20", "map", "recall.1000", "P.10", "judged.20"]).unwrap();
+    let evaluator = Evaluator::new(qrels, measures, EvalOptions::default());
+    let borrowed = || -> Vec<RunQuery> {
+        run.iter()
+            .map(|(q, d)| RunQuery {
+                qid: q,
+                docs: d
+                    .iter()
+                    .map(|(id, s)| ScoredRef::new(*s, id.as_bytes()))
+                    .collect(),
+            })
+            .collect()
+    };
+
+    let mut g = c.benchmark_group("eval");
+    g.throughput(Throughput::Elements(lines as u64));
+    g.sample_size(10);
+    g.bench_function("measures_5_1000q_x_1000d", |b| {
+        b.iter_batched(
+            borrowed,
+            |r| black_box(evaluator.evaluate(r)),
+            criterion::BatchSize::LargeInput,
+        )
+    });
+
+    let dir = tempfile_dir();
+    let path = dir.join("run.trec");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    for (q, docs) in &run {
+        for (rank, (d, s)) in docs.iter().enumerate() {
+            writeln!(f, "{q} Q0 {d} {} {s} bench", rank + 1).unwrap();
+        }
+    }
+    f.flush().unwrap();
+    drop(f);
+    g.bench_function("parse_run_file_1000q_x_1000d", |b| {
+        b.iter(|| {
+            let file = RunFile::open(&path).unwrap();
+            black_box(file.queries().unwrap().len())
+        })
+    });
+    g.bench_function("parse_and_measure_1000q_x_1000d", |b| {
+        b.iter(|| {
+            let file = RunFile::open(&path).unwrap();
+            black_box(evaluator.evaluate(file.queries().unwrap()))
+        })
+    });
+    g.finish();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("clirkit-eval-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
