@@ -8,6 +8,7 @@
 pub mod error;
 pub mod ids;
 pub mod io;
+pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod text;
