@@ -48,7 +48,9 @@ class E5Encoder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"]
+        )
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.enable_truncation(512)
         self.inputs = {i.name for i in self.session.get_inputs()}

@@ -59,7 +59,10 @@ impl ProductQuantizer {
                     .chunks_exact(d)
                     .flat_map(|row| row[s * dsub..(s + 1) * dsub].iter().copied())
                     .collect();
-                KMeans::new(ksub, seed.wrapping_add(s as u64)).train(&sub, dsub)
+                let mut km = KMeans::new(ksub, seed.wrapping_add(s as u64));
+                // 4-bit codebooks are tiny to train: use 4x FAISS's sample for steadier ones.
+                km.max_points_per_centroid = if ksub == 16 { 1024 } else { 256 };
+                km.train(&sub, dsub)
             })
             .collect();
         let mut centroids = Vec::with_capacity(m * ksub * dsub);

@@ -5,7 +5,7 @@
 //! (16 independent lanes, then a fixed reduction tree, no fused multiply-add): compiling the
 //! kernel for AVX2 or AVX-512 changes the register width, never the result.
 
-use super::topk::TopK;
+use super::topk::{merge_slices, TopK};
 use super::Metric;
 use rayon::prelude::*;
 
@@ -19,40 +19,32 @@ fn reduce16(acc: [f32; 16]) -> f32 {
     (q[0] + q[2]) + (q[1] + q[3])
 }
 
+/// Sum of `term(a[i], b[i])` in 16 independent lanes, then a fixed reduction tree.
 #[inline(always)]
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+fn fold_lanes(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
     let mut acc = [0f32; 16];
     let ca = a.chunks_exact(16);
     let cb = b.chunks_exact(16);
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for i in 0..16 {
-            acc[i] += x[i] * y[i];
+            acc[i] += term(x[i], y[i]);
         }
     }
     for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
-        acc[i] += x * y;
+        acc[i] += term(*x, *y);
     }
     reduce16(acc)
 }
 
 #[inline(always)]
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    fold_lanes(a, b, |x, y| x * y)
+}
+
+#[inline(always)]
 fn l2_lanes(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let ca = a.chunks_exact(16);
-    let cb = b.chunks_exact(16);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..16 {
-            let t = x[i] - y[i];
-            acc[i] += t * t;
-        }
-    }
-    for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
-        let t = x - y;
-        acc[i] += t * t;
-    }
-    reduce16(acc)
+    fold_lanes(a, b, |x, y| (x - y) * (x - y))
 }
 
 /// Inner product with clirkit's fixed summation order.
@@ -203,23 +195,7 @@ pub fn search(
             heaps
         })
         .collect();
-    let mut out: Vec<TopK<f32>> = Vec::with_capacity(nq);
-    let slices = n.div_ceil(row_chunk).max(1);
-    for group in partial.chunks(slices) {
-        let mut merged: Vec<TopK<f32>> = Vec::new();
-        for heaps in group {
-            if merged.is_empty() {
-                merged = heaps.iter().map(|_| TopK::new(k)).collect();
-            }
-            for (m, h) in merged.iter_mut().zip(heaps.iter()) {
-                for hit in h.iter() {
-                    m.push(hit.score, hit.id);
-                }
-            }
-        }
-        out.extend(merged);
-    }
-    out
+    merge_slices(partial, n.div_ceil(row_chunk).max(1), k)
 }
 
 #[cfg(test)]

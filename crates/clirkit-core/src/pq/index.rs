@@ -12,12 +12,13 @@ use super::codebook::ProductQuantizer;
 use super::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use super::flat;
 use super::ivf::{slot_layout, CoarseQuantizer, EMPTY_SLOT};
-use super::topk::TopK;
+use super::topk::{merge_slices, TopK};
 use super::{check_matrix, thread_count, with_pool, Metric, SplitMix64};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::{read_manifest, AtomicDir};
 use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
 use serde_json::json;
 use std::path::Path;
@@ -34,8 +35,8 @@ const IVF_SLOTS: (&str, Kind) = ("ivf_slots.bin", *b"IVFSLOTS");
 
 /// Shortlist size over k for re-scoring 4-bit fast-scan candidates with the float table.
 const RESCORE_FACTOR: usize = 2;
-/// Blocks scanned by all query groups of a task before moving on, so they stay in L2.
-const SUPER_BLOCKS: usize = 128;
+/// Bytes of codes scanned by all query groups of a task before moving on, so they stay in L2.
+const SUPER_BLOCK_BYTES: usize = 256 << 10;
 /// Queries a task holds at most (their tables stay in L1/L2 while codes stream).
 const TASK_QUERIES: usize = 64;
 
@@ -458,6 +459,34 @@ impl DenseIndex {
         }
     }
 
+    /// Turn search hits into a run with string doc ids; `qids` name the queries in order.
+    pub fn to_run(&self, hits: Hits, qids: &[String]) -> Result<Run> {
+        if qids.len() != hits.len() {
+            return Err(Error::invalid(format!(
+                "{} query ids for {} queries: give exactly one id per query",
+                qids.len(),
+                hits.len()
+            )));
+        }
+        let mut seen = std::collections::HashMap::with_capacity(qids.len());
+        for (i, q) in qids.iter().enumerate() {
+            if let Some(first) = seen.insert(q.as_str(), i) {
+                return Err(Error::invalid(format!(
+                    "duplicate query id '{q}' at positions {first} and {i}"
+                )));
+            }
+        }
+        let mut run = Run::new();
+        for (q, hs) in qids.iter().zip(hits) {
+            let docs = hs
+                .into_iter()
+                .map(|(s, id)| ScoredDoc::new(self.ids.get(id), s as f64))
+                .collect();
+            run.push(q.clone(), docs);
+        }
+        Ok(run)
+    }
+
     fn slot_to_id(&self, p: &PqPart, slot: u32) -> u32 {
         match &p.coarse {
             None => slot,
@@ -560,20 +589,7 @@ impl DenseIndex {
                 }
             })
             .collect();
-        // Merge block slices per query chunk, then finish each query.
-        let mut per_query: Vec<TopK<f32>> = Vec::with_capacity(nq);
-        for group in partial.chunks(slices) {
-            let mut merged: Vec<TopK<f32>> =
-                group[0].iter().map(|_| TopK::new(shortlist)).collect();
-            for heaps in group {
-                for (m, h) in merged.iter_mut().zip(heaps) {
-                    for hit in h.iter() {
-                        m.push(hit.score, hit.id);
-                    }
-                }
-            }
-            per_query.extend(merged);
-        }
+        let per_query = merge_slices(partial, slices, shortlist);
         per_query
             .into_par_iter()
             .enumerate()
@@ -675,8 +691,9 @@ impl DenseIndex {
                     (t, g.to_vec())
                 })
                 .collect();
-            for s0 in (l0..l1).step_by(SUPER_BLOCKS) {
-                let s1 = (s0 + SUPER_BLOCKS).min(l1);
+            let super_blocks = (SUPER_BLOCK_BYTES / bb).max(1);
+            for s0 in (l0..l1).step_by(super_blocks) {
+                let s1 = (s0 + super_blocks).min(l1);
                 for (tables, members) in &groups {
                     let mut thresholds = [i32::MAX; QUERY_GROUP];
                     for (qi, &q) in members.iter().enumerate() {

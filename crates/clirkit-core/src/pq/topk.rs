@@ -111,6 +111,24 @@ impl<S: Score> TopK<S> {
     }
 }
 
+/// Work items hold one heap per query of their query chunk, `slices` items per chunk (one per
+/// database slice) in order: merge each chunk's slices into one heap per query.
+pub fn merge_slices<S: Score>(partial: Vec<Vec<TopK<S>>>, slices: usize, k: usize) -> Vec<TopK<S>> {
+    let mut out = Vec::new();
+    for group in partial.chunks(slices) {
+        let mut merged: Vec<TopK<S>> = group[0].iter().map(|_| TopK::new(k)).collect();
+        for heaps in group {
+            for (m, h) in merged.iter_mut().zip(heaps) {
+                for hit in h.iter() {
+                    m.push(hit.score, hit.id);
+                }
+            }
+        }
+        out.extend(merged);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
