@@ -87,26 +87,39 @@ impl ProductQuantizer {
     /// in L2, ties to the lower code.
     pub fn encode(&self, data: &[f32]) -> Vec<u8> {
         let (d, m, dsub, ksub) = (self.d, self.m, self.dsub(), self.ksub());
+        // Centroids transposed per sub-quantizer (component-major), so the distances to all
+        // `ksub` centroids are computed together in vector registers.
+        let mut by_component = vec![0f32; self.centroids.len()];
+        for s in 0..m {
+            for j in 0..ksub {
+                for t in 0..dsub {
+                    by_component[(s * dsub + t) * ksub + j] = self.centroid(s, j)[t];
+                }
+            }
+        }
         let mut codes = vec![0u8; data.len() / d * m];
         codes
             .par_chunks_mut(m * 256)
             .zip(data.par_chunks(d * 256))
             .for_each(|(out, rows)| {
+                let mut dist = vec![0f32; ksub];
                 for (code, x) in out.chunks_exact_mut(m).zip(rows.chunks_exact(d)) {
                     for (s, c) in code.iter_mut().enumerate() {
-                        let xs = &x[s * dsub..(s + 1) * dsub];
-                        let mut best = f32::INFINITY;
-                        for j in 0..ksub {
-                            let dist: f32 = xs
-                                .iter()
-                                .zip(self.centroid(s, j))
-                                .map(|(a, b)| (a - b) * (a - b))
-                                .sum();
-                            if dist < best {
-                                best = dist;
-                                *c = j as u8;
+                        dist.fill(0.0);
+                        for t in 0..dsub {
+                            let xt = x[s * dsub + t];
+                            let row = &by_component[(s * dsub + t) * ksub..][..ksub];
+                            for (acc, &ct) in dist.iter_mut().zip(row) {
+                                *acc += (xt - ct) * (xt - ct);
                             }
                         }
+                        let mut best = 0;
+                        for j in 1..ksub {
+                            if dist[j] < dist[best] {
+                                best = j;
+                            }
+                        }
+                        *c = best as u8;
                     }
                 }
             });
