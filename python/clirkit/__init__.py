@@ -18,12 +18,14 @@ from clirkit._native import (
 from clirkit.analysis import analyze, analyzer_id, supported_languages
 from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.evaluation import RelevanceEvaluator, evaluate
+from clirkit.dense import DenseIndex
 from clirkit.runs import read_qrels, read_run, write_run
 from clirkit.fusion import NativeRun, fuse
 
 __all__ = [
     "__version__",
     "ClirkitError",
+    "DenseIndex",
     "DuplicateIdError",
     "IndexFormatError",
     "InvalidInputError",

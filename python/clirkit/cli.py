@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "clirkit.commands.fuse",
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
+    "clirkit.commands.dense",
 ]
 
 

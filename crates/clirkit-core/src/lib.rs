@@ -11,6 +11,7 @@ pub mod fusion;
 pub mod eval;
 pub mod ids;
 pub mod io;
+pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod rerank;

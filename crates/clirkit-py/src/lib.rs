@@ -10,6 +10,7 @@ mod eval;
 mod io;
 mod text;
 mod rerank;
+mod pq;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -23,5 +24,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;
+    pq::register(m)?;
     Ok(())
 }
