@@ -193,6 +193,7 @@ impl Analyzer {
         }
     }
 
+    /// The index terms of `text`.
     pub fn analyze(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
         self.analyze_into(text, &mut out);
@@ -204,8 +205,12 @@ impl Analyzer {
     }
 
     fn emit_unless_stopword(&self, scratch: &mut Scratch, out: &mut Vec<String>) {
-        if !scratch.chars.is_empty() && !self.is_stopword(scratch) {
-            out.push(scratch.text.clone());
+        if scratch.chars.is_empty() {
+            return;
+        }
+        let text = scratch.load_text();
+        if !self.stopwords.contains(text) {
+            out.push(text.to_string());
         }
     }
 
