@@ -15,12 +15,11 @@ COMMAND_MODULES = [
     "clirkit.commands.runs",
     "clirkit.commands.analyze",
     "clirkit.commands.bm25",
-    "clirkit.commands.bm25",
-    "clirkit.commands.analyze",
     "clirkit.commands.fuse",
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
     "clirkit.commands.dense",
+    "clirkit.commands.demo",
 ]
 
 

@@ -7,8 +7,8 @@
 
 pub mod bm25;
 pub mod error;
-pub mod fusion;
 pub mod eval;
+pub mod fusion;
 pub mod ids;
 pub mod io;
 pub mod pq;

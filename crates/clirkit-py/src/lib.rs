@@ -5,12 +5,12 @@ use pyo3::prelude::*;
 
 mod bm25;
 mod errors;
-mod fusion;
 mod eval;
+mod fusion;
 mod io;
-mod text;
-mod rerank;
 mod pq;
+mod rerank;
+mod text;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -19,8 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
-    bm25::register(m)?;
-    text::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;
