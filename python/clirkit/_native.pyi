@@ -59,7 +59,7 @@ class Bm25Index:
         lang: Optional[str] = None,
         k1: float = 0.9,
         b: float = 0.4,
-        exhaustive: bool = False,
+        strategy: str = "auto",
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
         self,
