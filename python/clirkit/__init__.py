@@ -15,6 +15,8 @@ from clirkit._native import (
     UnknownLanguageError,
     __version__,
 )
+from clirkit.analysis import analyze, analyzer_id, supported_languages
+from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.runs import read_qrels, read_run, write_run
 from clirkit.fusion import NativeRun, fuse
 
@@ -28,7 +30,12 @@ __all__ = [
     "UnknownLanguageError",
     "NativeRun",
     "fuse",
+    "analyze",
+    "analyzer_id",
     "read_qrels",
     "read_run",
+    "supported_languages",
     "write_run",
+    "BM25Index",
+    "SearchResults",
 ]

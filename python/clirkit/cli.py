@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "clirkit.commands.runs",
     "clirkit.commands.fuse",
     "clirkit.commands.rerank",
+    "clirkit.commands.bm25",
+    "clirkit.commands.analyze",
 ]
 
 
