@@ -146,8 +146,9 @@ def test_pruning_equals_exhaustive_with_ties(tmp_path):
     for _ in range(200):
         q = " ".join(rng.choice(vocab) for _ in range(rng.randrange(1, 6)))
         k = rng.choice([1, 5, 10, 100, 1000, 5000])
-        fast = native.search(q, k, None, 0.9, 0.4, False)
-        assert fast == native.search(q, k, None, 0.9, 0.4, True), (q, k)
+        fast = native.search(q, k, None, 0.9, 0.4, "maxscore")
+        assert fast == native.search(q, k, None, 0.9, 0.4, "exhaustive"), (q, k)
+        assert fast == native.search(q, k, None, 0.9, 0.4, "auto"), (q, k)
         canonical = sorted(fast, key=lambda hit: hit[0].encode(), reverse=True)
         canonical.sort(key=lambda hit: -hit[1])  # stable: ties stay in doc id descending order
         assert fast == canonical

@@ -64,7 +64,7 @@ class Bm25Index:
         lang: Optional[str] = None,
         k1: float = 0.9,
         b: float = 0.4,
-        exhaustive: bool = False,
+        strategy: str = "auto",
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
         self,
@@ -245,3 +245,11 @@ class DenseIndex:
     def kind(self) -> str: ...
     @property
     def has_vectors(self) -> bool: ...
+
+# --- passages (MaxP) --------------------------------------------------------------------------
+from typing import Optional  # noqa: E402
+
+def maxp(
+    run: Dict[str, Dict[str, float]], separator: str = "#", depth: Optional[int] = None
+) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
+def passage_doc_id(passage_id: str, separator: str = "#") -> str: ...

@@ -2,7 +2,7 @@
 //! Builds and searches run with the GIL released; results stay native until asked for.
 
 use crate::errors::IntoPy;
-use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit};
+use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit, Strategy};
 use clirkit_core::io::trec;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -123,7 +123,8 @@ impl PyBm25Index {
     }
 
     /// Top-k (doc id, score) pairs for one query.
-    #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, exhaustive=false))]
+    /// `strategy`: "auto", "maxscore" or "exhaustive" (all return the same hits).
+    #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, strategy="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn search(
         &self,
@@ -133,17 +134,21 @@ impl PyBm25Index {
         lang: Option<&str>,
         k1: f32,
         b: f32,
-        exhaustive: bool,
+        strategy: &str,
     ) -> PyResult<Vec<(String, f64)>> {
         let params = Bm25Params { k1, b };
+        let strategy = match strategy {
+            "auto" => Strategy::Auto,
+            "maxscore" => Strategy::MaxScore,
+            "exhaustive" => Strategy::Exhaustive,
+            other => {
+                return Err(crate::errors::to_py(clirkit_core::Error::invalid(format!(
+                    "unknown strategy '{other}' (auto, maxscore, exhaustive)"
+                ))))
+            }
+        };
         let hits = py
-            .detach(|| {
-                if exhaustive {
-                    self.inner.search_exhaustive(query, lang, k, params)
-                } else {
-                    self.inner.search(query, lang, k, params)
-                }
-            })
+            .detach(|| self.inner.search_by(strategy, query, lang, k, params))
             .py_err()?;
         Ok(hits_to_py(&self.inner, &hits))
     }

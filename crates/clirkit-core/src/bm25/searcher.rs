@@ -93,6 +93,14 @@ impl<'a> Cursor<'a> {
         c
     }
 
+    /// Number of postings in the list.
+    pub fn doc_freq(&self) -> usize {
+        match self.postings.blocks {
+            0 => 0,
+            n => (n - 1) * BLOCK_LEN + self.meta(n - 1).len as usize,
+        }
+    }
+
     #[inline]
     fn meta(&self, b: usize) -> BlockMeta {
         BlockMeta::decode(self.postings.metas, b)

@@ -83,9 +83,12 @@ fn pruned_search_equals_exhaustive() {
             } else {
                 Bm25Params::default()
             };
-            let fast = idx.search(&query, None, k, params).unwrap();
+            let fast = idx
+                .search_by(Strategy::MaxScore, &query, None, k, params)
+                .unwrap();
             let slow = idx.search_exhaustive(&query, None, k, params).unwrap();
             assert_eq!(fast, slow, "query {query:?} k={k} on {docs} docs");
+            assert_eq!(idx.search(&query, None, k, params).unwrap(), slow);
             for w in fast.windows(2) {
                 let (a, b) = (&w[0], &w[1]);
                 assert!(crate::ranking::canonical_cmp(

@@ -344,8 +344,8 @@ impl<'a> Accumulator<'a> {
         if let Method::CombMnz { .. } = method {
             combmnz::scale(&mut self.scores, &self.hits);
         }
-        // Sorting integer keys is several times faster than comparing floats and ids; only
-        // equal scores (frequent with RRF) need their ids compared.
+        // Sort on integer keys; only documents with equal scores (frequent with RRF) need
+        // their ids compared, for the doc-id-descending tie-break.
         self.order.clear();
         self.order.extend(
             self.scores
