@@ -259,7 +259,7 @@ fn read_varint(r: &mut impl BufRead) -> std::io::Result<u64> {
 }
 
 /// Spill sorted postings to a run file: per term `len, bytes, count, (gap, tf)*` as varints.
-fn write_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
+fn spill_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
     let mut w = BufWriter::with_capacity(1 << 20, File::create(path).at(path)?);
     let mut write = || -> std::io::Result<()> {
         write_varint(&mut w, sorted.len() as u64)?;
@@ -493,7 +493,7 @@ impl Accumulator {
         }
         if self.memory.bytes > self.budget {
             let path = self.dir.join(format!("run-{}.tmp", self.runs.len()));
-            write_run(&path, &self.memory.take_sorted())?;
+            spill_run(&path, &self.memory.take_sorted())?;
             self.runs.push(path);
         }
         Ok(())

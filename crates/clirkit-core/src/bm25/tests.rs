@@ -364,3 +364,17 @@ fn cancelled_build_leaves_nothing() {
     assert!(e.to_string().contains("interrupted"), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+#[test]
+fn empty_corpus_builds_an_empty_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), "c.jsonl", &[]);
+    let index = dir.path().join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    let idx = Bm25Index::open(&index).unwrap();
+    assert_eq!((idx.num_docs(), idx.num_terms()), (0, 0));
+    assert!(idx
+        .search("zorp", None, 10, Bm25Params::default())
+        .unwrap()
+        .is_empty());
+}
