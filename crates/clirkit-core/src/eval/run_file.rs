@@ -235,8 +235,8 @@ fn parse_chunk(
             mask &= mask - 1;
         }
     }
-    for at in words * 8..bytes.len() {
-        if bytes[at] < 0x21 {
+    for (at, &b) in bytes.iter().enumerate().skip(words * 8) {
+        if b < 0x21 {
             on_separator(&mut p, at)?;
         }
     }
