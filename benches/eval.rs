@@ -46,7 +46,7 @@ fn data() -> (QrelsIndex, Vec<(String, Vec<(String, f64)>)>) {
         while docs.len() < DOCS {
             docs.push((format!("doc{}", rng.next() % 200_000), 0.0));
         }
-        docs.sort();
+        docs.sort_by(|a, b| a.0.cmp(&b.0));
         docs.dedup_by(|a, b| a.0 == b.0);
         for d in &mut docs {
             d.1 = (rng.next() % 300_000) as f64 / 10_000.0;

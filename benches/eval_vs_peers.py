@@ -2,9 +2,12 @@
 
 Each system parses the qrels and run FILES and computes nDCG@20, MAP, recall@1000 and P@10 (clirkit also
 Judged@20, which neither peer has), on a synthetic run of Q queries x D documents (benches/eval_data.py).
-Every system runs in its own worker process (peers from the peers venv), one after the other in one
-invocation; each worker first runs the whole pipeline once untimed (ranx: numba JIT warm-up; the same
-courtesy for the others), then times `--repeat` runs; the median is reported.
+Every system runs in its own long-lived worker process (peers from the peers venv). Each worker first
+runs the whole pipeline once untimed (ranx: numba JIT warm-up; the same courtesy for the others). Then,
+in each of `--repeat` rounds, the workers run once each, one after the other, so that every round
+measures all systems under about the same machine load (this 2-core VM is shared and its load swings).
+Reported per system: the median wall time and the median CPU time (user + system, all threads) of its
+runs, and per peer the median over rounds of the per-round ratio peer / clirkit.
 
     python benches/eval_vs_peers.py [--queries 5000] [--docs 1000] [--repeat 3]
         [--peers-python /work/venv-peers/bin/python] [--json benches/out/eval_vs_peers.json]
@@ -67,17 +70,24 @@ def run_ranx(qrels_path: str, run_path: str) -> dict:
 SYSTEMS = {"clirkit": run_clirkit, "pytrec_eval": run_pytrec_eval, "ranx": run_ranx}
 
 
-def worker(system: str, qrels: str, run: str, repeat: int) -> None:
+def cpu_seconds() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def worker(system: str, qrels: str, run: str) -> None:
+    """Warm up, then run once per line read from stdin, answering one JSON line each time."""
     fn = SYSTEMS[system]
     t = time.perf_counter()
-    values = fn(qrels, run)  # warm-up (ranx compiles its numba kernels here)
-    first = time.perf_counter() - t
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
+    fn(qrels, run)  # warm-up (ranx compiles its numba kernels here)
+    print(json.dumps({"first": time.perf_counter() - t}), flush=True)
+    for _ in sys.stdin:
+        t, c = time.perf_counter(), cpu_seconds()
         values = fn(qrels, run)
-        times.append(time.perf_counter() - t)
-    print(json.dumps({"system": system, "first": first, "times": times, "values": values}))
+        wall, cpu = time.perf_counter() - t, cpu_seconds() - c
+        print(json.dumps({"wall": wall, "cpu": cpu, "values": values}), flush=True)
 
 
 def main() -> None:
@@ -94,20 +104,43 @@ def main() -> None:
     from eval_data import generate
 
     qrels, run = generate(a.work, a.queries, a.docs, seed=0)
-    results = {}
-    for system in a.systems.split(","):
+    systems = a.systems.split(",")
+    workers = {}
+    results: dict = {}
+    for system in systems:
         python = sys.executable if system == "clirkit" else a.peers_python
-        cmd = [python, os.path.abspath(__file__), "worker", system, qrels, run, str(a.repeat)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        r = json.loads(out.strip().splitlines()[-1])
-        r["median"] = statistics.median(r["times"])
-        results[system] = r
-        print(f"{system:<12} median {r['median']:8.3f} s  (first call {r['first']:.3f} s)  {r['values']}", flush=True)
+        cmd = [python, os.path.abspath(__file__), "worker", system, qrels, run]
+        workers[system] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = json.loads(workers[system].stdout.readline())["first"]
+        results[system] = {"first": first, "wall": [], "cpu": []}
+        print(f"{system:<12} warm-up (first call) {first:.3f} s", flush=True)
+    for round_no in range(a.repeat):
+        for system in systems:
+            w = workers[system]
+            w.stdin.write("go\n")
+            w.stdin.flush()
+            r = json.loads(w.stdout.readline())
+            results[system]["wall"].append(r["wall"])
+            results[system]["cpu"].append(r["cpu"])
+            results[system]["values"] = r["values"]
+            print(f"round {round_no + 1} {system:<12} wall {r['wall']:8.3f} s  cpu {r['cpu']:8.3f} s", flush=True)
+    for w in workers.values():
+        w.stdin.close()
+        w.wait()
+    for system, r in results.items():
+        r["median_wall"] = statistics.median(r["wall"])
+        r["median_cpu"] = statistics.median(r["cpu"])
+        print(f"{system:<12} median wall {r['median_wall']:8.3f} s  median cpu {r['median_cpu']:8.3f} s  {r['values']}")
     base = results.get("clirkit")
     if base:
         for system, r in results.items():
-            if system != "clirkit":
-                print(f"clirkit is {r['median'] / base['median']:.1f}x faster than {system} (warm medians)")
+            if system == "clirkit":
+                continue
+            wall_ratio = statistics.median(p / c for p, c in zip(r["wall"], base["wall"]))
+            cpu_ratio = statistics.median(p / c for p, c in zip(r["cpu"], base["cpu"]))
+            r["ratio_wall"], r["ratio_cpu"] = wall_ratio, cpu_ratio
+            print(f"clirkit vs {system}: {wall_ratio:.1f}x faster (wall, median of per-round ratios), "
+                  f"{cpu_ratio:.1f}x less CPU time")
         if "pytrec_eval" in results:
             ours, theirs = base["values"], results["pytrec_eval"]["values"]
             worst = max(abs(ours[k] - theirs[k]) for k in theirs)
@@ -119,6 +152,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
-        worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        worker(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         main()

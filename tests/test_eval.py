@@ -95,6 +95,10 @@ def test_no_overlap_warns(files, tmp_path: Path, capsys):
     other.write_text("x1 Q0 a 1 1 t\n")
     with pytest.warns(evaluation.EvaluationWarning, match="none of the run's 1 query ids"):
         assert evaluation.evaluate(q, other, ["map"]) == {"map": 0.0}
+    empty = tmp_path / "empty.trec"
+    empty.write_text("")
+    with pytest.warns(evaluation.EvaluationWarning, match="the run has no queries"):
+        assert evaluation.evaluate(q, empty, ["map", "num_ret"]) == {"map": 0.0, "num_ret": 0.0}
     assert main(["eval", "--qrels", str(q), "--run", str(other), "-m", "map"]) == 0
     out = capsys.readouterr()
     assert "clirkit: warning: none of the run's 1 query ids" in out.err

@@ -82,3 +82,12 @@ def test_xquad_pos_with_a_run_table_and_plot(tmp_path: Path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["psi"]["run.trec"]["all"] == pytest.approx(1 - (1 / 1.584962500721156) / 1.0)
     assert sum(r["queries"] for r in data["bins"] if r["bucket"] == "all") == len(rows)
+
+
+def test_token_lengths_from_a_tokenizer(tmp_path: Path):
+    pytest.importorskip("tokenizers")
+    tokenizer = shared_path("models", "multilingual-e5-small-int8", "tokenizer.json")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "one two three"}\n{"_id": "d2", "text": ""}\n')
+    lengths = position.token_lengths(corpus, tokenizer)
+    assert set(lengths) == {"d1", "d2"} and lengths["d2"] == 0 and 3 <= lengths["d1"] <= 6

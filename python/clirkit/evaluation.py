@@ -81,7 +81,13 @@ def _is_path(x: Any) -> bool:
 
 
 def _warn_no_overlap(run_queries: int, matched: int, stacklevel: int = 3) -> None:
-    if run_queries > 0 and matched == 0:
+    if run_queries == 0:
+        warnings.warn(
+            "the run has no queries: every measure is computed over zero queries (0)",
+            EvaluationWarning,
+            stacklevel=stacklevel,
+        )
+    elif matched == 0:
         warnings.warn(
             f"none of the run's {run_queries} query ids appears in the qrels: wrong qrels file or query-id "
             "scheme? Every measure is computed over zero queries.",

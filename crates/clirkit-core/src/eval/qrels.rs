@@ -77,6 +77,9 @@ impl Judgements {
     }
 }
 
+/// A query's judged documents as (doc id, label) pairs.
+pub type JudgedDocs<'a> = Vec<(&'a [u8], i32)>;
+
 /// All queries' judgements, by query id.
 #[derive(Debug, Clone, Default)]
 pub struct QrelsIndex {
@@ -98,10 +101,8 @@ impl QrelsIndex {
 
     /// Build from (qid, [(docid, label)]) pairs; a query id given twice merges its documents, a
     /// query without any judgement is left out (pytrec_eval drops those too).
-    pub fn from_pairs<'a>(
-        queries: impl IntoIterator<Item = (String, Vec<(&'a [u8], i32)>)>,
-    ) -> Self {
-        let mut merged: Vec<(String, Vec<(&'a [u8], i32)>)> = Vec::new();
+    pub fn from_pairs<'a>(queries: impl IntoIterator<Item = (String, JudgedDocs<'a>)>) -> Self {
+        let mut merged: Vec<(String, JudgedDocs<'a>)> = Vec::new();
         let mut by_id: FxHashMap<String, usize> = FxHashMap::default();
         for (qid, docs) in queries {
             match by_id.get(&qid) {

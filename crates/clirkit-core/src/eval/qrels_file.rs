@@ -36,6 +36,8 @@ fn parse_label(text: &str) -> Option<i32> {
         })
 }
 
+type DocLabels = FxHashMap<Box<[u8]>, i32>;
+
 /// Read a qrels file into a [`QrelsIndex`].
 pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     let path = path.as_ref();
@@ -48,7 +50,7 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
             + 1;
         Error::parse(path, line, "not valid UTF-8")
     })?;
-    let mut queries: Vec<(&str, FxHashMap<Box<[u8]>, i32>)> = Vec::new();
+    let mut queries: Vec<(&str, DocLabels)> = Vec::new();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
     let mut first_content_line = true;
     for (i, line) in text.lines().enumerate() {
