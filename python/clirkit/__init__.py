@@ -15,6 +15,7 @@ from clirkit._native import (
     UnknownLanguageError,
     __version__,
 )
+from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [
@@ -28,4 +29,6 @@ __all__ = [
     "read_qrels",
     "read_run",
     "write_run",
+    "BM25Index",
+    "SearchResults",
 ]

@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod bm25;
 mod errors;
 mod io;
 
@@ -11,5 +12,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     io::register(m)?;
+    bm25::register(m)?;
     Ok(())
 }
