@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod bm25;
 mod errors;
 mod io;
+mod text;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -13,5 +14,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     io::register(m)?;
     bm25::register(m)?;
+    text::register(m)?;
     Ok(())
 }
