@@ -128,7 +128,7 @@ def timed_passes(
     result = None
     while len(times) < max_passes:
         total = sum(times)
-        if total >= min_seconds and (len(times) >= min_passes or total >= 10 * min_seconds):
+        if times and total >= min_seconds and (len(times) >= min_passes or total >= 10 * min_seconds):
             break
         t0 = time.perf_counter()
         result = run_once()
