@@ -6,8 +6,10 @@ peer's own virtual environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -157,6 +159,26 @@ def start_pyserini_jvm() -> None:
         *[o for o in opts if "jdk.incubator.vector" not in o]
     )
     import pyserini.pyclass  # noqa: F401  (configures the class path and starts the JVM)
+
+
+@contextlib.contextmanager
+def output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr file descriptors (the JVM's too) to ``path`` meanwhile."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def thread_env(threads: int) -> dict[str, str]:

@@ -62,23 +62,22 @@ def pyserini_worker(argv: Sequence[str]) -> int:
 
     errors = {}
     for job in json.loads(Path(a.jobs).read_text(encoding="utf-8")):
-        args = [
-            "-collection",
-            "JsonCollection",
-            "-generator",
-            "DefaultLuceneDocumentGenerator",
-            "-input",
-            job["input_dir"],
-            "-index",
-            job["index"],
-            "-threads",
-            str(a.threads),
-            "-language",
-            job["lang"],
-        ]
+        log = Path(job["index"] + ".log")
+        args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+                "-input", job["input_dir"], "-index", job["index"], "-threads", str(a.threads),
+                "-language", job["lang"]]  # fmt: skip
         try:
-            autoclass("io.anserini.index.IndexCollection").main(args)
+            with bc.output_to(log):  # Anserini logs per-document failures instead of raising
+                autoclass("io.anserini.index.IndexCollection").main(args)
             searcher = LuceneSearcher(job["index"])
+            if searcher.num_docs != job["docs"]:
+                causes = [
+                    ln.strip() for ln in log.read_text(errors="replace").splitlines() if "Exception" in ln
+                ]
+                errors[job["run"]] = f"Lucene indexed {searcher.num_docs} of {job['docs']} documents" + (
+                    f" ({causes[0][:120]})" if causes else ""
+                )
+                continue
             searcher.set_language(job["lang"])
             searcher.set_bm25(K1, B)
             queries = json.loads(Path(job["queries"]).read_text(encoding="utf-8"))
@@ -110,6 +109,7 @@ def pyserini_job(work: Path, docs: list, lang: str, queries: list) -> dict:
         "lang": lang,
         "queries": str(work / "queries.json"),
         "run": str(run),
+        "docs": len(docs),
     }
 
 
