@@ -146,8 +146,9 @@ def test_pruning_equals_exhaustive_with_ties(tmp_path):
     for _ in range(200):
         q = " ".join(rng.choice(vocab) for _ in range(rng.randrange(1, 6)))
         k = rng.choice([1, 5, 10, 100, 1000, 5000])
-        fast = native.search(q, k, None, 0.9, 0.4, False)
-        assert fast == native.search(q, k, None, 0.9, 0.4, True), (q, k)
+        fast = native.search(q, k, None, 0.9, 0.4, "maxscore")
+        assert fast == native.search(q, k, None, 0.9, 0.4, "exhaustive"), (q, k)
+        assert fast == native.search(q, k, None, 0.9, 0.4, "auto"), (q, k)
         canonical = sorted(fast, key=lambda hit: hit[0].encode(), reverse=True)
         canonical.sort(key=lambda hit: -hit[1])  # stable: ties stay in doc id descending order
         assert fast == canonical
@@ -270,3 +271,54 @@ def test_cli_end_to_end_english(tmp_path, capsys):
         == 2
     )
     assert "clirkit: error:" in capsys.readouterr().err
+
+
+def test_cli_on_multilingual_sample(tmp_path, sample_dir):
+    """The README's job: one index over 11 languages, each document and query analyzed in its own."""
+    idx, run = tmp_path / "idx", tmp_path / "run.trec"
+    corpus, queries = sample_dir / "corpus.jsonl", sample_dir / "queries.jsonl"
+    build = ["index", "bm25", "--corpus", str(corpus), "--index", str(idx), "--lang-field", "lang"]
+    assert cli([*build, "--fields", "text", "--quiet"]) == 0
+    search = ["search", "bm25", "--index", str(idx), "--queries", str(queries), "--output", str(run)]
+    assert cli([*search, "--k", "100", "--threads", "2", "--quiet"]) == 0
+    index = BM25Index.open(idx)
+    langs = ["ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh"]
+    assert index.languages == langs and sorted(index.manifest["analyzers"]) == langs
+    results = clirkit.read_run(run)
+    qrels = clirkit.read_qrels(sample_dir / "qrels.tsv")
+    assert set(results) == set(qrels)
+    found: dict = {}
+    for qid, relevant in qrels.items():
+        top10 = list(results[qid])[:10]
+        found.setdefault(qid.rsplit("-", 1)[1], []).append(any(d in relevant for d in top10))
+    for lang, hits in found.items():
+        assert sum(hits) / len(hits) >= 0.75, (lang, hits)
+    # Without a language, a query against a multilingual index is ambiguous.
+    tsv = tmp_path / "topics.tsv"
+    tsv.write_text("q1\tPanthers\n", encoding="utf-8")
+    assert cli([*search[:5], str(tsv), "--output", str(tmp_path / "x.trec"), "--quiet"]) == 2
+    assert cli([*search[:5], str(tsv), "--output", str(tmp_path / "x.trec"), "--lang", "en", "--quiet"]) == 0
+
+
+def test_duplicate_query_ids_are_an_error(tmp_path):
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "zorp"}])
+    index = BM25Index.build(corpus, tmp_path / "idx", quiet=True)
+    with pytest.raises(clirkit.InvalidInputError, match="'q1' appears twice"):
+        index.batch_search([("q1", "zorp"), ("q1", "quux")], quiet=True)
+
+
+def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
+    import os
+    import signal
+    import threading
+
+    corpus = tmp_path / "big.jsonl"
+    with corpus.open("w", encoding="utf-8") as f:
+        for i in range(300_000):
+            f.write(f'{{"_id": "d{i}", "text": "zorp quux w{i % 977} v{i % 1013}"}}\n')
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        BM25Index.build(corpus, tmp_path / "idx", quiet=True)
+    timer.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]

@@ -15,8 +15,8 @@ from clirkit._native import (
     UnknownLanguageError,
     __version__,
 )
-from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.analysis import analyze, analyzer_id, supported_languages
+from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [

@@ -59,7 +59,7 @@ class Bm25Index:
         lang: Optional[str] = None,
         k1: float = 0.9,
         b: float = 0.4,
-        exhaustive: bool = False,
+        strategy: str = "auto",
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
         self,
@@ -81,6 +81,7 @@ class Bm25Index:
         b: float = 0.4,
         quiet: bool = False,
     ) -> SearchResults: ...
+
 # --- text analysis --------------------------------------------------------------------------
 def analyze(text: str, lang: str) -> list[str]: ...
 def analyzer_id(lang: str) -> str: ...

@@ -78,8 +78,9 @@ class SearchResults:
 
 
 class BM25Index:
-    """A BM25 index on disk: Lucene 9's BM25Similarity (one-byte length norms, f32 arithmetic),
-    top-k by block-max MaxScore, which returns exactly what exhaustive scoring returns."""
+    """A BM25 index on disk: Lucene 9's BM25Similarity (one-byte length norms, f32 arithmetic).
+    Top-k by block-max MaxScore, or by exhaustive scoring where a cost model expects that to be
+    faster (large k on a small collection); both return exactly the same hits, ties included."""
 
     def __init__(self, native: _native.Bm25Index) -> None:
         self._native = native

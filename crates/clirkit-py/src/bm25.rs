@@ -2,12 +2,13 @@
 //! Builds and searches run with the GIL released; results stay native until asked for.
 
 use crate::errors::IntoPy;
-use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit};
+use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit, Strategy};
 use clirkit_core::io::trec;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A memory-mapped BM25 index (Lucene's BM25 scoring, block-max MaxScore top-k).
@@ -51,12 +52,31 @@ impl PyBm25Index {
             memory_budget_bytes: memory_budget_mb.max(1) << 20,
             ..BuildOptions::default()
         };
-        let inner = py
-            .detach(|| {
-                bm25::build(&corpus, &index, &opts)?;
-                Bm25Index::open(&index)
+        // The build runs on its own thread while this one watches for Ctrl-C (Python handles
+        // signals only on the main thread) and cancels it cleanly.
+        let cancel = AtomicBool::new(false);
+        let mut interrupt = None;
+        let result = py.detach(|| {
+            std::thread::scope(|scope| {
+                let worker =
+                    scope.spawn(|| bm25::build_cancellable(&corpus, &index, &opts, &cancel));
+                while !worker.is_finished() {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    if interrupt.is_none() {
+                        if let Err(e) = Python::attach(|py| py.check_signals()) {
+                            interrupt = Some(e);
+                            cancel.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+                worker.join().expect("the build thread does not panic")
             })
-            .py_err()?;
+        });
+        if let Some(e) = interrupt {
+            return Err(e);
+        }
+        result.py_err()?;
+        let inner = py.detach(|| Bm25Index::open(&index)).py_err()?;
         Ok(PyBm25Index {
             inner: Arc::new(inner),
         })
@@ -103,7 +123,9 @@ impl PyBm25Index {
     }
 
     /// Top-k (doc id, score) pairs for one query.
-    #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, exhaustive=false))]
+    /// `strategy`: "auto", "maxscore" or "exhaustive" (all return the same hits).
+    #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, strategy="auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn search(
         &self,
         py: Python<'_>,
@@ -112,17 +134,21 @@ impl PyBm25Index {
         lang: Option<&str>,
         k1: f32,
         b: f32,
-        exhaustive: bool,
+        strategy: &str,
     ) -> PyResult<Vec<(String, f64)>> {
         let params = Bm25Params { k1, b };
+        let strategy = match strategy {
+            "auto" => Strategy::Auto,
+            "maxscore" => Strategy::MaxScore,
+            "exhaustive" => Strategy::Exhaustive,
+            other => {
+                return Err(crate::errors::to_py(clirkit_core::Error::invalid(format!(
+                    "unknown strategy '{other}' (auto, maxscore, exhaustive)"
+                ))))
+            }
+        };
         let hits = py
-            .detach(|| {
-                if exhaustive {
-                    self.inner.search_exhaustive(query, lang, k, params)
-                } else {
-                    self.inner.search(query, lang, k, params)
-                }
-            })
+            .detach(|| self.inner.search_by(strategy, query, lang, k, params))
             .py_err()?;
         Ok(hits_to_py(&self.inner, &hits))
     }
@@ -179,18 +205,21 @@ impl PyBm25Index {
         params: Bm25Params,
         quiet: bool,
     ) -> PyResult<PySearchResults> {
+        let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
+        let mut position = HashMap::with_capacity(qids.len());
+        for (i, q) in qids.iter().enumerate() {
+            if let Some(first) = position.insert(q.clone(), i) {
+                return Err(crate::errors::to_py(clirkit_core::Error::invalid(format!(
+                    "query id '{q}' appears twice (queries {first} and {i}, counting from 0)"
+                ))));
+            }
+        }
         let hits = py
             .detach(|| {
                 self.inner
                     .batch_search(&queries, k, lang.as_deref(), params, threads, quiet)
             })
             .py_err()?;
-        let qids: Vec<String> = queries.into_iter().map(|q| q.id).collect();
-        let position = qids
-            .iter()
-            .enumerate()
-            .map(|(i, q)| (q.clone(), i))
-            .collect();
         Ok(PySearchResults {
             index: Arc::clone(&self.inner),
             qids,

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How to build an index.
 #[derive(Debug, Clone)]
@@ -122,6 +123,50 @@ impl Analyzers {
     }
 }
 
+/// FxHash (rustc's hasher) with MurmurHash3's finalizer: term keys are not attacker-chosen,
+/// and SipHash was a tenth of the build time. The finalizer spreads every input bit into the low
+/// bits the hash table indexes with; without it, terms sharing their first bytes collide.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, b: u8) {
+        self.add(b as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
 /// One document after analysis: its distinct terms with frequencies, and its length.
 struct AnalyzedDoc {
     terms: Vec<(String, u32)>,
@@ -129,23 +174,23 @@ struct AnalyzedDoc {
 }
 
 fn analyze(analyzer: &Analyzer, text: &str) -> AnalyzedDoc {
-    let mut tokens = analyzer.analyze(text);
+    let tokens = analyzer.analyze(text);
     let length = tokens.len() as u32;
-    tokens.sort_unstable();
-    let mut terms: Vec<(String, u32)> = Vec::new();
+    let mut counts: FxMap<String, u32> = FxMap::default();
+    counts.reserve(tokens.len());
     for t in tokens {
-        match terms.last_mut() {
-            Some((last, tf)) if *last == t => *tf += 1,
-            _ => terms.push((t, 1)),
-        }
+        *counts.entry(t).or_insert(0) += 1;
     }
-    AnalyzedDoc { terms, length }
+    AnalyzedDoc {
+        terms: counts.into_iter().collect(),
+        length,
+    }
 }
 
 /// The in-memory part of the inverted index.
 #[derive(Default)]
 struct MemoryIndex {
-    term_ids: HashMap<String, u32>,
+    term_ids: FxMap<String, u32>,
     terms: Vec<String>,
     /// Per term: (doc, tf) in increasing doc order.
     postings: Vec<Vec<(u32, u32)>>,
@@ -180,12 +225,12 @@ impl MemoryIndex {
     }
 
     /// Terms in byte order with their postings, emptying the index.
-    fn take_sorted(&mut self) -> Vec<(String, Vec<(u32, u32)>)> {
+    fn take_sorted(&mut self) -> Vec<TermPostingsList> {
         let terms = std::mem::take(&mut self.terms);
         let postings = std::mem::take(&mut self.postings);
-        self.term_ids = HashMap::new();
+        self.term_ids = FxMap::default();
         self.bytes = 0;
-        let mut all: Vec<(String, Vec<(u32, u32)>)> = terms.into_iter().zip(postings).collect();
+        let mut all: Vec<TermPostingsList> = terms.into_iter().zip(postings).collect();
         all.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         all
     }
@@ -214,7 +259,7 @@ fn read_varint(r: &mut impl BufRead) -> std::io::Result<u64> {
 }
 
 /// Spill sorted postings to a run file: per term `len, bytes, count, (gap, tf)*` as varints.
-fn write_run(path: &Path, sorted: &[(String, Vec<(u32, u32)>)]) -> Result<()> {
+fn spill_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
     let mut w = BufWriter::with_capacity(1 << 20, File::create(path).at(path)?);
     let mut write = || -> std::io::Result<()> {
         write_varint(&mut w, sorted.len() as u64)?;
@@ -234,6 +279,9 @@ fn write_run(path: &Path, sorted: &[(String, Vec<(u32, u32)>)]) -> Result<()> {
     write().at(path)
 }
 
+/// A term with its (doc, tf) postings in doc order.
+type TermPostingsList = (String, Vec<(u32, u32)>);
+
 /// A sorted source of (term, postings) for the final merge.
 enum Source {
     Run {
@@ -241,7 +289,7 @@ enum Source {
         reader: BufReader<File>,
         remaining: u64,
     },
-    Memory(std::vec::IntoIter<(String, Vec<(u32, u32)>)>),
+    Memory(std::vec::IntoIter<TermPostingsList>),
 }
 
 impl Source {
@@ -255,7 +303,7 @@ impl Source {
         })
     }
 
-    fn next(&mut self) -> Result<Option<(String, Vec<(u32, u32)>)>> {
+    fn next(&mut self) -> Result<Option<TermPostingsList>> {
         match self {
             Source::Memory(it) => Ok(it.next()),
             Source::Run {
@@ -267,7 +315,7 @@ impl Source {
                     return Ok(None);
                 }
                 *remaining -= 1;
-                let mut read = || -> std::io::Result<(String, Vec<(u32, u32)>)> {
+                let mut read = || -> std::io::Result<TermPostingsList> {
                     let len = read_varint(reader)? as usize;
                     let mut bytes = vec![0u8; len];
                     reader.read_exact(&mut bytes)?;
@@ -416,6 +464,42 @@ fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
     w.finish()
 }
 
+/// Everything the build keeps per document, and the inverted index being filled.
+struct Accumulator {
+    dir: PathBuf,
+    budget: usize,
+    ids: Vec<String>,
+    norms: Vec<u8>,
+    sum_lengths: u64,
+    docs_with_terms: u64,
+    memory: MemoryIndex,
+    runs: Vec<PathBuf>,
+}
+
+impl Accumulator {
+    /// Number the documents in input order and add their postings; spill a sorted run when
+    /// the in-memory postings outgrow the budget.
+    fn add_batch(&mut self, records: Vec<Record>, analyzed: Vec<AnalyzedDoc>) -> Result<()> {
+        for (rec, doc) in records.into_iter().zip(analyzed) {
+            if self.ids.len() >= u32::MAX as usize {
+                return Err(Error::invalid("more than 2^32 - 1 documents"));
+            }
+            let number = self.ids.len() as u32;
+            self.ids.push(rec.id);
+            self.norms.push(length_to_norm(doc.length));
+            self.sum_lengths += doc.length as u64;
+            self.docs_with_terms += (doc.length > 0) as u64;
+            self.memory.add(number, doc);
+        }
+        if self.memory.bytes > self.budget {
+            let path = self.dir.join(format!("run-{}.tmp", self.runs.len()));
+            spill_run(&path, &self.memory.take_sorted())?;
+            self.runs.push(path);
+        }
+        Ok(())
+    }
+}
+
 fn thread_pool(threads: usize) -> Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -425,10 +509,26 @@ fn thread_pool(threads: usize) -> Result<rayon::ThreadPool> {
 
 /// Build a BM25 index over the JSONL corpus at `corpus`, written atomically to `index`.
 pub fn build(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<BuildSummary> {
-    thread_pool(opts.threads)?.install(|| build_in_pool(corpus, index, opts))
+    build_cancellable(corpus, index, opts, &AtomicBool::new(false))
 }
 
-fn build_in_pool(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<BuildSummary> {
+/// [`build`], stopping with an error (and leaving nothing behind) once `cancel` is set; it is
+/// checked between batches. Lets a caller turn Ctrl-C into a clean abort.
+pub fn build_cancellable(
+    corpus: &Path,
+    index: &Path,
+    opts: &BuildOptions,
+    cancel: &AtomicBool,
+) -> Result<BuildSummary> {
+    thread_pool(opts.threads)?.install(|| build_in_pool(corpus, index, opts, cancel))
+}
+
+fn build_in_pool(
+    corpus: &Path,
+    index: &Path,
+    opts: &BuildOptions,
+    cancel: &AtomicBool,
+) -> Result<BuildSummary> {
     if opts.lang.is_some() && opts.lang_field.is_some() {
         return Err(Error::invalid(
             "give either a language for the whole index or a language field, not both",
@@ -446,17 +546,28 @@ fn build_in_pool(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<Bui
     let mut reader = LineReader::open(corpus)?;
     let out = AtomicDir::create(index)?;
     let progress = crate::progress::bar(None, "indexing", opts.quiet);
-
-    let mut first_line: HashMap<String, u64> = HashMap::new();
-    let mut ids: Vec<String> = Vec::new();
-    let mut norms: Vec<u8> = Vec::new();
-    let mut sum_lengths: u64 = 0;
-    let mut docs_with_terms: u64 = 0;
+    let mut acc = Accumulator {
+        dir: out.path().to_path_buf(),
+        budget: opts.memory_budget_bytes,
+        ids: Vec::new(),
+        norms: Vec::new(),
+        sum_lengths: 0,
+        docs_with_terms: 0,
+        memory: MemoryIndex::default(),
+        runs: Vec::new(),
+    };
+    let mut first_line: FxMap<String, u64> = FxMap::default();
     let mut skipped = 0u64;
-    let mut memory = MemoryIndex::default();
-    let mut runs: Vec<PathBuf> = Vec::new();
-
+    // Batch i is added to the index while batch i + 1 is analyzed: the one sequential step
+    // overlaps the parallel one.
+    let mut pending: Option<(Vec<Record>, Vec<AnalyzedDoc>)> = None;
     loop {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Error::invalid(format!(
+                "indexing {} interrupted; nothing was written",
+                corpus.display()
+            )));
+        }
         let chunk = reader.next_chunk(opts.batch_lines.max(1))?;
         if chunk.is_empty() {
             break;
@@ -465,7 +576,9 @@ fn build_in_pool(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<Bui
             .par_iter()
             .map(|(line, bytes)| parse_record(corpus, *line, bytes, &spec))
             .collect();
+        drop(chunk);
         let mut records = Vec::with_capacity(parsed.len());
+        let mut chosen = Vec::with_capacity(parsed.len());
         for rec in parsed {
             let rec = rec?;
             if let Some(&first) = first_line.get(&rec.id) {
@@ -481,40 +594,41 @@ fn build_in_pool(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<Bui
                 });
             }
             first_line.insert(rec.id.clone(), rec.line);
+            chosen.push(analyzers.for_record(corpus, &rec)?);
             records.push(rec);
         }
-        let with_analyzers: Vec<(Record, usize)> = records
-            .into_iter()
-            .map(|rec| {
-                let a = analyzers.for_record(corpus, &rec)?;
-                Ok((rec, a))
-            })
-            .collect::<Result<_>>()?;
         let list = &analyzers.list;
-        let analyzed: Vec<AnalyzedDoc> = with_analyzers
-            .par_iter()
-            .map(|(rec, a)| analyze(&list[*a], &rec.text))
-            .collect();
-        for ((rec, _), doc) in with_analyzers.into_iter().zip(analyzed) {
-            if ids.len() >= u32::MAX as usize {
-                return Err(Error::invalid("more than 2^32 - 1 documents"));
-            }
-            let number = ids.len() as u32;
-            ids.push(rec.id);
-            norms.push(length_to_norm(doc.length));
-            sum_lengths += doc.length as u64;
-            docs_with_terms += (doc.length > 0) as u64;
-            memory.add(number, doc);
-        }
-        progress.set_position(ids.len() as u64);
-        if memory.bytes > opts.memory_budget_bytes {
-            let path = out.path().join(format!("run-{}.tmp", runs.len()));
-            write_run(&path, &memory.take_sorted())?;
-            runs.push(path);
-        }
+        let (analyzed, added) = rayon::join(
+            || {
+                records
+                    .par_iter()
+                    .zip(chosen.par_iter())
+                    .map(|(rec, &a)| analyze(&list[a], &rec.text))
+                    .collect::<Vec<_>>()
+            },
+            || match pending.take() {
+                Some((recs, docs)) => acc.add_batch(recs, docs),
+                None => Ok(()),
+            },
+        );
+        added?;
+        progress.set_position(acc.ids.len() as u64);
+        pending = Some((records, analyzed));
+    }
+    if let Some((recs, docs)) = pending.take() {
+        acc.add_batch(recs, docs)?;
     }
     drop(first_line);
 
+    let Accumulator {
+        ids,
+        norms,
+        sum_lengths,
+        docs_with_terms,
+        mut memory,
+        runs,
+        ..
+    } = acc;
     let spilled_runs = runs.len() as u64;
     let mut sources = runs
         .iter()

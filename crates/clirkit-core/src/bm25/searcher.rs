@@ -10,8 +10,7 @@
 
 use super::format::{decode_docs, decode_tfs, BlockMeta, BLOCK_LEN};
 use super::scoring::{NormCache, TermScorer};
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::cmp::Ordering;
 
 /// One retrieved document: internal number and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -94,6 +93,14 @@ impl<'a> Cursor<'a> {
         c
     }
 
+    /// Number of postings in the list.
+    pub fn doc_freq(&self) -> usize {
+        match self.postings.blocks {
+            0 => 0,
+            n => (n - 1) * BLOCK_LEN + self.meta(n - 1).len as usize,
+        }
+    }
+
     #[inline]
     fn meta(&self, b: usize) -> BlockMeta {
         BlockMeta::decode(self.postings.metas, b)
@@ -127,10 +134,16 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The first block at or after the current one that may hold `target`, if any.
+    /// The first block that may hold `target`, if any. Targets only grow during a query, so
+    /// the scan starts at the later of the decoded block and the last block bounded: each
+    /// block's metadata is passed over once per query, however far apart the targets are.
     #[inline]
     fn block_for(&self, target: u32) -> Option<usize> {
-        (self.block..self.postings.blocks).find(|&b| self.meta(b).last_doc >= target)
+        let start = match self.bound_block {
+            usize::MAX => self.block,
+            b => b.max(self.block),
+        };
+        (start..self.postings.blocks).find(|&b| self.meta(b).last_doc >= target)
     }
 
     /// Move to the first posting with doc >= `target`.
@@ -213,62 +226,67 @@ impl Ord for Entry {
     }
 }
 
-/// The best `k` documents seen so far.
+/// The best `k` documents seen so far. Candidates above the threshold are appended to a
+/// buffer of 2k; a full buffer is cut back to its best k in linear time, which raises the
+/// threshold. Amortized O(1) per candidate, where a binary heap pays a sift per replacement.
 struct TopK {
     k: usize,
-    heap: BinaryHeap<Reverse<Entry>>,
+    buf: Vec<Entry>,
+    /// The k-th best entry when last known; entries not above it can never be in the top k.
+    floor: Option<Entry>,
 }
 
 impl TopK {
     fn new(k: usize) -> Self {
         TopK {
             k,
-            heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1),
+            buf: Vec::with_capacity(2 * k.min(1 << 20)),
+            floor: None,
         }
     }
 
-    /// The score a document must reach to enter (None while fewer than k are held).
+    /// The score a document must reach to enter (None until k documents were seen).
     #[inline]
     fn threshold(&self) -> Option<f32> {
-        if self.heap.len() < self.k {
-            None
-        } else {
-            self.heap.peek().map(|e| e.0.score)
-        }
+        self.floor.map(|e| e.score)
     }
 
-    /// Offer a document; true when the threshold may have changed.
+    /// Offer a document; true when the threshold changed.
     #[inline]
     fn push(&mut self, score: f32, doc: u32, docs: &DocData) -> bool {
-        if self.heap.len() < self.k {
-            self.heap.push(Reverse(Entry {
-                score,
-                rank: docs.rank(doc),
-                doc,
-            }));
-            return self.heap.len() == self.k;
-        }
-        let min = self.heap.peek().expect("k > 0").0;
-        if score < min.score {
-            return false;
+        if let Some(floor) = self.floor {
+            if score < floor.score {
+                return false;
+            }
         }
         let e = Entry {
             score,
             rank: docs.rank(doc),
             doc,
         };
-        if e > min {
-            *self.heap.peek_mut().unwrap() = Reverse(e);
-            true
-        } else {
-            false
+        if let Some(floor) = self.floor {
+            if e <= floor {
+                return false;
+            }
         }
+        self.buf.push(e);
+        if self.floor.is_none() && self.buf.len() == self.k {
+            self.floor = self.buf.iter().min().copied();
+            return true;
+        }
+        if self.buf.len() >= 2 * self.k {
+            self.buf.select_nth_unstable_by(self.k - 1, |a, b| b.cmp(a));
+            self.buf.truncate(self.k);
+            self.floor = self.buf.iter().min().copied();
+            return true;
+        }
+        false
     }
 
-    fn into_sorted(self) -> Vec<Hit> {
-        let mut entries: Vec<Entry> = self.heap.into_iter().map(|r| r.0).collect();
-        entries.sort_unstable_by(|a, b| b.cmp(a));
-        entries
+    fn into_sorted(mut self) -> Vec<Hit> {
+        self.buf.sort_unstable_by(|a, b| b.cmp(a));
+        self.buf.truncate(self.k);
+        self.buf
             .into_iter()
             .map(|e| Hit {
                 doc: e.doc,

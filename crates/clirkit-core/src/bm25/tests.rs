@@ -83,9 +83,12 @@ fn pruned_search_equals_exhaustive() {
             } else {
                 Bm25Params::default()
             };
-            let fast = idx.search(&query, None, k, params).unwrap();
+            let fast = idx
+                .search_by(Strategy::MaxScore, &query, None, k, params)
+                .unwrap();
             let slow = idx.search_exhaustive(&query, None, k, params).unwrap();
             assert_eq!(fast, slow, "query {query:?} k={k} on {docs} docs");
+            assert_eq!(idx.search(&query, None, k, params).unwrap(), slow);
             for w in fast.windows(2) {
                 let (a, b) = (&w[0], &w[1]);
                 assert!(crate::ranking::canonical_cmp(
@@ -349,4 +352,29 @@ fn multilingual_query_language_rules() {
     assert!(e.to_string().contains("unknown language 'zz'"));
     let bad = Bm25Params { k1: -1.0, b: 0.4 };
     assert!(idx.search("zorp", None, 5, bad).is_err());
+}
+
+#[test]
+fn cancelled_build_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), "c.jsonl", &[doc("a", "zorp")]);
+    let index = dir.path().join("idx");
+    let cancel = std::sync::atomic::AtomicBool::new(true);
+    let e = build_cancellable(&corpus, &index, &quiet(), &cancel).unwrap_err();
+    assert!(e.to_string().contains("interrupted"), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn empty_corpus_builds_an_empty_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), "c.jsonl", &[]);
+    let index = dir.path().join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    let idx = Bm25Index::open(&index).unwrap();
+    assert_eq!((idx.num_docs(), idx.num_terms()), (0, 0));
+    assert!(idx
+        .search("zorp", None, 10, Bm25Params::default())
+        .unwrap()
+        .is_empty());
 }
