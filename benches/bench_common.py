@@ -37,6 +37,13 @@ def peak_rss_mib() -> float:
     return _status_kib("VmHWM") / 1024.0
 
 
+def reset_peak_rss() -> None:
+    """Restart the ``VmHWM`` peak from the current RSS (Linux >= 4.0), so a later :func:`peak_rss_mib`
+    covers only what happens from here on."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+
+
 def dir_size_mib(path: Path) -> float:
     total = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
     return total / (1 << 20)

@@ -124,8 +124,6 @@ def index_worker(system: str, spec: dict) -> dict:
 def search_worker(system: str, spec: dict) -> dict:
     index, threads, ks = Path(spec["index"]), spec["threads"], spec["ks"]
     queries: list = [tuple(q) for q in json.loads(Path(spec["queries_json"]).read_text(encoding="utf-8"))]
-    qids = [q for q, _ in queries]
-    texts = [t for _, t in queries]
     rss_start = bc.rss_mib()
     info: dict = {}
     t0 = time.perf_counter()
@@ -214,18 +212,21 @@ def search_worker(system: str, spec: dict) -> dict:
         "loadavg_1m_before_search": os.getloadavg()[0],
         **info,
     }
+    search_peak = 0.0
     for k in ks:
+        bc.reset_peak_rss()
         search(queries[: spec["warmup"]], k)
         times, res = bc.timed_passes(
             lambda k=k: search(queries, k), spec["min_seconds"], spec["min_passes"], spec["max_passes"]
         )
-        run = to_run(res)
-        bc.write_trec(Path(spec["run_prefix"] + f".k{k}.trec"), run, system)
+        # The peak of searching and holding one pass's results, before this harness turns them into a run.
+        search_peak = max(search_peak, bc.peak_rss_mib())
+        bc.write_trec(Path(spec["run_prefix"] + f".k{k}.trec"), to_run(res), system)
+        del res
         out[f"qps_k{k}"] = len(queries) / bc.median(times)
         out[f"passes_k{k}"] = len(times)
         out[f"pass_seconds_k{k}"] = [round(t, 4) for t in times]
-    del qids, texts
-    out["search_peak_rss_mib"] = bc.peak_rss_mib()
+    out["search_peak_rss_mib"] = search_peak
     out["loadavg_1m_after_search"] = os.getloadavg()[0]
     return out
 
