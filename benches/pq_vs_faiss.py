@@ -149,7 +149,11 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000, help="synthetic query batch")
     ap.add_argument("--train-size", type=int, default=65_536)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--real", default="beir-scifact,xquad-r", help="cached real sets ('' = skip)")
+    ap.add_argument(
+        "--real",
+        default="beir-scifact,xquad-r",
+        help="cached real sets: name or name=DIR, comma-separated ('' = skip)",
+    )
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args()
 
@@ -165,12 +169,16 @@ def main() -> None:
         f"kernels {clirkit.dense.fastscan_kernels()}, threads={args.threads}"
     )
     sets = []
-    for name in filter(None, args.real.split(",")):
-        docs, queries = cache / f"{name}.docs.npy", cache / f"{name}.queries.npy"
+    for spec in filter(None, args.real.split(",")):
+        # "name" reads the cache written by embed_cache.py; "name=DIR" another directory with
+        # the same file names (e.g. embeddings written by `clirkit encode`).
+        name, _, where = spec.partition("=")
+        folder = Path(where) if where else cache
+        docs, queries = folder / f"{name}.docs.npy", folder / f"{name}.queries.npy"
         if docs.exists() and queries.exists():
             sets.append((name, np.load(docs), np.load(queries)))
         else:
-            print(f"# skipping {name}: run benches/embed_cache.py first")
+            print(f"# skipping {name}: no {docs} / {queries} (run benches/embed_cache.py first)")
     if args.synthetic:
         for d in map(int, args.dims.split(",")):
             x = synthetic(cache, args.synthetic, d, seed=d)

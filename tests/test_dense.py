@@ -254,3 +254,20 @@ def test_cli_errors(tmp_path, data, capsys):
         == 2
     )
     assert "ids.txt:2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["pq", "ivf"])
+def test_every_kernel_gives_identical_results(data, monkeypatch, kind):
+    x, q, ids = data
+    idx = DenseIndex.build(x, ids, pq=16, ivf=8 if kind == "ivf" else None)
+    results = {}
+    for isa in fastscan_kernels():
+        monkeypatch.setenv("CLIRKIT_FASTSCAN_ISA", isa)
+        results[isa] = idx.search(q, k=50, nprobe=3)
+    base = results["scalar"]
+    for isa, (s, i) in results.items():
+        np.testing.assert_array_equal(i, base[1], err_msg=isa)
+        np.testing.assert_array_equal(s, base[0], err_msg=isa)
+    monkeypatch.setenv("CLIRKIT_FASTSCAN_ISA", "sse9")
+    with pytest.raises(InvalidInputError, match="CLIRKIT_FASTSCAN_ISA=sse9"):
+        idx.search(q)

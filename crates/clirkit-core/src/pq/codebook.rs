@@ -27,7 +27,7 @@ impl ProductQuantizer {
 
     /// Check the shape parameters with user-facing messages.
     pub fn check_params(d: usize, m: usize, nbits: usize) -> Result<()> {
-        if m == 0 || d % m != 0 {
+        if m == 0 || !d.is_multiple_of(m) {
             return Err(Error::invalid(format!(
                 "PQ: M={m} does not divide the dimension {d} (each sub-quantizer needs d/M dimensions)"
             )));

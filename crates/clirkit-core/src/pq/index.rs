@@ -147,7 +147,7 @@ impl<T: Plain> Stored<T> {
                 ),
             ));
         }
-        if p.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
+        if !(p.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::format(&path, "payload is not aligned"));
         }
         Ok(Stored::Mapped(f))

@@ -58,7 +58,7 @@ pub fn check_matrix(data: &[f32], dim: usize, what: &str) -> Result<usize> {
     if dim == 0 {
         return Err(Error::invalid(format!("{what}: dimension must be > 0")));
     }
-    if data.len() % dim != 0 {
+    if !data.len().is_multiple_of(dim) {
         return Err(Error::invalid(format!(
             "{what}: {} values is not a whole number of {dim}-dimensional vectors",
             data.len()
@@ -111,7 +111,7 @@ impl SplitMix64 {
 
     /// Uniform in `0..n`.
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 11) as u128 * n as u128 >> 53) as usize
+        (((self.next_u64() >> 11) as u128 * n as u128) >> 53) as usize
     }
 
     /// Uniform in `[0, 1)`.

@@ -185,8 +185,8 @@ mod tests {
                 &arranged,
                 &mut thresholds,
                 &mut |q, b, mask, s| {
-                    for v in 0..32 {
-                        assert_eq!(mask >> v & 1 == 1, s[v] > 1000, "{isa:?}");
+                    for (v, &score) in s.iter().enumerate() {
+                        assert_eq!(mask >> v & 1 == 1, score > 1000, "{isa:?}");
                     }
                     seen.push((q, b));
                     i32::MAX
