@@ -322,17 +322,6 @@ mod tests {
             judgement("q5", 250, 350, 600),
             judgement("q6", 0, 1, 100),
         ];
-        let full_values = || -> FxHashMap<&str, f64> {
-            [
-                ("q1", 1.0),
-                ("q2", 0.5),
-                ("q3", 0.25),
-                ("q4", 0.0),
-                ("q5", 0.75),
-            ]
-            .into_iter()
-            .collect()
-        };
         let values: FxHashMap<&str, f64> = [
             ("q1", 1.0),
             ("q2", 0.5),

@@ -122,9 +122,9 @@ fn scalar_string(v: &Value) -> Option<String> {
     }
 }
 
-/// Parse one JSONL line into a record, with errors naming `path:line`.
-pub fn parse_record(path: &Path, line: u64, bytes: &[u8], spec: &FieldSpec) -> Result<Record> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
+/// A line as UTF-8, or an error naming the file, line and column of the first bad byte.
+fn utf8_line<'a>(path: &Path, line: u64, bytes: &'a [u8]) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|e| {
         Error::parse(
             path,
             line,
@@ -133,7 +133,12 @@ pub fn parse_record(path: &Path, line: u64, bytes: &[u8], spec: &FieldSpec) -> R
                 e.valid_up_to() + 1
             ),
         )
-    })?;
+    })
+}
+
+/// Parse one JSONL line into a record, with errors naming `path:line`.
+pub fn parse_record(path: &Path, line: u64, bytes: &[u8], spec: &FieldSpec) -> Result<Record> {
+    let text = utf8_line(path, line, bytes)?;
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Error::parse(path, line, format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
@@ -250,16 +255,7 @@ pub fn read_records(path: impl AsRef<Path>, spec: &FieldSpec) -> Result<Vec<Reco
 }
 
 fn parse_tsv_record(path: &Path, line: u64, bytes: &[u8]) -> Result<Record> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        Error::parse(
-            path,
-            line,
-            format!(
-                "not valid UTF-8 (bad byte at column {})",
-                e.valid_up_to() + 1
-            ),
-        )
-    })?;
+    let text = utf8_line(path, line, bytes)?;
     let (id, body) = text
         .split_once('\t')
         .ok_or_else(|| Error::parse(path, line, "expected 'id<TAB>text'"))?;

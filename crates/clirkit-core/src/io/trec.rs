@@ -18,14 +18,56 @@ fn read_text(path: &Path) -> Result<String> {
     })
 }
 
+/// Groups (qid, doc) lines by query in first-appearance order, refusing a repeated pair.
+struct ByQuery<'a, T> {
+    path: &'a Path,
+    index: HashMap<&'a str, usize>,
+    queries: Vec<(String, Vec<T>, HashMap<&'a str, u64>)>,
+}
+
+impl<'a, T> ByQuery<'a, T> {
+    fn new(path: &'a Path) -> Self {
+        ByQuery {
+            path,
+            index: HashMap::new(),
+            queries: Vec::new(),
+        }
+    }
+
+    /// Add `item` for (qid, doc) found on `line`; `what` names the item in the error message.
+    fn push(&mut self, qid: &'a str, doc: &'a str, line: u64, item: T, what: &str) -> Result<()> {
+        let queries = &mut self.queries;
+        let slot = *self.index.entry(qid).or_insert_with(|| {
+            queries.push((qid.to_string(), Vec::new(), HashMap::new()));
+            queries.len() - 1
+        });
+        let entry = &mut self.queries[slot];
+        if let Some(first) = entry.2.insert(doc, line) {
+            return Err(Error::parse(
+                self.path,
+                line,
+                format!("duplicate {what} '{doc}' for query '{qid}' (first at line {first})"),
+            ));
+        }
+        entry.1.push(item);
+        Ok(())
+    }
+
+    fn finish(self) -> Vec<(String, Vec<T>)> {
+        self.queries
+            .into_iter()
+            .map(|(q, items, _)| (q, items))
+            .collect()
+    }
+}
+
 /// Read a run file. Queries keep their first-appearance order; each query's documents are put in
 /// canonical order (the file's rank column is ignored, as trec_eval ignores it). A repeated
 /// (qid, docid) pair is an error naming both lines.
 pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
     let path = path.as_ref();
     let text = read_text(path)?;
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut queries: Vec<(String, Vec<ScoredDoc>, HashMap<&str, u64>)> = Vec::new();
+    let mut groups = ByQuery::new(path);
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
         let mut fields = line.split_ascii_whitespace();
@@ -56,22 +98,10 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
                 format!("score '{}' is not finite", rest[3]),
             ));
         }
-        let slot = *index.entry(qid).or_insert_with(|| {
-            queries.push((qid.to_string(), Vec::new(), HashMap::new()));
-            queries.len() - 1
-        });
-        let entry = &mut queries[slot];
-        if let Some(first) = entry.2.insert(doc, line_no) {
-            return Err(Error::parse(
-                path,
-                line_no,
-                format!("duplicate document '{doc}' for query '{qid}' (first at line {first})"),
-            ));
-        }
-        entry.1.push(ScoredDoc::new(doc, score));
+        groups.push(qid, doc, line_no, ScoredDoc::new(doc, score), "document")?;
     }
     let mut run = Run::new();
-    for (qid, docs, _) in queries {
+    for (qid, docs) in groups.finish() {
         run.push(qid, docs);
     }
     Ok(run)
@@ -107,8 +137,7 @@ pub struct Qrels {
 pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
     let path = path.as_ref();
     let text = read_text(path)?;
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut queries: Vec<(String, Vec<(String, i32)>, HashMap<&str, u64>)> = Vec::new();
+    let mut groups = ByQuery::new(path);
     let mut first_content_line = true;
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
@@ -147,22 +176,10 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
                 }
             },
         };
-        let slot = *index.entry(qid).or_insert_with(|| {
-            queries.push((qid.to_string(), Vec::new(), HashMap::new()));
-            queries.len() - 1
-        });
-        let entry = &mut queries[slot];
-        if let Some(first) = entry.2.insert(doc, line_no) {
-            return Err(Error::parse(
-                path,
-                line_no,
-                format!("duplicate judgement of '{doc}' for query '{qid}' (first at line {first})"),
-            ));
-        }
-        entry.1.push((doc.to_string(), rel));
+        groups.push(qid, doc, line_no, (doc.to_string(), rel), "judgement of")?;
     }
     Ok(Qrels {
-        queries: queries.into_iter().map(|(q, d, _)| (q, d)).collect(),
+        queries: groups.finish(),
     })
 }
 
