@@ -13,6 +13,7 @@ from clirkit import ClirkitError, __version__
 # Modules under clirkit.commands, each with `register(top, groups)`.
 COMMAND_MODULES = [
     "clirkit.commands.runs",
+    "clirkit.commands.encode",
 ]
 
 

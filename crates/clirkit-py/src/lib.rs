@@ -5,11 +5,13 @@ use pyo3::prelude::*;
 
 mod errors;
 mod io;
+mod passages;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     io::register(m)?;
+    passages::register(m)?;
     Ok(())
 }
