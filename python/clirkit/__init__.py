@@ -15,11 +15,13 @@ from clirkit._native import (
     UnknownLanguageError,
     __version__,
 )
+from clirkit.dense import DenseIndex
 from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [
     "__version__",
     "ClirkitError",
+    "DenseIndex",
     "DuplicateIdError",
     "IndexFormatError",
     "InvalidInputError",

@@ -23,3 +23,65 @@ def maxp(
     run: Dict[str, Dict[str, float]], separator: str = "#", depth: Optional[int] = None
 ) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def passage_doc_id(passage_id: str, separator: str = "#") -> str: ...
+# --- dense vector search (crates/clirkit-py/src/pq.rs) ---
+
+import os
+
+import numpy as _np
+import numpy.typing as _npt
+
+def fastscan_kernels() -> list[str]: ...
+
+class DenseIndex:
+    @staticmethod
+    def build(
+        embeddings: _npt.NDArray[_np.float32],
+        ids: list[str],
+        pq: int | None = None,
+        nbits: int = 4,
+        ivf: int | None = None,
+        metric: str = "ip",
+        train_size: int | None = None,
+        seed: int = 0,
+        threads: int = 0,
+        keep_vectors: bool = True,
+        quiet: bool = False,
+    ) -> DenseIndex: ...
+    @staticmethod
+    def open(dir: os.PathLike[str] | str) -> DenseIndex: ...
+    def save(self, dir: os.PathLike[str] | str) -> None: ...
+    def search(
+        self, queries: _npt.NDArray[_np.float32], k: int = 1000, nprobe: int = 1, refine: int = 0, threads: int = 0
+    ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
+    def search_run(
+        self,
+        queries: _npt.NDArray[_np.float32],
+        qids: list[str],
+        k: int = 1000,
+        nprobe: int = 1,
+        refine: int = 0,
+        threads: int = 0,
+    ) -> list[tuple[str, list[tuple[str, float]]]]: ...
+    def search_trec(
+        self,
+        queries: _npt.NDArray[_np.float32],
+        qids: list[str],
+        path: os.PathLike[str] | str,
+        k: int = 1000,
+        tag: str = "clirkit-dense",
+        nprobe: int = 1,
+        refine: int = 0,
+        threads: int = 0,
+    ) -> None: ...
+    def id(self, i: int) -> str: ...
+    def find(self, id: str) -> int | None: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def ntotal(self) -> int: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def has_vectors(self) -> bool: ...

@@ -14,6 +14,7 @@ from clirkit import ClirkitError, __version__
 COMMAND_MODULES = [
     "clirkit.commands.runs",
     "clirkit.commands.encode",
+    "clirkit.commands.dense",
 ]
 
 

@@ -9,6 +9,7 @@ pub mod error;
 pub mod ids;
 pub mod io;
 pub mod passages;
+pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod text;

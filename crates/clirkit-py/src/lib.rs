@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod errors;
 mod io;
 mod passages;
+mod pq;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -13,5 +14,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     io::register(m)?;
     passages::register(m)?;
+    pq::register(m)?;
     Ok(())
 }

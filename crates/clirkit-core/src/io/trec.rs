@@ -123,13 +123,15 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
                 fields[fields.len() - 2],
                 fields[fields.len() - 1],
             ),
-            n => return Err(Error::parse(
-                path,
-                line_no,
-                format!(
+            n => {
+                return Err(Error::parse(
+                    path,
+                    line_no,
+                    format!(
                     "expected 'qid 0 docid rel' or 'query-id corpus-id score', found {n} columns"
                 ),
-            )),
+                ))
+            }
         };
         let rel: i32 = match rel.parse::<i32>() {
             Ok(r) => r,

@@ -1,0 +1,106 @@
+//! Quantizing a query's float look-up table to 8 bits, FAISS's way
+//! (`quantize_lut::quantize_LUT_and_bias` without bias): subtract each sub-quantizer's minimum,
+//! scale all tables by one factor `a` chosen so that every entry fits 0..=255 and any sum over
+//! the sub-quantizers fits 16 bits, round to nearest. Then `score ~= bias + sum / a`.
+//!
+//! One deliberate difference: `a` uses `65535 - m` instead of 65535, since rounding can add up
+//! to 1/2 per sub-quantizer; so the 16-bit sum provably never overflows.
+
+use super::{layout, QUERY_GROUP};
+
+/// How to turn a quantized score back into the float scale.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LutScale {
+    pub a: f32,
+    pub bias: f32,
+}
+
+impl LutScale {
+    pub fn to_float(&self, q: u32) -> f32 {
+        if self.a > 0.0 {
+            self.bias + q as f32 / self.a
+        } else {
+            self.bias
+        }
+    }
+}
+
+/// Quantize one query's float LUT (`m * 16`, higher is better) into `out`, the query's slot `qi`
+/// of a query group's interleaved table: for chunk `g`, 64 bytes at `(g * QUERY_GROUP + qi) * 64`
+/// holding the 4 sub-quantizers' 16 entries in order.
+pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutScale {
+    let mut mins = vec![0f32; m];
+    let mut max_span = 0f32;
+    let mut sum_span = 0f32;
+    let mut bias = 0f32;
+    for s in 0..m {
+        let t = &lut[s * 16..(s + 1) * 16];
+        let lo = t.iter().copied().fold(f32::INFINITY, f32::min);
+        let hi = t.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        mins[s] = lo;
+        max_span = max_span.max(hi - lo);
+        sum_span += hi - lo;
+        bias += lo;
+    }
+    let limit = (65535 - m.min(65535)) as f32;
+    let a = if max_span > 0.0 {
+        (255.0 / max_span).min(limit / sum_span)
+    } else {
+        0.0
+    };
+    for g in 0..layout::chunks(m) {
+        let dst = &mut out[(g * QUERY_GROUP + qi) * 64..(g * QUERY_GROUP + qi + 1) * 64];
+        for j in 0..4 {
+            let s = 4 * g + j;
+            for c in 0..16 {
+                dst[j * 16 + c] = if s < m {
+                    ((lut[s * 16 + c] - mins[s]) * a + 0.5)
+                        .floor()
+                        .clamp(0.0, 255.0) as u8
+                } else {
+                    0
+                };
+            }
+        }
+    }
+    LutScale { a, bias }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_fit_sixteen_bits_and_track_the_float_sum() {
+        let m = 400;
+        let lut: Vec<f32> = (0..m * 16)
+            .map(|i| ((i * 37) % 101) as f32 / 7.0 - 3.0)
+            .collect();
+        let mut out = vec![0u8; layout::chunks(m) * QUERY_GROUP * 64];
+        let scale = quantize_into(&lut, m, 3, &mut out);
+        let max_sum: u32 = (0..m)
+            .map(|s| {
+                let g = s / 4;
+                let base = (g * QUERY_GROUP + 3) * 64 + (s % 4) * 16;
+                *out[base..base + 16].iter().max().unwrap() as u32
+            })
+            .sum();
+        assert!(max_sum <= 65535, "{max_sum}");
+        let codes: Vec<usize> = (0..m).map(|s| (s * 5) % 16).collect();
+        let exact: f32 = codes
+            .iter()
+            .enumerate()
+            .map(|(s, &c)| lut[s * 16 + c])
+            .sum();
+        let q: u32 = codes
+            .iter()
+            .enumerate()
+            .map(|(s, &c)| out[((s / 4) * QUERY_GROUP + 3) * 64 + (s % 4) * 16 + c] as u32)
+            .sum();
+        let approx = scale.to_float(q);
+        assert!(
+            (approx - exact).abs() < 0.02 * exact.abs().max(1.0),
+            "{approx} vs {exact}"
+        );
+    }
+}

@@ -1,0 +1,27 @@
+//! 4-bit PQ fast-scan: codes of 32 vectors packed together ([`layout`]), per-query look-up
+//! tables quantized to 8 bits ([`lut`]), and SIMD kernels that look the tables up in registers
+//! and accumulate integer scores ([`scalar`], [`avx2`], [`avx512`], chosen by [`dispatch`]).
+//!
+//! Every kernel computes the same integers: the sum over sub-quantizers of the quantized table
+//! entries of each vector's codes. The quantization keeps that sum <= 65535, so 16-bit
+//! accumulation (AVX2) and 32-bit accumulation (AVX-512 VNNI) agree exactly.
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+pub mod dispatch;
+pub mod layout;
+pub mod lut;
+pub mod scalar;
+
+pub use dispatch::Isa;
+
+/// Vectors per packed block.
+pub const BLOCK: usize = 32;
+/// Queries per kernel call; LUTs of a query group are interleaved per chunk of 4 sub-quantizers.
+pub const QUERY_GROUP: usize = 8;
+
+/// Called by a kernel when some of a block's scores for query `q` exceed its threshold:
+/// `(q, block, mask of those vectors, the 32 scores)`; returns the query's new threshold.
+pub type Sink<'a> = dyn FnMut(usize, usize, u32, &[u32; BLOCK]) -> i32 + 'a;

@@ -1,0 +1,233 @@
+//! Exact (brute-force) search: blocked inner product / squared L2, multi-threaded.
+//!
+//! The same [`score`] function is used for flat search and for refining PQ candidates, so a
+//! refine over the whole collection reproduces flat search bit for bit. The arithmetic is fixed
+//! (16 independent lanes, then a fixed reduction tree, no fused multiply-add): compiling the
+//! kernel for AVX2 or AVX-512 changes the register width, never the result.
+
+use super::topk::{merge_slices, TopK};
+use super::Metric;
+use rayon::prelude::*;
+
+#[inline(always)]
+fn reduce16(acc: [f32; 16]) -> f32 {
+    let mut h = [0f32; 8];
+    for i in 0..8 {
+        h[i] = acc[i] + acc[i + 8];
+    }
+    let q = [h[0] + h[4], h[1] + h[5], h[2] + h[6], h[3] + h[7]];
+    (q[0] + q[2]) + (q[1] + q[3])
+}
+
+/// Sum of `term(a[i], b[i])` in 16 independent lanes, then a fixed reduction tree.
+#[inline(always)]
+fn fold_lanes(a: &[f32], b: &[f32], term: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = [0f32; 16];
+    let ca = a.chunks_exact(16);
+    let cb = b.chunks_exact(16);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += term(x[i], y[i]);
+        }
+    }
+    for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
+        acc[i] += term(*x, *y);
+    }
+    reduce16(acc)
+}
+
+#[inline(always)]
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    fold_lanes(a, b, |x, y| x * y)
+}
+
+#[inline(always)]
+fn l2_lanes(a: &[f32], b: &[f32]) -> f32 {
+    fold_lanes(a, b, |x, y| (x - y) * (x - y))
+}
+
+/// Inner product with clirkit's fixed summation order.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes(a, b)
+}
+
+/// Squared L2 norm.
+#[inline]
+pub fn norm_sq(a: &[f32]) -> f32 {
+    dot_lanes(a, a)
+}
+
+/// Higher-is-better similarity: inner product, or negated squared L2 distance.
+#[inline]
+pub fn score(metric: Metric, q: &[f32], x: &[f32]) -> f32 {
+    match metric {
+        Metric::InnerProduct => dot_lanes(q, x),
+        Metric::L2 => -l2_lanes(q, x),
+    }
+}
+
+/// Queries scored against a block of rows at a time, so each row is read once per query batch.
+const QUERY_BATCH: usize = 8;
+const ROW_BLOCK: usize = 256;
+
+#[inline(always)]
+fn scan_rows_impl(
+    metric: Metric,
+    queries: &[f32],
+    d: usize,
+    rows: &[f32],
+    first_id: usize,
+    heaps: &mut [TopK<f32>],
+) {
+    let nq = queries.len() / d;
+    for (b, block) in rows.chunks(ROW_BLOCK * d).enumerate() {
+        for q0 in (0..nq).step_by(QUERY_BATCH) {
+            let q1 = (q0 + QUERY_BATCH).min(nq);
+            for (r, x) in block.chunks_exact(d).enumerate() {
+                let id = (first_id + b * ROW_BLOCK + r) as u32;
+                for (qi, heap) in heaps[q0..q1].iter_mut().enumerate() {
+                    let q = &queries[(q0 + qi) * d..(q0 + qi + 1) * d];
+                    heap.push(score(metric, q, x), id);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn scan_rows_avx512(
+    metric: Metric,
+    queries: &[f32],
+    d: usize,
+    rows: &[f32],
+    first_id: usize,
+    heaps: &mut [TopK<f32>],
+) {
+    scan_rows_impl(metric, queries, d, rows, first_id, heaps)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scan_rows_avx2(
+    metric: Metric,
+    queries: &[f32],
+    d: usize,
+    rows: &[f32],
+    first_id: usize,
+    heaps: &mut [TopK<f32>],
+) {
+    scan_rows_impl(metric, queries, d, rows, first_id, heaps)
+}
+
+/// Score `rows` (ids from `first_id`) against `queries`, pushing into one heap per query.
+pub fn scan_rows(
+    metric: Metric,
+    queries: &[f32],
+    d: usize,
+    rows: &[f32],
+    first_id: usize,
+    heaps: &mut [TopK<f32>],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { scan_rows_avx512(metric, queries, d, rows, first_id, heaps) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { scan_rows_avx2(metric, queries, d, rows, first_id, heaps) };
+        }
+    }
+    scan_rows_impl(metric, queries, d, rows, first_id, heaps)
+}
+
+/// Split `nq` queries and `n` rows into work items for `threads` workers: query batches
+/// first; when there are fewer batches than workers, the rows are split too.
+pub(crate) fn plan(nq: usize, n: usize, threads: usize) -> (usize, usize) {
+    let threads = threads.max(1);
+    let query_chunk = nq.div_ceil(threads).clamp(1, 64);
+    let batches = nq.div_ceil(query_chunk);
+    let slices = if batches >= threads {
+        1
+    } else {
+        threads.div_ceil(batches)
+    };
+    let row_chunk = n.div_ceil(slices).max(1);
+    (query_chunk, row_chunk)
+}
+
+/// Exact top-`k` of `queries` against `data` (both row-major, `d` columns); must be called
+/// inside the rayon pool that sets the thread count.
+pub fn search(
+    metric: Metric,
+    data: &[f32],
+    d: usize,
+    queries: &[f32],
+    k: usize,
+    threads: usize,
+) -> Vec<TopK<f32>> {
+    let nq = queries.len() / d;
+    let n = data.len() / d;
+    let (query_chunk, row_chunk) = plan(nq, n, threads);
+    let tasks: Vec<(usize, usize)> = (0..nq.div_ceil(query_chunk))
+        .flat_map(|qc| (0..n.div_ceil(row_chunk).max(1)).map(move |rc| (qc, rc)))
+        .collect();
+    let partial: Vec<Vec<TopK<f32>>> = tasks
+        .par_iter()
+        .map(|&(qc, rc)| {
+            let q0 = qc * query_chunk;
+            let q1 = (q0 + query_chunk).min(nq);
+            let r0 = (rc * row_chunk).min(n);
+            let r1 = (r0 + row_chunk).min(n);
+            let mut heaps: Vec<TopK<f32>> = (q0..q1).map(|_| TopK::new(k)).collect();
+            scan_rows(
+                metric,
+                &queries[q0 * d..q1 * d],
+                d,
+                &data[r0 * d..r1 * d],
+                r0,
+                &mut heaps,
+            );
+            heaps
+        })
+        .collect();
+    merge_slices(partial, n.div_ceil(row_chunk).max(1), k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flat_matches_naive_for_any_thread_count() {
+        let mut rng = crate::pq::SplitMix64::new(3);
+        let d = 20;
+        let data: Vec<f32> = (0..300 * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        let queries: Vec<f32> = (0..5 * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        for metric in [Metric::InnerProduct, Metric::L2] {
+            let want: Vec<Vec<u32>> = queries
+                .chunks(d)
+                .map(|q| {
+                    let mut s: Vec<(f32, u32)> = data
+                        .chunks(d)
+                        .enumerate()
+                        .map(|(i, x)| (score(metric, q, x), i as u32))
+                        .collect();
+                    s.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                    s.iter().take(7).map(|p| p.1).collect()
+                })
+                .collect();
+            for threads in [1, 2, 7] {
+                let got: Vec<Vec<u32>> = search(metric, &data, d, &queries, 7, threads)
+                    .into_iter()
+                    .map(|t| t.into_sorted().iter().map(|h| h.id).collect())
+                    .collect();
+                assert_eq!(got, want, "{metric:?} threads={threads}");
+            }
+        }
+    }
+}

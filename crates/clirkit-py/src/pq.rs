@@ -1,0 +1,220 @@
+//! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
+//! float32 scores and int64 internal ids out; the GIL is released while building and searching.
+
+use crate::errors::IntoPy;
+use crate::io::{run_to_py, PyRun};
+use clirkit_core::io::trec;
+use clirkit_core::pq::{BuildOptions, DenseIndex, Metric, SearchOptions};
+use clirkit_core::Error;
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+
+fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f32], usize)> {
+    let dim = a.shape()[1];
+    let data = a.as_slice().map_err(|_| {
+        crate::errors::to_py(Error::invalid(format!(
+            "{what} must be a C-contiguous float32 array"
+        )))
+    })?;
+    Ok((data, dim))
+}
+
+/// A dense vector index (flat exact, or PQ fast-scan with optional IVF and refine).
+#[pyclass(name = "DenseIndex", module = "clirkit._native", frozen)]
+pub struct PyDenseIndex {
+    inner: DenseIndex,
+}
+
+#[pymethods]
+impl PyDenseIndex {
+    #[staticmethod]
+    #[pyo3(signature = (embeddings, ids, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
+                        seed=0, threads=0, keep_vectors=true, quiet=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        py: Python<'_>,
+        embeddings: PyReadonlyArray2<'_, f32>,
+        ids: Vec<String>,
+        pq: Option<usize>,
+        nbits: usize,
+        ivf: Option<usize>,
+        metric: &str,
+        train_size: Option<usize>,
+        seed: u64,
+        threads: usize,
+        keep_vectors: bool,
+        quiet: bool,
+    ) -> PyResult<Self> {
+        let (data, dim) = matrix(&embeddings, "embeddings")?;
+        let opts = BuildOptions {
+            pq,
+            nbits,
+            ivf,
+            metric: Metric::parse(metric).py_err()?,
+            train_size,
+            seed,
+            threads,
+            keep_vectors,
+            quiet,
+        };
+        let inner = py
+            .detach(|| DenseIndex::build(data, dim, &ids, &opts))
+            .py_err()?;
+        Ok(PyDenseIndex { inner })
+    }
+
+    #[staticmethod]
+    fn open(py: Python<'_>, dir: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| DenseIndex::open(&dir)).py_err()?;
+        Ok(PyDenseIndex { inner })
+    }
+
+    fn save(&self, py: Python<'_>, dir: PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.save(&dir)).py_err()
+    }
+
+    /// (scores float32 (q, k), internal ids int64 (q, k)); missing hits are -inf / -1.
+    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        queries: PyReadonlyArray2<'py, f32>,
+        k: usize,
+        nprobe: usize,
+        refine: usize,
+        threads: usize,
+    ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>)> {
+        let (data, dim) = matrix(&queries, "queries")?;
+        let opts = SearchOptions {
+            k,
+            nprobe,
+            refine,
+            threads,
+        };
+        let hits = py.detach(|| self.inner.search(data, dim, &opts)).py_err()?;
+        let nq = hits.len();
+        let mut scores = vec![f32::NEG_INFINITY; nq * k];
+        let mut ids = vec![-1i64; nq * k];
+        for (q, hs) in hits.iter().enumerate() {
+            for (r, &(s, id)) in hs.iter().enumerate() {
+                scores[q * k + r] = s;
+                ids[q * k + r] = id as i64;
+            }
+        }
+        Ok((
+            scores.into_pyarray(py).reshape([nq, k])?,
+            ids.into_pyarray(py).reshape([nq, k])?,
+        ))
+    }
+
+    /// Search and return the run as ordered (qid, [(docid, score), ...]) pairs.
+    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_run(
+        &self,
+        py: Python<'_>,
+        queries: PyReadonlyArray2<'_, f32>,
+        qids: Vec<String>,
+        k: usize,
+        nprobe: usize,
+        refine: usize,
+        threads: usize,
+    ) -> PyResult<PyRun> {
+        let (data, dim) = matrix(&queries, "queries")?;
+        let opts = SearchOptions {
+            k,
+            nprobe,
+            refine,
+            threads,
+        };
+        py.detach(|| {
+            let hits = self.inner.search(data, dim, &opts)?;
+            self.inner.to_run(hits, &qids)
+        })
+        .py_err()
+        .map(run_to_py)
+    }
+
+    /// Search and write a TREC run file atomically.
+    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_trec(
+        &self,
+        py: Python<'_>,
+        queries: PyReadonlyArray2<'_, f32>,
+        qids: Vec<String>,
+        path: PathBuf,
+        k: usize,
+        tag: &str,
+        nprobe: usize,
+        refine: usize,
+        threads: usize,
+    ) -> PyResult<()> {
+        let (data, dim) = matrix(&queries, "queries")?;
+        let opts = SearchOptions {
+            k,
+            nprobe,
+            refine,
+            threads,
+        };
+        py.detach(|| {
+            let hits = self.inner.search(data, dim, &opts)?;
+            let run = self.inner.to_run(hits, &qids)?;
+            trec::write_run(&path, &run, tag)
+        })
+        .py_err()
+    }
+
+    /// String id of internal id `i`.
+    fn id(&self, i: i64) -> PyResult<String> {
+        if i < 0 || i as usize >= self.inner.ntotal() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "internal id {i} out of range (0..{})",
+                self.inner.ntotal()
+            )));
+        }
+        Ok(self.inner.ids().get(i as u32).to_string())
+    }
+
+    /// Internal id of string id `id`, or None.
+    fn find(&self, id: &str) -> Option<u32> {
+        self.inner.ids().find(id)
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    #[getter]
+    fn ntotal(&self) -> usize {
+        self.inner.ntotal()
+    }
+    #[getter]
+    fn metric(&self) -> &'static str {
+        self.inner.metric().name()
+    }
+    #[getter]
+    fn kind(&self) -> String {
+        self.inner.kind()
+    }
+    #[getter]
+    fn has_vectors(&self) -> bool {
+        self.inner.has_vectors()
+    }
+}
+
+/// Names of the fast-scan kernels this CPU supports, slowest first.
+#[pyfunction]
+fn fastscan_kernels() -> Vec<&'static str> {
+    clirkit_core::pq::fastscan::Isa::available()
+        .into_iter()
+        .map(|i| i.name())
+        .collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDenseIndex>()?;
+    m.add_function(wrap_pyfunction!(fastscan_kernels, m)?)?;
+    Ok(())
+}

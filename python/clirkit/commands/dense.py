@@ -1,0 +1,104 @@
+"""``clirkit index dense`` and ``clirkit search dense``: dense vector indexes from .npy files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from clirkit.commands.common import add_quiet, add_threads
+
+
+def register(top: argparse._SubParsersAction, groups: dict) -> None:
+    p = groups["index"].add_parser(
+        "dense",
+        help="index embeddings (.npy) for exact or PQ fast-scan search",
+        description="Index embeddings from a .npy file (float32 or float16, memory-mapped). "
+        "Without --pq the index is exact (flat); with --pq M it stores 4-bit (or 8-bit) PQ codes.",
+    )
+    p.add_argument("--embeddings", required=True, help="n x d .npy matrix (float32 or float16)")
+    p.add_argument("--ids", required=True, help="text file: one document id per line, n lines")
+    p.add_argument("--index", required=True, help="index directory to create")
+    p.add_argument("--pq", type=int, default=None, metavar="M", help="PQ sub-quantizers (must divide d)")
+    p.add_argument("--nbits", type=int, default=4, choices=[4, 8], help="bits per PQ code (default 4)")
+    p.add_argument("--ivf", type=int, default=None, metavar="NLIST", help="IVF coarse quantizer lists")
+    p.add_argument("--metric", default="ip", choices=["ip", "l2"], help="similarity (default ip)")
+    p.add_argument("--train-size", type=int, default=None, help="training sample rows (default 65536)")
+    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument(
+        "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
+    )
+    add_threads(p)
+    add_quiet(p)
+    p.set_defaults(func=run_index)
+
+    s = groups["search"].add_parser(
+        "dense",
+        help="search a dense index with query embeddings (.npy), write a TREC run",
+        description="Search a dense index with query embeddings and write a TREC run file.",
+    )
+    s.add_argument("--index", required=True, help="index directory")
+    s.add_argument("--queries", required=True, help="q x d .npy matrix (float32 or float16)")
+    s.add_argument("--qids", required=True, help="text file: one query id per line, q lines")
+    s.add_argument("--output", required=True, help="TREC run file to write")
+    s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
+    s.add_argument("--nprobe", type=int, default=1, help="IVF lists scanned per query (default 1)")
+    s.add_argument("--refine", type=int, default=0, help="re-score this many PQ candidates exactly")
+    s.add_argument("--tag", default="clirkit-dense", help="run tag (default clirkit-dense)")
+    add_threads(s)
+    add_quiet(s)
+    s.set_defaults(func=run_search)
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from clirkit.dense import DenseIndex, load_matrix, read_ids
+
+    start = time.perf_counter()
+    emb = load_matrix(args.embeddings)
+    ids = read_ids(args.ids)
+    index = DenseIndex.build(
+        emb,
+        ids,
+        pq=args.pq,
+        nbits=args.nbits,
+        ivf=args.ivf,
+        metric=args.metric,
+        train_size=args.train_size,
+        seed=args.seed,
+        threads=args.threads,
+        keep_vectors=not args.no_vectors,
+        quiet=args.quiet,
+    )
+    index.save(args.index)
+    if not args.quiet:
+        print(
+            f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "
+            f"in {time.perf_counter() - start:.1f}s",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from clirkit.dense import DenseIndex, load_matrix, read_ids
+
+    start = time.perf_counter()
+    index = DenseIndex.open(args.index)
+    queries = load_matrix(args.queries)
+    qids = read_ids(args.qids)
+    index.search_trec(
+        queries,
+        qids,
+        args.output,
+        k=args.k,
+        tag=args.tag,
+        nprobe=args.nprobe,
+        refine=args.refine,
+        threads=args.threads,
+    )
+    if not args.quiet:
+        print(
+            f"searched {len(qids)} queries (k={args.k}) in {time.perf_counter() - start:.1f}s -> {args.output}",
+            file=sys.stderr,
+        )
+    return 0
