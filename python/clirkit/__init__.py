@@ -16,6 +16,8 @@ from clirkit._native import (
     __version__,
 )
 from clirkit.dense import DenseIndex
+from clirkit.analysis import analyze, analyzer_id, supported_languages
+from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [
@@ -27,7 +29,12 @@ __all__ = [
     "InvalidInputError",
     "ParseError",
     "UnknownLanguageError",
+    "analyze",
+    "analyzer_id",
     "read_qrels",
     "read_run",
+    "supported_languages",
     "write_run",
+    "BM25Index",
+    "SearchResults",
 ]

@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension module ``clirkit._native``."""
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 __version__: str
 
@@ -85,3 +85,73 @@ class DenseIndex:
     def kind(self) -> str: ...
     @property
     def has_vectors(self) -> bool: ...
+# --- BM25 (clirkit.bm25 wraps these) --------------------------------------------------------
+class SearchResults:
+    def __len__(self) -> int: ...
+    def __contains__(self, qid: str) -> bool: ...
+    def __getitem__(self, qid: str) -> List[Tuple[str, float]]: ...
+    def qids(self) -> List[str]: ...
+    def to_trec(self, path: str, tag: str = "clirkit-bm25") -> None: ...
+    def to_dict(self) -> Dict[str, Dict[str, float]]: ...
+
+class Bm25Index:
+    @staticmethod
+    def build(
+        corpus: str,
+        index: str,
+        *,
+        lang: Optional[str] = None,
+        lang_field: Optional[str] = None,
+        fields: Optional[List[str]] = None,
+        threads: int = 0,
+        keep_first_duplicate: bool = False,
+        quiet: bool = False,
+        memory_budget_mb: int = 1024,
+    ) -> Bm25Index: ...
+    @staticmethod
+    def open(index: str) -> Bm25Index: ...
+    @property
+    def num_docs(self) -> int: ...
+    @property
+    def num_terms(self) -> int: ...
+    @property
+    def languages(self) -> List[str]: ...
+    @property
+    def avgdl(self) -> float: ...
+    @property
+    def manifest_json(self) -> str: ...
+    def verify(self) -> None: ...
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        lang: Optional[str] = None,
+        k1: float = 0.9,
+        b: float = 0.4,
+        exhaustive: bool = False,
+    ) -> List[Tuple[str, float]]: ...
+    def batch_search(
+        self,
+        queries: List[Tuple[str, str, Optional[str]]],
+        k: int = 1000,
+        threads: int = 0,
+        lang: Optional[str] = None,
+        k1: float = 0.9,
+        b: float = 0.4,
+        quiet: bool = False,
+    ) -> SearchResults: ...
+    def search_file(
+        self,
+        path: str,
+        k: int = 1000,
+        threads: int = 0,
+        lang: Optional[str] = None,
+        k1: float = 0.9,
+        b: float = 0.4,
+        quiet: bool = False,
+    ) -> SearchResults: ...
+
+# --- text analysis --------------------------------------------------------------------------
+def analyze(text: str, lang: str) -> list[str]: ...
+def analyzer_id(lang: str) -> str: ...
+def supported_languages() -> list[str]: ...

@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "clirkit.commands.runs",
     "clirkit.commands.encode",
     "clirkit.commands.dense",
+    "clirkit.commands.bm25",
+    "clirkit.commands.analyze",
 ]
 
 

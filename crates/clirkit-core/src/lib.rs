@@ -5,6 +5,7 @@
 //! (per query, doc ids with scores in canonical order) and qrels. No PyO3 here: the bindings
 //! live in `clirkit-py`, so this crate is usable from Rust alone and from `cargo bench`.
 
+pub mod bm25;
 pub mod error;
 pub mod ids;
 pub mod io;

@@ -3,10 +3,12 @@
 
 use pyo3::prelude::*;
 
+mod bm25;
 mod errors;
 mod io;
 mod passages;
 mod pq;
+mod text;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -15,5 +17,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     passages::register(m)?;
     pq::register(m)?;
+    bm25::register(m)?;
+    text::register(m)?;
     Ok(())
 }

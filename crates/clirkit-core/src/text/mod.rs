@@ -2,30 +2,169 @@
 //!
 //! The public interface other modules rely on is [`Analyzer`]: `Analyzer::for_lang(code)`,
 //! `analyze`, `analyze_into`, `id`. An analyzer is `Send + Sync` and cheap to share across threads.
+//!
+//! Each chain reproduces the Lucene analyzer that Anserini/Pyserini use for the language, so
+//! that BM25 over clirkit's terms ranks as Lucene's does:
+//!
+//! | lang | Lucene analyzer | chain |
+//! |---|---|---|
+//! | en | Anserini `DefaultEnglishAnalyzer` | standard tokenizer, possessive `'s` removal, lowercase, 33 English stopwords, Porter |
+//! | de | `GermanAnalyzer` | lowercase, stopwords, German normalization, German light stemmer |
+//! | es | `SpanishAnalyzer` | lowercase, stopwords, Spanish light stemmer |
+//! | fr | `FrenchAnalyzer` | elision, lowercase, stopwords, French light stemmer |
+//! | ru | `RussianAnalyzer` | lowercase, stopwords, Snowball Russian |
+//! | el | `GreekAnalyzer` | Greek lowercase (accents removed), stopwords, Greek stemmer |
+//! | tr | `TurkishAnalyzer` | apostrophe, Turkish lowercase, stopwords, Snowball Turkish |
+//! | ar | `ArabicAnalyzer` | lowercase, decimal digits, stopwords, Arabic normalization, Arabic light stemmer |
+//! | fa | `PersianAnalyzer` | ZWNJ as space, lowercase, digits, Arabic + Persian normalization, stopwords (no stemmer, as in Lucene 9.9) |
+//! | hi | `HindiAnalyzer` | lowercase, digits, Indic + Hindi normalization, stopwords, Hindi stemmer |
+//! | zh ja ko | `CJKAnalyzer` | width folding, lowercase, CJK bigrams, English stopwords |
+//! | th | `ThaiAnalyzer` | dictionary word segmentation (ICU4X), lowercase, digits, Thai stopwords |
+//! | vi | (none in Lucene) | standard tokenizer, lowercase, NFC: Vietnamese syllables are tokens |
+//! | it pt nl sv da no fi hu ro | Lucene's stopwords with Snowball stemmers (Lucene uses light stemmers for it, pt) |
+
+mod arabic;
+mod cjk;
+mod greek;
+mod indic;
+mod latin;
+mod porter;
+mod stopwords;
+mod thai;
+mod tokenize;
+
+use std::sync::Arc;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use unicode_normalization::{is_nfc_quick, IsNormalized, UnicodeNormalization};
 
 use crate::error::{Error, Result};
+use stopwords::StopSet;
+use tokenize::{fold_decimal_digits, push_lowercase, standard_tokens};
 
 /// Language codes with an analyzer.
-pub const SUPPORTED_LANGUAGES: &[&str] = &["en"];
+pub const SUPPORTED_LANGUAGES: &[&str] = &[
+    "ar", "da", "de", "el", "en", "es", "fa", "fi", "fr", "hi", "hu", "it", "ja", "ko", "nl", "no",
+    "pt", "ro", "ru", "sv", "th", "tr", "vi", "zh",
+];
+
+/// Version of the analysis chains; bump on any change that alters terms.
+const CHAIN_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chain {
+    English,
+    German,
+    Spanish,
+    French,
+    Italian,
+    Russian,
+    Greek,
+    Turkish,
+    Arabic,
+    Persian,
+    Hindi,
+    Cjk,
+    Thai,
+    Vietnamese,
+    /// Lowercase, stopwords, then a Snowball stemmer.
+    Snowball,
+}
+
+impl Chain {
+    /// A short name of the chain's family, part of [`Analyzer::id`].
+    fn family(self) -> &'static str {
+        match self {
+            Chain::English => "lucene-porter",
+            Chain::Cjk => "lucene-cjk-bigram",
+            Chain::Thai => "icu4x-dictionary",
+            Chain::Vietnamese => "standard-nfc",
+            Chain::Italian | Chain::Snowball => "snowball",
+            Chain::Russian => "lucene-snowball",
+            _ => "lucene",
+        }
+    }
+}
 
 /// A language's analysis chain.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Analyzer {
     lang: &'static str,
+    chain: Chain,
+    stopwords: &'static StopSet,
+    stemmer: Option<Arc<Stemmer>>,
+}
+
+impl std::fmt::Debug for Analyzer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Analyzer").field("id", &self.id()).finish()
+    }
+}
+
+/// Per-call scratch space, so that a token costs no allocation beyond its output string.
+#[derive(Default)]
+struct Scratch {
+    chars: Vec<char>,
+    text: String,
+}
+
+impl Scratch {
+    fn load_text(&mut self) -> &str {
+        self.text.clear();
+        self.text.extend(self.chars.iter());
+        &self.text
+    }
 }
 
 impl Analyzer {
     /// The analyzer for an ISO 639-1 code; an unknown code lists the supported ones.
     pub fn for_lang(code: &str) -> Result<Self> {
         let code = code.trim().to_ascii_lowercase();
-        SUPPORTED_LANGUAGES
+        let lang = SUPPORTED_LANGUAGES
             .iter()
-            .find(|&&l| l == code)
-            .map(|&lang| Analyzer { lang })
+            .copied()
+            .find(|&l| l == code)
             .ok_or_else(|| Error::UnknownLanguage {
-                code,
+                code: code.clone(),
                 supported: SUPPORTED_LANGUAGES.join(", "),
-            })
+            })?;
+        use stopwords as sw;
+        let (chain, stopwords, algorithm): (Chain, &'static StopSet, Option<Algorithm>) = match lang
+        {
+            "en" => (Chain::English, sw::english(), None),
+            "de" => (Chain::German, sw::german(), None),
+            "es" => (Chain::Spanish, sw::spanish(), None),
+            "fr" => (Chain::French, sw::french(), None),
+            "ru" => (Chain::Russian, sw::russian(), Some(Algorithm::Russian)),
+            "el" => (Chain::Greek, sw::greek(), None),
+            "tr" => (Chain::Turkish, sw::turkish(), Some(Algorithm::Turkish)),
+            "ar" => (Chain::Arabic, sw::arabic(), None),
+            "fa" => (Chain::Persian, sw::persian(), None),
+            "hi" => (Chain::Hindi, sw::hindi(), None),
+            "zh" | "ja" | "ko" => (Chain::Cjk, sw::cjk(), None),
+            "th" => (Chain::Thai, sw::thai(), None),
+            "vi" => (Chain::Vietnamese, sw::none(), None),
+            "it" => (Chain::Italian, sw::italian(), Some(Algorithm::Italian)),
+            "pt" => (
+                Chain::Snowball,
+                sw::portuguese(),
+                Some(Algorithm::Portuguese),
+            ),
+            "nl" => (Chain::Snowball, sw::dutch(), Some(Algorithm::Dutch)),
+            "sv" => (Chain::Snowball, sw::swedish(), Some(Algorithm::Swedish)),
+            "da" => (Chain::Snowball, sw::danish(), Some(Algorithm::Danish)),
+            "no" => (Chain::Snowball, sw::norwegian(), Some(Algorithm::Norwegian)),
+            "fi" => (Chain::Snowball, sw::finnish(), Some(Algorithm::Finnish)),
+            "hu" => (Chain::Snowball, sw::hungarian(), Some(Algorithm::Hungarian)),
+            "ro" => (Chain::Snowball, sw::romanian(), Some(Algorithm::Romanian)),
+            other => unreachable!("supported language without a chain: {other}"),
+        };
+        Ok(Analyzer {
+            lang,
+            chain,
+            stopwords,
+            stemmer: algorithm.map(|a| Arc::new(Stemmer::create(a))),
+        })
     }
 
     pub fn lang(&self) -> &'static str {
@@ -35,18 +174,317 @@ impl Analyzer {
     /// A stable identifier of this chain and its version, recorded in indexes so that an index
     /// is never searched with a different analysis than it was built with.
     pub fn id(&self) -> String {
-        format!("{}/v0", self.lang)
+        format!("{}/{}/{}", self.lang, self.chain.family(), CHAIN_VERSION)
     }
 
     /// Analyze `text` into index terms, appended to `out`.
     pub fn analyze_into(&self, text: &str, out: &mut Vec<String>) {
-        use unicode_segmentation::UnicodeSegmentation;
-        out.extend(text.unicode_words().map(|w| w.to_lowercase()));
+        let mut scratch = Scratch::default();
+        match self.chain {
+            Chain::Thai => thai::thai_words(text, |word| {
+                scratch.chars.clear();
+                push_lowercase(word, &mut scratch.chars);
+                fold_decimal_digits(&mut scratch.chars);
+                self.emit_unless_stopword(&mut scratch, out);
+            }),
+            Chain::Cjk => self.analyze_cjk(text, &mut scratch, out),
+            Chain::Persian if text.contains('\u{200C}') => {
+                // Lucene's PersianCharFilter: a zero-width non-joiner separates words.
+                let spaced = text.replace('\u{200C}', " ");
+                standard_tokens(&spaced, |t| self.analyze_token(t.text, &mut scratch, out));
+            }
+            _ => standard_tokens(text, |t| self.analyze_token(t.text, &mut scratch, out)),
+        }
     }
 
     pub fn analyze(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
         self.analyze_into(text, &mut out);
         out
+    }
+
+    fn is_stopword(&self, scratch: &mut Scratch) -> bool {
+        !self.stopwords.is_empty() && self.stopwords.contains(scratch.load_text())
+    }
+
+    fn emit_unless_stopword(&self, scratch: &mut Scratch, out: &mut Vec<String>) {
+        if !scratch.chars.is_empty() && !self.is_stopword(scratch) {
+            out.push(scratch.text.clone());
+        }
+    }
+
+    fn emit(scratch: &mut Scratch, out: &mut Vec<String>) {
+        if !scratch.chars.is_empty() {
+            out.push(scratch.chars.iter().collect());
+        }
+    }
+
+    fn snowball(&self, scratch: &mut Scratch, out: &mut Vec<String>) {
+        let stemmer = self.stemmer.as_ref().expect("Snowball chain has a stemmer");
+        let stemmed = stemmer.stem(scratch.load_text());
+        if !stemmed.is_empty() {
+            out.push(stemmed.into_owned());
+        }
+    }
+
+    /// Runs one standard-tokenizer token through the chain's filters.
+    fn analyze_token(&self, token: &str, scratch: &mut Scratch, out: &mut Vec<String>) {
+        let chars = &mut scratch.chars;
+        chars.clear();
+        match self.chain {
+            Chain::English => {
+                push_lowercase(strip_possessive(token), chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                porter::stem(&mut scratch.chars);
+            }
+            Chain::German => {
+                push_lowercase(token, chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                latin::german_normalize(&mut scratch.chars);
+                latin::german_light_stem(&mut scratch.chars);
+            }
+            Chain::Spanish => {
+                push_lowercase(token, chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                latin::spanish_light_stem(&mut scratch.chars);
+            }
+            Chain::French => {
+                push_lowercase(latin::french_elision(token), chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                latin::french_light_stem(&mut scratch.chars);
+            }
+            Chain::Italian => {
+                push_lowercase(latin::italian_elision(token), chars);
+                if !self.is_stopword(scratch) {
+                    self.snowball(scratch, out);
+                }
+                return;
+            }
+            Chain::Russian => {
+                push_lowercase(token, chars);
+                if !self.is_stopword(scratch) {
+                    // Snowball 2's Russian stemmer (Lucene 9) reads ё as е; rust-stemmers' does not.
+                    for c in scratch.chars.iter_mut().filter(|c| **c == 'ё') {
+                        *c = 'е';
+                    }
+                    self.snowball(scratch, out);
+                }
+                return;
+            }
+            Chain::Snowball => {
+                push_lowercase(token, chars);
+                if !self.is_stopword(scratch) {
+                    self.snowball(scratch, out);
+                }
+                return;
+            }
+            Chain::Turkish => {
+                latin::turkish_lowercase(latin::strip_after_apostrophe(token), chars);
+                if !chars.is_empty() && !self.is_stopword(scratch) {
+                    self.snowball(scratch, out);
+                }
+                return;
+            }
+            Chain::Greek => {
+                chars.extend(token.chars().map(greek::greek_lower));
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                greek::stem(&mut scratch.chars);
+            }
+            Chain::Arabic => {
+                push_lowercase(token, chars);
+                fold_decimal_digits(chars);
+                // Lucene's list is not normalized, so stopwords are removed before normalizing.
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                arabic::arabic_normalize(&mut scratch.chars);
+                arabic::arabic_stem(&mut scratch.chars);
+            }
+            Chain::Persian => {
+                push_lowercase(token, chars);
+                fold_decimal_digits(chars);
+                arabic::arabic_normalize(chars);
+                arabic::persian_normalize(chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+            }
+            Chain::Hindi => {
+                push_lowercase(token, chars);
+                fold_decimal_digits(chars);
+                indic::indic_normalize(chars);
+                indic::hindi_normalize(chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                indic::hindi_stem(&mut scratch.chars);
+            }
+            Chain::Vietnamese => {
+                push_lowercase(token, chars);
+                let text = scratch.load_text();
+                if is_nfc_quick(text.chars()) == IsNormalized::Yes {
+                    out.push(text.to_string());
+                } else {
+                    out.push(text.nfc().collect());
+                }
+                return;
+            }
+            Chain::Thai | Chain::Cjk => unreachable!("segmented by their own tokenizers"),
+        }
+        Self::emit(scratch, out);
+    }
+
+    /// Lucene's CJKAnalyzer: width folding and lowercase per token, bigrams over runs of
+    /// adjacent CJK characters, other tokens filtered by the (English) stopword list.
+    fn analyze_cjk(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<String>) {
+        let mut bigrams = cjk::Bigrammer::default();
+        standard_tokens(text, |t| {
+            scratch.chars.clear();
+            push_lowercase(t.text, &mut scratch.chars);
+            cjk::fold_width(&mut scratch.chars);
+            if t.kind.is_cjk() {
+                bigrams.push(&scratch.chars, t.start, t.end, out);
+            } else {
+                bigrams.flush(out);
+                self.emit_unless_stopword(scratch, out);
+            }
+        });
+        bigrams.flush(out);
+    }
+}
+
+/// Lucene's `EnglishPossessiveFilter`: "John's" -> "John".
+fn strip_possessive(token: &str) -> &str {
+    for apostrophe in ['\'', '\u{2019}', '\u{FF07}'] {
+        for s in ['s', 'S'] {
+            let mut suffix = [0u8; 8];
+            let a = apostrophe.encode_utf8(&mut suffix).len();
+            s.encode_utf8(&mut suffix[a..]);
+            if let Some(stripped) =
+                token.strip_suffix(std::str::from_utf8(&suffix[..a + 1]).expect("UTF-8 suffix"))
+            {
+                return stripped;
+            }
+        }
+    }
+    token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analyze(lang: &str, text: &str) -> Vec<String> {
+        Analyzer::for_lang(lang).unwrap().analyze(text)
+    }
+
+    #[test]
+    fn unknown_language_lists_supported() {
+        let err = Analyzer::for_lang("xx").unwrap_err().to_string();
+        assert!(
+            err.contains("'xx'") && err.contains("en, es") && err.contains("zh"),
+            "{err}"
+        );
+        assert_eq!(Analyzer::for_lang(" EN ").unwrap().lang(), "en");
+    }
+
+    #[test]
+    fn ids_name_language_chain_and_version() {
+        assert_eq!(Analyzer::for_lang("en").unwrap().id(), "en/lucene-porter/1");
+        assert_eq!(Analyzer::for_lang("fa").unwrap().id(), "fa/lucene/1");
+        assert_eq!(
+            Analyzer::for_lang("zh").unwrap().id(),
+            "zh/lucene-cjk-bigram/1"
+        );
+    }
+
+    #[test]
+    fn every_language_handles_empty_and_punctuation() {
+        for lang in SUPPORTED_LANGUAGES {
+            assert!(analyze(lang, "").is_empty(), "{lang}");
+            assert!(analyze(lang, " .,;!? ").is_empty(), "{lang}");
+        }
+    }
+
+    #[test]
+    fn english() {
+        assert_eq!(
+            analyze("en", "The quick brown foxes jumped over John's lazy dogs!"),
+            ["quick", "brown", "fox", "jump", "over", "john", "lazi", "dog"]
+        );
+    }
+
+    #[test]
+    fn cjk_bigrams_with_latin_inside() {
+        // From Lucene's TestCJKAnalyzer: mixed scripts and stopwords.
+        assert_eq!(
+            analyze("zh", "一二三四五六七八九十"),
+            [
+                "一二", "二三", "三四", "四五", "五六", "六七", "七八", "八九", "九十"
+            ]
+        );
+        assert_eq!(
+            analyze("zh", "一 二三四 五六七八九 十"),
+            ["一", "二三", "三四", "五六", "六七", "七八", "八九", "十"]
+        );
+        assert_eq!(
+            analyze("zh", "一二三四The 五六七八九十"),
+            ["一二", "二三", "三四", "五六", "六七", "七八", "八九", "九十"]
+        );
+        assert_eq!(
+            analyze("ja", "あいうえおabcかきくけこ"),
+            ["あい", "いう", "うえ", "えお", "abc", "かき", "きく", "くけ", "けこ"]
+        );
+        assert_eq!(analyze("ko", "한국어"), ["한국", "국어"]);
+        assert_eq!(analyze("zh", "ＡＢＣ　中"), ["abc", "中"]);
+    }
+
+    #[test]
+    fn chains_apply_their_filters() {
+        assert_eq!(analyze("de", "Die Häuser"), ["haus"]);
+        assert_eq!(analyze("fr", "L'avion des chevaux"), ["avion", "cheval"]);
+        assert_eq!(analyze("es", "las naciones"), ["nacion"]);
+        assert_eq!(analyze("tr", "Türkiye'de İstanbul"), ["türki", "istanbul"]);
+        assert_eq!(analyze("ar", "والحسن ٣"), ["حسن", "3"]);
+        assert_eq!(analyze("fa", "کتاب\u{200C}ها"), ["كتاب"]);
+        assert_eq!(analyze("hi", "लडकों ने"), ["लडक"]);
+        assert_eq!(analyze("vi", "Tiếng Việt"), ["tiếng", "việt"]);
+        // Decomposed input composes to the same terms.
+        assert_eq!(analyze("vi", "Tie\u{0302}\u{0301}ng"), ["tiếng"]);
+        assert_eq!(analyze("ru", "книги всё"), ["книг", "все"]);
+    }
+
+    #[test]
+    fn thai_is_segmented_and_stopwords_removed() {
+        let terms = analyze("th", "การที่ได้ต้องแสดงว่างานดี");
+        assert!(terms.contains(&"แสดง".to_string()), "{terms:?}");
+        assert!(
+            !terms.contains(&"ที่".to_string()),
+            "stopword kept: {terms:?}"
+        );
+    }
+
+    #[test]
+    fn very_long_text_is_analyzed() {
+        let text = "retrieval systems index documents ".repeat(50_000);
+        let terms = analyze("en", &text);
+        assert_eq!(terms.len(), 200_000);
+        assert_eq!(&terms[..4], ["retriev", "system", "index", "document"]);
+    }
+
+    #[test]
+    fn analyzer_is_send_sync() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Analyzer>();
     }
 }

@@ -1,0 +1,467 @@
+//! BM25 retrieval with Lucene's scoring: a memory-bounded parallel index builder
+//! ([`builder`]), the on-disk format and postings codec ([`format`]), Lucene's BM25 arithmetic
+//! ([`scoring`]) and block-max MaxScore top-k search ([`searcher`]).
+//!
+//! An index is opened by memory-mapping its files; searching borrows from the mapping, so an
+//! opened index costs page cache, not heap.
+
+pub mod builder;
+pub mod format;
+pub mod scoring;
+pub mod searcher;
+
+pub use builder::{build, BuildOptions, BuildSummary};
+pub use searcher::Hit;
+
+use crate::error::{Error, Result};
+use crate::ids::IdTable;
+use crate::io::atomic::read_manifest;
+use crate::io::format::{read_u64, MappedFile};
+use crate::ranking::{Run, ScoredDoc};
+use crate::text::Analyzer;
+use format::{TermEntry, BLOCK_META_LEN, TERM_ENTRY_LEN};
+use rayon::prelude::*;
+use scoring::{NormCache, TermScorer};
+use searcher::{Cursor, DocData, TermPostings};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Anserini's defaults.
+pub const DEFAULT_K1: f32 = 0.9;
+pub const DEFAULT_B: f32 = 0.4;
+
+/// BM25's free parameters, settable per search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    pub k1: f32,
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params {
+            k1: DEFAULT_K1,
+            b: DEFAULT_B,
+        }
+    }
+}
+
+impl Bm25Params {
+    fn check(&self) -> Result<()> {
+        if !(self.k1.is_finite() && self.k1 > 0.0) || !(0.0..=1.0).contains(&self.b) {
+            return Err(Error::invalid(format!(
+                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1={}, b={})",
+                self.k1, self.b
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A query of a batch: its id, text and (optionally) its language.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchQuery {
+    pub id: String,
+    pub text: String,
+    pub lang: Option<String>,
+}
+
+/// An opened (memory-mapped) BM25 index.
+pub struct Bm25Index {
+    dir: PathBuf,
+    manifest: serde_json::Value,
+    ids: IdTable,
+    terms: MappedFile,
+    postings: MappedFile,
+    docs: MappedFile,
+    num_docs: usize,
+    num_terms: usize,
+    /// Documents with at least one term: Lucene's `docCount`, the N of idf.
+    doc_count: u64,
+    avgdl: f32,
+    analyzers: BTreeMap<String, Analyzer>,
+}
+
+fn manifest_u64(meta: &serde_json::Value, dir: &Path, key: &str) -> Result<u64> {
+    meta.get(key)
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| Error::format(dir, format!("manifest lacks '{key}'")))
+}
+
+impl Bm25Index {
+    /// Open an index; checks its format version, analyzer versions and file checksums (except
+    /// the postings', which [`Bm25Index::verify`] checks: opening stays near-instant).
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = read_manifest(&dir, format::FORMAT, format::VERSION)?;
+        let num_docs = manifest_u64(&manifest, &dir, "num_docs")? as usize;
+        let num_terms = manifest_u64(&manifest, &dir, "num_terms")? as usize;
+        let doc_count = manifest_u64(&manifest, &dir, "doc_count")?;
+        let avgdl = manifest
+            .get("avgdl")
+            .and_then(|v| v.as_f64())
+            .ok_or_else(|| Error::format(&dir, "manifest lacks 'avgdl'"))?
+            as f32;
+        let mut analyzers = BTreeMap::new();
+        let recorded = manifest
+            .get("analyzers")
+            .and_then(|v| v.as_object())
+            .ok_or_else(|| Error::format(&dir, "manifest lacks 'analyzers'"))?;
+        for (lang, id) in recorded {
+            let analyzer = Analyzer::for_lang(lang)?;
+            let built_with = id.as_str().unwrap_or_default();
+            if analyzer.id() != built_with {
+                return Err(Error::format(
+                    &dir,
+                    format!(
+                        "built with analyzer '{built_with}', but this clirkit's '{lang}' analyzer is '{}'; rebuild the index",
+                        analyzer.id()
+                    ),
+                ));
+            }
+            analyzers.insert(lang.clone(), analyzer);
+        }
+        let v = format::FILE_VERSION;
+        let terms = MappedFile::open(dir.join(format::TERMS_FILE), format::TERMS_KIND, v, true)?;
+        let postings = MappedFile::open(
+            dir.join(format::POSTINGS_FILE),
+            format::POSTINGS_KIND,
+            v,
+            false,
+        )?;
+        let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
+        let ids = IdTable::open(dir.join(format::IDS_FILE))?;
+
+        let t = terms.payload();
+        format::require_len(
+            terms.path(),
+            t,
+            8 + num_terms * TERM_ENTRY_LEN,
+            "term dictionary",
+        )?;
+        if read_u64(t, 0) as usize != num_terms {
+            return Err(Error::format(
+                terms.path(),
+                "term count disagrees with meta.json",
+            ));
+        }
+        let d = docs.payload();
+        format::require_len(
+            docs.path(),
+            d,
+            8 + num_docs.div_ceil(4) * 4 + 4 * num_docs,
+            "docs",
+        )?;
+        if read_u64(d, 0) as usize != num_docs || ids.len() != num_docs {
+            return Err(Error::format(
+                &dir,
+                "document count disagrees with meta.json",
+            ));
+        }
+        Ok(Bm25Index {
+            dir,
+            manifest,
+            ids,
+            terms,
+            postings,
+            docs,
+            num_docs,
+            num_terms,
+            doc_count,
+            avgdl,
+            analyzers,
+        })
+    }
+
+    /// Check every file's checksum, the postings' included (reads the whole index).
+    pub fn verify(&self) -> Result<()> {
+        MappedFile::open(
+            self.postings.path(),
+            format::POSTINGS_KIND,
+            format::FILE_VERSION,
+            true,
+        )
+        .map(|_| ())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &serde_json::Value {
+        &self.manifest
+    }
+
+    pub fn num_docs(&self) -> usize {
+        self.num_docs
+    }
+
+    pub fn num_terms(&self) -> usize {
+        self.num_terms
+    }
+
+    pub fn avgdl(&self) -> f32 {
+        self.avgdl
+    }
+
+    /// The languages the index's documents were analyzed in, sorted.
+    pub fn languages(&self) -> Vec<String> {
+        self.analyzers.keys().cloned().collect()
+    }
+
+    /// The string id of internal document number `doc`.
+    pub fn doc_id(&self, doc: u32) -> &str {
+        self.ids.get(doc)
+    }
+
+    fn doc_data(&self) -> DocData<'_> {
+        let d = self.docs.payload();
+        let norms_end = 8 + self.num_docs;
+        let ranks_start = norms_end.div_ceil(4) * 4;
+        DocData {
+            norms: &d[8..norms_end],
+            ranks: &d[ranks_start..ranks_start + 4 * self.num_docs],
+        }
+    }
+
+    fn term_entry(&self, i: usize) -> TermEntry {
+        TermEntry::decode(self.terms.payload(), 8 + i * TERM_ENTRY_LEN)
+    }
+
+    fn term_text(&self, e: &TermEntry) -> &[u8] {
+        let blob = 8 + self.num_terms * TERM_ENTRY_LEN;
+        let start = blob + e.text_offset as usize;
+        &self.terms.payload()[start..start + e.text_len as usize]
+    }
+
+    /// The dictionary entry of `term`, by binary search over the mapped dictionary.
+    pub fn lookup(&self, term: &str) -> Option<TermEntry> {
+        let (mut lo, mut hi) = (0usize, self.num_terms);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let e = self.term_entry(mid);
+            match self.term_text(&e).cmp(term.as_bytes()) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(e),
+            }
+        }
+        None
+    }
+
+    /// Document frequency of an (already analyzed) term.
+    pub fn doc_freq(&self, term: &str) -> u32 {
+        self.lookup(term).map_or(0, |e| e.doc_freq)
+    }
+
+    /// The analyzer for a query: the explicit `lang`, else the index's only language.
+    pub fn query_analyzer(&self, lang: Option<&str>) -> Result<Cow<'_, Analyzer>> {
+        match lang {
+            Some(code) => {
+                let code = code.trim().to_ascii_lowercase();
+                match self.analyzers.get(&code) {
+                    Some(a) => Ok(Cow::Borrowed(a)),
+                    None => Ok(Cow::Owned(Analyzer::for_lang(&code)?)),
+                }
+            }
+            None if self.analyzers.len() == 1 => {
+                Ok(Cow::Borrowed(self.analyzers.values().next().unwrap()))
+            }
+            None => Err(Error::invalid(format!(
+                "the index holds several languages ({}); give the query's language",
+                self.languages().join(", ")
+            ))),
+        }
+    }
+
+    /// Query terms with their multiplicity (Anserini's bag of words), in first-seen order.
+    fn bag_of_words(analyzer: &Analyzer, text: &str) -> Vec<(String, u32)> {
+        let mut bag: Vec<(String, u32)> = Vec::new();
+        for t in analyzer.analyze(text) {
+            match bag.iter_mut().find(|(x, _)| *x == t) {
+                Some((_, c)) => *c += 1,
+                None => bag.push((t, 1)),
+            }
+        }
+        bag
+    }
+
+    fn cursors(&self, analyzer: &Analyzer, text: &str, cache: &NormCache) -> Vec<Cursor<'_>> {
+        let p = self.postings.payload();
+        Self::bag_of_words(analyzer, text)
+            .into_iter()
+            .filter_map(|(term, count)| {
+                let e = self.lookup(&term)?;
+                let metas_at = e.postings_offset as usize;
+                let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
+                let scorer = TermScorer::new(
+                    count as f32,
+                    scoring::idf(e.doc_freq as u64, self.doc_count),
+                );
+                let postings = TermPostings {
+                    metas: &p[metas_at..data_at],
+                    data: &p[data_at..],
+                    blocks: e.blocks as usize,
+                    scorer,
+                };
+                Some(Cursor::new(postings, cache))
+            })
+            .collect()
+    }
+
+    fn cache(&self, params: Bm25Params) -> Result<NormCache> {
+        params.check()?;
+        Ok(NormCache::new(params.k1, params.b, self.avgdl))
+    }
+
+    /// The top `k` documents for `query` (dynamic pruning; equal to exhaustive scoring).
+    pub fn search(
+        &self,
+        query: &str,
+        lang: Option<&str>,
+        k: usize,
+        params: Bm25Params,
+    ) -> Result<Vec<Hit>> {
+        self.search_with(searcher::maxscore, query, lang, k, params)
+    }
+
+    /// The top `k` documents by scoring every posting (the reference for [`Bm25Index::search`]).
+    pub fn search_exhaustive(
+        &self,
+        query: &str,
+        lang: Option<&str>,
+        k: usize,
+        params: Bm25Params,
+    ) -> Result<Vec<Hit>> {
+        self.search_with(searcher::exhaustive, query, lang, k, params)
+    }
+
+    fn search_with(
+        &self,
+        strategy: fn(Vec<Cursor<'_>>, usize, &NormCache, &DocData) -> Vec<Hit>,
+        query: &str,
+        lang: Option<&str>,
+        k: usize,
+        params: Bm25Params,
+    ) -> Result<Vec<Hit>> {
+        let cache = self.cache(params)?;
+        let analyzer = self.query_analyzer(lang)?;
+        let cursors = self.cursors(&analyzer, query, &cache);
+        Ok(strategy(cursors, k, &cache, &self.doc_data()))
+    }
+
+    /// Search many queries on `threads` threads (0 = all cores). Each query is analyzed with
+    /// `lang` if given, else its own language, else the index's only language. Results are in
+    /// query order and independent of the thread count.
+    pub fn batch_search(
+        &self,
+        queries: &[BatchQuery],
+        k: usize,
+        lang: Option<&str>,
+        params: Bm25Params,
+        threads: usize,
+        quiet: bool,
+    ) -> Result<Vec<Vec<Hit>>> {
+        let cache = self.cache(params)?;
+        // Resolve every query's analyzer first, so a bad language fails before any work.
+        let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
+        let mut choice: Vec<Option<String>> = Vec::with_capacity(queries.len());
+        for q in queries {
+            let code = lang.or(q.lang.as_deref());
+            let analyzer = self.query_analyzer(code).map_err(|e| match e {
+                Error::InvalidInput(m) => Error::invalid(format!("query '{}': {m}", q.id)),
+                other => other,
+            })?;
+            let key = code.map(|c| c.trim().to_ascii_lowercase());
+            if let (Cow::Owned(a), Some(key)) = (analyzer, &key) {
+                owned.entry(key.clone()).or_insert(a);
+            }
+            choice.push(key);
+        }
+        let analyzer_for = |key: &Option<String>| -> &Analyzer {
+            match key {
+                None => self.analyzers.values().next().expect("checked above"),
+                Some(k) => self
+                    .analyzers
+                    .get(k)
+                    .or_else(|| owned.get(k))
+                    .expect("resolved"),
+            }
+        };
+        let docs = self.doc_data();
+        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
+        let results = pool.install(|| {
+            queries
+                .par_iter()
+                .zip(choice.par_iter())
+                .map(|(q, key)| {
+                    let cursors = self.cursors(analyzer_for(key), &q.text, &cache);
+                    let hits = searcher::maxscore(cursors, k, &cache, &docs);
+                    progress.inc(1);
+                    hits
+                })
+                .collect()
+        });
+        progress.finish_and_clear();
+        Ok(results)
+    }
+
+    /// Hits as scored documents with string ids (f32 scores widened exactly to f64).
+    pub fn to_scored(&self, hits: &[Hit]) -> Vec<ScoredDoc> {
+        hits.iter()
+            .map(|h| ScoredDoc::new(self.doc_id(h.doc), h.score as f64))
+            .collect()
+    }
+
+    /// A batch's results as a [`Run`] (hits are already in canonical order).
+    pub fn to_run(&self, qids: &[String], results: &[Vec<Hit>]) -> Run {
+        Run {
+            queries: qids
+                .iter()
+                .zip(results)
+                .map(|(q, hits)| (q.clone(), self.to_scored(hits)))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Read queries: JSONL (`_id`/`id`/`qid`, `text`, optional `lang`) or TSV (`id<TAB>text`).
+/// Duplicate query ids are an error naming both lines.
+pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<BatchQuery>> {
+    use crate::io::jsonl::{read_records, FieldSpec};
+    let path = path.as_ref();
+    let records = read_records(path, &FieldSpec::queries())?;
+    let tsv = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("tsv") | Some("txt")
+    );
+    let mut langs: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+    if !tsv {
+        // The language is optional per query, so it is read apart from the required fields.
+        let mut reader = crate::io::jsonl::LineReader::open(path)?;
+        let mut buf = Vec::new();
+        while let Some(line) = reader.next_line(&mut buf)? {
+            if let Ok(serde_json::Value::Object(o)) = serde_json::from_slice(&buf) {
+                if let Some(serde_json::Value::String(l)) = o.get("lang") {
+                    langs.insert(line, l.clone());
+                }
+            }
+        }
+    }
+    Ok(records
+        .into_iter()
+        .map(|r| BatchQuery {
+            lang: langs.remove(&r.line),
+            id: r.id,
+            text: r.text,
+        })
+        .collect())
+}

@@ -1,0 +1,352 @@
+//! Index round trips, exactness of pruning, memory-bounded builds and bad input.
+
+use super::*;
+use std::io::Write;
+
+fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+    let p = dir.join(name);
+    let mut f = std::fs::File::create(&p).unwrap();
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
+    p
+}
+
+fn doc(id: &str, text: &str) -> String {
+    serde_json::json!({"_id": id, "title": "", "text": text}).to_string()
+}
+
+fn quiet() -> BuildOptions {
+    BuildOptions {
+        quiet: true,
+        ..BuildOptions::default()
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so tests need no extra crates.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Documents over a Zipf-ish vocabulary of made-up words, with repeated texts (exact score
+/// ties) and ids whose byte order differs from file order.
+fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<String> {
+    let words: Vec<String> = (0..vocab).map(|i| format!("w{i}x")).collect();
+    let mut texts: Vec<String> = Vec::new();
+    (0..docs)
+        .map(|i| {
+            let text = if i > 0 && rng.below(5) == 0 {
+                texts[rng.below(texts.len() as u64) as usize].clone()
+            } else {
+                let len = rng.below(40) as usize;
+                (0..len)
+                    .map(|_| {
+                        let r = rng.below(vocab as u64 * vocab as u64);
+                        words[(r as f64).sqrt() as usize % vocab].as_str()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            texts.push(text.clone());
+            doc(&format!("d{}", (i * 7919) % (docs + 13)), &text)
+        })
+        .collect()
+}
+
+#[test]
+fn pruned_search_equals_exhaustive() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for (round, (docs, vocab)) in [(300, 20), (2000, 60), (5000, 200)].into_iter().enumerate() {
+        let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, docs, vocab));
+        let index = dir.path().join(format!("idx{round}"));
+        build(&corpus, &index, &quiet()).unwrap();
+        let idx = Bm25Index::open(&index).unwrap();
+        for q in 0..150 {
+            let terms = 1 + rng.below(6);
+            let query: Vec<String> = (0..terms)
+                .map(|_| format!("w{}x", rng.below(vocab as u64 + 3)))
+                .collect();
+            let query = query.join(" ");
+            let k = [1, 3, 10, 100, 1000, 100_000][q % 6];
+            let params = if q % 4 == 0 {
+                Bm25Params { k1: 1.2, b: 0.75 }
+            } else {
+                Bm25Params::default()
+            };
+            let fast = idx.search(&query, None, k, params).unwrap();
+            let slow = idx.search_exhaustive(&query, None, k, params).unwrap();
+            assert_eq!(fast, slow, "query {query:?} k={k} on {docs} docs");
+            for w in fast.windows(2) {
+                let (a, b) = (&w[0], &w[1]);
+                assert!(crate::ranking::canonical_cmp(
+                    a.score as f64,
+                    idx.doc_id(a.doc),
+                    b.score as f64,
+                    idx.doc_id(b.doc)
+                )
+                .is_lt());
+            }
+        }
+    }
+}
+
+#[test]
+fn scores_follow_lucene_bm25() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(
+        dir.path(),
+        "c.jsonl",
+        &[
+            doc("a", "zorp quux zorp"),
+            doc("b", "quux blah blah blah blah"),
+            doc("c", ""),
+            doc("d", &"filler ".repeat(30)),
+        ],
+    );
+    let index = dir.path().join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    let idx = Bm25Index::open(&index).unwrap();
+    assert_eq!(idx.num_docs(), 4);
+    // The empty document has no field in Lucene: docCount = 3, avgdl = 38 / 3.
+    assert_eq!(idx.avgdl(), (38.0f64 / 3.0) as f32);
+    let hits = idx
+        .search("zorp zorp quux", None, 10, Bm25Params::default())
+        .unwrap();
+    let (k1, b, avgdl) = (0.9f64, 0.4f64, 38.0f64 / 3.0);
+    let idf = |df: f64| (1.0 + (3.0 - df + 0.5) / (df + 0.5)).ln();
+    let bm25 = |tf: f64, dl: f64| tf / (tf + k1 * (1.0 - b + b * dl / avgdl));
+    let a = 2.0 * idf(1.0) * bm25(2.0, 3.0) + idf(2.0) * bm25(1.0, 3.0);
+    let bb = idf(2.0) * bm25(1.0, 5.0);
+    assert_eq!(hits.len(), 2);
+    assert_eq!(idx.doc_id(hits[0].doc), "a");
+    assert!(
+        (hits[0].score as f64 - a).abs() < 1e-5,
+        "{} vs {a}",
+        hits[0].score
+    );
+    assert_eq!(idx.doc_id(hits[1].doc), "b");
+    assert!((hits[1].score as f64 - bb).abs() < 1e-5);
+}
+
+#[test]
+fn spilled_build_is_identical_to_in_memory_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(42);
+    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 3000, 100));
+    let one = dir.path().join("one");
+    let many = dir.path().join("many");
+    let a = build(&corpus, &one, &quiet()).unwrap();
+    let small = BuildOptions {
+        memory_budget_bytes: 20_000,
+        batch_lines: 100,
+        threads: 2,
+        ..quiet()
+    };
+    let b = build(&corpus, &many, &small).unwrap();
+    assert_eq!(a.spilled_runs, 0);
+    assert!(b.spilled_runs > 5, "{b:?}");
+    for f in [
+        format::TERMS_FILE,
+        format::POSTINGS_FILE,
+        format::DOCS_FILE,
+        format::IDS_FILE,
+    ] {
+        assert_eq!(
+            std::fs::read(one.join(f)).unwrap(),
+            std::fs::read(many.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // No run files are left behind.
+    assert_eq!(std::fs::read_dir(&many).unwrap().count(), 5);
+}
+
+#[test]
+fn batch_search_is_deterministic_across_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(7);
+    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, 50));
+    let index = dir.path().join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    let idx = Bm25Index::open(&index).unwrap();
+    let queries: Vec<BatchQuery> = (0..64)
+        .map(|i| BatchQuery {
+            id: format!("q{i}"),
+            text: format!("w{}x w{}x", i % 50, (i * 7) % 50),
+            lang: None,
+        })
+        .collect();
+    let p = Bm25Params::default();
+    let one = idx.batch_search(&queries, 50, None, p, 1, true).unwrap();
+    let two = idx.batch_search(&queries, 50, None, p, 2, true).unwrap();
+    assert_eq!(one, two);
+    assert_eq!(one[5], idx.search(&queries[5].text, None, 50, p).unwrap());
+}
+
+#[test]
+fn bad_input_errors_name_the_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("idx");
+    let err = |lines: &[String], opts: &BuildOptions| {
+        let corpus = write_corpus(dir.path(), "bad.jsonl", lines);
+        let e = build(&corpus, &index, opts).unwrap_err().to_string();
+        assert!(!index.exists(), "nothing loadable after a failed build");
+        e
+    };
+    let e = err(
+        &[doc("a", "x"), "{\"_id\": \"b\", \"text\": ".into()],
+        &quiet(),
+    );
+    assert!(e.contains("bad.jsonl:2: malformed JSON"), "{e}");
+    let e = err(&[doc("a", "x"), "{\"text\": \"y\"}".into()], &quiet());
+    assert!(e.contains("bad.jsonl:2: no id field"), "{e}");
+    let e = err(&[doc("a", "x"), doc("b", "y"), doc("a", "z")], &quiet());
+    assert!(
+        e.contains("duplicate id 'a' at line 3 (first seen at line 1)"),
+        "{e}"
+    );
+    let e = err(
+        &[doc("a", "x")],
+        &BuildOptions {
+            lang: Some("xx".into()),
+            ..quiet()
+        },
+    );
+    assert!(
+        e.contains("unknown language 'xx'") && e.contains("en"),
+        "{e}"
+    );
+    let with_lang = |id: &str, lang: &str| {
+        serde_json::json!({"_id": id, "text": "hello", "lang": lang}).to_string()
+    };
+    let e = err(
+        &[with_lang("a", "en"), with_lang("b", "qq")],
+        &BuildOptions {
+            lang_field: Some("lang".into()),
+            ..quiet()
+        },
+    );
+    assert!(
+        e.contains("bad.jsonl:2: document 'b'") && e.contains("unknown language 'qq'"),
+        "{e}"
+    );
+
+    let corpus = dir.path().join("bytes.jsonl");
+    std::fs::write(
+        &corpus,
+        b"{\"_id\": \"a\", \"text\": \"ok\"}\n{\"_id\": \"b\", \"text\": \"\xff\"}\n",
+    )
+    .unwrap();
+    let e = build(&corpus, &index, &quiet()).unwrap_err().to_string();
+    assert!(e.contains("bytes.jsonl:2: not valid UTF-8"), "{e}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary directory survives a failed build"
+    );
+}
+
+#[test]
+fn keep_first_duplicate_and_empty_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(
+        dir.path(),
+        "c.jsonl",
+        &[
+            doc("a", "zorp"),
+            doc("e", ""),
+            doc("a", "quux"),
+            doc("b", "quux zorp"),
+        ],
+    );
+    let index = dir.path().join("idx");
+    let opts = BuildOptions {
+        keep_first_duplicate: true,
+        ..quiet()
+    };
+    let summary = build(&corpus, &index, &opts).unwrap();
+    assert_eq!(summary.skipped_duplicates, 1);
+    let idx = Bm25Index::open(&index).unwrap();
+    assert_eq!(idx.num_docs(), 3);
+    assert_eq!(idx.doc_id(1), "e");
+    let hits = idx.search("quux", None, 10, Bm25Params::default()).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(idx.doc_id(hits[0].doc), "b");
+    assert!(idx
+        .search("", None, 10, Bm25Params::default())
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn failed_rebuild_keeps_the_old_index_and_versions_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_corpus(dir.path(), "good.jsonl", &[doc("a", "zorp")]);
+    let bad = write_corpus(dir.path(), "bad.jsonl", &[doc("a", "zorp"), "{".into()]);
+    let index = dir.path().join("idx");
+    build(&good, &index, &quiet()).unwrap();
+    assert!(build(&bad, &index, &quiet()).is_err());
+    let idx = Bm25Index::open(&index).unwrap();
+    assert_eq!(
+        idx.search("zorp", None, 1, Bm25Params::default())
+            .unwrap()
+            .len(),
+        1
+    );
+    idx.verify().unwrap();
+
+    let meta_path = index.join("meta.json");
+    let meta = std::fs::read_to_string(&meta_path).unwrap();
+    std::fs::write(
+        &meta_path,
+        meta.replace("\"version\": 1", "\"version\": 99"),
+    )
+    .unwrap();
+    let e = Bm25Index::open(&index).err().unwrap().to_string();
+    assert!(e.contains("version 99") && e.contains("rebuild"), "{e}");
+
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let e = Bm25Index::open(&other).err().unwrap().to_string();
+    assert!(e.contains("not a clirkit index"), "{e}");
+}
+
+#[test]
+fn multilingual_query_language_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(
+        dir.path(),
+        "c.jsonl",
+        &[serde_json::json!({"_id": "a", "text": "zorp", "lang": "en"}).to_string()],
+    );
+    let index = dir.path().join("idx");
+    let opts = BuildOptions {
+        lang_field: Some("lang".into()),
+        ..quiet()
+    };
+    build(&corpus, &index, &opts).unwrap();
+    let idx = Bm25Index::open(&index).unwrap();
+    assert_eq!(idx.languages(), ["en"]);
+    assert_eq!(
+        idx.search("zorp", None, 5, Bm25Params::default())
+            .unwrap()
+            .len(),
+        1
+    );
+    let e = idx
+        .search("zorp", Some("zz"), 5, Bm25Params::default())
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown language 'zz'"));
+    let bad = Bm25Params { k1: -1.0, b: 0.4 };
+    assert!(idx.search("zorp", None, 5, bad).is_err());
+}

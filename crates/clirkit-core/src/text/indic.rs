@@ -1,0 +1,331 @@
+//! Lucene's Hindi chain filters: `IndicNormalizer` (canonical composition of Indic letters that
+//! Unicode normalization leaves alone), `HindiNormalizer` (Pingali and Varma's spelling-variant
+//! folding with Larkey et al.'s additions) and `HindiStemmer` (Ramanathan and Rao's light stemmer).
+
+const DEVANAGARI: u16 = 1;
+const BENGALI: u16 = 2;
+const GURMUKHI: u16 = 4;
+const GUJARATI: u16 = 8;
+const ORIYA: u16 = 16;
+const TAMIL: u16 = 32;
+const TELUGU: u16 = 64;
+const KANNADA: u16 = 128;
+const MALAYALAM: u16 = 256;
+
+/// Marks "zero-width joiner" in the third column of [`DECOMPOSITIONS`].
+const ZWJ: i16 = 0xFF;
+
+/// (first, second, third or -1, composed, scripts): offsets into each script's 128-character
+/// block. From Unicode 5.2 chapter 6 and http://ldc.upenn.edu/myl/IndianScriptsUnicode.html.
+#[rustfmt::skip]
+const DECOMPOSITIONS: &[(u8, u8, i16, u8, u16)] = &[
+    (0x05, 0x3E, 0x45, 0x11, DEVANAGARI | GUJARATI),
+    (0x05, 0x3E, 0x46, 0x12, DEVANAGARI),
+    (0x05, 0x3E, 0x47, 0x13, DEVANAGARI | GUJARATI),
+    (0x05, 0x3E, 0x48, 0x14, DEVANAGARI | GUJARATI),
+    (0x05, 0x3E, -1, 0x06, DEVANAGARI | BENGALI | GURMUKHI | GUJARATI | ORIYA),
+    (0x05, 0x45, -1, 0x72, DEVANAGARI),
+    (0x05, 0x45, -1, 0x0D, GUJARATI),
+    (0x05, 0x46, -1, 0x04, DEVANAGARI),
+    (0x05, 0x47, -1, 0x0F, GUJARATI),
+    (0x05, 0x48, -1, 0x10, GURMUKHI | GUJARATI),
+    (0x05, 0x49, -1, 0x11, DEVANAGARI | GUJARATI),
+    (0x05, 0x4A, -1, 0x12, DEVANAGARI),
+    (0x05, 0x4B, -1, 0x13, DEVANAGARI | GUJARATI),
+    (0x05, 0x4C, -1, 0x14, DEVANAGARI | GURMUKHI | GUJARATI),
+    (0x06, 0x45, -1, 0x11, DEVANAGARI | GUJARATI),
+    (0x06, 0x46, -1, 0x12, DEVANAGARI),
+    (0x06, 0x47, -1, 0x13, DEVANAGARI | GUJARATI),
+    (0x06, 0x48, -1, 0x14, DEVANAGARI | GUJARATI),
+    (0x07, 0x57, -1, 0x08, MALAYALAM),
+    (0x09, 0x41, -1, 0x0A, DEVANAGARI),
+    (0x09, 0x57, -1, 0x0A, TAMIL | MALAYALAM),
+    (0x0E, 0x46, -1, 0x10, MALAYALAM),
+    (0x0F, 0x45, -1, 0x0D, DEVANAGARI),
+    (0x0F, 0x46, -1, 0x0E, DEVANAGARI),
+    (0x0F, 0x47, -1, 0x10, DEVANAGARI),
+    (0x0F, 0x57, -1, 0x10, ORIYA),
+    (0x12, 0x3E, -1, 0x13, MALAYALAM),
+    (0x12, 0x4C, -1, 0x14, TELUGU | KANNADA),
+    (0x12, 0x55, -1, 0x13, TELUGU),
+    (0x12, 0x57, -1, 0x14, TAMIL | MALAYALAM),
+    (0x13, 0x57, -1, 0x14, ORIYA),
+    (0x15, 0x3C, -1, 0x58, DEVANAGARI),
+    (0x16, 0x3C, -1, 0x59, DEVANAGARI | GURMUKHI),
+    (0x17, 0x3C, -1, 0x5A, DEVANAGARI | GURMUKHI),
+    (0x1C, 0x3C, -1, 0x5B, DEVANAGARI | GURMUKHI),
+    (0x21, 0x3C, -1, 0x5C, DEVANAGARI | BENGALI | ORIYA),
+    (0x22, 0x3C, -1, 0x5D, DEVANAGARI | BENGALI | ORIYA),
+    (0x23, 0x4D, ZWJ, 0x7A, MALAYALAM),
+    (0x24, 0x4D, ZWJ, 0x4E, BENGALI),
+    (0x28, 0x3C, -1, 0x29, DEVANAGARI),
+    (0x28, 0x4D, ZWJ, 0x7B, MALAYALAM),
+    (0x2B, 0x3C, -1, 0x5E, DEVANAGARI | GURMUKHI),
+    (0x2F, 0x3C, -1, 0x5F, DEVANAGARI | BENGALI),
+    (0x2C, 0x41, 0x41, 0x0B, TELUGU),
+    (0x30, 0x3C, -1, 0x31, DEVANAGARI),
+    (0x30, 0x4D, ZWJ, 0x7C, MALAYALAM),
+    (0x32, 0x4D, ZWJ, 0x7D, MALAYALAM),
+    (0x33, 0x3C, -1, 0x34, DEVANAGARI),
+    (0x33, 0x4D, ZWJ, 0x7E, MALAYALAM),
+    (0x35, 0x41, -1, 0x2E, TELUGU),
+    (0x3E, 0x45, -1, 0x49, DEVANAGARI | GUJARATI),
+    (0x3E, 0x46, -1, 0x4A, DEVANAGARI),
+    (0x3E, 0x47, -1, 0x4B, DEVANAGARI | GUJARATI),
+    (0x3E, 0x48, -1, 0x4C, DEVANAGARI | GUJARATI),
+    (0x3F, 0x55, -1, 0x40, KANNADA),
+    (0x41, 0x41, -1, 0x42, GURMUKHI),
+    (0x46, 0x3E, -1, 0x4A, TAMIL | MALAYALAM),
+    (0x46, 0x42, 0x55, 0x4B, KANNADA),
+    (0x46, 0x42, -1, 0x4A, KANNADA),
+    (0x46, 0x46, -1, 0x48, MALAYALAM),
+    (0x46, 0x55, -1, 0x47, TELUGU | KANNADA),
+    (0x46, 0x56, -1, 0x48, TELUGU | KANNADA),
+    (0x46, 0x57, -1, 0x4C, TAMIL | MALAYALAM),
+    (0x47, 0x3E, -1, 0x4B, BENGALI | ORIYA | TAMIL | MALAYALAM),
+    (0x47, 0x57, -1, 0x4C, BENGALI | ORIYA),
+    (0x4A, 0x55, -1, 0x4B, KANNADA),
+    (0x72, 0x3F, -1, 0x07, GURMUKHI),
+    (0x72, 0x40, -1, 0x08, GURMUKHI),
+    (0x72, 0x47, -1, 0x0F, GURMUKHI),
+    (0x73, 0x41, -1, 0x09, GURMUKHI),
+    (0x73, 0x42, -1, 0x0A, GURMUKHI),
+    (0x73, 0x4B, -1, 0x13, GURMUKHI),
+];
+
+/// The Indic script block of `c`: (block index 0..9, its flag, offset in the block).
+fn indic_block(c: char) -> Option<(u32, u16, i16)> {
+    let code = c as u32;
+    if !(0x0900..0x0D80).contains(&code) {
+        return None;
+    }
+    let block = (code - 0x0900) / 0x80;
+    Some((block, 1 << block, ((code - 0x0900) % 0x80) as i16))
+}
+
+/// Composes decomposed Indic letters into their canonical single characters.
+pub fn indic_normalize(s: &mut Vec<char>) {
+    let mut pos = 0;
+    while pos < s.len() {
+        if let Some((block0, flag, ch0)) = indic_block(s[pos]) {
+            compose(s, pos, block0, flag, ch0);
+        }
+        pos += 1;
+    }
+}
+
+fn compose(s: &mut Vec<char>, pos: usize, block0: u32, flag: u16, ch0: i16) {
+    if pos + 1 >= s.len() {
+        return;
+    }
+    let ch1 = match indic_block(s[pos + 1]) {
+        Some((block1, _, ch1)) if block1 == block0 => ch1,
+        _ => return,
+    };
+    let ch2 = match s.get(pos + 2) {
+        Some('\u{200D}') => ZWJ,
+        Some(&c) => match indic_block(c) {
+            Some((block2, _, ch2)) if block2 == block0 => ch2,
+            _ => -1,
+        },
+        None => -1,
+    };
+    let found = DECOMPOSITIONS.iter().find(|&&(c0, c1, c2, _, flags)| {
+        c0 as i16 == ch0 && flags & flag != 0 && c1 as i16 == ch1 && (c2 < 0 || c2 == ch2)
+    });
+    if let Some(&(_, _, c2, composed, _)) = found {
+        let base = 0x0900 + block0 * 0x80;
+        s[pos] = char::from_u32(base + composed as u32).expect("Indic block character");
+        let remove = if c2 >= 0 { 2 } else { 1 };
+        s.drain(pos + 1..pos + 1 + remove);
+    }
+}
+
+/// Folds Hindi spelling variants: nukta forms, chandrabindu and dead "n" to anusvara, long
+/// vowels to short, ZWJ/ZWNJ and virama removed.
+pub fn hindi_normalize(s: &mut Vec<char>) {
+    let mut i = 0;
+    while i < s.len() {
+        let replacement = match s[i] {
+            '\u{0928}' => {
+                if s.get(i + 1) == Some(&'\u{094D}') {
+                    s[i] = '\u{0902}';
+                    s.remove(i + 1);
+                }
+                None
+            }
+            '\u{0901}' => Some('\u{0902}'),
+            '\u{093C}' | '\u{200D}' | '\u{200C}' | '\u{094D}' => {
+                s.remove(i);
+                continue;
+            }
+            '\u{0929}' => Some('\u{0928}'),
+            '\u{0931}' => Some('\u{0930}'),
+            '\u{0934}' => Some('\u{0933}'),
+            '\u{0958}' => Some('\u{0915}'),
+            '\u{0959}' => Some('\u{0916}'),
+            '\u{095A}' => Some('\u{0917}'),
+            '\u{095B}' => Some('\u{091C}'),
+            '\u{095C}' => Some('\u{0921}'),
+            '\u{095D}' => Some('\u{0922}'),
+            '\u{095E}' => Some('\u{092B}'),
+            '\u{095F}' => Some('\u{092F}'),
+            '\u{0945}' | '\u{0946}' => Some('\u{0947}'),
+            '\u{0949}' | '\u{094A}' => Some('\u{094B}'),
+            '\u{090D}' | '\u{090E}' => Some('\u{090F}'),
+            '\u{0911}' | '\u{0912}' => Some('\u{0913}'),
+            '\u{0972}' => Some('\u{0905}'),
+            '\u{0906}' => Some('\u{0905}'),
+            '\u{0908}' => Some('\u{0907}'),
+            '\u{090A}' => Some('\u{0909}'),
+            '\u{0960}' => Some('\u{090B}'),
+            '\u{0961}' => Some('\u{090C}'),
+            '\u{0910}' => Some('\u{090F}'),
+            '\u{0914}' => Some('\u{0913}'),
+            '\u{0940}' => Some('\u{093F}'),
+            '\u{0942}' => Some('\u{0941}'),
+            '\u{0944}' => Some('\u{0943}'),
+            '\u{0963}' => Some('\u{0962}'),
+            '\u{0948}' => Some('\u{0947}'),
+            '\u{094C}' => Some('\u{094B}'),
+            _ => None,
+        };
+        if let Some(c) = replacement {
+            s[i] = c;
+        }
+        i += 1;
+    }
+}
+
+/// Suffix groups of the Hindi light stemmer, longest first: a word longer than `min_len`
+/// loses the first suffix of the group it ends with.
+const HINDI_SUFFIXES: &[(usize, &[&str])] = &[
+    (6, &["ाएंगी", "ाएंगे", "ाऊंगी", "ाऊंगा", "ाइयाँ", "ाइयों", "ाइयां"]),
+    (
+        5,
+        &[
+            "ाएगी",
+            "ाएगा",
+            "ाओगी",
+            "ाओगे",
+            "एंगी",
+            "ेंगी",
+            "एंगे",
+            "ेंगे",
+            "ूंगी",
+            "ूंगा",
+            "ातीं",
+            "नाओं",
+            "नाएं",
+            "ताओं",
+            "ताएं",
+            "ियाँ",
+            "ियों",
+            "ियां",
+        ],
+    ),
+    (
+        4,
+        &[
+            "ाकर",
+            "ाइए",
+            "ाईं",
+            "ाया",
+            "ेगी",
+            "ेगा",
+            "ोगी",
+            "ोगे",
+            "ाने",
+            "ाना",
+            "ाते",
+            "ाती",
+            "ाता",
+            "तीं",
+            "ाओं",
+            "ाएं",
+            "ुओं",
+            "ुएं",
+            "ुआं",
+        ],
+    ),
+    (
+        3,
+        &[
+            "कर", "ाओ", "िए", "ाई", "ाए", "ने", "नी", "ना", "ते", "ीं", "ती", "ता", "ाँ", "ां", "ों", "ें",
+        ],
+    ),
+    (2, &["ो", "े", "ू", "ु", "ी", "ि", "ा"]),
+];
+
+pub fn hindi_stem(s: &mut Vec<char>) {
+    for &(min_len, suffixes) in HINDI_SUFFIXES {
+        if s.len() <= min_len {
+            continue;
+        }
+        for suffix in suffixes {
+            let n = suffix.chars().count();
+            if s[s.len() - n..].iter().copied().eq(suffix.chars()) {
+                s.truncate(s.len() - n);
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(f: fn(&mut Vec<char>), word: &str) -> String {
+        let mut buf: Vec<char> = word.chars().collect();
+        f(&mut buf);
+        buf.into_iter().collect()
+    }
+
+    #[test]
+    fn indic_normalization() {
+        // From Lucene's TestIndicNormalizer.
+        assert_eq!(apply(indic_normalize, "अाॅअाॅ"), "ऑऑ");
+        assert_eq!(apply(indic_normalize, "अाॆअाॆ"), "ऒऒ");
+        assert_eq!(apply(indic_normalize, "अाेअाे"), "ओओ");
+        assert_eq!(apply(indic_normalize, "अाैअाै"), "औऔ");
+        assert_eq!(apply(indic_normalize, "अाअा"), "आआ");
+        assert_eq!(apply(indic_normalize, "अाैर"), "और");
+        assert_eq!(apply(indic_normalize, "ত্‍"), "ৎ");
+    }
+
+    #[test]
+    fn hindi_normalization() {
+        // From Lucene's TestHindiNormalizer.
+        assert_eq!(apply(hindi_normalize, "अँगरेज़ी"), "अंगरेजि");
+        assert_eq!(apply(hindi_normalize, "अँगरेजी"), "अंगरेजि");
+        assert_eq!(apply(hindi_normalize, "अंग्रेज़ी"), "अंगरेजि");
+        assert_eq!(apply(hindi_normalize, "अंग्रेजी"), "अंगरेजि");
+        assert_eq!(apply(hindi_normalize, "अन्ग्रेज़ी"), "अंगरेजि");
+        assert_eq!(apply(hindi_normalize, "समझ"), "समझ");
+    }
+
+    #[test]
+    fn hindi_stemming() {
+        // From Lucene's TestHindiStemmer.
+        let cases = [
+            ("लडका", "लडक"),
+            ("लडके", "लडक"),
+            ("लडकों", "लडक"),
+            ("गुरु", "गुर"),
+            ("गुरुओं", "गुर"),
+            ("दोस्त", "दोस्त"),
+            ("दोस्तों", "दोस्त"),
+            ("लडकी", "लडक"),
+            ("लडकियों", "लडक"),
+            ("किताबें", "किताब"),
+            ("खाना", "खा"),
+            ("खाती", "खा"),
+            ("खाते", "खा"),
+            ("वापस", "वापस"),
+        ];
+        for (word, expected) in cases {
+            assert_eq!(apply(hindi_stem, word), expected, "stem({word})");
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! `clirkit._native.Bm25Index` and `SearchResults`: thin wrappers over `clirkit_core::bm25`.
+//! Builds and searches run with the GIL released; results stay native until asked for.
+
+use crate::errors::IntoPy;
+use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit};
+use clirkit_core::io::trec;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A memory-mapped BM25 index (Lucene's BM25 scoring, block-max MaxScore top-k).
+#[pyclass(name = "Bm25Index", module = "clirkit._native", frozen)]
+pub struct PyBm25Index {
+    inner: Arc<Bm25Index>,
+}
+
+fn hits_to_py(index: &Bm25Index, hits: &[Hit]) -> Vec<(String, f64)> {
+    hits.iter()
+        .map(|h| (index.doc_id(h.doc).to_string(), h.score as f64))
+        .collect()
+}
+
+#[pymethods]
+impl PyBm25Index {
+    /// Build an index from a JSONL corpus (atomically) and open it.
+    #[staticmethod]
+    #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,
+                        keep_first_duplicate=false, quiet=false, memory_budget_mb=1024))]
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        py: Python<'_>,
+        corpus: PathBuf,
+        index: PathBuf,
+        lang: Option<String>,
+        lang_field: Option<String>,
+        fields: Option<Vec<String>>,
+        threads: usize,
+        keep_first_duplicate: bool,
+        quiet: bool,
+        memory_budget_mb: usize,
+    ) -> PyResult<Self> {
+        let opts = BuildOptions {
+            lang,
+            lang_field,
+            fields: fields.unwrap_or_else(|| vec!["title".into(), "text".into()]),
+            threads,
+            keep_first_duplicate,
+            quiet,
+            memory_budget_bytes: memory_budget_mb.max(1) << 20,
+            ..BuildOptions::default()
+        };
+        let inner = py
+            .detach(|| {
+                bm25::build(&corpus, &index, &opts)?;
+                Bm25Index::open(&index)
+            })
+            .py_err()?;
+        Ok(PyBm25Index {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Open an existing index (memory-mapped).
+    #[staticmethod]
+    fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| Bm25Index::open(&index)).py_err()?;
+        Ok(PyBm25Index {
+            inner: Arc::new(inner),
+        })
+    }
+
+    #[getter]
+    fn num_docs(&self) -> usize {
+        self.inner.num_docs()
+    }
+
+    #[getter]
+    fn num_terms(&self) -> usize {
+        self.inner.num_terms()
+    }
+
+    #[getter]
+    fn languages(&self) -> Vec<String> {
+        self.inner.languages()
+    }
+
+    #[getter]
+    fn avgdl(&self) -> f32 {
+        self.inner.avgdl()
+    }
+
+    /// The index's manifest (meta.json) as a JSON string.
+    #[getter]
+    fn manifest_json(&self) -> String {
+        self.inner.manifest().to_string()
+    }
+
+    /// Check every file's checksum, postings included.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.verify()).py_err()
+    }
+
+    /// Top-k (doc id, score) pairs for one query.
+    #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, exhaustive=false))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        k: usize,
+        lang: Option<&str>,
+        k1: f32,
+        b: f32,
+        exhaustive: bool,
+    ) -> PyResult<Vec<(String, f64)>> {
+        let params = Bm25Params { k1, b };
+        let hits = py
+            .detach(|| {
+                if exhaustive {
+                    self.inner.search_exhaustive(query, lang, k, params)
+                } else {
+                    self.inner.search(query, lang, k, params)
+                }
+            })
+            .py_err()?;
+        Ok(hits_to_py(&self.inner, &hits))
+    }
+
+    /// Search (qid, text, lang-or-None) triples on `threads` threads.
+    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_search(
+        &self,
+        py: Python<'_>,
+        queries: Vec<(String, String, Option<String>)>,
+        k: usize,
+        threads: usize,
+        lang: Option<String>,
+        k1: f32,
+        b: f32,
+        quiet: bool,
+    ) -> PyResult<PySearchResults> {
+        let queries: Vec<BatchQuery> = queries
+            .into_iter()
+            .map(|(id, text, lang)| BatchQuery { id, text, lang })
+            .collect();
+        self.run_batch(py, queries, k, threads, lang, Bm25Params { k1, b }, quiet)
+    }
+
+    /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`.
+    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_file(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        k: usize,
+        threads: usize,
+        lang: Option<String>,
+        k1: f32,
+        b: f32,
+        quiet: bool,
+    ) -> PyResult<PySearchResults> {
+        let queries = py.detach(|| bm25::read_queries(&path)).py_err()?;
+        self.run_batch(py, queries, k, threads, lang, Bm25Params { k1, b }, quiet)
+    }
+}
+
+impl PyBm25Index {
+    #[allow(clippy::too_many_arguments)]
+    fn run_batch(
+        &self,
+        py: Python<'_>,
+        queries: Vec<BatchQuery>,
+        k: usize,
+        threads: usize,
+        lang: Option<String>,
+        params: Bm25Params,
+        quiet: bool,
+    ) -> PyResult<PySearchResults> {
+        let hits = py
+            .detach(|| {
+                self.inner
+                    .batch_search(&queries, k, lang.as_deref(), params, threads, quiet)
+            })
+            .py_err()?;
+        let qids: Vec<String> = queries.into_iter().map(|q| q.id).collect();
+        let position = qids
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.clone(), i))
+            .collect();
+        Ok(PySearchResults {
+            index: Arc::clone(&self.inner),
+            qids,
+            hits,
+            position,
+        })
+    }
+}
+
+/// Batch-search results, held natively: per query, doc numbers and scores in canonical order.
+#[pyclass(name = "SearchResults", module = "clirkit._native", frozen)]
+pub struct PySearchResults {
+    index: Arc<Bm25Index>,
+    qids: Vec<String>,
+    hits: Vec<Vec<Hit>>,
+    position: HashMap<String, usize>,
+}
+
+#[pymethods]
+impl PySearchResults {
+    fn __len__(&self) -> usize {
+        self.qids.len()
+    }
+
+    fn __contains__(&self, qid: &str) -> bool {
+        self.position.contains_key(qid)
+    }
+
+    /// (doc id, score) pairs of query `qid`, best first.
+    fn __getitem__(&self, qid: &str) -> PyResult<Vec<(String, f64)>> {
+        match self.position.get(qid) {
+            Some(&i) => Ok(hits_to_py(&self.index, &self.hits[i])),
+            None => Err(pyo3::exceptions::PyKeyError::new_err(qid.to_string())),
+        }
+    }
+
+    /// Query ids in input order.
+    fn qids(&self) -> Vec<String> {
+        self.qids.clone()
+    }
+
+    /// Write a TREC run (`qid Q0 docid rank score tag`) in canonical order, atomically.
+    #[pyo3(signature = (path, tag="clirkit-bm25"))]
+    fn to_trec(&self, py: Python<'_>, path: PathBuf, tag: &str) -> PyResult<()> {
+        py.detach(|| trec::write_run(&path, &self.index.to_run(&self.qids, &self.hits), tag))
+            .py_err()
+    }
+
+    /// `dict[qid, dict[docid, score]]` (pytrec_eval's shape).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (q, hits) in self.qids.iter().zip(&self.hits) {
+            let docs = PyDict::new(py);
+            for h in hits {
+                docs.set_item(self.index.doc_id(h.doc), h.score as f64)?;
+            }
+            out.set_item(q, docs)?;
+        }
+        Ok(out)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBm25Index>()?;
+    m.add_class::<PySearchResults>()?;
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! Per-language text analysis: the terms clirkit indexes and searches.
+
+use crate::errors::IntoPy;
+use clirkit_core::text::{Analyzer, SUPPORTED_LANGUAGES};
+use pyo3::prelude::*;
+
+/// Analyze `text` with the analyzer of language `lang`: the list of index terms.
+#[pyfunction]
+fn analyze(py: Python<'_>, text: &str, lang: &str) -> PyResult<Vec<String>> {
+    let analyzer = Analyzer::for_lang(lang).py_err()?;
+    Ok(py.detach(|| analyzer.analyze(text)))
+}
+
+/// The identifier (language, chain, version) that indexes record for `lang`'s analyzer.
+#[pyfunction]
+fn analyzer_id(lang: &str) -> PyResult<String> {
+    Analyzer::for_lang(lang).py_err().map(|a| a.id())
+}
+
+/// Language codes with an analyzer.
+#[pyfunction]
+fn supported_languages() -> Vec<&'static str> {
+    SUPPORTED_LANGUAGES.to_vec()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(analyzer_id, m)?)?;
+    m.add_function(wrap_pyfunction!(supported_languages, m)?)?;
+    Ok(())
+}
