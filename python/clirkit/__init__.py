@@ -19,6 +19,7 @@ from clirkit.dense import DenseIndex
 from clirkit.analysis import analyze, analyzer_id, supported_languages
 from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.runs import read_qrels, read_run, write_run
+from clirkit.fusion import NativeRun, fuse
 
 __all__ = [
     "__version__",
@@ -31,6 +32,8 @@ __all__ = [
     "UnknownLanguageError",
     "analyze",
     "analyzer_id",
+    "NativeRun",
+    "fuse",
     "read_qrels",
     "read_run",
     "supported_languages",

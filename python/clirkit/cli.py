@@ -17,6 +17,8 @@ COMMAND_MODULES = [
     "clirkit.commands.dense",
     "clirkit.commands.bm25",
     "clirkit.commands.analyze",
+    "clirkit.commands.fuse",
+    "clirkit.commands.rerank",
 ]
 
 

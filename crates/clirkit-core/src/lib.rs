@@ -7,12 +7,14 @@
 
 pub mod bm25;
 pub mod error;
+pub mod fusion;
 pub mod ids;
 pub mod io;
 pub mod passages;
 pub mod pq;
 pub mod progress;
 pub mod ranking;
+pub mod rerank;
 pub mod text;
 
 pub use error::{Error, Result};

@@ -5,10 +5,12 @@ use pyo3::prelude::*;
 
 mod bm25;
 mod errors;
+mod fusion;
 mod io;
 mod passages;
 mod pq;
 mod text;
+mod rerank;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -19,5 +21,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pq::register(m)?;
     bm25::register(m)?;
     text::register(m)?;
+    fusion::register(m)?;
+    rerank::register(m)?;
     Ok(())
 }

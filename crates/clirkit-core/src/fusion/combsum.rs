@@ -1,0 +1,20 @@
+//! CombSUM (Fox & Shaw, TREC-2 1994): a document's fused score is Σᵢ wᵢ · norm(scoreᵢ) over the
+//! runs that retrieved it; a run that did not retrieve it adds nothing. Normalization is fitted
+//! per query on the documents that take part (the top `depth`).
+
+use super::normalize::Norm;
+use super::{Accumulator, DocEntry, RunLists};
+
+/// Add one run's normalized, weighted scores for one query.
+pub(crate) fn accumulate<'a>(
+    run: &'a RunLists,
+    list: &[DocEntry],
+    weight: f64,
+    norm: Norm,
+    acc: &mut Accumulator<'a>,
+) {
+    let normalizer = norm.fit(list.iter().map(|d| d.score));
+    for doc in list {
+        acc.add(run.bytes(doc.id), weight * normalizer.apply(doc.score));
+    }
+}

@@ -1,0 +1,209 @@
+//! Fusion bindings: `NativeRun` (a run held in Rust, read from a file without building Python
+//! objects) and `fuse`.
+
+use crate::errors::IntoPy;
+use crate::io::PyRun;
+use clirkit_core::fusion::normalize::Norm;
+use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
+use clirkit_core::fusion::{fuse as core_fuse, FusionOptions, Method, RunLists, RunListsBuilder};
+use clirkit_core::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Run `f` on a pool of `threads` workers (all cores when `None` or 0).
+pub fn with_threads<T: Send>(
+    threads: Option<usize>,
+    f: impl FnOnce() -> clirkit_core::Result<T> + Send,
+) -> clirkit_core::Result<T> {
+    match threads {
+        Some(n) if n > 0 => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map_err(|e| Error::invalid(format!("cannot start {n} threads: {e}")))?
+            .install(f),
+        _ => f(),
+    }
+}
+
+/// A run held in Rust: queries in first-appearance order, documents in canonical order.
+#[pyclass(module = "clirkit._native", frozen)]
+pub struct NativeRun {
+    inner: Arc<RunLists>,
+}
+
+#[pymethods]
+impl NativeRun {
+    /// Read a TREC run file (parallel parser; same checks as `read_run`).
+    #[staticmethod]
+    #[pyo3(signature = (path, threads = None))]
+    fn read(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<Self> {
+        let lists = py
+            .detach(|| with_threads(threads, || read_run_lists(&path)))
+            .py_err()?;
+        Ok(NativeRun {
+            inner: Arc::new(lists),
+        })
+    }
+
+    /// Build from `dict[qid, dict[docid, score]]` (queries keep the dict's order).
+    #[staticmethod]
+    fn from_dict(run: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let mut builder = RunListsBuilder::default();
+        for (qid, docs) in run.iter() {
+            let qid: String = qid.extract()?;
+            let docs = docs.cast::<PyDict>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "run entry for query '{qid}' is not a dict of docid -> score"
+                ))
+            })?;
+            let mut pairs: Vec<(String, f64)> = Vec::with_capacity(docs.len());
+            for (doc, score) in docs.iter() {
+                pairs.push((doc.extract()?, score.extract()?));
+            }
+            builder
+                .push_query(
+                    qid.as_bytes(),
+                    pairs.iter().map(|(d, s)| (d.as_bytes(), *s)),
+                )
+                .py_err()?;
+        }
+        Ok(NativeRun {
+            inner: Arc::new(builder.finish()),
+        })
+    }
+
+    /// The run as [(qid, [(docid, score), ...]), ...] in canonical order.
+    fn to_list(&self) -> PyRun {
+        (0..self.inner.num_queries())
+            .map(|q| {
+                let docs = self
+                    .inner
+                    .query_docs(q)
+                    .map(|(d, s)| (d.to_string(), s))
+                    .collect();
+                (self.inner.query_id(q).to_string(), docs)
+            })
+            .collect()
+    }
+
+    /// Write as a TREC run file, atomically.
+    #[pyo3(signature = (path, tag = "clirkit", threads = None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        tag: &str,
+        threads: Option<usize>,
+    ) -> PyResult<()> {
+        let inner = self.inner.clone();
+        py.detach(|| with_threads(threads, || write_run_lists(&path, &inner, tag)))
+            .py_err()
+    }
+
+    #[getter]
+    fn num_queries(&self) -> usize {
+        self.inner.num_queries()
+    }
+
+    #[getter]
+    fn num_entries(&self) -> usize {
+        self.inner.num_entries()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.num_queries()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "NativeRun({} queries, {} entries)",
+            self.inner.num_queries(),
+            self.inner.num_entries()
+        )
+    }
+}
+
+fn parse_method(
+    method: &str,
+    k: f64,
+    norm: &str,
+    alpha: Option<f64>,
+) -> clirkit_core::Result<Method> {
+    let norm = Norm::parse(norm)?;
+    match method.to_ascii_lowercase().as_str() {
+        "rrf" => Ok(Method::Rrf { k }),
+        "combsum" => Ok(Method::CombSum { norm }),
+        "combmnz" => Ok(Method::CombMnz { norm }),
+        "interpolate" | "interpolation" => match alpha {
+            Some(alpha) => Ok(Method::Interpolate { alpha, norm }),
+            None => Err(Error::invalid("method 'interpolate' needs alpha")),
+        },
+        other => Err(Error::invalid(format!(
+            "unknown fusion method '{other}'; expected rrf, combsum, combmnz or interpolate"
+        ))),
+    }
+}
+
+/// Fuse runs given as `NativeRun`s or run-file paths (read in Rust).
+#[pyfunction]
+#[pyo3(signature = (runs, method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
+#[allow(clippy::too_many_arguments)]
+fn fuse(
+    py: Python<'_>,
+    runs: Vec<Bound<'_, PyAny>>,
+    method: &str,
+    k: f64,
+    weights: Option<Vec<f64>>,
+    depth: Option<usize>,
+    norm: &str,
+    alpha: Option<f64>,
+    top: Option<usize>,
+    threads: Option<usize>,
+) -> PyResult<NativeRun> {
+    let mut options = FusionOptions::new(parse_method(method, k, norm, alpha).py_err()?);
+    options.weights = weights;
+    options.depth = depth;
+    options.top = top;
+    enum Source {
+        Loaded(Arc<RunLists>),
+        File(PathBuf),
+    }
+    let mut sources = Vec::with_capacity(runs.len());
+    for run in &runs {
+        if let Ok(native) = run.cast::<NativeRun>() {
+            sources.push(Source::Loaded(native.get().inner.clone()));
+        } else {
+            sources.push(Source::File(run.extract::<PathBuf>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(
+                    "each run must be a NativeRun or a path to a run file",
+                )
+            })?));
+        }
+    }
+    let fused = py
+        .detach(|| {
+            with_threads(threads, || {
+                let loaded = sources
+                    .into_iter()
+                    .map(|s| match s {
+                        Source::Loaded(r) => Ok(r),
+                        Source::File(p) => read_run_lists(&p).map(Arc::new),
+                    })
+                    .collect::<clirkit_core::Result<Vec<_>>>()?;
+                let refs: Vec<&RunLists> = loaded.iter().map(|r| r.as_ref()).collect();
+                core_fuse(&refs, &options)
+            })
+        })
+        .py_err()?;
+    Ok(NativeRun {
+        inner: Arc::new(fused),
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeRun>()?;
+    m.add_function(wrap_pyfunction!(fuse, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,254 @@
+"""Sliding-window listwise reranking: the driver.
+
+The window plan and the application of permutations live in Rust (``_native.RerankState``):
+windows of ``window`` documents slide bottom-up over each query's top ``depth`` with stride
+``stride`` (RankGPT's ``sliding_windows``: 9 windows for 100/20/10), and each answer is applied
+before that query's next window is formed. Every step sends the current window of *all* queries
+to the backend in one batch, which gives exactly the one-query-at-a-time result.
+
+Reliability:
+
+- a persistent cache (SQLite, standard library) keyed by (backend identity, query text, window
+  doc ids in order) stores every answer as soon as it arrives, so an interrupted run resumes
+  without repeating calls and a rerun is free;
+- a failed window (timeout, server error, unparsable answer after retries) keeps its current
+  order and is reported in :class:`RerankStats`; failures are cached too, so reruns are
+  reproducible, unless ``retry_failed=True``.
+
+Output: per query, the reranked top ``depth`` followed by the rest of the first-stage list in
+its original order; scores are rewritten to ``n, n-1, ..., 1`` (``n`` = number of candidates) so
+the canonical order (score descending) is exactly the reranked order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from clirkit import _native
+from clirkit.rerankers import Backend, CallableBackend, WindowRequest, WindowResult
+from clirkit.fusion import load_run
+from clirkit.runs import PathLike, RunDict
+
+__all__ = ["FailedWindow", "RerankCache", "RerankStats", "rerank"]
+
+
+@dataclass
+class FailedWindow:
+    """A window that kept its order: query id, window start position, and why."""
+
+    qid: str
+    start: int
+    reason: str
+
+
+@dataclass
+class RerankStats:
+    """What a reranking run did.
+
+    ``calls`` counts model requests actually sent (retries included; one per window for a
+    callable backend), ``cache_hits`` windows answered from the cache, ``repaired`` windows
+    whose permutation needed repair, ``failures`` windows that kept their order.
+    """
+
+    queries: int = 0
+    windows: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    repaired: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    failed_windows: List[FailedWindow] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.queries} queries, {self.windows} windows: {self.calls} calls, "
+            f"{self.cache_hits} cache hits, {self.repaired} repaired, {self.failures} failed; "
+            f"tokens {self.prompt_tokens} prompt + {self.completion_tokens} completion; "
+            f"{self.seconds:.1f} s"
+        )
+
+    def to_dict(self) -> Dict[str, object]:
+        """The statistics as plain JSON-able data."""
+        out = dict(self.__dict__)
+        out["failed_windows"] = [f.__dict__ for f in self.failed_windows]
+        return out
+
+
+class RerankCache:
+    """Answers of past windows, in an SQLite file; each answer is committed when it arrives.
+
+    WAL journaling keeps committed answers through a killed process."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS windows (key TEXT PRIMARY KEY, answer TEXT, error TEXT,"
+            " prompt_tokens INTEGER, completion_tokens INTEGER)"
+        )
+
+    @staticmethod
+    def key(identity: str, query: str, doc_ids: Sequence[str]) -> str:
+        blob = json.dumps([identity, query, list(doc_ids)], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> Optional[WindowResult]:
+        row = self.db.execute(
+            "SELECT answer, error, prompt_tokens, completion_tokens FROM windows WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        answer = None if row[0] is None else json.loads(row[0])
+        return WindowResult(answer, error=row[1], calls=0, prompt_tokens=row[2], completion_tokens=row[3])
+
+    def put(self, key: str, result: WindowResult) -> None:
+        answer = None if result.answer is None else json.dumps(result.answer, ensure_ascii=False)
+        self.db.execute(
+            "INSERT OR REPLACE INTO windows VALUES (?, ?, ?, ?, ?)",
+            (key, answer, result.error, result.prompt_tokens, result.completion_tokens),
+        )
+
+    def __len__(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class _Progress:
+    """A one-line progress counter on stderr, shown only on a terminal."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.enabled = enabled and sys.stderr.isatty()
+        self.started = self.shown = time.monotonic()
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self.shown > 0.2 or self.done == self.total):
+            self.shown = now
+            rate = self.done / max(now - self.started, 1e-9)
+            sys.stderr.write(f"\r      rerank {self.done}/{self.total} windows ({rate:.1f}/s)")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _texts(source: Union[PathLike, Mapping[str, str]], ids: set, queries: bool) -> Mapping[str, str]:
+    if isinstance(source, Mapping):
+        return source
+    return _native.load_texts(os.fspath(source), ids, queries)
+
+
+def rerank(
+    run: Union[PathLike, Mapping[str, Mapping[str, float]]],
+    queries: Union[PathLike, Mapping[str, str]],
+    corpus: Union[PathLike, Mapping[str, str]],
+    backend: Union[Backend, Callable],
+    depth: int = 100,
+    window: int = 20,
+    stride: int = 10,
+    cache: Union[None, PathLike, RerankCache] = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+) -> Tuple[RunDict, RerankStats]:
+    """Rerank the top ``depth`` of every query of ``run`` with a listwise ``backend``.
+
+    Args:
+        run: first-stage run (TREC file path or ``dict[qid, dict[docid, score]]``).
+        queries: queries JSONL/TSV path or ``dict[qid, text]``.
+        corpus: corpus JSONL/TSV path (only the candidates' texts are loaded; ``title`` and
+            ``text`` joined) or ``dict[docid, text]``.
+        backend: a :class:`~clirkit.rerankers.Backend` or a callable (wrapped in
+            :class:`~clirkit.rerankers.CallableBackend`).
+        depth, window, stride: the window plan.
+        cache: SQLite cache path (created if needed) or an open :class:`RerankCache`.
+        retry_failed: ask the backend again for windows whose cached answer is a failure.
+        progress: show a progress counter on a terminal.
+
+    Returns:
+        The reranked run (each query's dict iterates in the new order) and the statistics.
+    """
+    started = time.monotonic()
+    if not isinstance(backend, Backend):
+        backend = CallableBackend(backend)
+    candidates: List[Tuple[str, List[str]]] = [
+        (qid, [d for d, _ in docs]) for qid, docs in load_run(run).to_list()
+    ]
+    state = _native.RerankState(candidates, depth, window, stride)
+
+    query_text = _texts(queries, {q for q, _ in candidates}, True)
+    wanted = {d for _, docs in candidates for d in docs[:depth]}
+    doc_text = _texts(corpus, wanted, False)
+    for qid, docs in candidates:
+        if docs and qid not in query_text:
+            raise ValueError(f"query '{qid}' of the run has no text in the queries")
+        missing = next((d for d in docs[:depth] if d not in doc_text), None)
+        if missing is not None:
+            raise ValueError(f"document '{missing}' (query '{qid}') is not in the corpus")
+
+    own_cache = cache is not None and not isinstance(cache, RerankCache)
+    store: Optional[RerankCache] = RerankCache(cache) if own_cache else cache  # type: ignore[arg-type]
+    stats = RerankStats(queries=len(candidates), windows=state.total_windows)
+    failed: List[Tuple[int, int, str]] = []
+    bar = _Progress(state.total_windows, progress)
+
+    def apply(query: int, start: int, result: WindowResult) -> None:
+        status, *_ = state.apply(query, result.answer)
+        if status == "repaired":
+            stats.repaired += 1
+        elif status in ("failed", "unparsable"):
+            stats.failures += 1
+            reason = result.error or "unparsable answer"
+            failed.append((query, start, reason))
+        bar.advance()
+
+    try:
+        while True:
+            pending = state.pending()
+            if not pending:
+                break
+            requests: List[WindowRequest] = []
+            slots: List[Tuple[int, int, Optional[str]]] = []
+            for query, _step, start, doc_ids in pending:
+                qid = candidates[query][0]
+                text = query_text[qid]
+                key = RerankCache.key(backend.identity, text, doc_ids) if store is not None else None
+                hit = store.get(key) if store is not None and key else None
+                if hit is not None and (hit.answer is not None or not retry_failed):
+                    stats.cache_hits += 1
+                    apply(query, start, hit)
+                    continue
+                requests.append(WindowRequest(text, [doc_text[d] for d in doc_ids], qid, doc_ids))
+                slots.append((query, start, key))
+            for i, result in backend.rank(requests):
+                query, start, key = slots[i]
+                stats.calls += result.calls
+                stats.prompt_tokens += result.prompt_tokens
+                stats.completion_tokens += result.completion_tokens
+                if store is not None and key:
+                    store.put(key, result)
+                apply(query, start, result)
+    finally:
+        if own_cache and store is not None:
+            store.close()
+        backend.close()
+
+    failed.sort(key=lambda f: (f[0], -f[1]))
+    stats.failed_windows = [FailedWindow(candidates[q][0], s, r) for q, s, r in failed]
+    stats.seconds = time.monotonic() - started
+    return {qid: dict(docs) for qid, docs in state.result()}, stats
+

@@ -1,0 +1,238 @@
+"""Sliding-window reranking: the plan, permutation repair, and an oracle backend whose result
+must equal a reference RankGPT-style loop written here (sliding_windows / receive_permutation);
+batched across queries must equal one query at a time."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import pytest
+
+import clirkit
+from clirkit import _native
+from clirkit.rerank import RerankCache, rerank
+from clirkit.rerankers import CallableBackend, PointwiseBackend, WindowRequest, rankgpt_messages
+
+from conftest import shared_path
+
+
+# --- a reference RankGPT loop (after sunnweiwei/RankGPT rank_gpt.py) -------------------------
+def clean_response(response: str) -> str:
+    return "".join(c if c.isdigit() else " " for c in response).strip()
+
+
+def remove_duplicate(response: List[int]) -> List[int]:
+    out: List[int] = []
+    for c in response:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def receive_permutation(hits: List[str], permutation: str, rank_start: int, rank_end: int) -> List[str]:
+    response = remove_duplicate([int(x) - 1 for x in clean_response(permutation).split()])
+    cut_range = copy.deepcopy(hits[rank_start:rank_end])
+    original_rank = list(range(len(cut_range)))
+    response = [ss for ss in response if ss in original_rank]
+    response = response + [tt for tt in original_rank if tt not in response]
+    for j, x in enumerate(response):
+        hits[j + rank_start] = cut_range[x]
+    return hits
+
+
+def reference_sliding_windows(hits: List[str], llm, rank_end: int, window: int, step: int) -> List[str]:
+    """RankGPT's sliding_windows; ``llm(window_hits) -> text``. Returns (order, calls)."""
+    hits = list(hits)
+    end_pos, start_pos = rank_end, rank_end - window
+    calls = 0
+    while start_pos >= 0:
+        start_pos = max(start_pos, 0)
+        hits = receive_permutation(hits, llm(hits[start_pos:end_pos]), start_pos, end_pos)
+        calls += 1
+        end_pos -= step
+        start_pos -= step
+    return hits, calls
+
+
+def oracle_text(labels: Dict[str, int], doc_ids: Sequence[str]) -> str:
+    """RankGPT-style answer sorting a window by qrels label (ties keep their current order)."""
+    order = sorted(range(len(doc_ids)), key=lambda i: -labels.get(doc_ids[i], 0))
+    return " > ".join(f"[{i + 1}]" for i in order)
+
+
+def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, depth=100, window=20,
+                     stride=10):
+    calls_per_query: Dict[str, int] = {}
+
+    def oracle(batch: List[WindowRequest]) -> List[str]:
+        for req in batch:
+            calls_per_query[req.qid] = calls_per_query.get(req.qid, 0) + 1
+        return [oracle_text(qrels.get(req.qid, {}), req.doc_ids) for req in batch]
+
+    reranked, stats = rerank(run, queries, corpus, CallableBackend(oracle, name="oracle"),
+                             depth=depth, window=window, stride=stride, progress=False)
+    for qid, docs in run.items():
+        first_stage = [d for d, _ in clirkit.NativeRun.from_dict({qid: docs}).to_list()[0][1]]
+        n = min(depth, len(first_stage))
+        expected, calls = reference_sliding_windows(
+            first_stage, lambda ids, q=qid: oracle_text(qrels.get(q, {}), ids), n, window, stride
+        )
+        assert list(reranked[qid]) == expected, qid
+        assert calls_per_query.get(qid, 0) == calls, qid
+        scores = list(reranked[qid].values())
+        assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores)
+    assert stats.calls == sum(calls_per_query.values()) and stats.failures == 0 and stats.repaired == 0
+    return reranked, stats
+
+
+# --- the plan and permutations ---------------------------------------------------------------
+def test_window_plan_is_rankgpt():
+    assert _native.window_plan(100) == [(s, s + 20) for s in range(80, -1, -10)]
+    assert len(_native.window_plan(1000)) == 9
+    assert _native.window_plan(15) == [(0, 15)]
+    assert _native.window_plan(95, depth=95)[-1] == (0, 15)
+    with pytest.raises(clirkit.InvalidInputError):
+        _native.window_plan(100, window=10, stride=20)
+
+
+def test_permutation_parsing_and_repair():
+    assert _native.parse_permutation("[3] > [1] > [2]", 3) == ([2, 0, 1], (0, 0, 0))
+    assert _native.parse_permutation("[2] > [2] > [9] > [0]", 3) == ([1, 0, 2], (1, 2, 2))
+    assert _native.parse_permutation("I cannot rank these.", 3) is None
+    for text in ["[2] > [2] > [9] > [1]", "3 1", "[1]"]:
+        ids = [i for i in receive_permutation(["a", "b", "c"], text, 0, 3)]
+        perm, _ = _native.parse_permutation(text, 3)
+        assert [["a", "b", "c"][p] for p in perm] == ids
+
+
+def test_prompt_is_rankgpt():
+    messages = rankgpt_messages("q?", ["one two three", "four"], max_words=2)
+    assert messages[0]["role"] == "system" and "RankGPT" in messages[0]["content"]
+    assert messages[3] == {"role": "user", "content": "[1] one two"}
+    assert messages[4] == {"role": "assistant", "content": "Received passage [1]."}
+    assert messages[-1]["content"].startswith("Search Query: q?. \nRank the 2 passages above")
+
+
+# --- the oracle on the embedded sample ---------------------------------------------------------
+def sample_run(sample_dir: Path, n_queries: int, n_docs: int, seed: int = 1):
+    rng = random.Random(seed)
+    qrels = clirkit.read_qrels(sample_dir / "qrels.tsv")
+    corpus_ids = [json.loads(line)["_id"] for line in open(sample_dir / "corpus.jsonl", encoding="utf-8")]
+    qids = sorted(qrels)[:n_queries]
+    run = {}
+    for q in qids:
+        docs = rng.sample(corpus_ids, n_docs)
+        run[q] = {d: float(rng.randint(0, 9)) for d in docs}  # ties on purpose
+    return run, qrels
+
+
+def test_oracle_on_sample_equals_reference_loop(sample_dir):
+    run, qrels = sample_run(sample_dir, 25, 60)
+    reranked, stats = run_oracle_check(run, qrels, sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl",
+                                       depth=50, window=10, stride=5)
+    assert stats.calls == 25 * 9 and stats.windows == 25 * 9
+    # The ranks past the depth keep their first-stage order.
+    for q, docs in run.items():
+        first_stage = [d for d, _ in clirkit.NativeRun.from_dict({q: docs}).to_list()[0][1]]
+        assert list(reranked[q])[50:] == first_stage[50:]
+
+
+def messy_backend(batch: List[WindowRequest]):
+    """Deterministic answers from the window content, often needing repair or failing."""
+    out = []
+    for req in batch:
+        h = sum(map(ord, "".join(req.doc_ids))) % 5
+        n = len(req.doc_ids)
+        out.append([
+            "[2] > [2] > [1] > [99]",
+            list(range(n, 0, -1)),
+            "no idea",
+            None,
+            " ".join(str(i) for i in sorted(range(1, n + 1), key=lambda i: req.passages[i - 1])),
+        ][h])
+    return out
+
+
+def test_batched_equals_one_by_one(sample_dir):
+    run, _ = sample_run(sample_dir, 20, 45, seed=2)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    batched, stats = rerank(run, queries, corpus, CallableBackend(messy_backend, batch_size=7),
+                            depth=40, window=12, stride=5, progress=False)
+    assert stats.repaired > 0 and stats.failures > 0
+    for q in run:
+        single, _ = rerank({q: run[q]}, queries, corpus, CallableBackend(messy_backend, batch_size=1),
+                           depth=40, window=12, stride=5, progress=False)
+        assert list(single[q].items()) == list(batched[q].items())
+
+
+def test_pointwise_backend_and_errors(sample_dir, tmp_path):
+    run, _ = sample_run(sample_dir, 3, 30, seed=3)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    backend = PointwiseBackend(lambda q, passages: [len(p) for p in passages], name="length")
+    reranked, stats = rerank(run, queries, corpus, backend, depth=30, window=30, stride=30, progress=False)
+    texts = _native.load_texts(str(corpus), None, False)
+    for q in run:
+        lengths = [len(texts[d]) for d in reranked[q]]
+        assert lengths == sorted(lengths, reverse=True)
+    assert stats.calls == 3
+    with pytest.raises(ValueError, match="is not in the corpus"):
+        rerank({"56beb4343aeaaa14008c925b-ar": {"nope": 1.0}}, queries, corpus, backend, progress=False)
+    with pytest.raises(ValueError, match="has no text in the queries"):
+        rerank({"nope": {"ar-0-0-0": 1.0}}, queries, corpus, backend, progress=False)
+
+
+def test_cache_makes_reruns_free(sample_dir, tmp_path):
+    run, qrels = sample_run(sample_dir, 10, 30, seed=4)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    calls: List[int] = []
+
+    def counting(batch):
+        calls.append(len(batch))
+        return messy_backend(batch)
+
+    cache = tmp_path / "cache.sqlite"
+    first, s1 = rerank(run, queries, corpus, CallableBackend(counting, name="messy"), depth=30, window=10,
+                       stride=5, cache=cache, progress=False)
+    again, s2 = rerank(run, queries, corpus, CallableBackend(counting, name="messy"), depth=30, window=10,
+                       stride=5, cache=cache, progress=False)
+    assert s2.calls == 0 and s2.cache_hits == s1.windows == 50 and sum(calls) == 50
+    assert again == first and (s2.failures, s2.repaired) == (s1.failures, s1.repaired)
+    assert len(RerankCache(cache)) == 50
+    # Another backend identity does not reuse those answers.
+    _, s3 = rerank(run, queries, corpus, CallableBackend(counting, name="other"), depth=30, window=10,
+                   stride=5, cache=cache, progress=False)
+    assert s3.cache_hits == 0
+    # Failed windows are cached; retry_failed asks again for exactly those.
+    _, s4 = rerank(run, queries, corpus, CallableBackend(counting, name="messy"), depth=30, window=10,
+                   stride=5, cache=cache, retry_failed=True, progress=False)
+    failed_in_cache = sum(1 for f in s1.failed_windows if f.reason != "unparsable answer")
+    assert s4.calls == failed_in_cache > 0
+
+
+# --- SciFact: clirkit BM25 top 100, oracle backend ---------------------------------------------
+def test_oracle_on_scifact_bm25_top100(tmp_path):
+    data = shared_path("data", "beir-scifact")
+    if importlib.util.find_spec("clirkit.commands.bm25") is None:
+        pytest.skip("clirkit's BM25 (branch bm25) is not in this build")
+    cli = [sys.executable, "-m", "clirkit.cli"]
+    index, run_path = tmp_path / "index", tmp_path / "bm25.trec"
+    subprocess.run(cli + ["index", "bm25", "--corpus", str(data / "corpus.jsonl"), "--index", str(index),
+                          "--lang", "en"], check=True, timeout=600)
+    qrels = clirkit.read_qrels(data / "qrels" / "test.tsv")
+    all_queries = _native.load_texts(str(data / "queries.jsonl"), None, True)
+    queries = {q: t for q, t in all_queries.items() if q in qrels}
+    qfile = tmp_path / "queries.jsonl"
+    qfile.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    subprocess.run(cli + ["search", "bm25", "--index", str(index), "--queries", str(qfile),
+                          "--output", str(run_path), "--k", "100"], check=True, timeout=600)
+    run = clirkit.read_run(run_path)
+    assert len(run) == len(queries) == 300 and all(len(d) == 100 for d in run.values())
+    _, stats = run_oracle_check(run, qrels, qfile, data / "corpus.jsonl")
+    assert stats.calls == 9 * 300
