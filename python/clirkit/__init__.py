@@ -18,6 +18,7 @@ from clirkit._native import (
 from clirkit.dense import DenseIndex
 from clirkit.analysis import analyze, analyzer_id, supported_languages
 from clirkit.bm25 import BM25Index, SearchResults
+from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.runs import read_qrels, read_run, write_run
 from clirkit.fusion import NativeRun, fuse
 
@@ -34,6 +35,8 @@ __all__ = [
     "analyzer_id",
     "NativeRun",
     "fuse",
+    "RelevanceEvaluator",
+    "evaluate",
     "read_qrels",
     "read_run",
     "supported_languages",

@@ -204,3 +204,45 @@ class RerankState:
 def parse_permutation(text: str, n: int) -> Optional[Tuple[List[int], Tuple[int, int, int]]]: ...
 def window_plan(length: int, depth: int = 100, window: int = 20, stride: int = 10) -> List[Tuple[int, int]]: ...
 def load_texts(path: str, ids: Optional[set] = None, queries: bool = False) -> Dict[str, str]: ...
+# --- evaluation (clirkit.evaluation, clirkit.position, clirkit.significance) -------------------
+from typing import Optional, Union
+
+_Evaluation = Tuple[List[str], List[Tuple[str, List[float]]], List[float], int, int]
+_Bucket = Tuple[str, List[int], List[Optional[float]], Optional[float], Optional[float]]
+
+class Evaluator:
+    def __init__(
+        self,
+        qrels: Union[str, Dict[str, Dict[str, int]]],
+        measures: List[str],
+        relevance_level: int = 1,
+        judged_docs_only: bool = False,
+        complete: bool = False,
+    ) -> None: ...
+    def keys(self) -> List[str]: ...
+    def evaluate_dict(self, run: Dict[str, Dict[str, float]]) -> _Evaluation: ...
+    def evaluate_file(self, run: str) -> _Evaluation: ...
+
+def measure_keys(measures: List[str]) -> List[str]: ...
+def evaluate_files(
+    qrels: str,
+    run: str,
+    measures: List[str],
+    relevance_level: int = 1,
+    judged_docs_only: bool = False,
+    complete: bool = False,
+) -> _Evaluation: ...
+def position_bias(
+    positions: str,
+    run: Union[str, Dict[str, Dict[str, float]]],
+    measure: str = "ndcg_cut.10",
+    bins: int = 20,
+    edges: List[int] = [0, 512, 1024, 1536, 2048],
+    complete: bool = False,
+    doc_tokens: Optional[Dict[str, int]] = None,
+) -> Tuple[str, _Bucket, List[_Bucket], _Evaluation]: ...
+def paired_t_test(a: List[float], b: List[float]) -> Tuple[float, float, float, int]: ...
+def randomization_test(
+    a: List[float], b: List[float], permutations: int = 10000, seed: int = 0
+) -> Tuple[float, float, float, int]: ...
+def adjust_p_values(p: List[float], method: str) -> List[float]: ...

@@ -8,6 +8,7 @@
 pub mod bm25;
 pub mod error;
 pub mod fusion;
+pub mod eval;
 pub mod ids;
 pub mod io;
 pub mod passages;

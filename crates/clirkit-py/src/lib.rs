@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod bm25;
 mod errors;
 mod fusion;
+mod eval;
 mod io;
 mod passages;
 mod pq;
@@ -23,5 +24,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     text::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
+    eval::register(m)?;
     Ok(())
 }

@@ -1,0 +1,86 @@
+//! The measures, one family per file, each computed from trec_eval's ranked relevance list (see
+//! [`crate::eval::ranked`]) and the query's judgements.
+
+mod bpref;
+mod counts;
+mod judged;
+mod map;
+mod ndcg;
+mod precision;
+mod recall;
+mod rprec;
+mod rr;
+mod success;
+
+use crate::eval::measure::{Family, Measure};
+use crate::eval::qrels::Judgements;
+
+/// One query, ready to be measured.
+pub struct QueryRanking<'a> {
+    /// Label per rank (with the `NOT_IN_QRELS` / `UNJUDGED` markers).
+    pub labels: &'a [i32],
+    pub judgements: &'a Judgements,
+    /// Minimum label that counts as relevant (trec_eval -l).
+    pub level: i32,
+    /// Relevant documents in the qrels at `level`.
+    pub num_rel: usize,
+}
+
+impl<'a> QueryRanking<'a> {
+    pub fn new(labels: &'a [i32], judgements: &'a Judgements, level: i32) -> Self {
+        QueryRanking {
+            labels,
+            judgements,
+            level,
+            num_rel: judgements.num_relevant(level),
+        }
+    }
+
+    #[inline]
+    fn is_relevant(&self, label: i32) -> bool {
+        // Markers are negative, so a level <= -1 must not make them relevant.
+        label >= 0 && label >= self.level
+    }
+
+    /// Relevant documents among the top `k` (all retrieved when `k` exceeds the ranking).
+    fn relevant_in_top(&self, k: usize) -> usize {
+        self.labels
+            .iter()
+            .take(k)
+            .filter(|&&l| self.is_relevant(l))
+            .count()
+    }
+}
+
+/// Compute one measure for one query.
+pub fn compute(measure: &Measure, q: &QueryRanking) -> f64 {
+    let k = measure.cutoff;
+    match measure.family {
+        Family::Map => map::average_precision(q, usize::MAX),
+        Family::MapCut => map::average_precision(q, k),
+        Family::Precision => precision::precision_at(q, k),
+        Family::Recall => recall::recall_at(q, k),
+        Family::Ndcg => ndcg::ndcg(q, usize::MAX),
+        Family::NdcgCut => ndcg::ndcg(q, k),
+        Family::RecipRank => rr::reciprocal_rank(q),
+        Family::Rprec => rprec::r_precision(q),
+        Family::Bpref => bpref::bpref(q),
+        Family::Success => success::success_at(q, k),
+        Family::NumRet => counts::num_ret(q),
+        Family::NumRel => counts::num_rel(q),
+        Family::NumRelRet => counts::num_rel_ret(q),
+        Family::Judged => judged::judged_at(q, k),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    /// Hand-checkable rankings: labels per rank plus the qrels' labels.
+    pub fn ranking(labels: &[i32], qrels: &[i32]) -> (Vec<i32>, Judgements) {
+        let ids: Vec<String> = (0..qrels.len()).map(|i| format!("d{i}")).collect();
+        let j = Judgements::new(ids.iter().map(|s| s.as_bytes()).zip(qrels.iter().copied()));
+        (labels.to_vec(), j)
+    }
+}

@@ -1,0 +1,35 @@
+//! Evaluation with trec_eval's numbers: measures ([`measure`] names, [`measures`] one family per
+//! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
+//! run-file reader ([`run_file`]), the [`evaluator`] that ties them together, position-bias
+//! tables ([`position`]) and paired significance tests ([`significance`]).
+
+pub mod evaluator;
+pub mod measure;
+pub mod measures;
+pub mod position;
+pub mod qrels;
+pub mod ranked;
+pub mod run_file;
+pub mod significance;
+
+pub use evaluator::{EvalOptions, Evaluation, Evaluator, RunQuery};
+pub use measure::{parse_measures, Family, Measure};
+pub use qrels::{Judgements, QrelsIndex};
+pub use ranked::ScoredRef;
+pub use run_file::RunFile;
+
+use crate::error::Result;
+use std::path::Path;
+
+/// Evaluate a run file against a qrels file (TREC or BEIR TSV) end to end.
+pub fn evaluate_files<S: AsRef<str>>(
+    qrels: impl AsRef<Path>,
+    run: impl AsRef<Path>,
+    measures: &[S],
+    options: EvalOptions,
+) -> Result<Evaluation> {
+    let measures = parse_measures(measures)?;
+    let qrels = QrelsIndex::from_qrels(&crate::io::trec::read_qrels(qrels)?);
+    let run = RunFile::open(run)?;
+    Ok(Evaluator::new(qrels, measures, options).evaluate(run.queries()?))
+}
