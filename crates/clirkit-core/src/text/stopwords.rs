@@ -1,10 +1,40 @@
 //! Lucene's default stopword sets, embedded (see `stopwords/NOTICE.md` for their sources).
 
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 /// A set of stopwords, compared after the chain's normalization (as in Lucene).
-pub type StopSet = HashSet<&'static str>;
+pub type StopSet = HashSet<&'static str, BuildHasherDefault<WordHasher>>;
+
+/// A fast multiply-rotate hash (as rustc's FxHash) for the per-token stopword lookup. The sets
+/// are fixed at build time, so the hash-flooding resistance of the default hasher buys nothing.
+#[derive(Default, Clone, Copy)]
+pub struct WordHasher(u64);
+
+impl WordHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`, used by Anserini's default English analyzer.
 const ENGLISH: &str =
@@ -64,7 +94,7 @@ stop_set!(hungarian, snowball_list, include_str!("stopwords/hu.txt"));
 /// The empty set, for chains without stopwords.
 pub fn none() -> &'static StopSet {
     static SET: OnceLock<StopSet> = OnceLock::new();
-    SET.get_or_init(StopSet::new)
+    SET.get_or_init(StopSet::default)
 }
 
 #[cfg(test)]

@@ -217,32 +217,140 @@ fn classify(segment: &str) -> Option<TokenKind> {
 }
 
 /// Calls `emit` for each token of `text`, in order.
+///
+/// Whitespace-separated chunks of pure ASCII take a fast path implementing the UAX#29 rules
+/// that apply to ASCII; other chunks, with the whitespace before them, go through the full
+/// UAX#29 segmenter. Both give the same tokens (a test checks it), since UAX#29 always breaks
+/// around whitespace.
 pub fn standard_tokens<'a>(text: &'a str, mut emit: impl FnMut(Token<'a>)) {
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    // Start of the pending run of non-ASCII chunks, whitespace before them included.
+    let mut unicode_from: Option<usize> = None;
+    while pos < bytes.len() {
+        let space_start = pos;
+        while pos < bytes.len() && bytes[pos].is_ascii_whitespace() {
+            pos += 1;
+        }
+        let chunk_start = pos;
+        while pos < bytes.len() && !bytes[pos].is_ascii_whitespace() {
+            pos += 1;
+        }
+        if chunk_start == pos {
+            break;
+        }
+        if bytes[chunk_start..pos].is_ascii() {
+            if let Some(from) = unicode_from.take() {
+                unicode_tokens(text, from, space_start, &mut emit);
+            }
+            ascii_tokens(text, chunk_start, pos, &mut emit);
+        } else if unicode_from.is_none() {
+            unicode_from = Some(space_start);
+        }
+    }
+    if let Some(from) = unicode_from {
+        unicode_tokens(text, from, bytes.len(), &mut emit);
+    }
+}
+
+/// UAX#29 word-break classes of ASCII characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AsciiClass {
+    Letter,
+    Digit,
+    /// '_' (ExtendNumLet): joins letters and digits.
+    Underscore,
+    /// ':' (MidLetter): inside a word between letters.
+    MidLetter,
+    /// '.' and '\'' (MidNumLet): between letters or between digits.
+    MidNumLet,
+    /// ',' and ';' (MidNum): between digits.
+    MidNum,
+    Other,
+}
+
+fn ascii_class(b: u8) -> AsciiClass {
+    match b {
+        b'a'..=b'z' | b'A'..=b'Z' => AsciiClass::Letter,
+        b'0'..=b'9' => AsciiClass::Digit,
+        b'_' => AsciiClass::Underscore,
+        b':' => AsciiClass::MidLetter,
+        b'.' | b'\'' => AsciiClass::MidNumLet,
+        b',' | b';' => AsciiClass::MidNum,
+        _ => AsciiClass::Other,
+    }
+}
+
+/// Tokens of the ASCII text `text[start..end]` (rules WB5-WB13b of UAX#29).
+fn ascii_tokens<'a>(text: &'a str, start: usize, end: usize, emit: &mut impl FnMut(Token<'a>)) {
+    use AsciiClass::*;
+    let bytes = text.as_bytes();
+    let mut i = start;
+    while i < end {
+        let class = ascii_class(bytes[i]);
+        if !matches!(class, Letter | Digit | Underscore) {
+            i += 1;
+            continue;
+        }
+        let token_start = i;
+        let mut has_word_char = class != Underscore;
+        let mut prev = class;
+        i += 1;
+        while i < end {
+            let class = ascii_class(bytes[i]);
+            match class {
+                Letter | Digit | Underscore => {
+                    has_word_char |= class != Underscore;
+                    prev = class;
+                    i += 1;
+                }
+                MidLetter | MidNumLet | MidNum if i + 1 < end => {
+                    let next = ascii_class(bytes[i + 1]);
+                    let between_letters = prev == Letter && next == Letter && class != MidNum;
+                    let between_digits = prev == Digit && next == Digit && class != MidLetter;
+                    if !(between_letters || between_digits) {
+                        break;
+                    }
+                    prev = next;
+                    i += 2;
+                }
+                _ => break,
+            }
+        }
+        if has_word_char {
+            emit_limited(text, token_start, i, TokenKind::Word, emit);
+        }
+    }
+}
+
+/// Tokens of `text[start..end]` by the full UAX#29 word segmentation.
+fn unicode_tokens<'a>(text: &'a str, start: usize, end: usize, emit: &mut impl FnMut(Token<'a>)) {
     // A South-East Asian run spans several UAX#29 segments; it is held here until it ends.
     let mut run: Option<(usize, usize)> = None;
-    for (start, segment) in text.split_word_bound_indices() {
-        let end = start + segment.len();
+    for (offset, segment) in text[start..end].split_word_bound_indices() {
+        let seg_start = start + offset;
+        let seg_end = seg_start + segment.len();
         let kind = classify(segment);
         if kind == Some(TokenKind::SoutheastAsian) && segment.chars().all(is_southeast_asian) {
             run = match run {
-                Some((s, e)) if e == start => Some((s, end)),
+                Some((s, e)) if e == seg_start => Some((s, seg_end)),
                 Some((s, e)) => {
-                    emit_limited(text, s, e, TokenKind::SoutheastAsian, &mut emit);
-                    Some((start, end))
+                    emit_limited(text, s, e, TokenKind::SoutheastAsian, emit);
+                    Some((seg_start, seg_end))
                 }
-                None => Some((start, end)),
+                None => Some((seg_start, seg_end)),
             };
             continue;
         }
         if let Some((s, e)) = run.take() {
-            emit_limited(text, s, e, TokenKind::SoutheastAsian, &mut emit);
+            emit_limited(text, s, e, TokenKind::SoutheastAsian, emit);
         }
         if let Some(kind) = kind {
-            emit_limited(text, start, end, kind, &mut emit);
+            emit_limited(text, seg_start, seg_end, kind, emit);
         }
     }
     if let Some((s, e)) = run {
-        emit_limited(text, s, e, TokenKind::SoutheastAsian, &mut emit);
+        emit_limited(text, s, e, TokenKind::SoutheastAsian, emit);
     }
 }
 
@@ -388,6 +496,31 @@ mod tests {
                 ("123".to_string(), TokenKind::Word)
             ]
         );
+    }
+
+    #[test]
+    fn ascii_fast_path_equals_uax29() {
+        // Random strings over letters, digits and every ASCII class the fast path knows.
+        let alphabet: Vec<char> = "aZb09_.',:;-! \t\n\"é".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            let len = (state % 12) as usize;
+            let text: String = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            let mut fast = Vec::new();
+            standard_tokens(&text, |t| fast.push((t.start, t.end)));
+            let mut full = Vec::new();
+            unicode_tokens(&text, 0, text.len(), &mut |t: Token| {
+                full.push((t.start, t.end))
+            });
+            assert_eq!(fast, full, "{text:?}");
+        }
     }
 
     #[test]
