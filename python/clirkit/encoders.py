@@ -17,6 +17,13 @@ default from ``config.json`` and can be overridden by keyword arguments:
     Tokens per input including special tokens; at most ``max_position_embeddings``. Longer inputs are
     truncated and counted in :attr:`OnnxEncoder.truncated` (never an error).
 
+``batch_invariant`` (default True)
+    Dynamically quantized int8 models compute one activation scale over the whole padded batch, so a
+    text's vector would depend on its batch-mates. The graph is rewritten to quantize each sequence over
+    its own tokens (:mod:`clirkit.quantization`, needs the ``onnx`` package) and run with basic graph
+    optimizations: vectors then equal one-text-at-a-time results whatever the batching. Float models are
+    used as shipped.
+
 Batches are formed after sorting by token length so that each batch is padded only to its own longest
 input (dynamic padding); results come back in input order. On CUDA the session uses IO binding and, with
 ``fp16=True``, a float16 copy of the model's float weights.
@@ -198,8 +205,11 @@ class OnnxEncoder:
         quantized (see :mod:`clirkit.quantization`) and with float16 weights when fp16 is on; and
         whether it was rewritten for quantization."""
         path = self.model_dir / "model.onnx"
-        if not (self.batch_invariant or self.fp16):
-            return path.read_bytes(), False
+        raw = path.read_bytes()
+        # Operator types are plain strings in the protobuf: no need to parse a float model.
+        quantized = self.batch_invariant and b"DynamicQuantizeLinear" in raw
+        if not (quantized or self.fp16):
+            return raw, False
         try:
             import onnx
         except ImportError as err:
@@ -207,9 +217,9 @@ class OnnxEncoder:
                 "clirkit encoders need the onnx package to prepare the model graph: "
                 "pip install 'clirkit[encoders]' (or pass batch_invariant=False)"
             ) from err
-        model = onnx.load(str(path))
+        model = onnx.load_from_string(raw)
         rewritten = False
-        if self.batch_invariant:
+        if quantized:
             from clirkit.quantization import per_sequence_quantization
 
             rewritten = per_sequence_quantization(model) is not None

@@ -57,12 +57,12 @@ def per_sequence_quantization(model: Any, mask_input: str = "attention_mask") ->
 
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
-    def reduce(op: str, source: str, target: str) -> Any:
+    def reduce(op: str, source: str, target: str, axes: list[int]) -> Any:
         if opset >= 18:  # axes became an input in opset 18
-            return helper.make_node(op, [source, reduce_axes], [target], keepdims=1)
-        return helper.make_node(op, [source], [target], axes=[1, 2], keepdims=1)
+            name = const(f"clirkit_pq_axes{''.join(map(str, axes))}_{len(graph.initializer)}", np.array(axes))
+            return helper.make_node(op, [source, name], [target], keepdims=1)
+        return helper.make_node(op, [source], [target], axes=axes, keepdims=1)
 
-    reduce_axes = const("clirkit_pq_axes12", np.array([1, 2], dtype=np.int64)) if opset >= 18 else ""
     replaced: dict[int, list[Any]] = {}  # id(node) -> nodes replacing it
     after: dict[int, list[Any]] = {}  # id(node) -> nodes inserted right after it
     for index, node in enumerate(graph.node):
@@ -73,9 +73,13 @@ def per_sequence_quantization(model: Any, mask_input: str = "attention_mask") ->
         p = f"clirkit_pq{index}"
         zp_float, zp_int = f"{p}_zp", f"{p}_zp_int32"
         replaced[id(node)] = [
-            helper.make_node("Where", ["clirkit_pq_mask3", x, zero], [f"{p}_masked"]),
-            reduce("ReduceMax", f"{p}_masked", f"{p}_max"),
-            reduce("ReduceMin", f"{p}_masked", f"{p}_min"),
+            # Per-token extremes first, then mask the small [B, S, 1] tensors: no masked copy of x.
+            reduce("ReduceMax", x, f"{p}_token_max", [2]),
+            reduce("ReduceMin", x, f"{p}_token_min", [2]),
+            helper.make_node("Where", ["clirkit_pq_mask3", f"{p}_token_max", zero], [f"{p}_masked_max"]),
+            helper.make_node("Where", ["clirkit_pq_mask3", f"{p}_token_min", zero], [f"{p}_masked_min"]),
+            reduce("ReduceMax", f"{p}_masked_max", f"{p}_max", [1, 2]),
+            reduce("ReduceMin", f"{p}_masked_min", f"{p}_min", [1, 2]),
             # Zero is always representable (DynamicQuantizeLinear's rule).
             helper.make_node("Max", [f"{p}_max", zero], [f"{p}_rmax"]),
             helper.make_node("Min", [f"{p}_min", zero], [f"{p}_rmin"]),
