@@ -208,6 +208,13 @@ class OnnxEncoder:
         raw = path.read_bytes()
         # Operator types are plain strings in the protobuf: no need to parse a float model.
         quantized = self.batch_invariant and b"DynamicQuantizeLinear" in raw
+        if self.fp16 and b"DynamicQuantizeLinear" in raw:
+            warnings.warn(
+                "fp16 applies to float models; this model is dynamically int8-quantized, so its float "
+                "parts stay float32",
+                stacklevel=4,
+            )
+            self.fp16 = False
         if not (quantized or self.fp16):
             return raw, False
         try:
