@@ -43,7 +43,7 @@ TEXTS = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shared_encoder(model: str) -> OnnxEncoder:
     """One encoder per model for the whole module (loading and rewriting e5 takes seconds)."""
     return OnnxEncoder(shared_path("models", model), device="cpu")
