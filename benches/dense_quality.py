@@ -101,9 +101,10 @@ def main() -> None:
     dmat, dids = load_embeddings(args.docs)
     started = time.time()
     print(
-        "| setting | queries | docs | flat nDCG@10 | PQ{d/2}x4 nDCG@10 | PQ - flat | BM25 | RRF(BM25, flat) |"
+        "| setting | queries | docs | flat | PQ{d/2}x4 | PQ - flat | PQ + exact refine of top 4k | BM25 "
+        "| RRF(BM25, flat) | RRF weighted 0.25:1 |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
 
     def report(name, qrels, q_keep, d_keep, bm25=None):
         qs, qk = select(qmat, qids, q_keep)
@@ -117,11 +118,12 @@ def main() -> None:
         flat, pq, refined, agree = dense_runs(qs, qk, ds, dk, args.k)
         assert agree == 1.0, f"{name}: flat index disagrees with numpy exact search"
         f, p, r = ndcg10(qrels, flat), ndcg10(qrels, pq), ndcg10(qrels, refined)
-        extra = ["", ""]
+        extra = ["", "", ""]
         if bm25 is not None:
             lexical = bm25()
             fused = fuse([lexical, flat], method="rrf", k=60)
-            extra = [f"{ndcg10(qrels, lexical):.4f}", f"{ndcg10(qrels, fused):.4f}"]
+            weighted = fuse([lexical, flat], method="rrf", k=60, weights=[0.25, 1.0])
+            extra = [f"{ndcg10(qrels, run):.4f}" for run in (lexical, fused, weighted)]
         print(
             f"| {name} | {len(qrels)} | {len(dk)} | {f:.4f} | {p:.4f} | {p - f:+.4f} | {r:.4f} | "
             + " | ".join(extra)
@@ -146,7 +148,17 @@ def main() -> None:
         queries_of = {lang: [q for q in qids if lang_of_query[q] == lang] for lang in languages}
         english = [(q, query_text[q]) for q in queries_of["en"]]
         for lang in languages:
-            report(f"XQuAD-R mono {lang}", mono, queries_of[lang], docs_of[lang])
+            own = [(q, query_text[q]) for q in queries_of[lang]]
+            bm25 = (
+                (
+                    lambda lang=lang, own=own: bm25_run(
+                        data / "corpus.jsonl", set(docs_of[lang]), lang, own, args.k
+                    )
+                )
+                if args.bm25
+                else None
+            )
+            report(f"XQuAD-R mono {lang}", mono, queries_of[lang], docs_of[lang], bm25)
         for lang in CROSS_LANGUAGES:
             bm25 = (
                 (lambda lang=lang: bm25_run(data / "corpus.jsonl", set(docs_of[lang]), lang, english, args.k))
