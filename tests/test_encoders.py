@@ -108,7 +108,8 @@ def test_options_from_config_and_overrides():
         "passage: ",
         512,
     )
-    enc = OnnxEncoder(e5, pooling="cls", normalize=False, query_prefix="", max_length=4096, device="cpu")
+    with pytest.warns(UserWarning, match="max_length 4096 exceeds the model's 512 positions"):
+        enc = OnnxEncoder(e5, pooling="cls", normalize=False, query_prefix="", max_length=4096, device="cpu")
     assert (enc.pooling, enc.normalize, enc.query_prefix, enc.max_length) == ("cls", False, "", 512)
     raw = enc.encode(["hello world", "a much longer input text than the first"])
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)

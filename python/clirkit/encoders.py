@@ -131,6 +131,12 @@ class OnnxEncoder:
             passage_prefix if passage_prefix is not None else self.config.get("passage_prefix", "")
         )
         position_limit = int(self.config.get("max_position_embeddings", 512))
+        if max_length and max_length > position_limit:
+            warnings.warn(
+                f"max_length {max_length} exceeds the model's {position_limit} positions "
+                f"(config.json max_position_embeddings); using {position_limit}",
+                stacklevel=2,
+            )
         self.max_length = min(max_length or position_limit, position_limit)
         if self.max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {self.max_length}")
