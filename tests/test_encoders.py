@@ -88,7 +88,7 @@ def test_equals_one_at_a_time_reference_whatever_the_batching(model):
         assert got.shape == expected.shape and got.dtype == np.float32
         assert cosines(got, expected).min() > 1 - 1e-4, batch_size
     # Without the per-sequence quantization rewrite, batching moves int8 models' vectors.
-    if "DynamicQuantizeLinear" in (model_dir / "model.onnx").read_bytes().decode("latin1"):
+    if b"DynamicQuantizeLinear" in (model_dir / "model.onnx").read_bytes():
         plain = OnnxEncoder(model_dir, batch_size=32, device="cpu", batch_invariant=False)
         assert cosines(plain.encode_passages(TEXTS), expected).min() < 1 - 1e-3
         np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
