@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
     "clirkit.commands.dense",
+    "clirkit.commands.encode",
     "clirkit.commands.demo",
 ]
 

@@ -8,6 +8,7 @@ mod errors;
 mod eval;
 mod fusion;
 mod io;
+mod passages;
 mod pq;
 mod rerank;
 mod text;
@@ -23,5 +24,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rerank::register(m)?;
     eval::register(m)?;
     pq::register(m)?;
+    passages::register(m)?;
     Ok(())
 }

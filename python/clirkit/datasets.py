@@ -1,0 +1,109 @@
+"""Streaming readers for corpora and query files (JSONL, BEIR layout), with file:line errors."""
+
+# ruff: noqa: TRY004  (malformed input data is a ValueError: the CLI reports those as input errors)
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+ID_FIELDS = ("_id", "id", "docid", "doc_id")
+CORPUS_FIELDS = ("title", "text")
+QUERY_FIELDS = ("text",)
+
+
+class Record(NamedTuple):
+    """One JSONL record: its id, its text fields joined by a space, its language (or None)."""
+
+    id: str
+    text: str
+    lang: str | None
+
+
+class PositionedRecord(NamedTuple):
+    """A record with where it ends in the file (byte offset after its line, and its line number),
+    so a reader can resume after it."""
+
+    record: Record
+    end_offset: int
+    line: int
+
+
+def iter_jsonl(
+    path: PathLike,
+    fields: Sequence[str] = CORPUS_FIELDS,
+    id_fields: Sequence[str] = ID_FIELDS,
+    lang_field: str = "lang",
+) -> Iterator[Record]:
+    """Yield ``(id, text, lang)`` for every non-blank line of a JSONL file, streaming.
+
+    ``text`` joins the present, non-empty ``fields`` with a space (missing fields count as empty);
+    the id is the first of ``id_fields`` present (numbers are accepted and turned into strings).
+    Raises ``ValueError`` naming ``file:line`` for non-UTF-8 bytes, malformed JSON, a non-object,
+    a missing id or a non-string text field.
+    """
+    for positioned in iter_jsonl_from(path, fields, id_fields, lang_field):
+        yield positioned.record
+
+
+def iter_jsonl_from(
+    path: PathLike,
+    fields: Sequence[str] = CORPUS_FIELDS,
+    id_fields: Sequence[str] = ID_FIELDS,
+    lang_field: str = "lang",
+    offset: int = 0,
+    line: int = 0,
+) -> Iterator[PositionedRecord]:
+    """Like :func:`iter_jsonl`, starting at byte ``offset`` (the start of line ``line + 1``) and
+    yielding each record with the position just after it."""
+    where = os.fspath(path)
+    with open(where, "rb") as f:
+        f.seek(offset)
+        for raw in f:
+            line += 1
+            offset += len(raw)
+            if not raw.strip():
+                continue
+            yield PositionedRecord(parse_line(where, line, raw, fields, id_fields, lang_field), offset, line)
+
+
+def parse_line(
+    path: str,
+    line: int,
+    raw: bytes,
+    fields: Sequence[str],
+    id_fields: Sequence[str],
+    lang_field: str,
+) -> Record:
+    """Parse one JSONL line into a :class:`Record` (errors name ``path:line``)."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}:{line}: not valid UTF-8 (byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{line}: malformed JSON: {err.msg} at column {err.colno}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+    doc_id = next((obj[k] for k in id_fields if obj.get(k) is not None), None)
+    if doc_id is None:
+        raise ValueError(f"{path}:{line}: no id field (looked for {', '.join(id_fields)})")
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise ValueError(f"{path}:{line}: id must be a string or an integer, got {doc_id!r}")
+    doc_id = str(doc_id)
+    if not doc_id or any(c.isspace() for c in doc_id):
+        raise ValueError(f"{path}:{line}: id {doc_id!r} is empty or contains whitespace")
+    parts = []
+    for name in fields:
+        value = obj.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"{path}:{line}: field '{name}' of '{doc_id}' must be a string")
+        value = value.strip()
+        if value:
+            parts.append(value)
+    lang = obj.get(lang_field)
+    return Record(doc_id, " ".join(parts), lang if isinstance(lang, str) else None)

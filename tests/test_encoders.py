@@ -1,0 +1,207 @@
+"""ONNX encoders: equality with a plain one-text-at-a-time loop, options, bad input, GPU path."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import shared_path
+
+ort = pytest.importorskip("onnxruntime")
+tokenizers = pytest.importorskip("tokenizers")
+
+from clirkit.encoders import OnnxEncoder, _pooling_from_config
+
+MODELS = ["multilingual-e5-small-int8", "all-MiniLM-L6-v2-int8"]
+HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
+
+TEXTS = [
+    "What is cross-language information retrieval?",
+    "",
+    "Der Hund bellt laut im Garten, während die Katze schläft.",
+    "كم نقطة تخلى عنها دفاع البانثرز؟",
+    "超级碗 50 的冠军是哪支球队？",
+    "a",
+    "Dense retrievers encode queries and documents into one vector space " * 6,
+    "Когда была основана компания?",
+    "   leading and trailing spaces   ",
+    "Les modèles multilingues partagent un vocabulaire de sous-mots. " * 3,
+    "x " * 40,
+    "Tokenization with emoji 🙂 and accents: café, naïve, Ångström.",
+    "短",
+    "Short query",
+    (
+        "The Panthers finished the regular season with a 15-1 record, and quarterback Cam Newton was named "
+        "the NFL Most Valuable Player. They defeated the Arizona Cardinals 49-15 in the NFC Championship Game."
+    ),
+    "हिंदी में एक छोटा वाक्य।",
+]
+
+
+@functools.cache
+def shared_encoder(model: str) -> OnnxEncoder:
+    """One encoder per model for the whole module (loading and rewriting e5 takes seconds)."""
+    return OnnxEncoder(shared_path("models", model), device="cpu")
+
+
+def reference_encode(model_dir: Path, texts, prefix: str, max_length: int = 512) -> np.ndarray:
+    """The plain loop users write: one text at a time, no padding, mean pooling, L2 normalization.
+
+    Basic graph optimizations: onnxruntime's extended fusions alone move int8 results by up to 1e-2
+    cosine on degenerate inputs (``"x " * 40``), the noise floor of the runtime, not of batching."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    session = ort.InferenceSession(str(model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length)
+    rows = []
+    for text in texts:
+        ids = np.array([tok.encode(prefix + text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        hidden = session.run(None, {k: v for k, v in feed.items() if k in names})[0][0]
+        v = hidden.mean(axis=0)
+        rows.append(v / np.linalg.norm(v))
+    return np.array(rows, dtype=np.float32)
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_equals_one_at_a_time_reference_whatever_the_batching(model):
+    model_dir = shared_path("models", model)
+    config = json.loads((model_dir / "config.json").read_text())
+    prefix = config.get("passage_prefix", "")
+    expected = reference_encode(model_dir, TEXTS, prefix)
+    enc = shared_encoder(model)
+    for batch_size in (1, 3, 32):
+        enc.batch_size = batch_size
+        got = enc.encode_passages(TEXTS)
+        assert got.shape == expected.shape and got.dtype == np.float32
+        assert cosines(got, expected).min() > 1 - 1e-4, batch_size
+    # Without the per-sequence quantization rewrite, batching moves int8 models' vectors.
+    if b"DynamicQuantizeLinear" in (model_dir / "model.onnx").read_bytes():
+        plain = OnnxEncoder(model_dir, batch_size=32, device="cpu", batch_invariant=False)
+        assert cosines(plain.encode_passages(TEXTS), expected).min() < 1 - 1e-3
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    # Queries get the query prefix, which changes the vectors of a prefixed model.
+    queries = enc.encode_queries(TEXTS[:3])
+    expected_q = reference_encode(model_dir, TEXTS[:3], config.get("query_prefix", ""))
+    assert cosines(queries, expected_q).min() > 1 - 1e-4
+
+
+def test_options_from_config_and_overrides():
+    e5 = shared_path("models", "multilingual-e5-small-int8")
+    enc = shared_encoder("multilingual-e5-small-int8")
+    assert (enc.pooling, enc.normalize, enc.query_prefix, enc.passage_prefix, enc.max_length) == (
+        "mean",
+        True,
+        "query: ",
+        "passage: ",
+        512,
+    )
+    with pytest.warns(UserWarning, match="max_length 4096 exceeds the model's 512 positions"):
+        enc = OnnxEncoder(e5, pooling="cls", normalize=False, query_prefix="", max_length=4096, device="cpu")
+    assert (enc.pooling, enc.normalize, enc.query_prefix, enc.max_length) == ("cls", False, "", 512)
+    raw = enc.encode(["hello world", "a much longer input text than the first"])
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+
+
+def test_pooling_parsed_from_prose_or_keys():
+    assert _pooling_from_config({"pooling": "mean over attention_mask, then L2 normalize"}) == ("mean", True)
+    assert _pooling_from_config({"pooling": "cls", "normalize": False}) == ("cls", False)
+    assert _pooling_from_config({"pooling": "last token"}) == ("last", None)
+    assert _pooling_from_config({}) == (None, None)
+    with pytest.raises(ValueError, match="names none of"):
+        _pooling_from_config({"pooling": "max"})
+
+
+def test_long_inputs_truncate_with_a_count_and_empty_texts_encode():
+    model_dir = shared_path("models", "all-MiniLM-L6-v2-int8")
+    enc = OnnxEncoder(model_dir, max_length=16, device="cpu")
+    texts = ["word " * 300, "", "short", "other words " * 50]
+    got = enc.encode_passages(texts)
+    assert enc.truncated == 2
+    assert np.isfinite(got).all()
+    assert cosines(got, reference_encode(model_dir, texts, "", max_length=16)).min() > 1 - 1e-4
+    assert enc.encode([]).shape == (0, 384)
+    with pytest.raises(TypeError):
+        enc.encode("not a list")
+
+
+def test_token_windows_cover_the_text():
+    enc = shared_encoder("all-MiniLM-L6-v2-int8")
+    text = " ".join(f"w{i}" for i in range(100))  # each "w12" is several word pieces
+    windows = enc.token_windows(text, 30, 15)
+    n_tokens = len(enc.tokenizer.encode(text, add_special_tokens=False).ids)
+    assert len(windows) == -(-(n_tokens - 30) // 15) + 1
+    assert windows[0].startswith("w0") and windows[-1].endswith("w99")
+    assert all(w in text for w in windows)
+    assert enc.token_windows("short text", 30, 15) == ["short text"]
+    assert enc.token_windows("", 30, 15) == [""]
+
+
+def test_missing_model_files_are_named(tmp_path):
+    src = shared_path("models", "all-MiniLM-L6-v2-int8")
+    (tmp_path / "config.json").write_bytes((src / "config.json").read_bytes())
+    with pytest.raises(FileNotFoundError, match="model.onnx, tokenizer.json"):
+        OnnxEncoder(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        OnnxEncoder(tmp_path / "nowhere")
+
+
+def _mixed_model(tmp_path: Path, config: dict) -> Path:
+    """MiniLM's model (30,522-token embedding table) with multilingual-e5's 250k-token tokenizer."""
+    shutil.copy(shared_path("models", "all-MiniLM-L6-v2-int8") / "model.onnx", tmp_path / "model.onnx")
+    shutil.copy(shared_path("models", "multilingual-e5-small-int8") / "tokenizer.json", tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_tokenizer_larger_than_embedding_table_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="250002 tokens.*vocab_size.*30522"):
+        OnnxEncoder(_mixed_model(tmp_path, {"vocab_size": 30522}), device="cpu")
+
+
+def test_vocabulary_mismatch_found_by_probing_without_vocab_size(tmp_path):
+    with pytest.raises(ValueError, match="rejects token id 250001"):
+        OnnxEncoder(_mixed_model(tmp_path, {}), device="cpu")
+
+
+def test_bad_options_rejected():
+    model_dir = shared_path("models", "all-MiniLM-L6-v2-int8")
+    for kwargs in ({"pooling": "max"}, {"device": "tpu"}, {"batch_size": 0}):
+        with pytest.raises(ValueError):
+            OnnxEncoder(model_dir, **kwargs)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CUDA provider present: the fallback is not exercised")
+def test_cuda_requested_without_provider_warns_and_uses_cpu():
+    with pytest.warns(UserWarning, match="no CUDA provider"):
+        enc = OnnxEncoder(shared_path("models", "all-MiniLM-L6-v2-int8"), device="cuda")
+    assert enc.device == "cpu"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert OnnxEncoder(shared_path("models", "all-MiniLM-L6-v2-int8"), device="auto").device == "cpu"
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu with a CUDA device")
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("fp16", [False, True])
+def test_cuda_matches_cpu(model, fp16):
+    model_dir = shared_path("models", model)
+    cpu = OnnxEncoder(model_dir, device="cpu").encode_passages(TEXTS)
+    gpu_enc = OnnxEncoder(model_dir, device="cuda", fp16=fp16, batch_size=5)
+    assert gpu_enc.device == "cuda"
+    gpu = gpu_enc.encode_passages(TEXTS)
+    # CUDA kernels round differently from CPU ones; int8 requantization amplifies that.
+    assert cosines(gpu, cpu).min() > 1 - 1e-2
+    assert np.median(cosines(gpu, cpu)) > 1 - 1e-3
