@@ -198,14 +198,67 @@ fn shard_of(term: &str, shards: usize) -> usize {
     ((h.finish() >> 32) as usize) % shards
 }
 
+/// A term as a hash-table key: up to 22 bytes inline (nearly every term), so comparing keys
+/// reads the table slot and no second cache line.
+#[derive(Clone)]
+enum TermKey {
+    Inline { len: u8, bytes: [u8; 22] },
+    Heap(Box<str>),
+}
+
+impl TermKey {
+    fn new(term: &str) -> Self {
+        let mut bytes = [0u8; 22];
+        match bytes.get_mut(..term.len()) {
+            Some(head) => {
+                head.copy_from_slice(term.as_bytes());
+                TermKey::Inline {
+                    len: term.len() as u8,
+                    bytes,
+                }
+            }
+            None => TermKey::Heap(term.into()),
+        }
+    }
+
+    #[inline]
+    fn as_str(&self) -> &str {
+        match self {
+            // Only ever filled from a whole `&str`.
+            TermKey::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..*len as usize]).expect("copied from a str")
+            }
+            TermKey::Heap(s) => s,
+        }
+    }
+}
+
+impl std::borrow::Borrow<str> for TermKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::hash::Hash for TermKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialEq for TermKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for TermKey {}
+
 /// One shard of the in-memory inverted index: the terms whose [`shard_of`] is this shard.
 /// Shards are filled in parallel, one thread each, over the same batch of documents.
 #[derive(Default)]
 struct MemoryIndex {
-    /// Term text -> position in `postings` (the text is kept only here).
-    term_ids: FxMap<Box<str>, u32>,
-    /// Per term: (doc, tf) in increasing doc order.
-    postings: Vec<Vec<(u32, u32)>>,
+    /// Term -> its (doc, tf) postings in increasing doc order, in the table slot itself.
+    postings: FxMap<TermKey, Vec<(u32, u32)>>,
     bytes: usize,
 }
 
@@ -217,18 +270,14 @@ impl MemoryIndex {
                 if shards > 1 && shard_of(term, shards) != shard {
                     continue;
                 }
-                let id = match self.term_ids.get(term.as_str()) {
-                    Some(&id) => id,
+                let list = match self.postings.get_mut(term.as_str()) {
+                    Some(list) => list,
                     None => {
-                        let id = self.postings.len() as u32;
-                        // key + vector header + hash-table slot
-                        self.bytes += term.len() + 64;
-                        self.term_ids.insert(term.as_str().into(), id);
-                        self.postings.push(Vec::new());
-                        id
+                        // table slot, and the key's bytes when they do not fit inline
+                        self.bytes += 64 + if term.len() > 22 { term.len() } else { 0 };
+                        self.postings.entry(TermKey::new(term)).or_default()
                     }
                 };
-                let list = &mut self.postings[id as usize];
                 if list.len() == list.capacity() {
                     self.bytes += 8 * list.capacity().max(4);
                 }
@@ -243,17 +292,11 @@ impl MemoryIndex {
 
     /// Terms in byte order with their postings, emptying the shard.
     fn take_sorted(&mut self) -> Vec<TermPostingsList> {
-        let mut postings = std::mem::take(&mut self.postings);
-        let term_ids = std::mem::take(&mut self.term_ids);
+        let postings = std::mem::take(&mut self.postings);
         self.bytes = 0;
-        let mut all: Vec<TermPostingsList> = term_ids
+        let mut all: Vec<TermPostingsList> = postings
             .into_iter()
-            .map(|(term, id)| {
-                (
-                    String::from(term),
-                    std::mem::take(&mut postings[id as usize]),
-                )
-            })
+            .map(|(term, list)| (term.as_str().to_string(), list))
             .collect();
         all.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         all
