@@ -1,8 +1,10 @@
 //! Streaming, parallel, memory-bounded index construction.
 //!
 //! The corpus is read in batches of lines; each batch is parsed and analyzed in parallel, then
-//! its postings are appended to an in-memory inverted index. When that index outgrows the memory
-//! budget it is written as a sorted run file inside the (temporary) index directory and cleared.
+//! its postings are appended to an in-memory inverted index sharded by term hash, one shard per
+//! worker thread, all shards filled at once (while the next batch is analyzed). When that index
+//! outgrows the memory budget each shard is written as a sorted run file inside the (temporary)
+//! index directory and cleared; a term lives in one shard, so runs still hold each term once.
 //! Doc numbers grow with the input, so every run covers a later doc range than the one before it
 //! and the final k-way merge by term only concatenates postings lists. The finished index is
 //! renamed into place by [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
