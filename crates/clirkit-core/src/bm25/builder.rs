@@ -1,8 +1,10 @@
 //! Streaming, parallel, memory-bounded index construction.
 //!
 //! The corpus is read in batches of lines; each batch is parsed and analyzed in parallel, then
-//! its postings are appended to an in-memory inverted index. When that index outgrows the memory
-//! budget it is written as a sorted run file inside the (temporary) index directory and cleared.
+//! its postings are appended to an in-memory inverted index sharded by term hash, one shard per
+//! worker thread, all shards filled at once (while the next batch is analyzed). When that index
+//! outgrows the memory budget each shard is written as a sorted run file inside the (temporary)
+//! index directory and cleared; a term lives in one shard, so runs still hold each term once.
 //! Doc numbers grow with the input, so every run covers a later doc range than the one before it
 //! and the final k-way merge by term only concatenates postings lists. The finished index is
 //! renamed into place by [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
@@ -173,64 +175,131 @@ struct AnalyzedDoc {
     length: u32,
 }
 
+/// Distinct terms by sorting the token list and counting runs: no per-document hash map.
 fn analyze(analyzer: &Analyzer, text: &str) -> AnalyzedDoc {
-    let tokens = analyzer.analyze(text);
+    let mut tokens = analyzer.analyze(text);
     let length = tokens.len() as u32;
-    let mut counts: FxMap<String, u32> = FxMap::default();
-    counts.reserve(tokens.len());
+    tokens.sort_unstable();
+    let mut terms: Vec<(String, u32)> = Vec::with_capacity(tokens.len());
     for t in tokens {
-        *counts.entry(t).or_insert(0) += 1;
+        match terms.last_mut() {
+            Some((last, tf)) if *last == t => *tf += 1,
+            _ => terms.push((t, 1)),
+        }
     }
-    AnalyzedDoc {
-        terms: counts.into_iter().collect(),
-        length,
+    AnalyzedDoc { terms, length }
+}
+
+/// Which shard of the in-memory index owns `term`: a hash of its bytes, independent of the
+/// hash the shard's own table uses (its high bits, where the table indexes with the low ones).
+#[inline]
+fn shard_of(term: &str, shards: usize) -> usize {
+    use std::hash::Hasher;
+    let mut h = FxHasher::default();
+    h.write(term.as_bytes());
+    ((h.finish() >> 32) as usize) % shards
+}
+
+/// A term as a hash-table key: up to 22 bytes inline (nearly every term), so comparing keys
+/// reads the table slot and no second cache line.
+#[derive(Clone)]
+enum TermKey {
+    Inline { len: u8, bytes: [u8; 22] },
+    Heap(Box<str>),
+}
+
+impl TermKey {
+    fn new(term: &str) -> Self {
+        let mut bytes = [0u8; 22];
+        match bytes.get_mut(..term.len()) {
+            Some(head) => {
+                head.copy_from_slice(term.as_bytes());
+                TermKey::Inline {
+                    len: term.len() as u8,
+                    bytes,
+                }
+            }
+            None => TermKey::Heap(term.into()),
+        }
+    }
+
+    #[inline]
+    fn as_str(&self) -> &str {
+        match self {
+            // Only ever filled from a whole `&str`.
+            TermKey::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..*len as usize]).expect("copied from a str")
+            }
+            TermKey::Heap(s) => s,
+        }
     }
 }
 
-/// The in-memory part of the inverted index.
+impl std::borrow::Borrow<str> for TermKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::hash::Hash for TermKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialEq for TermKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for TermKey {}
+
+/// One shard of the in-memory inverted index: the terms whose [`shard_of`] is this shard.
+/// Shards are filled in parallel, one thread each, over the same batch of documents.
 #[derive(Default)]
 struct MemoryIndex {
-    term_ids: FxMap<String, u32>,
-    terms: Vec<String>,
-    /// Per term: (doc, tf) in increasing doc order.
-    postings: Vec<Vec<(u32, u32)>>,
+    /// Term -> its (doc, tf) postings in increasing doc order, in the table slot itself.
+    postings: FxMap<TermKey, Vec<(u32, u32)>>,
     bytes: usize,
 }
 
 impl MemoryIndex {
-    fn add(&mut self, doc: u32, analyzed: AnalyzedDoc) {
-        for (term, tf) in analyzed.terms {
-            let id = match self.term_ids.get(&term) {
-                Some(&id) => id,
-                None => {
-                    let id = self.terms.len() as u32;
-                    // key + vector headers + hash-table slot
-                    self.bytes += 2 * term.len() + 96;
-                    self.term_ids.insert(term.clone(), id);
-                    self.terms.push(term);
-                    self.postings.push(Vec::new());
-                    id
+    /// Append the postings of this shard's terms among `docs`, numbered from `first_doc`.
+    fn add_batch(&mut self, shard: usize, shards: usize, first_doc: u32, docs: &[AnalyzedDoc]) {
+        for (doc, analyzed) in (first_doc..).zip(docs) {
+            for (term, tf) in &analyzed.terms {
+                if shards > 1 && shard_of(term, shards) != shard {
+                    continue;
                 }
-            };
-            let list = &mut self.postings[id as usize];
-            if list.len() == list.capacity() {
-                self.bytes += 8 * list.capacity().max(4);
+                let list = match self.postings.get_mut(term.as_str()) {
+                    Some(list) => list,
+                    None => {
+                        // table slot, and the key's bytes when they do not fit inline
+                        self.bytes += 64 + if term.len() > 22 { term.len() } else { 0 };
+                        self.postings.entry(TermKey::new(term)).or_default()
+                    }
+                };
+                if list.len() == list.capacity() {
+                    self.bytes += 8 * list.capacity().max(4);
+                }
+                list.push((doc, *tf));
             }
-            list.push((doc, tf));
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.terms.is_empty()
+        self.postings.is_empty()
     }
 
-    /// Terms in byte order with their postings, emptying the index.
+    /// Terms in byte order with their postings, emptying the shard.
     fn take_sorted(&mut self) -> Vec<TermPostingsList> {
-        let terms = std::mem::take(&mut self.terms);
         let postings = std::mem::take(&mut self.postings);
-        self.term_ids = FxMap::default();
         self.bytes = 0;
-        let mut all: Vec<TermPostingsList> = terms.into_iter().zip(postings).collect();
+        let mut all: Vec<TermPostingsList> = postings
+            .into_iter()
+            .map(|(term, list)| (term.as_str().to_string(), list))
+            .collect();
         all.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         all
     }
@@ -472,7 +541,8 @@ struct Accumulator {
     norms: Vec<u8>,
     sum_lengths: u64,
     docs_with_terms: u64,
-    memory: MemoryIndex,
+    /// The in-memory index, one shard per worker thread.
+    shards: Vec<MemoryIndex>,
     runs: Vec<PathBuf>,
 }
 
@@ -480,21 +550,36 @@ impl Accumulator {
     /// Number the documents in input order and add their postings; spill a sorted run when
     /// the in-memory postings outgrow the budget.
     fn add_batch(&mut self, records: Vec<Record>, analyzed: Vec<AnalyzedDoc>) -> Result<()> {
-        for (rec, doc) in records.into_iter().zip(analyzed) {
-            if self.ids.len() >= u32::MAX as usize {
-                return Err(Error::invalid("more than 2^32 - 1 documents"));
-            }
-            let number = self.ids.len() as u32;
+        if self.ids.len() + records.len() > u32::MAX as usize {
+            return Err(Error::invalid("more than 2^32 - 1 documents"));
+        }
+        let first_doc = self.ids.len() as u32;
+        for (rec, doc) in records.into_iter().zip(&analyzed) {
             self.ids.push(rec.id);
             self.norms.push(length_to_norm(doc.length));
             self.sum_lengths += doc.length as u64;
             self.docs_with_terms += (doc.length > 0) as u64;
-            self.memory.add(number, doc);
         }
-        if self.memory.bytes > self.budget {
-            let path = self.dir.join(format!("run-{}.tmp", self.runs.len()));
-            spill_run(&path, &self.memory.take_sorted())?;
-            self.runs.push(path);
+        let shards = self.shards.len();
+        self.shards
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(i, m)| m.add_batch(i, shards, first_doc, &analyzed));
+        // Freed on a worker thread: dropping a batch's strings is not free either.
+        rayon::spawn(move || drop(analyzed));
+        if self.shards.iter().map(|m| m.bytes).sum::<usize>() > self.budget {
+            // One run per shard: a term lives in one shard, so the merge still meets each
+            // term's postings in doc order.
+            let generation = self.runs.len();
+            let paths: Vec<PathBuf> = (0..shards)
+                .map(|i| self.dir.join(format!("run-{generation}-{i}.tmp")))
+                .collect();
+            self.shards
+                .par_iter_mut()
+                .zip(&paths)
+                .map(|(m, path)| spill_run(path, &m.take_sorted()))
+                .collect::<Result<Vec<()>>>()?;
+            self.runs.extend(paths);
         }
         Ok(())
     }
@@ -553,7 +638,9 @@ fn build_in_pool(
         norms: Vec::new(),
         sum_lengths: 0,
         docs_with_terms: 0,
-        memory: MemoryIndex::default(),
+        shards: (0..rayon::current_num_threads().max(1))
+            .map(|_| MemoryIndex::default())
+            .collect(),
         runs: Vec::new(),
     };
     let mut first_line: FxMap<String, u64> = FxMap::default();
@@ -625,7 +712,7 @@ fn build_in_pool(
         norms,
         sum_lengths,
         docs_with_terms,
-        mut memory,
+        mut shards,
         runs,
         ..
     } = acc;
@@ -634,8 +721,8 @@ fn build_in_pool(
         .iter()
         .map(|p| Source::open_run(p.clone()))
         .collect::<Result<Vec<_>>>()?;
-    if !memory.is_empty() {
-        sources.push(Source::Memory(memory.take_sorted().into_iter()));
+    for m in shards.iter_mut().filter(|m| !m.is_empty()) {
+        sources.push(Source::Memory(m.take_sorted().into_iter()));
     }
     let num_terms = merge_and_write(out.path(), sources, &norms)?;
     for p in &runs {

@@ -370,29 +370,70 @@ pub fn maxscore(
     top.into_sorted()
 }
 
-/// Score every posting of every term and keep the top k: the reference `maxscore` must equal.
+/// Score every posting of every term and keep the top k: the reference `maxscore` must equal,
+/// and the faster strategy when k is a large share of the candidates. Postings are scored a
+/// block at a time into a dense f64 accumulator, then the top k are selected without a heap.
 pub fn exhaustive(
-    mut cursors: Vec<Cursor<'_>>,
+    cursors: Vec<Cursor<'_>>,
     k: usize,
     cache: &NormCache,
     docs: &DocData,
 ) -> Vec<Hit> {
     let mut sums = vec![0f64; docs.norms.len()];
-    let mut touched = Vec::new();
-    for c in &mut cursors {
+    for mut c in cursors {
         while c.doc != END {
-            if sums[c.doc as usize] == 0.0 {
-                touched.push(c.doc);
+            let meta = c.meta(c.block);
+            decode_tfs(c.postings.data, &meta, &mut c.tfs);
+            for (&doc, &tf) in c.docs[c.pos..c.len].iter().zip(&c.tfs[c.pos..c.len]) {
+                let norm = docs.norms[doc as usize];
+                sums[doc as usize] +=
+                    c.postings.scorer.score(tf, cache.inverse[norm as usize]) as f64;
             }
-            sums[c.doc as usize] += c.score(cache, docs.norms) as f64;
-            c.next();
+            if c.block + 1 < c.postings.blocks {
+                c.load_block(c.block + 1);
+            } else {
+                c.doc = END;
+            }
         }
     }
-    let mut top = TopK::new(k);
-    if k > 0 {
-        for d in touched {
-            top.push(sums[d as usize] as f32, d, docs);
-        }
+    top_k_dense(&sums, k, docs)
+}
+
+/// The best `k` of the documents with a positive sum, in canonical order. Every BM25 term score
+/// is positive, so a zero sum means "not matched". Selection on the f32 score finds the k-th
+/// best; the documents at or above it (ties included) are then ordered by one sort of packed
+/// keys: positive f32 bits order like the floats, and the doc-id rank below them breaks ties.
+fn top_k_dense(sums: &[f64], k: usize, docs: &DocData) -> Vec<Hit> {
+    if k == 0 {
+        return Vec::new();
     }
-    top.into_sorted()
+    let mut candidates: Vec<(f32, u32)> = sums
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s > 0.0)
+        .map(|(d, &s)| (s as f32, d as u32))
+        .collect();
+    if candidates.len() > k {
+        let (_, kth, _) = candidates.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+        let floor = kth.0;
+        candidates.retain(|c| c.0 >= floor);
+    }
+    let mut keyed: Vec<(u64, u32)> = candidates
+        .into_iter()
+        .map(|(score, doc)| {
+            (
+                ((score.to_bits() as u64) << 32) | docs.rank(doc) as u64,
+                doc,
+            )
+        })
+        .collect();
+    keyed.sort_unstable_by_key(|&(key, _)| std::cmp::Reverse(key));
+    keyed.truncate(k);
+    keyed
+        .into_iter()
+        .map(|(key, doc)| Hit {
+            doc,
+            score: f32::from_bits((key >> 32) as u32),
+        })
+        .collect()
 }

@@ -145,14 +145,26 @@ fn scores_follow_lucene_bm25() {
 fn spilled_build_is_identical_to_in_memory_build() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng(42);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 3000, 100));
+    let mut lines = random_corpus(&mut rng, 3000, 100);
+    // Terms longer than the 22 bytes a hash-table key holds inline, spread over many runs.
+    for i in 0..50 {
+        let text = format!("pneumonoultramicroscopicsilicovolcanoconiosis{} w1x", i % 7);
+        lines.insert(i * 60, doc(&format!("long{i}"), &text));
+    }
+    let corpus = write_corpus(dir.path(), "c.jsonl", &lines);
     let one = dir.path().join("one");
     let many = dir.path().join("many");
-    let a = build(&corpus, &one, &quiet()).unwrap();
+    // One thread: one in-memory shard, never spilled. Three threads: three shards, each spilled
+    // many times. The files must not depend on either.
+    let single = BuildOptions {
+        threads: 1,
+        ..quiet()
+    };
+    let a = build(&corpus, &one, &single).unwrap();
     let small = BuildOptions {
         memory_budget_bytes: 20_000,
         batch_lines: 100,
-        threads: 2,
+        threads: 3,
         ..quiet()
     };
     let b = build(&corpus, &many, &small).unwrap();
