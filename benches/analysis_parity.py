@@ -121,7 +121,7 @@ def read_texts(paths: list[Path], langs: list[str], default_lang: str) -> Iterat
 
 
 def lucene_terms(python: str, items: list[tuple[str, str]]) -> list[object]:
-    payload = "".join(json.dumps({"lang": l, "text": t}, ensure_ascii=False) + "\n" for l, t in items)
+    payload = "".join(json.dumps({"lang": lang, "text": t}, ensure_ascii=False) + "\n" for lang, t in items)
     proc = subprocess.run(
         [python, __file__, "--lucene-worker"],
         input=payload,

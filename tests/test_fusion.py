@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import pytest
-
 import clirkit
+import pytest
 from clirkit import NativeRun, fuse
 from clirkit.fusion import fuse_native
 

@@ -13,13 +13,11 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-import pytest
-
 import clirkit
+import pytest
 from clirkit import _native
 from clirkit.rerank import RerankCache, rerank
 from clirkit.rerankers import CallableBackend, PointwiseBackend, WindowRequest, WindowResult, rankgpt_messages
-
 from conftest import shared_path
 
 

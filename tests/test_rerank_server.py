@@ -20,9 +20,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List
 
-import pytest
-
 import clirkit
+import pytest
 from clirkit import _native
 from clirkit.rerank import rerank
 from clirkit.rerankers import OpenAIChatBackend, rankgpt_messages

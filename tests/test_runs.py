@@ -1,9 +1,8 @@
 import subprocess
 import sys
 
-import pytest
-
 import clirkit
+import pytest
 
 
 def test_run_round_trip_canonical_order(tmp_path):

@@ -17,10 +17,10 @@ from clirkit._native import (
 )
 from clirkit.analysis import analyze, analyzer_id, supported_languages
 from clirkit.bm25 import BM25Index, SearchResults
-from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.dense import DenseIndex
-from clirkit.runs import read_qrels, read_run, write_run
+from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.fusion import NativeRun, fuse
+from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [
     "__version__",

@@ -88,7 +88,7 @@ class Bm25Index:
     ) -> SearchResults: ...
 
 # --- fusion ----------------------------------------------------------------------------------
-from typing import Optional, Sequence, Union  # noqa: E402
+from typing import Sequence, Union  # noqa: E402
 
 class NativeRun:
     """A run held in Rust: queries in first-appearance order, documents in canonical order."""
@@ -140,7 +140,6 @@ def window_plan(
 def load_texts(path: str, ids: Optional[set] = None, queries: bool = False) -> Dict[str, str]: ...
 
 # --- evaluation (clirkit.evaluation, clirkit.position, clirkit.significance) -------------------
-from typing import Optional, Union
 
 _Evaluation = Tuple[List[str], List[Tuple[str, List[float]]], List[float], int, int]
 _Bucket = Tuple[str, List[int], List[Optional[float]], Optional[float], Optional[float]]
@@ -247,7 +246,6 @@ class DenseIndex:
     def has_vectors(self) -> bool: ...
 
 # --- passages (MaxP) --------------------------------------------------------------------------
-from typing import Optional  # noqa: E402
 
 def maxp(
     run: Dict[str, Dict[str, float]], separator: str = "#", depth: Optional[int] = None

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from clirkit import _native
-from clirkit.rerankers import Backend, CallableBackend, WindowRequest, WindowResult
 from clirkit.fusion import load_run
+from clirkit.rerankers import Backend, CallableBackend, WindowRequest, WindowResult
 from clirkit.runs import PathLike, RunDict
 
 __all__ = ["FailedWindow", "RerankCache", "RerankStats", "rerank"]

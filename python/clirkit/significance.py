@@ -89,7 +89,7 @@ def compare_runs(
         for name, run in runs.items()
     }
     evaluated: set = set()
-    for name, run in runs.items():
+    for run in runs.values():
         per_query = evaluate(qrels, run, [measure], per_query=True, relevance_level=relevance_level)
         evaluated.update(q for q in per_query if q != "all")
     qids = sorted(evaluated)
