@@ -17,30 +17,41 @@ from clirkit._native import (
 )
 from clirkit.analysis import analyze, analyzer_id, supported_languages
 from clirkit.bm25 import BM25Index, SearchResults
-from clirkit.dense import DenseIndex
 from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.fusion import NativeRun, fuse
 from clirkit.runs import read_qrels, read_run, write_run
 
 __all__ = [
     "__version__",
+    # errors
     "ClirkitError",
-    "DenseIndex",
     "DuplicateIdError",
     "IndexFormatError",
     "InvalidInputError",
     "ParseError",
     "UnknownLanguageError",
+    # analysis and retrieval
     "analyze",
     "analyzer_id",
+    "supported_languages",
+    "BM25Index",
+    "SearchResults",
+    "DenseIndex",
+    # runs, fusion, evaluation
+    "read_qrels",
+    "read_run",
+    "write_run",
     "NativeRun",
     "fuse",
     "RelevanceEvaluator",
     "evaluate",
-    "read_qrels",
-    "read_run",
-    "supported_languages",
-    "write_run",
-    "BM25Index",
-    "SearchResults",
 ]
+
+
+def __getattr__(name: str):
+    # DenseIndex needs numpy; importing it lazily keeps `import clirkit` and the CLI light.
+    if name == "DenseIndex":
+        from clirkit.dense import DenseIndex
+
+        return DenseIndex
+    raise AttributeError(f"module 'clirkit' has no attribute {name!r}")

@@ -29,8 +29,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-import numpy
-
 from clirkit import _native
 
 Permutation = Union[str, Sequence[int], None]
@@ -150,6 +148,8 @@ class PointwiseBackend(Backend):
             return [memo[(kind, t)] for t in texts]
 
         def cosine(query: str, passages: List[str]) -> List[float]:
+            import numpy  # only with an encoder, so the CLI starts without it
+
             (q,) = embed("q", [query])
             return [float(numpy.dot(q, p)) for p in embed("p", passages)]
 
