@@ -11,8 +11,10 @@ Embeddings come from ``clirkit encode`` (PREFIX.npy + PREFIX.ids.txt), e.g.::
     python benches/dense_quality.py --collection xquad-r --queries /work/cache/emb/clirkit/xquad-r.queries \
         --docs /work/cache/emb/clirkit/xquad-r.docs --bm25
 
-Prints one markdown table row per setting: nDCG@10 flat, PQ{d/2}x4, the difference, PQ with its top
-4k re-scored exactly, and with ``--bm25`` BM25 and RRF(BM25, dense flat).
+Prints one markdown table row per setting: nDCG@10 flat, PQ{d/2}x4 from its codes alone
+(``refine=0``), PQ{d/2}x4 as searched by default (its top k re-scored exactly with the stored vectors,
+FAISS's ``PQ{M}x4fs,RFlat``), each with its difference to flat, and with ``--bm25`` BM25 and
+RRF(BM25, dense flat).
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def select(matrix: np.ndarray, ids: list[str], keep: Iterable[str]) -> tuple[np.
 
 
 def dense_runs(queries, qids, docs, dids, k: int) -> tuple[dict, dict, dict, float]:
-    """Flat exact, PQ{d/2}x4 and PQ{d/2}x4 re-scored exactly on its top 4k runs (and a check that
-    flat equals numpy's exact inner products)."""
+    """Flat exact, PQ{d/2}x4 codes only, and PQ{d/2}x4 with the default exact re-scoring of its top k
+    (and a check that flat equals numpy's exact inner products)."""
     flat = DenseIndex.build(docs, dids, quiet=True)
     flat_run = flat.search_run(queries, qids, k=k)
     best = np.argmax(queries[:50] @ docs.T, axis=1)
@@ -56,10 +58,31 @@ def dense_runs(queries, qids, docs, dids, k: int) -> tuple[dict, dict, dict, flo
     pq = DenseIndex.build(docs, dids, pq=docs.shape[1] // 2, nbits=4, seed=0, quiet=True)
     return (
         flat_run,
+        pq.search_run(queries, qids, k=k, refine=0),
         pq.search_run(queries, qids, k=k),
-        pq.search_run(queries, qids, k=k, refine=4 * k),
         float(agree),
     )
+
+
+def faiss_pq_runs(queries, qids, docs, dids, k: int) -> list[dict]:
+    """FAISS's fast-scan PQ{d/2}x4 without and with an OPQ rotation, codes only (the peer of
+    clirkit's ``refine=0`` column)."""
+    import faiss
+
+    runs = []
+    m = docs.shape[1] // 2
+    for spec in (f"PQ{m}x4fs", f"OPQ{m},PQ{m}x4fs"):
+        index = faiss.index_factory(docs.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
+        index.train(docs)
+        index.add(docs)
+        scores, rows = index.search(queries, k)
+        runs.append(
+            {
+                q: {dids[r]: float(s) for r, s in zip(rows[n], scores[n]) if r >= 0}
+                for n, q in enumerate(qids)
+            }
+        )
+    return runs
 
 
 def bm25_run(
@@ -94,6 +117,9 @@ def main() -> None:
     ap.add_argument("--docs", required=True, help="document embeddings prefix")
     ap.add_argument("--shared", default=os.environ.get("CLIRKIT_SHARED", "../shared"))
     ap.add_argument("--bm25", action="store_true", help="also BM25 and RRF(BM25, dense) (xquad-r)")
+    ap.add_argument(
+        "--faiss", action="store_true", help="also FAISS PQ{d/2}x4fs and OPQ{d/2},PQ{d/2}x4fs (codes only)"
+    )
     ap.add_argument("-k", type=int, default=100)
     args = ap.parse_args()
     shared = Path(args.shared)
@@ -101,10 +127,11 @@ def main() -> None:
     dmat, dids = load_embeddings(args.docs)
     started = time.time()
     print(
-        "| setting | queries | docs | flat | PQ{d/2}x4 | PQ - flat | PQ + exact refine of top 4k | BM25 "
-        "| RRF(BM25, flat) | RRF weighted 0.25:1 |"
+        "| setting | queries | docs | flat | PQ{d/2}x4 codes only | - flat | PQ{d/2}x4 + refine top k "
+        "(default) | - flat | BM25 | RRF(BM25, flat) | RRF weighted 0.25:1 |"
+        + (" FAISS PQ{d/2}x4fs | FAISS OPQ+PQ{d/2}x4fs |" if args.faiss else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * (13 if args.faiss else 11) + "|")
 
     def report(name, qrels, q_keep, d_keep, bm25=None):
         qs, qk = select(qmat, qids, q_keep)
@@ -119,13 +146,15 @@ def main() -> None:
         assert agree == 1.0, f"{name}: flat index disagrees with numpy exact search"
         f, p, r = ndcg10(qrels, flat), ndcg10(qrels, pq), ndcg10(qrels, refined)
         extra = ["", "", ""]
+        if args.faiss:
+            extra += [f"{ndcg10(qrels, run):.4f}" for run in faiss_pq_runs(qs, qk, ds, dk, args.k)]
         if bm25 is not None:
             lexical = bm25()
             fused = fuse([lexical, flat], method="rrf", k=60)
             weighted = fuse([lexical, flat], method="rrf", k=60, weights=[0.25, 1.0])
-            extra = [f"{ndcg10(qrels, run):.4f}" for run in (lexical, fused, weighted)]
+            extra[:3] = [f"{ndcg10(qrels, run):.4f}" for run in (lexical, fused, weighted)]
         print(
-            f"| {name} | {len(qrels)} | {len(dk)} | {f:.4f} | {p:.4f} | {p - f:+.4f} | {r:.4f} | "
+            f"| {name} | {len(qrels)} | {len(dk)} | {f:.4f} | {p:.4f} | {p - f:+.4f} | {r:.4f} | {r - f:+.4f} | "
             + " | ".join(extra)
             + " |",
             flush=True,

@@ -57,8 +57,8 @@ def test_pq_refine_over_everything_equals_flat(data):
 def test_pq_recall_and_thread_independence(data):
     x, q, ids = data
     idx = DenseIndex.build(x, ids, pq=16, quiet=True)
-    s1, i1 = idx.search(q, k=10, threads=1)
-    s2, i2 = idx.search(q, k=10, threads=2)
+    s1, i1 = idx.search(q, k=10, threads=1, refine=0)
+    s2, i2 = idx.search(q, k=10, threads=2, refine=0)
     np.testing.assert_array_equal(i1, i2)
     np.testing.assert_array_equal(s1, s2)
     want = exact_topk(x, q, 10)
@@ -67,6 +67,27 @@ def test_pq_recall_and_thread_independence(data):
     _, refined = idx.search(q, k=10, refine=100)
     recall_refined = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(refined, want)])
     assert recall_refined > max(recall, 0.9), (recall, recall_refined)
+
+
+def test_pq_default_refines_top_k_when_vectors_are_stored(data):
+    x, q, ids = data
+    with_vectors = DenseIndex.build(x, ids, pq=16, quiet=True)
+    assert with_vectors.has_vectors
+    default = with_vectors.search(q, k=10)
+    for got, want in zip(default, with_vectors.search(q, k=10, refine=10)):
+        np.testing.assert_array_equal(got, want)
+    exact = q @ x.T
+    scores, hits = default
+    np.testing.assert_allclose(scores, np.take_along_axis(exact, hits, 1), rtol=1e-5)
+    pq_only = with_vectors.search(q, k=10, refine=0)
+    assert not np.allclose(pq_only[0], scores)  # PQ scores are approximations
+    assert with_vectors.search_run(q, [f"q{i}" for i in range(len(q))], k=10) == with_vectors.search_run(
+        q, [f"q{i}" for i in range(len(q))], k=10, refine=10
+    )
+    codes_only = DenseIndex.build(x, ids, pq=16, keep_vectors=False, quiet=True)
+    assert not codes_only.has_vectors
+    for got, want in zip(codes_only.search(q, k=10), codes_only.search(q, k=10, refine=0)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_l2_metric_scores_are_negated_distances(data):

@@ -43,7 +43,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
     s.add_argument("--nprobe", type=int, default=1, help="IVF lists scanned per query (default 1)")
-    s.add_argument("--refine", type=int, default=0, help="re-score this many PQ candidates exactly")
+    s.add_argument(
+        "--refine",
+        type=int,
+        default=None,
+        help="re-score this many PQ candidates exactly with the stored vectors "
+        "(default: k when the index stores them; 0 = PQ scores only)",
+    )
     s.add_argument("--tag", default="clirkit-dense", help="run tag (default clirkit-dense)")
     add_threads(s)
     add_quiet(s)
