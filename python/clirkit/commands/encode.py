@@ -53,7 +53,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--fp16", action="store_true", help="float16 inference on CUDA")
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="storage type")
-    p.add_argument("--batch-size", type=_positive, default=32)
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=32,
+        help="texts per model call (default 32; a dynamically quantized model on CPU runs one text per "
+        "call, --threads at a time, so that no text's vector depends on its batch-mates)",
+    )
     p.add_argument("--max-length", type=_positive, help="tokens per input (default: the model's limit)")
     p.add_argument("--pooling", choices=("mean", "cls", "last"), help="override config.json")
     p.add_argument("--no-normalize", action="store_true", help="do not L2-normalize embeddings")
