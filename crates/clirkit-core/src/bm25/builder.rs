@@ -1,21 +1,24 @@
 //! Streaming, parallel, memory-bounded index construction.
 //!
-//! The corpus is read in batches of lines; each batch is parsed and analyzed in parallel, then
-//! its postings are appended to an in-memory inverted index sharded by term hash, one shard per
-//! worker thread, all shards filled at once (while the next batch is analyzed). When that index
-//! outgrows the memory budget each shard is written as a sorted run file inside the (temporary)
-//! index directory and cleared; a term lives in one shard, so runs still hold each term once.
-//! Doc numbers grow with the input, so every run covers a later doc range than the one before it
-//! and the final k-way merge by term only concatenates postings lists. The finished index is
-//! renamed into place by [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
+//! The corpus is read in batches of lines; each batch is parsed in parallel, its ids checked and
+//! numbered in input order, then analyzed and inverted by one worker per thread, each filling its
+//! own [`MemoryIndex`] (its own term dictionary: no shared table, no locks). Workers take the
+//! batch's documents in small contiguous pieces from a shared counter, so each worker's postings
+//! stay in doc order while a worker slowed down by other load just takes fewer pieces. When the
+//! indexes outgrow the memory budget each is written as a sorted run file inside the (temporary)
+//! index directory and cleared. The final k-way merge by term joins each term's postings from
+//! every worker and run in doc order (no doc is in two of them) and encodes the postings lists in
+//! parallel, then writes them in term order. The finished index is renamed into place by
+//! [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
 
 use super::format::{self, TermEntry};
+use super::memory_index::{FxHasher, MemoryIndex, SortedPostings, MAX_DOC_SPAN};
 use super::scoring::length_to_norm;
 use crate::error::{Error, IoContext, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
-use crate::io::jsonl::{parse_record, FieldSpec, LineReader, Record};
+use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
 use crate::text::Analyzer;
 use rayon::prelude::*;
 use std::cmp::Reverse;
@@ -23,7 +26,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How to build an index.
 #[derive(Debug, Clone)]
@@ -125,185 +128,11 @@ impl Analyzers {
     }
 }
 
-/// FxHash (rustc's hasher) with MurmurHash3's finalizer: term keys are not attacker-chosen,
-/// and SipHash was a tenth of the build time. The finalizer spreads every input bit into the low
-/// bits the hash table indexes with; without it, terms sharing their first bytes collide.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap()));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, b: u8) {
-        self.add(b as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
 type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
-/// One document after analysis: its distinct terms with frequencies, and its length.
-struct AnalyzedDoc {
-    terms: Vec<(String, u32)>,
-    length: u32,
-}
-
-/// Distinct terms by sorting the token list and counting runs: no per-document hash map.
-fn analyze(analyzer: &Analyzer, text: &str) -> AnalyzedDoc {
-    let mut tokens = analyzer.analyze(text);
-    let length = tokens.len() as u32;
-    tokens.sort_unstable();
-    let mut terms: Vec<(String, u32)> = Vec::with_capacity(tokens.len());
-    for t in tokens {
-        match terms.last_mut() {
-            Some((last, tf)) if *last == t => *tf += 1,
-            _ => terms.push((t, 1)),
-        }
-    }
-    AnalyzedDoc { terms, length }
-}
-
-/// Which shard of the in-memory index owns `term`: a hash of its bytes, independent of the
-/// hash the shard's own table uses (its high bits, where the table indexes with the low ones).
-#[inline]
-fn shard_of(term: &str, shards: usize) -> usize {
-    use std::hash::Hasher;
-    let mut h = FxHasher::default();
-    h.write(term.as_bytes());
-    ((h.finish() >> 32) as usize) % shards
-}
-
-/// A term as a hash-table key: up to 22 bytes inline (nearly every term), so comparing keys
-/// reads the table slot and no second cache line.
-#[derive(Clone)]
-enum TermKey {
-    Inline { len: u8, bytes: [u8; 22] },
-    Heap(Box<str>),
-}
-
-impl TermKey {
-    fn new(term: &str) -> Self {
-        let mut bytes = [0u8; 22];
-        match bytes.get_mut(..term.len()) {
-            Some(head) => {
-                head.copy_from_slice(term.as_bytes());
-                TermKey::Inline {
-                    len: term.len() as u8,
-                    bytes,
-                }
-            }
-            None => TermKey::Heap(term.into()),
-        }
-    }
-
-    #[inline]
-    fn as_str(&self) -> &str {
-        match self {
-            // Only ever filled from a whole `&str`.
-            TermKey::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..*len as usize]).expect("copied from a str")
-            }
-            TermKey::Heap(s) => s,
-        }
-    }
-}
-
-impl std::borrow::Borrow<str> for TermKey {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl std::hash::Hash for TermKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state)
-    }
-}
-
-impl PartialEq for TermKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for TermKey {}
-
-/// One shard of the in-memory inverted index: the terms whose [`shard_of`] is this shard.
-/// Shards are filled in parallel, one thread each, over the same batch of documents.
-#[derive(Default)]
-struct MemoryIndex {
-    /// Term -> its (doc, tf) postings in increasing doc order, in the table slot itself.
-    postings: FxMap<TermKey, Vec<(u32, u32)>>,
-    bytes: usize,
-}
-
-impl MemoryIndex {
-    /// Append the postings of this shard's terms among `docs`, numbered from `first_doc`.
-    fn add_batch(&mut self, shard: usize, shards: usize, first_doc: u32, docs: &[AnalyzedDoc]) {
-        for (doc, analyzed) in (first_doc..).zip(docs) {
-            for (term, tf) in &analyzed.terms {
-                if shards > 1 && shard_of(term, shards) != shard {
-                    continue;
-                }
-                let list = match self.postings.get_mut(term.as_str()) {
-                    Some(list) => list,
-                    None => {
-                        // table slot, and the key's bytes when they do not fit inline
-                        self.bytes += 64 + if term.len() > 22 { term.len() } else { 0 };
-                        self.postings.entry(TermKey::new(term)).or_default()
-                    }
-                };
-                if list.len() == list.capacity() {
-                    self.bytes += 8 * list.capacity().max(4);
-                }
-                list.push((doc, *tf));
-            }
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.postings.is_empty()
-    }
-
-    /// Terms in byte order with their postings, emptying the shard.
-    fn take_sorted(&mut self) -> Vec<TermPostingsList> {
-        let postings = std::mem::take(&mut self.postings);
-        self.bytes = 0;
-        let mut all: Vec<TermPostingsList> = postings
-            .into_iter()
-            .map(|(term, list)| (term.as_str().to_string(), list))
-            .collect();
-        all.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        all
-    }
-}
+/// Documents a worker takes at a time: small enough to balance two threads under uneven load,
+/// large enough that taking one costs nothing.
+const PIECE_DOCS: usize = 64;
 
 fn write_varint(w: &mut impl Write, mut v: u64) -> std::io::Result<()> {
     while v >= 0x80 {
@@ -327,20 +156,22 @@ fn read_varint(r: &mut impl BufRead) -> std::io::Result<u64> {
     }
 }
 
-/// Spill sorted postings to a run file: per term `len, bytes, count, (gap, tf)*` as varints.
-fn spill_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
+/// Spill a worker's index to a run file, terms in byte order: per term
+/// `len, bytes, count, (gap, tf)*` as varints.
+fn spill_run(path: &Path, index: MemoryIndex) -> Result<()> {
+    let mut sorted = index.into_sorted();
     let mut w = BufWriter::with_capacity(1 << 20, File::create(path).at(path)?);
     let mut write = || -> std::io::Result<()> {
-        write_varint(&mut w, sorted.len() as u64)?;
-        for (term, list) in sorted {
+        write_varint(&mut w, sorted.num_terms() as u64)?;
+        while let Some((term, list)) = sorted.next_term() {
             write_varint(&mut w, term.len() as u64)?;
-            w.write_all(term.as_bytes())?;
-            write_varint(&mut w, list.len() as u64)?;
+            w.write_all(term)?;
+            write_varint(&mut w, (list.len() / 2) as u64)?;
             let mut prev = 0u32;
-            for &(doc, tf) in list {
-                write_varint(&mut w, (doc - prev) as u64)?;
-                write_varint(&mut w, tf as u64)?;
-                prev = doc;
+            for pair in list.chunks_exact(2) {
+                write_varint(&mut w, (pair[0] - prev) as u64)?;
+                write_varint(&mut w, pair[1] as u64)?;
+                prev = pair[0];
             }
         }
         w.flush()
@@ -348,8 +179,8 @@ fn spill_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
     write().at(path)
 }
 
-/// A term with its (doc, tf) postings in doc order.
-type TermPostingsList = (String, Vec<(u32, u32)>);
+/// A term with its postings: (doc, tf) pairs flattened, docs increasing.
+type TermPostingsList = (Vec<u8>, Vec<u32>);
 
 /// A sorted source of (term, postings) for the final merge.
 enum Source {
@@ -358,7 +189,7 @@ enum Source {
         reader: BufReader<File>,
         remaining: u64,
     },
-    Memory(std::vec::IntoIter<TermPostingsList>),
+    Memory(SortedPostings),
 }
 
 impl Source {
@@ -374,7 +205,9 @@ impl Source {
 
     fn next(&mut self) -> Result<Option<TermPostingsList>> {
         match self {
-            Source::Memory(it) => Ok(it.next()),
+            Source::Memory(sorted) => {
+                Ok(sorted.next_term().map(|(term, list)| (term.to_vec(), list)))
+            }
             Source::Run {
                 path,
                 reader,
@@ -386,17 +219,15 @@ impl Source {
                 *remaining -= 1;
                 let mut read = || -> std::io::Result<TermPostingsList> {
                     let len = read_varint(reader)? as usize;
-                    let mut bytes = vec![0u8; len];
-                    reader.read_exact(&mut bytes)?;
-                    let term = String::from_utf8(bytes).map_err(|_| {
-                        std::io::Error::new(std::io::ErrorKind::InvalidData, "bad term bytes")
-                    })?;
+                    let mut term = vec![0u8; len];
+                    reader.read_exact(&mut term)?;
                     let count = read_varint(reader)? as usize;
-                    let mut list = Vec::with_capacity(count);
+                    let mut list = Vec::with_capacity(2 * count);
                     let mut doc = 0u32;
                     for _ in 0..count {
                         doc += read_varint(reader)? as u32;
-                        list.push((doc, read_varint(reader)? as u32));
+                        list.push(doc);
+                        list.push(read_varint(reader)? as u32);
                     }
                     Ok((term, list))
                 };
@@ -406,6 +237,56 @@ impl Source {
     }
 }
 
+/// Joins one term's postings lists (each in doc order, no doc in two lists) into `docs` and
+/// `tfs` in doc order. Lists from different workers interleave piece by piece, so whole runs
+/// of one list are copied until another list's next doc comes first.
+fn join_postings(lists: &[Vec<u32>], docs: &mut Vec<u32>, tfs: &mut Vec<u32>) {
+    docs.clear();
+    tfs.clear();
+    let mut heads = vec![0usize; lists.len()];
+    loop {
+        // The list with the smallest next doc, and the smallest next doc of the others.
+        let mut best: Option<(usize, u32)> = None;
+        let mut bound = u32::MAX;
+        for (i, list) in lists.iter().enumerate() {
+            let Some(&doc) = list.get(heads[i]) else {
+                continue;
+            };
+            match best {
+                Some((_, best_doc)) if best_doc < doc => bound = bound.min(doc),
+                Some((_, best_doc)) => {
+                    bound = bound.min(best_doc);
+                    best = Some((i, doc));
+                }
+                None => best = Some((i, doc)),
+            }
+        }
+        let Some((i, _)) = best else {
+            return;
+        };
+        let list = &lists[i];
+        let mut at = heads[i];
+        while at < list.len() && list[at] < bound {
+            docs.push(list[at]);
+            tfs.push(list[at + 1]);
+            at += 2;
+        }
+        heads[i] = at;
+    }
+}
+
+/// Terms merged from the sources, waiting to be encoded together in parallel.
+#[derive(Default)]
+struct MergedGroup {
+    terms: Vec<(Vec<u8>, Vec<Vec<u32>>)>,
+    postings: usize,
+}
+
+/// Terms per group and postings per group before it is encoded: enough work to share among
+/// threads, little enough memory for the encoded copy.
+const GROUP_TERMS: usize = 1 << 16;
+const GROUP_POSTINGS: usize = 1 << 22;
+
 /// Writes merged postings and collects the dictionary.
 struct PostingsWriter<'a> {
     file: FileWriter,
@@ -413,40 +294,67 @@ struct PostingsWriter<'a> {
     entries: Vec<u8>,
     texts: Vec<u8>,
     num_terms: u64,
-    buf: Vec<u8>,
-    docs: Vec<u32>,
-    tfs: Vec<u32>,
+}
+
+/// One encoded slice of a group: the blocks of its terms back to back, and per term its offset
+/// in `bytes`, its block count and its doc frequency.
+struct EncodedChunk {
+    bytes: Vec<u8>,
+    terms: Vec<(usize, u32, u32)>,
 }
 
 impl PostingsWriter<'_> {
-    fn add(&mut self, term: &str, lists: &[Vec<(u32, u32)>]) -> Result<()> {
-        self.docs.clear();
-        self.tfs.clear();
-        for list in lists {
-            for &(d, tf) in list {
-                self.docs.push(d);
-                self.tfs.push(tf);
+    /// Encode the group's postings lists in parallel, then append them in term order.
+    fn write_group(&mut self, group: &mut MergedGroup) -> Result<()> {
+        let norms = self.norms;
+        let chunk_len = group
+            .terms
+            .len()
+            .div_ceil(4 * rayon::current_num_threads())
+            .max(1);
+        let encoded: Vec<EncodedChunk> = group
+            .terms
+            .par_chunks(chunk_len)
+            .map(|chunk| {
+                let (mut docs, mut tfs) = (Vec::new(), Vec::new());
+                let mut out = EncodedChunk {
+                    bytes: Vec::new(),
+                    terms: Vec::with_capacity(chunk.len()),
+                };
+                for (_, lists) in chunk {
+                    join_postings(lists, &mut docs, &mut tfs);
+                    let start = out.bytes.len();
+                    let blocks = format::encode_postings(&docs, &tfs, norms, &mut out.bytes);
+                    out.terms.push((start, blocks, docs.len() as u32));
+                }
+                out
+            })
+            .collect();
+        let mut terms = group.terms.iter();
+        for chunk in &encoded {
+            let base = self.file.position();
+            for &(start, blocks, doc_freq) in &chunk.terms {
+                let (term, _) = terms.next().expect("one entry per term");
+                TermEntry {
+                    text_offset: self.texts.len() as u64,
+                    text_len: term.len() as u32,
+                    doc_freq,
+                    postings_offset: base + start as u64,
+                    blocks,
+                }
+                .encode(&mut self.entries);
+                self.texts.extend_from_slice(term);
+                self.num_terms += 1;
             }
+            self.file.write(&chunk.bytes)?;
         }
-        self.buf.clear();
-        let postings_offset = self.file.position();
-        let blocks = format::encode_postings(&self.docs, &self.tfs, self.norms, &mut self.buf);
-        self.file.write(&self.buf)?;
-        TermEntry {
-            text_offset: self.texts.len() as u64,
-            text_len: term.len() as u32,
-            doc_freq: self.docs.len() as u32,
-            postings_offset,
-            blocks,
-        }
-        .encode(&mut self.entries);
-        self.texts.extend_from_slice(term.as_bytes());
-        self.num_terms += 1;
+        group.terms.clear();
+        group.postings = 0;
         Ok(())
     }
 }
 
-/// Merge the sources (ordered by doc range) term by term into `postings.bin` and `terms.bin`.
+/// Merge the sources term by term into `postings.bin` and `terms.bin`.
 fn merge_and_write(dir: &Path, mut sources: Vec<Source>, norms: &[u8]) -> Result<u64> {
     let mut writer = PostingsWriter {
         file: FileWriter::create(
@@ -458,11 +366,8 @@ fn merge_and_write(dir: &Path, mut sources: Vec<Source>, norms: &[u8]) -> Result
         entries: Vec::new(),
         texts: Vec::new(),
         num_terms: 0,
-        buf: Vec::new(),
-        docs: Vec::new(),
-        tfs: Vec::new(),
     };
-    let mut heads: Vec<Option<Vec<(u32, u32)>>> = vec![None; sources.len()];
+    let mut heads: Vec<Option<Vec<u32>>> = vec![None; sources.len()];
     let mut heap = BinaryHeap::new();
     for (i, s) in sources.iter_mut().enumerate() {
         if let Some((term, list)) = s.next()? {
@@ -470,10 +375,11 @@ fn merge_and_write(dir: &Path, mut sources: Vec<Source>, norms: &[u8]) -> Result
             heap.push(Reverse((term, i)));
         }
     }
-    let mut lists: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut group = MergedGroup::default();
+    let mut members = Vec::new();
     while let Some(Reverse((term, first))) = heap.pop() {
-        lists.clear();
-        let mut members = vec![first];
+        members.clear();
+        members.push(first);
         while let Some(Reverse((t, _))) = heap.peek() {
             if *t != term {
                 break;
@@ -481,19 +387,22 @@ fn merge_and_write(dir: &Path, mut sources: Vec<Source>, norms: &[u8]) -> Result
             let Reverse((_, i)) = heap.pop().unwrap();
             members.push(i);
         }
-        // Sources are numbered in doc order, so concatenating in source order keeps doc order.
-        members.sort_unstable();
+        let mut lists = Vec::with_capacity(members.len());
         for &i in &members {
-            lists.push(heads[i].take().expect("head present for a queued source"));
-        }
-        writer.add(&term, &lists)?;
-        for &i in &members {
+            let list = heads[i].take().expect("head present for a queued source");
+            group.postings += list.len() / 2;
+            lists.push(list);
             if let Some((t, list)) = sources[i].next()? {
                 heads[i] = Some(list);
                 heap.push(Reverse((t, i)));
             }
         }
+        group.terms.push((term, lists));
+        if group.terms.len() >= GROUP_TERMS || group.postings >= GROUP_POSTINGS {
+            writer.write_group(&mut group)?;
+        }
     }
+    writer.write_group(&mut group)?;
     writer.file.write(&[0u8; format::POSTINGS_PADDING])?;
     writer.file.finish()?;
 
@@ -533,7 +442,7 @@ fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
     w.finish()
 }
 
-/// Everything the build keeps per document, and the inverted index being filled.
+/// Everything the build keeps per document, and the inverted indexes being filled.
 struct Accumulator {
     dir: PathBuf,
     budget: usize,
@@ -541,46 +450,91 @@ struct Accumulator {
     norms: Vec<u8>,
     sum_lengths: u64,
     docs_with_terms: u64,
-    /// The in-memory index, one shard per worker thread.
-    shards: Vec<MemoryIndex>,
+    /// One in-memory index per worker thread.
+    workers: Vec<MemoryIndex>,
     runs: Vec<PathBuf>,
 }
 
 impl Accumulator {
-    /// Number the documents in input order and add their postings; spill a sorted run when
-    /// the in-memory postings outgrow the budget.
-    fn add_batch(&mut self, records: Vec<Record>, analyzed: Vec<AnalyzedDoc>) -> Result<()> {
+    /// Number the documents in input order, analyze them and add their postings; spill sorted
+    /// runs when the in-memory postings outgrow the budget.
+    fn add_batch(
+        &mut self,
+        records: Vec<Record>,
+        chosen: &[usize],
+        analyzers: &[Analyzer],
+    ) -> Result<()> {
         if self.ids.len() + records.len() > u32::MAX as usize {
             return Err(Error::invalid("more than 2^32 - 1 documents"));
         }
-        let first_doc = self.ids.len() as u32;
-        for (rec, doc) in records.into_iter().zip(&analyzed) {
-            self.ids.push(rec.id);
-            self.norms.push(length_to_norm(doc.length));
-            self.sum_lengths += doc.length as u64;
-            self.docs_with_terms += (doc.length > 0) as u64;
+        let first_doc = self.ids.len();
+        let last_doc = (first_doc + records.len()) as u32;
+        if self
+            .workers
+            .iter()
+            .any(|w| last_doc - w.base() >= MAX_DOC_SPAN)
+        {
+            // Entries number documents from the index's base in 24 bits.
+            self.spill(first_doc as u32)?;
         }
-        let shards = self.shards.len();
-        self.shards
+        let pieces = records.len().div_ceil(PIECE_DOCS);
+        let next_piece = AtomicUsize::new(0);
+        let records = &records;
+        // Each worker takes pieces in increasing order, so its postings stay in doc order.
+        let done: Vec<Vec<(usize, Vec<u32>)>> = self
+            .workers
             .par_iter_mut()
-            .enumerate()
-            .for_each(|(i, m)| m.add_batch(i, shards, first_doc, &analyzed));
-        // Freed on a worker thread: dropping a batch's strings is not free either.
-        rayon::spawn(move || drop(analyzed));
-        if self.shards.iter().map(|m| m.bytes).sum::<usize>() > self.budget {
-            // One run per shard: a term lives in one shard, so the merge still meets each
-            // term's postings in doc order.
-            let generation = self.runs.len();
-            let paths: Vec<PathBuf> = (0..shards)
-                .map(|i| self.dir.join(format!("run-{generation}-{i}.tmp")))
-                .collect();
-            self.shards
-                .par_iter_mut()
-                .zip(&paths)
-                .map(|(m, path)| spill_run(path, &m.take_sorted()))
-                .collect::<Result<Vec<()>>>()?;
-            self.runs.extend(paths);
+            .map(|index| {
+                let mut lengths = Vec::new();
+                loop {
+                    let piece = next_piece.fetch_add(1, Ordering::Relaxed);
+                    if piece >= pieces {
+                        return lengths;
+                    }
+                    let docs = piece * PIECE_DOCS..((piece + 1) * PIECE_DOCS).min(records.len());
+                    let piece_lengths = docs
+                        .map(|i| {
+                            let doc = (first_doc + i) as u32;
+                            index.add_document(doc, &analyzers[chosen[i]], &records[i].text)
+                        })
+                        .collect();
+                    lengths.push((piece, piece_lengths));
+                }
+            })
+            .collect();
+        let mut by_piece: Vec<(usize, Vec<u32>)> = done.into_iter().flatten().collect();
+        by_piece.sort_unstable_by_key(|(piece, _)| *piece);
+        for length in by_piece.into_iter().flat_map(|(_, lengths)| lengths) {
+            self.norms.push(length_to_norm(length));
+            self.sum_lengths += length as u64;
+            self.docs_with_terms += (length > 0) as u64;
         }
+        self.ids.extend(records.iter().map(|rec| rec.id.clone()));
+        if self.workers.iter().map(MemoryIndex::bytes).sum::<usize>() > self.budget {
+            self.spill(self.ids.len() as u32)?;
+        }
+        Ok(())
+    }
+
+    /// Write every worker's index as a sorted run and start new ones at document `next_doc`.
+    fn spill(&mut self, next_doc: u32) -> Result<()> {
+        let generation = self.runs.len();
+        let workers = std::mem::take(&mut self.workers);
+        self.workers = (0..workers.len())
+            .map(|_| MemoryIndex::new(next_doc))
+            .collect();
+        let spills: Vec<(PathBuf, MemoryIndex)> = workers
+            .into_iter()
+            .enumerate()
+            .filter(|(_, index)| !index.is_empty())
+            .map(|(i, index)| (self.dir.join(format!("run-{generation}-{i}.tmp")), index))
+            .collect();
+        let paths: Vec<PathBuf> = spills.iter().map(|(path, _)| path.clone()).collect();
+        spills
+            .into_par_iter()
+            .map(|(path, index)| spill_run(&path, index))
+            .collect::<Result<Vec<()>>>()?;
+        self.runs.extend(paths);
         Ok(())
     }
 }
@@ -638,16 +592,16 @@ fn build_in_pool(
         norms: Vec::new(),
         sum_lengths: 0,
         docs_with_terms: 0,
-        shards: (0..rayon::current_num_threads().max(1))
-            .map(|_| MemoryIndex::default())
+        workers: (0..rayon::current_num_threads().max(1))
+            .map(|_| MemoryIndex::new(0))
             .collect(),
         runs: Vec::new(),
     };
     let mut first_line: FxMap<String, u64> = FxMap::default();
     let mut skipped = 0u64;
-    // Batch i is added to the index while batch i + 1 is analyzed: the one sequential step
-    // overlaps the parallel one.
-    let mut pending: Option<(Vec<Record>, Vec<AnalyzedDoc>)> = None;
+    let mut block = LineBlock::default();
+    // A batch must fit the documents a worker's index can number.
+    let batch_lines = opts.batch_lines.clamp(1, MAX_DOC_SPAN as usize / 2);
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::invalid(format!(
@@ -655,15 +609,17 @@ fn build_in_pool(
                 corpus.display()
             )));
         }
-        let chunk = reader.next_chunk(opts.batch_lines.max(1))?;
-        if chunk.is_empty() {
+        reader.next_block(batch_lines, &mut block)?;
+        if block.is_empty() {
             break;
         }
-        let parsed: Vec<Result<Record>> = chunk
-            .par_iter()
-            .map(|(line, bytes)| parse_record(corpus, *line, bytes, &spec))
+        let parsed: Vec<Result<Record>> = (0..block.len())
+            .into_par_iter()
+            .map(|i| {
+                let (line, bytes) = block.line(i);
+                parse_record(corpus, line, bytes, &spec)
+            })
             .collect();
-        drop(chunk);
         let mut records = Vec::with_capacity(parsed.len());
         let mut chosen = Vec::with_capacity(parsed.len());
         for rec in parsed {
@@ -684,26 +640,8 @@ fn build_in_pool(
             chosen.push(analyzers.for_record(corpus, &rec)?);
             records.push(rec);
         }
-        let list = &analyzers.list;
-        let (analyzed, added) = rayon::join(
-            || {
-                records
-                    .par_iter()
-                    .zip(chosen.par_iter())
-                    .map(|(rec, &a)| analyze(&list[a], &rec.text))
-                    .collect::<Vec<_>>()
-            },
-            || match pending.take() {
-                Some((recs, docs)) => acc.add_batch(recs, docs),
-                None => Ok(()),
-            },
-        );
-        added?;
+        acc.add_batch(records, &chosen, &analyzers.list)?;
         progress.set_position(acc.ids.len() as u64);
-        pending = Some((records, analyzed));
-    }
-    if let Some((recs, docs)) = pending.take() {
-        acc.add_batch(recs, docs)?;
     }
     drop(first_line);
 
@@ -712,7 +650,7 @@ fn build_in_pool(
         norms,
         sum_lengths,
         docs_with_terms,
-        mut shards,
+        workers,
         runs,
         ..
     } = acc;
@@ -721,9 +659,12 @@ fn build_in_pool(
         .iter()
         .map(|p| Source::open_run(p.clone()))
         .collect::<Result<Vec<_>>>()?;
-    for m in shards.iter_mut().filter(|m| !m.is_empty()) {
-        sources.push(Source::Memory(m.take_sorted().into_iter()));
-    }
+    sources.extend(
+        workers
+            .into_iter()
+            .filter(|index| !index.is_empty())
+            .map(|index| Source::Memory(index.into_sorted())),
+    );
     let num_terms = merge_and_write(out.path(), sources, &norms)?;
     for p in &runs {
         std::fs::remove_file(p).at(p)?;

@@ -7,6 +7,7 @@
 
 pub mod builder;
 pub mod format;
+mod memory_index;
 pub mod scoring;
 pub mod searcher;
 
