@@ -442,6 +442,65 @@ fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
     w.finish()
 }
 
+/// Parsed documents with unique ids, in input order, and each one's analyzer.
+struct Batch {
+    records: Vec<Record>,
+    chosen: Vec<usize>,
+}
+
+/// Reads the corpus batch by batch: parses lines in parallel, then checks ids (in input order)
+/// and picks each document's analyzer.
+struct BatchReader<'a> {
+    corpus: &'a Path,
+    spec: &'a FieldSpec,
+    reader: LineReader,
+    block: LineBlock,
+    batch_lines: usize,
+    keep_first_duplicate: bool,
+    first_line: FxMap<String, u64>,
+    skipped: u64,
+    analyzers: Analyzers,
+}
+
+impl BatchReader<'_> {
+    /// The next batch, or `None` at the end of the corpus.
+    fn next_batch(&mut self) -> Result<Option<Batch>> {
+        self.reader.next_block(self.batch_lines, &mut self.block)?;
+        if self.block.is_empty() {
+            return Ok(None);
+        }
+        let (block, corpus, spec) = (&self.block, self.corpus, self.spec);
+        let parsed: Vec<Result<Record>> = (0..block.len())
+            .into_par_iter()
+            .map(|i| {
+                let (line, bytes) = block.line(i);
+                parse_record(corpus, line, bytes, spec)
+            })
+            .collect();
+        let mut records = Vec::with_capacity(parsed.len());
+        let mut chosen = Vec::with_capacity(parsed.len());
+        for rec in parsed {
+            let rec = rec?;
+            if let Some(&first) = self.first_line.get(&rec.id) {
+                if self.keep_first_duplicate {
+                    self.skipped += 1;
+                    continue;
+                }
+                return Err(Error::DuplicateId {
+                    path: corpus.to_path_buf(),
+                    id: rec.id,
+                    line: rec.line,
+                    first_line: first,
+                });
+            }
+            self.first_line.insert(rec.id.clone(), rec.line);
+            chosen.push(self.analyzers.for_record(corpus, &rec)?);
+            records.push(rec);
+        }
+        Ok(Some(Batch { records, chosen }))
+    }
+}
+
 /// Everything the build keeps per document, and the inverted indexes being filled.
 struct Accumulator {
     dir: PathBuf,
@@ -458,12 +517,8 @@ struct Accumulator {
 impl Accumulator {
     /// Number the documents in input order, analyze them and add their postings; spill sorted
     /// runs when the in-memory postings outgrow the budget.
-    fn add_batch(
-        &mut self,
-        records: Vec<Record>,
-        chosen: &[usize],
-        analyzers: &[Analyzer],
-    ) -> Result<()> {
+    fn add_batch(&mut self, batch: Batch, analyzers: &[Analyzer]) -> Result<()> {
+        let Batch { records, chosen } = batch;
         if self.ids.len() + records.len() > u32::MAX as usize {
             return Err(Error::invalid("more than 2^32 - 1 documents"));
         }
@@ -576,13 +631,13 @@ fn build_in_pool(
     if opts.fields.is_empty() {
         return Err(Error::invalid("no text fields to index"));
     }
-    let mut analyzers = Analyzers::new(opts.lang.as_deref(), opts.lang_field.as_deref())?;
+    let analyzers = Analyzers::new(opts.lang.as_deref(), opts.lang_field.as_deref())?;
     let fields: Vec<&str> = opts.fields.iter().map(String::as_str).collect();
     let spec = FieldSpec::corpus()
         .with_text_fields(&fields)
         .with_lang_field(opts.lang_field.as_deref());
 
-    let mut reader = LineReader::open(corpus)?;
+    let reader = LineReader::open(corpus)?;
     let out = AtomicDir::create(index)?;
     let progress = crate::progress::bar(None, "indexing", opts.quiet);
     let mut acc = Accumulator {
@@ -597,53 +652,37 @@ fn build_in_pool(
             .collect(),
         runs: Vec::new(),
     };
-    let mut first_line: FxMap<String, u64> = FxMap::default();
-    let mut skipped = 0u64;
-    let mut block = LineBlock::default();
-    // A batch must fit the documents a worker's index can number.
-    let batch_lines = opts.batch_lines.clamp(1, MAX_DOC_SPAN as usize / 2);
-    loop {
+
+    let mut batches = BatchReader {
+        corpus,
+        spec: &spec,
+        reader,
+        block: LineBlock::default(),
+        // A batch must fit the documents a worker's index can number.
+        batch_lines: opts.batch_lines.clamp(1, MAX_DOC_SPAN as usize / 2),
+        keep_first_duplicate: opts.keep_first_duplicate,
+        first_line: FxMap::default(),
+        skipped: 0,
+        analyzers,
+    };
+    // Batch i is analyzed and inverted while batch i + 1 is read, parsed and checked.
+    let mut pending = batches.next_batch()?;
+    while let Some(batch) = pending {
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::invalid(format!(
                 "indexing {} interrupted; nothing was written",
                 corpus.display()
             )));
         }
-        reader.next_block(batch_lines, &mut block)?;
-        if block.is_empty() {
-            break;
-        }
-        let parsed: Vec<Result<Record>> = (0..block.len())
-            .into_par_iter()
-            .map(|i| {
-                let (line, bytes) = block.line(i);
-                parse_record(corpus, line, bytes, &spec)
-            })
-            .collect();
-        let mut records = Vec::with_capacity(parsed.len());
-        let mut chosen = Vec::with_capacity(parsed.len());
-        for rec in parsed {
-            let rec = rec?;
-            if let Some(&first) = first_line.get(&rec.id) {
-                if opts.keep_first_duplicate {
-                    skipped += 1;
-                    continue;
-                }
-                return Err(Error::DuplicateId {
-                    path: corpus.to_path_buf(),
-                    id: rec.id,
-                    line: rec.line,
-                    first_line: first,
-                });
-            }
-            first_line.insert(rec.id.clone(), rec.line);
-            chosen.push(analyzers.for_record(corpus, &rec)?);
-            records.push(rec);
-        }
-        acc.add_batch(records, &chosen, &analyzers.list)?;
+        let list = batches.analyzers.list.clone();
+        let (added, next) = rayon::join(|| acc.add_batch(batch, &list), || batches.next_batch());
+        added?;
         progress.set_position(acc.ids.len() as u64);
+        pending = next?;
     }
-    drop(first_line);
+    let BatchReader {
+        skipped, analyzers, ..
+    } = batches;
 
     let Accumulator {
         ids,
@@ -659,12 +698,12 @@ fn build_in_pool(
         .iter()
         .map(|p| Source::open_run(p.clone()))
         .collect::<Result<Vec<_>>>()?;
-    sources.extend(
-        workers
-            .into_iter()
-            .filter(|index| !index.is_empty())
-            .map(|index| Source::Memory(index.into_sorted())),
-    );
+    let sorted: Vec<SortedPostings> = workers
+        .into_par_iter()
+        .filter(|index| !index.is_empty())
+        .map(MemoryIndex::into_sorted)
+        .collect();
+    sources.extend(sorted.into_iter().map(Source::Memory));
     let num_terms = merge_and_write(out.path(), sources, &norms)?;
     for p in &runs {
         std::fs::remove_file(p).at(p)?;

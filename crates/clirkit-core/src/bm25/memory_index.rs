@@ -186,20 +186,27 @@ impl MemoryIndex {
         t
     }
 
-    /// Doubles the table (kept at most 5/8 full, so probes stay short).
+    /// Doubles the table (kept at most 5/8 full, so probes stay short). The old slots are
+    /// visited in order, and an entry's new place is near its old one or one old table size
+    /// further, so the writes stream instead of landing anywhere.
     #[cold]
     fn grow(&mut self) {
         let size = 2 * self.slots.len();
         let mut slots = vec![[0u64; 2]; size];
         let mask = size - 1;
-        for t in 0..self.num_terms() {
-            let term = self.term(t);
-            let key = slot_key(term);
+        for &slot in &self.slots {
+            if slot[1] == 0 {
+                continue;
+            }
+            let key = (slot[0], slot[1] as u32 as u64);
+            let t = (slot[1] >> 32) as usize - 1;
+            let long = (slot[1] as u32 >> 24) as usize > INLINE_BYTES;
+            let term = if long { self.term(t) } else { &[] };
             let mut i = hash_key(key, term) as usize & mask;
             while slots[i][1] != 0 {
                 i = (i + 1) & mask;
             }
-            slots[i] = [key.0, key.1 | (t as u64 + 1) << 32];
+            slots[i] = slot;
         }
         self.slots = slots;
     }
