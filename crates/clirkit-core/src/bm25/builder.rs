@@ -12,8 +12,9 @@
 //! [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
 
 use super::format::{self, TermEntry};
-use super::memory_index::{FxHasher, MemoryIndex, SortedPostings, MAX_DOC_SPAN};
+use super::memory_index::{FxHasher, MemoryIndex, MAX_DOC_SPAN};
 use super::scoring::length_to_norm;
+use super::sorted_run::SortedRun;
 use crate::error::{Error, IoContext, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
@@ -21,10 +22,7 @@ use crate::io::format::FileWriter;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
 use crate::text::Analyzer;
 use rayon::prelude::*;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -134,109 +132,6 @@ type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 /// large enough that taking one costs nothing.
 const PIECE_DOCS: usize = 64;
 
-fn write_varint(w: &mut impl Write, mut v: u64) -> std::io::Result<()> {
-    while v >= 0x80 {
-        w.write_all(&[(v as u8) | 0x80])?;
-        v >>= 7;
-    }
-    w.write_all(&[v as u8])
-}
-
-fn read_varint(r: &mut impl BufRead) -> std::io::Result<u64> {
-    let mut v = 0u64;
-    let mut shift = 0;
-    loop {
-        let mut byte = [0u8];
-        r.read_exact(&mut byte)?;
-        v |= ((byte[0] & 0x7f) as u64) << shift;
-        if byte[0] < 0x80 {
-            return Ok(v);
-        }
-        shift += 7;
-    }
-}
-
-/// Spill a worker's index to a run file, terms in byte order: per term
-/// `len, bytes, count, (gap, tf)*` as varints.
-fn spill_run(path: &Path, index: MemoryIndex) -> Result<()> {
-    let mut sorted = index.into_sorted();
-    let mut w = BufWriter::with_capacity(1 << 20, File::create(path).at(path)?);
-    let mut write = || -> std::io::Result<()> {
-        write_varint(&mut w, sorted.num_terms() as u64)?;
-        while let Some((term, list)) = sorted.next_term() {
-            write_varint(&mut w, term.len() as u64)?;
-            w.write_all(term)?;
-            write_varint(&mut w, (list.len() / 2) as u64)?;
-            let mut prev = 0u32;
-            for pair in list.chunks_exact(2) {
-                write_varint(&mut w, (pair[0] - prev) as u64)?;
-                write_varint(&mut w, pair[1] as u64)?;
-                prev = pair[0];
-            }
-        }
-        w.flush()
-    };
-    write().at(path)
-}
-
-/// A term with its postings: (doc, tf) pairs flattened, docs increasing.
-type TermPostingsList = (Vec<u8>, Vec<u32>);
-
-/// A sorted source of (term, postings) for the final merge.
-enum Source {
-    Run {
-        path: PathBuf,
-        reader: BufReader<File>,
-        remaining: u64,
-    },
-    Memory(SortedPostings),
-}
-
-impl Source {
-    fn open_run(path: PathBuf) -> Result<Self> {
-        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).at(&path)?);
-        let remaining = read_varint(&mut reader).at(&path)?;
-        Ok(Source::Run {
-            path,
-            reader,
-            remaining,
-        })
-    }
-
-    fn next(&mut self) -> Result<Option<TermPostingsList>> {
-        match self {
-            Source::Memory(sorted) => {
-                Ok(sorted.next_term().map(|(term, list)| (term.to_vec(), list)))
-            }
-            Source::Run {
-                path,
-                reader,
-                remaining,
-            } => {
-                if *remaining == 0 {
-                    return Ok(None);
-                }
-                *remaining -= 1;
-                let mut read = || -> std::io::Result<TermPostingsList> {
-                    let len = read_varint(reader)? as usize;
-                    let mut term = vec![0u8; len];
-                    reader.read_exact(&mut term)?;
-                    let count = read_varint(reader)? as usize;
-                    let mut list = Vec::with_capacity(2 * count);
-                    let mut doc = 0u32;
-                    for _ in 0..count {
-                        doc += read_varint(reader)? as u32;
-                        list.push(doc);
-                        list.push(read_varint(reader)? as u32);
-                    }
-                    Ok((term, list))
-                };
-                read().map(Some).at(&*path)
-            }
-        }
-    }
-}
-
 /// Joins one term's postings lists (each in doc order, no doc in two lists) into `docs` and
 /// `tfs` in doc order. Lists from different workers interleave piece by piece, so whole runs
 /// of one list are copied until another list's next doc comes first.
@@ -275,147 +170,124 @@ fn join_postings(lists: &[Vec<u32>], docs: &mut Vec<u32>, tfs: &mut Vec<u32>) {
     }
 }
 
-/// Terms merged from the sources, waiting to be encoded together in parallel.
+/// One encoded range of terms: their postings back to back, their bytes back to back, and per
+/// term its length, the offset of its postings in `bytes`, its block count and doc frequency.
 #[derive(Default)]
-struct MergedGroup {
-    terms: Vec<(Vec<u8>, Vec<Vec<u32>>)>,
-    postings: usize,
-}
-
-/// Terms per group and postings per group before it is encoded: enough work to share among
-/// threads, little enough memory for the encoded copy.
-const GROUP_TERMS: usize = 1 << 16;
-const GROUP_POSTINGS: usize = 1 << 22;
-
-/// Writes merged postings and collects the dictionary.
-struct PostingsWriter<'a> {
-    file: FileWriter,
-    norms: &'a [u8],
-    entries: Vec<u8>,
-    texts: Vec<u8>,
-    num_terms: u64,
-}
-
-/// One encoded slice of a group: the blocks of its terms back to back, and per term its offset
-/// in `bytes`, its block count and its doc frequency.
-struct EncodedChunk {
+struct EncodedRange {
     bytes: Vec<u8>,
-    terms: Vec<(usize, u32, u32)>,
+    texts: Vec<u8>,
+    terms: Vec<(u32, usize, u32, u32)>,
 }
 
-impl PostingsWriter<'_> {
-    /// Encode the group's postings lists in parallel, then append them in term order.
-    fn write_group(&mut self, group: &mut MergedGroup) -> Result<()> {
-        let norms = self.norms;
-        let chunk_len = group
-            .terms
-            .len()
-            .div_ceil(4 * rayon::current_num_threads())
-            .max(1);
-        let encoded: Vec<EncodedChunk> = group
-            .terms
-            .par_chunks(chunk_len)
-            .map(|chunk| {
-                let (mut docs, mut tfs) = (Vec::new(), Vec::new());
-                let mut out = EncodedChunk {
-                    bytes: Vec::new(),
-                    terms: Vec::with_capacity(chunk.len()),
-                };
-                for (_, lists) in chunk {
-                    join_postings(lists, &mut docs, &mut tfs);
-                    let start = out.bytes.len();
-                    let blocks = format::encode_postings(&docs, &tfs, norms, &mut out.bytes);
-                    out.terms.push((start, blocks, docs.len() as u32));
+/// Merge and encode the terms of `runs` in `[from[i], to[i])` (ranks of run `i`).
+fn encode_range(runs: &[SortedRun], from: &[usize], to: &[usize], norms: &[u8]) -> EncodedRange {
+    let mut out = EncodedRange::default();
+    let mut heads = from.to_vec();
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); runs.len()];
+    let (mut docs, mut tfs) = (Vec::new(), Vec::new());
+    loop {
+        let mut smallest: Option<&[u8]> = None;
+        for (i, run) in runs.iter().enumerate() {
+            if heads[i] < to[i] {
+                let term = run.term(heads[i]);
+                if smallest.is_none_or(|s| term < s) {
+                    smallest = Some(term);
                 }
-                out
-            })
+            }
+        }
+        let Some(term) = smallest else {
+            return out;
+        };
+        let mut members = 0;
+        for (i, run) in runs.iter().enumerate() {
+            if heads[i] < to[i] && run.term(heads[i]) == term {
+                lists[members].clear();
+                run.postings(heads[i], &mut lists[members]);
+                members += 1;
+                heads[i] += 1;
+            }
+        }
+        join_postings(&lists[..members], &mut docs, &mut tfs);
+        let start = out.bytes.len();
+        let blocks = format::encode_postings(&docs, &tfs, norms, &mut out.bytes);
+        out.terms
+            .push((term.len() as u32, start, blocks, docs.len() as u32));
+        out.texts.extend_from_slice(term);
+    }
+}
+
+/// Merge the runs term by term into `postings.bin` and `terms.bin`. The term space is cut into
+/// ranges at terms of the largest run, several per thread; ranges are merged and encoded in
+/// parallel, a wave at a time (bounding the memory of encoded postings), and written in order.
+fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> {
+    let threads = rayon::current_num_threads();
+    let parts = 8 * threads;
+    let largest = runs.iter().max_by_key(|r| r.num_terms());
+    let mut splitters: Vec<&[u8]> = match largest {
+        Some(run) => (1..parts)
+            .map(|k| run.term(k * run.num_terms() / parts))
+            .collect(),
+        None => Vec::new(),
+    };
+    splitters.dedup();
+    // bounds[p][i]: the first rank of run i in range p.
+    let bounds: Vec<Vec<usize>> = std::iter::once(vec![0; runs.len()])
+        .chain(
+            splitters
+                .iter()
+                .map(|s| runs.iter().map(|r| r.lower_bound(s)).collect()),
+        )
+        .chain(std::iter::once(
+            runs.iter().map(SortedRun::num_terms).collect(),
+        ))
+        .collect();
+
+    let mut postings = FileWriter::create(
+        dir.join(format::POSTINGS_FILE),
+        format::POSTINGS_KIND,
+        format::FILE_VERSION,
+    )?;
+    let mut entries = Vec::new();
+    let mut texts = Vec::new();
+    let mut num_terms = 0u64;
+    let ranges: Vec<usize> = (0..bounds.len() - 1).collect();
+    for wave in ranges.chunks(2 * threads) {
+        let encoded: Vec<EncodedRange> = wave
+            .par_iter()
+            .map(|&p| encode_range(runs, &bounds[p], &bounds[p + 1], norms))
             .collect();
-        let mut terms = group.terms.iter();
-        for chunk in &encoded {
-            let base = self.file.position();
-            for &(start, blocks, doc_freq) in &chunk.terms {
-                let (term, _) = terms.next().expect("one entry per term");
+        for range in &encoded {
+            let base = postings.position();
+            let mut text_at = 0;
+            for &(text_len, start, blocks, doc_freq) in &range.terms {
                 TermEntry {
-                    text_offset: self.texts.len() as u64,
-                    text_len: term.len() as u32,
+                    text_offset: (texts.len() + text_at) as u64,
+                    text_len,
                     doc_freq,
                     postings_offset: base + start as u64,
                     blocks,
                 }
-                .encode(&mut self.entries);
-                self.texts.extend_from_slice(term);
-                self.num_terms += 1;
+                .encode(&mut entries);
+                text_at += text_len as usize;
             }
-            self.file.write(&chunk.bytes)?;
-        }
-        group.terms.clear();
-        group.postings = 0;
-        Ok(())
-    }
-}
-
-/// Merge the sources term by term into `postings.bin` and `terms.bin`.
-fn merge_and_write(dir: &Path, mut sources: Vec<Source>, norms: &[u8]) -> Result<u64> {
-    let mut writer = PostingsWriter {
-        file: FileWriter::create(
-            dir.join(format::POSTINGS_FILE),
-            format::POSTINGS_KIND,
-            format::FILE_VERSION,
-        )?,
-        norms,
-        entries: Vec::new(),
-        texts: Vec::new(),
-        num_terms: 0,
-    };
-    let mut heads: Vec<Option<Vec<u32>>> = vec![None; sources.len()];
-    let mut heap = BinaryHeap::new();
-    for (i, s) in sources.iter_mut().enumerate() {
-        if let Some((term, list)) = s.next()? {
-            heads[i] = Some(list);
-            heap.push(Reverse((term, i)));
+            texts.extend_from_slice(&range.texts);
+            num_terms += range.terms.len() as u64;
+            postings.write(&range.bytes)?;
         }
     }
-    let mut group = MergedGroup::default();
-    let mut members = Vec::new();
-    while let Some(Reverse((term, first))) = heap.pop() {
-        members.clear();
-        members.push(first);
-        while let Some(Reverse((t, _))) = heap.peek() {
-            if *t != term {
-                break;
-            }
-            let Reverse((_, i)) = heap.pop().unwrap();
-            members.push(i);
-        }
-        let mut lists = Vec::with_capacity(members.len());
-        for &i in &members {
-            let list = heads[i].take().expect("head present for a queued source");
-            group.postings += list.len() / 2;
-            lists.push(list);
-            if let Some((t, list)) = sources[i].next()? {
-                heads[i] = Some(list);
-                heap.push(Reverse((t, i)));
-            }
-        }
-        group.terms.push((term, lists));
-        if group.terms.len() >= GROUP_TERMS || group.postings >= GROUP_POSTINGS {
-            writer.write_group(&mut group)?;
-        }
-    }
-    writer.write_group(&mut group)?;
-    writer.file.write(&[0u8; format::POSTINGS_PADDING])?;
-    writer.file.finish()?;
+    postings.write(&[0u8; format::POSTINGS_PADDING])?;
+    postings.finish()?;
 
     let mut terms = FileWriter::create(
         dir.join(format::TERMS_FILE),
         format::TERMS_KIND,
         format::FILE_VERSION,
     )?;
-    terms.write(&writer.num_terms.to_le_bytes())?;
-    terms.write(&writer.entries)?;
-    terms.write(&writer.texts)?;
+    terms.write(&num_terms.to_le_bytes())?;
+    terms.write(&entries)?;
+    terms.write(&texts)?;
     terms.finish()?;
-    Ok(writer.num_terms)
+    Ok(num_terms)
 }
 
 fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
@@ -511,7 +383,8 @@ struct Accumulator {
     docs_with_terms: u64,
     /// One in-memory index per worker thread.
     workers: Vec<MemoryIndex>,
-    runs: Vec<PathBuf>,
+    /// Runs spilled to files in the index directory, mapped back.
+    runs: Vec<(PathBuf, SortedRun)>,
 }
 
 impl Accumulator {
@@ -578,18 +451,17 @@ impl Accumulator {
         self.workers = (0..workers.len())
             .map(|_| MemoryIndex::new(next_doc))
             .collect();
-        let spills: Vec<(PathBuf, MemoryIndex)> = workers
-            .into_iter()
+        let spilled = workers
+            .into_par_iter()
             .enumerate()
             .filter(|(_, index)| !index.is_empty())
-            .map(|(i, index)| (self.dir.join(format!("run-{generation}-{i}.tmp")), index))
-            .collect();
-        let paths: Vec<PathBuf> = spills.iter().map(|(path, _)| path.clone()).collect();
-        spills
-            .into_par_iter()
-            .map(|(path, index)| spill_run(&path, index))
-            .collect::<Result<Vec<()>>>()?;
-        self.runs.extend(paths);
+            .map(|(i, index)| {
+                let path = self.dir.join(format!("run-{generation}-{i}.tmp"));
+                let run = index.into_sorted().spill(&path)?;
+                Ok((path, run))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.runs.extend(spilled);
         Ok(())
     }
 }
@@ -694,18 +566,16 @@ fn build_in_pool(
         ..
     } = acc;
     let spilled_runs = runs.len() as u64;
-    let mut sources = runs
-        .iter()
-        .map(|p| Source::open_run(p.clone()))
-        .collect::<Result<Vec<_>>>()?;
-    let sorted: Vec<SortedPostings> = workers
-        .into_par_iter()
-        .filter(|index| !index.is_empty())
-        .map(MemoryIndex::into_sorted)
-        .collect();
-    sources.extend(sorted.into_iter().map(Source::Memory));
-    let num_terms = merge_and_write(out.path(), sources, &norms)?;
-    for p in &runs {
+    let (paths, mut sorted): (Vec<PathBuf>, Vec<SortedRun>) = runs.into_iter().unzip();
+    sorted.par_extend(
+        workers
+            .into_par_iter()
+            .filter(|index| !index.is_empty())
+            .map(MemoryIndex::into_sorted),
+    );
+    let num_terms = merge_and_write(out.path(), &sorted, &norms)?;
+    drop(sorted);
+    for p in &paths {
         std::fs::remove_file(p).at(p)?;
     }
     write_docs(out.path(), &norms, &ids)?;

@@ -10,6 +10,7 @@
 //! and its length inline, so finding a term reads one slot (and, for longer terms, the rest of
 //! its bytes in the arena that keeps every term back to back).
 
+use super::sorted_run::{SortedRun, TF_ESCAPE};
 use crate::text::Analyzer;
 use rayon::prelude::*;
 
@@ -97,7 +98,6 @@ const POSTING_BYTES: usize = 16;
 const DOC_BITS: u32 = 24;
 /// Documents an index holds numbers for: past this many since its first, it must be written out.
 pub(super) const MAX_DOC_SPAN: u32 = 1 << DOC_BITS;
-const TF_ESCAPE: u64 = 255;
 
 /// One worker's inverted index (see the module documentation).
 pub(super) struct MemoryIndex {
@@ -229,19 +229,20 @@ impl MemoryIndex {
                 tf += 1;
             }
             i += tf;
-            if tf as u64 >= TF_ESCAPE {
-                self.large_tfs.push((t, doc, tf as u32));
+            let tf = tf as u32;
+            if tf >= TF_ESCAPE {
+                self.large_tfs.push((t, doc, tf));
             }
             self.entries
-                .push((t as u64) << 32 | local | (tf as u64).min(TF_ESCAPE));
+                .push((t as u64) << 32 | local | tf.min(TF_ESCAPE) as u64);
         }
         self.bytes += POSTING_BYTES * (self.entries.len() - before);
         self.doc_terms = doc_terms;
         length
     }
 
-    /// Sorts the postings by their terms' byte order and hands them over, emptying the index.
-    pub fn into_sorted(mut self) -> SortedPostings {
+    /// Sorts the postings by their terms' byte order into a run, emptying the index.
+    pub fn into_sorted(mut self) -> SortedRun {
         let n = self.num_terms();
         // Ranks of the terms in byte order; compare the first 8 bytes as one big-endian
         // number, so only equal prefixes need the rest.
@@ -267,22 +268,26 @@ impl MemoryIndex {
         for e in self.entries.iter_mut() {
             *e = (rank[(*e >> 32) as usize] as u64) << 32 | (*e & low);
         }
-        // Large tfs are met in (rank, doc) order when the sorted entries are read.
         for large in self.large_tfs.iter_mut() {
             large.0 = rank[large.0 as usize];
         }
         self.large_tfs.sort_unstable();
         drop(rank);
         radix_sort_by_high_half(&mut self.entries, n);
-        SortedPostings {
-            text: self.text,
-            starts: self.starts,
-            order,
-            entries: self.entries,
-            large_tfs: std::mem::take(&mut self.large_tfs).into_iter(),
-            base: self.base,
-            next_entry: 0,
+        // Every term has a posting, so each rank's entries end where the next rank's begin.
+        let mut entry_ends = Vec::with_capacity(n);
+        for (i, pair) in self.entries.windows(2).enumerate() {
+            if pair[0] >> 32 != pair[1] >> 32 {
+                entry_ends.push(i + 1);
+            }
         }
+        entry_ends.push(self.entries.len());
+        debug_assert_eq!(entry_ends.len(), n);
+        let terms = order
+            .iter()
+            .zip(entry_ends)
+            .map(|(&t, end)| (self.term(t as usize), end));
+        SortedRun::build(self.base, terms, &self.entries, &self.large_tfs)
     }
 }
 
@@ -318,62 +323,18 @@ fn radix_sort_by_high_half(entries: &mut Vec<u64>, limit: usize) {
     }
 }
 
-/// A worker's postings grouped by term in byte order, read term by term.
-pub(super) struct SortedPostings {
-    text: Vec<u8>,
-    starts: Vec<usize>,
-    /// Term numbers by rank.
-    order: Vec<u32>,
-    /// Entries with the term's rank in the high half, sorted by it.
-    entries: Vec<u64>,
-    large_tfs: std::vec::IntoIter<(u32, u32, u32)>,
-    base: u32,
-    next_entry: usize,
-}
-
-impl SortedPostings {
-    /// Number of distinct terms.
-    pub fn num_terms(&self) -> usize {
-        self.order.len()
-    }
-
-    /// The next term in byte order with its postings, (doc, tf) pairs flattened.
-    pub fn next_term(&mut self) -> Option<(&[u8], Vec<u32>)> {
-        let start = self.next_entry;
-        let entry = *self.entries.get(start)?;
-        let rank = (entry >> 32) as u32;
-        let mut end = start + 1;
-        while end < self.entries.len() && (self.entries[end] >> 32) as u32 == rank {
-            end += 1;
-        }
-        self.next_entry = end;
-        let mut list = Vec::with_capacity(2 * (end - start));
-        for &e in &self.entries[start..end] {
-            let doc = self.base + ((e as u32) >> 8);
-            let mut tf = e & TF_ESCAPE;
-            if tf == TF_ESCAPE {
-                let (_, large_doc, large_tf) = self.large_tfs.next().expect("large tf recorded");
-                debug_assert_eq!(large_doc, doc);
-                tf = large_tf as u64;
-            }
-            list.push(doc);
-            list.push(tf as u32);
-        }
-        let t = self.order[rank as usize] as usize;
-        Some((&self.text[self.starts[t]..self.starts[t + 1]], list))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn all_terms(mut sorted: SortedPostings) -> Vec<(String, Vec<u32>)> {
-        let mut out = Vec::new();
-        while let Some((term, list)) = sorted.next_term() {
-            out.push((String::from_utf8(term.to_vec()).unwrap(), list));
-        }
-        out
+    fn all_terms(run: SortedRun) -> Vec<(String, Vec<u32>)> {
+        (0..run.num_terms())
+            .map(|r| {
+                let mut list = Vec::new();
+                run.postings(r, &mut list);
+                (String::from_utf8(run.term(r).to_vec()).unwrap(), list)
+            })
+            .collect()
     }
 
     #[test]
