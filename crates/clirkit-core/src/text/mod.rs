@@ -97,6 +97,8 @@ pub struct Analyzer {
     lang: &'static str,
     chain: Chain,
     stopwords: &'static StopSet,
+    /// The length in characters of the longest stopword: longer tokens skip the set lookup.
+    stopword_max_chars: usize,
     stemmer: Option<Arc<Stemmer>>,
 }
 
@@ -161,6 +163,11 @@ impl Analyzer {
             lang,
             chain,
             stopwords,
+            stopword_max_chars: stopwords
+                .iter()
+                .map(|w| w.chars().count())
+                .max()
+                .unwrap_or(0),
             stemmer: algorithm.map(|a| Arc::new(Stemmer::create(a))),
         })
     }
@@ -210,7 +217,8 @@ impl Analyzer {
     }
 
     fn is_stopword(&self, scratch: &mut Scratch) -> bool {
-        !self.stopwords.is_empty() && self.stopwords.contains(scratch.load_text())
+        scratch.chars.len() <= self.stopword_max_chars
+            && self.stopwords.contains(scratch.load_text())
     }
 
     fn emit_unless_stopword(&self, scratch: &mut Scratch, emit: &mut impl FnMut(&str)) {
