@@ -1,15 +1,18 @@
 //! Streaming, parallel, memory-bounded index construction.
 //!
-//! The corpus is read in batches of lines; each batch is parsed in parallel, its ids checked and
-//! numbered in input order, then analyzed and inverted by one worker per thread, each filling its
-//! own [`MemoryIndex`] (its own term dictionary: no shared table, no locks). Workers take the
-//! batch's documents in small contiguous pieces from a shared counter, so each worker's postings
-//! stay in doc order while a worker slowed down by other load just takes fewer pieces. When the
-//! indexes outgrow the memory budget each is written as a sorted run file inside the (temporary)
-//! index directory and cleared. The final k-way merge by term joins each term's postings from
-//! every worker and run in doc order (no doc is in two of them) and encodes the postings lists in
-//! parallel, then writes them in term order. The finished index is renamed into place by
-//! [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
+//! The corpus is read in batches of lines. While batch i is analyzed and inverted, batch i + 1
+//! is read, parsed in parallel (a fast path picks the needed JSON fields without building a
+//! `serde_json::Value`), and its ids are checked and numbered in input order. Inversion runs one
+//! worker per thread, each filling its own [`MemoryIndex`] (its own term dictionary: no shared
+//! table, no locks); workers take a batch's documents in small contiguous pieces from a shared
+//! counter, so each worker's postings stay in doc order while a worker slowed down by other load
+//! just takes fewer pieces. Past the memory budget every worker's index is sorted into a
+//! [`SortedRun`], written to a file in the (temporary) index directory and mapped back. The
+//! final merge cuts the term space into ranges, merges each range's terms from every run (a
+//! term's postings joined in doc order: no doc is in two runs) and encodes them in parallel,
+//! then writes the ranges in order. The files do not depend on the thread count or on spilling.
+//! The finished index is renamed into place by [`AtomicDir`], so a failed or interrupted build
+//! leaves nothing loadable.
 
 use super::format::{self, TermEntry};
 use super::memory_index::{FxHasher, MemoryIndex, MAX_DOC_SPAN};

@@ -412,7 +412,7 @@ mod tests {
         let entries: Vec<u64> = (0..10_000u64)
             .map(|i| {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
-                (state >> 40) % 5000 << 32 | i
+                ((state >> 40) % 5000) << 32 | i
             })
             .collect();
         let mut sorted = entries.clone();

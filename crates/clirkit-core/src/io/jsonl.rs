@@ -318,9 +318,10 @@ impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
                         Some(i) => {
                             let value: FieldValue = map.next_value()?;
                             // A name the spec reads twice (say, as id and text) fills both.
-                            for j in i + 1..self.0.len() {
-                                if self.0[j] == self.0[i] {
-                                    values[j] = Some(value.clone());
+                            let name = self.0[i];
+                            for (slot, other) in values.iter_mut().zip(self.0).skip(i + 1) {
+                                if *other == name {
+                                    *slot = Some(value.clone());
                                 }
                             }
                             values[i] = Some(value);
