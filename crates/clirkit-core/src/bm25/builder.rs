@@ -1,29 +1,33 @@
 //! Streaming, parallel, memory-bounded index construction.
 //!
-//! The corpus is read in batches of lines; each batch is parsed and analyzed in parallel, then
-//! its postings are appended to an in-memory inverted index sharded by term hash, one shard per
-//! worker thread, all shards filled at once (while the next batch is analyzed). When that index
-//! outgrows the memory budget each shard is written as a sorted run file inside the (temporary)
-//! index directory and cleared; a term lives in one shard, so runs still hold each term once.
-//! Doc numbers grow with the input, so every run covers a later doc range than the one before it
-//! and the final k-way merge by term only concatenates postings lists. The finished index is
-//! renamed into place by [`AtomicDir`], so a failed or interrupted build leaves nothing loadable.
+//! The corpus is read in batches of lines. While batch i is analyzed and inverted, batch i + 1
+//! is read, parsed in parallel (a fast path picks the needed JSON fields without building a
+//! `serde_json::Value`), and its ids are checked and numbered in input order. Inversion runs one
+//! worker per thread, each filling its own [`MemoryIndex`] (its own term dictionary: no shared
+//! table, no locks); workers take a batch's documents in small contiguous pieces from a shared
+//! counter, so each worker's postings stay in doc order while a worker slowed down by other load
+//! just takes fewer pieces. Past the memory budget every worker's index is sorted into a
+//! [`SortedRun`], written to a file in the (temporary) index directory and mapped back. The
+//! final merge cuts the term space into ranges, merges each range's terms from every run (a
+//! term's postings joined in doc order: no doc is in two runs) and encodes them in parallel,
+//! then writes the ranges in order. The files do not depend on the thread count or on spilling.
+//! The finished index is renamed into place by [`AtomicDir`], so a failed or interrupted build
+//! leaves nothing loadable.
 
 use super::format::{self, TermEntry};
+use super::memory_index::{FxHasher, MemoryIndex, MAX_DOC_SPAN};
 use super::scoring::length_to_norm;
+use super::sorted_run::SortedRun;
 use crate::error::{Error, IoContext, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
-use crate::io::jsonl::{parse_record, FieldSpec, LineReader, Record};
+use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
 use crate::text::Analyzer;
 use rayon::prelude::*;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How to build an index.
 #[derive(Debug, Clone)]
@@ -125,388 +129,168 @@ impl Analyzers {
     }
 }
 
-/// FxHash (rustc's hasher) with MurmurHash3's finalizer: term keys are not attacker-chosen,
-/// and SipHash was a tenth of the build time. The finalizer spreads every input bit into the low
-/// bits the hash table indexes with; without it, terms sharing their first bytes collide.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap()));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, b: u8) {
-        self.add(b as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
 type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
-/// One document after analysis: its distinct terms with frequencies, and its length.
-struct AnalyzedDoc {
-    terms: Vec<(String, u32)>,
-    length: u32,
-}
+/// Documents a worker takes at a time: small enough to balance two threads under uneven load,
+/// large enough that taking one costs nothing.
+const PIECE_DOCS: usize = 64;
 
-/// Distinct terms by sorting the token list and counting runs: no per-document hash map.
-fn analyze(analyzer: &Analyzer, text: &str) -> AnalyzedDoc {
-    let mut tokens = analyzer.analyze(text);
-    let length = tokens.len() as u32;
-    tokens.sort_unstable();
-    let mut terms: Vec<(String, u32)> = Vec::with_capacity(tokens.len());
-    for t in tokens {
-        match terms.last_mut() {
-            Some((last, tf)) if *last == t => *tf += 1,
-            _ => terms.push((t, 1)),
-        }
-    }
-    AnalyzedDoc { terms, length }
-}
-
-/// Which shard of the in-memory index owns `term`: a hash of its bytes, independent of the
-/// hash the shard's own table uses (its high bits, where the table indexes with the low ones).
-#[inline]
-fn shard_of(term: &str, shards: usize) -> usize {
-    use std::hash::Hasher;
-    let mut h = FxHasher::default();
-    h.write(term.as_bytes());
-    ((h.finish() >> 32) as usize) % shards
-}
-
-/// A term as a hash-table key: up to 22 bytes inline (nearly every term), so comparing keys
-/// reads the table slot and no second cache line.
-#[derive(Clone)]
-enum TermKey {
-    Inline { len: u8, bytes: [u8; 22] },
-    Heap(Box<str>),
-}
-
-impl TermKey {
-    fn new(term: &str) -> Self {
-        let mut bytes = [0u8; 22];
-        match bytes.get_mut(..term.len()) {
-            Some(head) => {
-                head.copy_from_slice(term.as_bytes());
-                TermKey::Inline {
-                    len: term.len() as u8,
-                    bytes,
-                }
-            }
-            None => TermKey::Heap(term.into()),
-        }
-    }
-
-    #[inline]
-    fn as_str(&self) -> &str {
-        match self {
-            // Only ever filled from a whole `&str`.
-            TermKey::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..*len as usize]).expect("copied from a str")
-            }
-            TermKey::Heap(s) => s,
-        }
-    }
-}
-
-impl std::borrow::Borrow<str> for TermKey {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl std::hash::Hash for TermKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state)
-    }
-}
-
-impl PartialEq for TermKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for TermKey {}
-
-/// One shard of the in-memory inverted index: the terms whose [`shard_of`] is this shard.
-/// Shards are filled in parallel, one thread each, over the same batch of documents.
-#[derive(Default)]
-struct MemoryIndex {
-    /// Term -> its (doc, tf) postings in increasing doc order, in the table slot itself.
-    postings: FxMap<TermKey, Vec<(u32, u32)>>,
-    bytes: usize,
-}
-
-impl MemoryIndex {
-    /// Append the postings of this shard's terms among `docs`, numbered from `first_doc`.
-    fn add_batch(&mut self, shard: usize, shards: usize, first_doc: u32, docs: &[AnalyzedDoc]) {
-        for (doc, analyzed) in (first_doc..).zip(docs) {
-            for (term, tf) in &analyzed.terms {
-                if shards > 1 && shard_of(term, shards) != shard {
-                    continue;
-                }
-                let list = match self.postings.get_mut(term.as_str()) {
-                    Some(list) => list,
-                    None => {
-                        // table slot, and the key's bytes when they do not fit inline
-                        self.bytes += 64 + if term.len() > 22 { term.len() } else { 0 };
-                        self.postings.entry(TermKey::new(term)).or_default()
-                    }
-                };
-                if list.len() == list.capacity() {
-                    self.bytes += 8 * list.capacity().max(4);
-                }
-                list.push((doc, *tf));
-            }
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.postings.is_empty()
-    }
-
-    /// Terms in byte order with their postings, emptying the shard.
-    fn take_sorted(&mut self) -> Vec<TermPostingsList> {
-        let postings = std::mem::take(&mut self.postings);
-        self.bytes = 0;
-        let mut all: Vec<TermPostingsList> = postings
-            .into_iter()
-            .map(|(term, list)| (term.as_str().to_string(), list))
-            .collect();
-        all.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        all
-    }
-}
-
-fn write_varint(w: &mut impl Write, mut v: u64) -> std::io::Result<()> {
-    while v >= 0x80 {
-        w.write_all(&[(v as u8) | 0x80])?;
-        v >>= 7;
-    }
-    w.write_all(&[v as u8])
-}
-
-fn read_varint(r: &mut impl BufRead) -> std::io::Result<u64> {
-    let mut v = 0u64;
-    let mut shift = 0;
+/// Joins one term's postings lists (each in doc order, no doc in two lists) into `docs` and
+/// `tfs` in doc order. Lists from different workers interleave piece by piece, so whole runs
+/// of one list are copied until another list's next doc comes first.
+fn join_postings(lists: &[Vec<u32>], docs: &mut Vec<u32>, tfs: &mut Vec<u32>) {
+    docs.clear();
+    tfs.clear();
+    let mut heads = vec![0usize; lists.len()];
     loop {
-        let mut byte = [0u8];
-        r.read_exact(&mut byte)?;
-        v |= ((byte[0] & 0x7f) as u64) << shift;
-        if byte[0] < 0x80 {
-            return Ok(v);
-        }
-        shift += 7;
-    }
-}
-
-/// Spill sorted postings to a run file: per term `len, bytes, count, (gap, tf)*` as varints.
-fn spill_run(path: &Path, sorted: &[TermPostingsList]) -> Result<()> {
-    let mut w = BufWriter::with_capacity(1 << 20, File::create(path).at(path)?);
-    let mut write = || -> std::io::Result<()> {
-        write_varint(&mut w, sorted.len() as u64)?;
-        for (term, list) in sorted {
-            write_varint(&mut w, term.len() as u64)?;
-            w.write_all(term.as_bytes())?;
-            write_varint(&mut w, list.len() as u64)?;
-            let mut prev = 0u32;
-            for &(doc, tf) in list {
-                write_varint(&mut w, (doc - prev) as u64)?;
-                write_varint(&mut w, tf as u64)?;
-                prev = doc;
-            }
-        }
-        w.flush()
-    };
-    write().at(path)
-}
-
-/// A term with its (doc, tf) postings in doc order.
-type TermPostingsList = (String, Vec<(u32, u32)>);
-
-/// A sorted source of (term, postings) for the final merge.
-enum Source {
-    Run {
-        path: PathBuf,
-        reader: BufReader<File>,
-        remaining: u64,
-    },
-    Memory(std::vec::IntoIter<TermPostingsList>),
-}
-
-impl Source {
-    fn open_run(path: PathBuf) -> Result<Self> {
-        let mut reader = BufReader::with_capacity(1 << 20, File::open(&path).at(&path)?);
-        let remaining = read_varint(&mut reader).at(&path)?;
-        Ok(Source::Run {
-            path,
-            reader,
-            remaining,
-        })
-    }
-
-    fn next(&mut self) -> Result<Option<TermPostingsList>> {
-        match self {
-            Source::Memory(it) => Ok(it.next()),
-            Source::Run {
-                path,
-                reader,
-                remaining,
-            } => {
-                if *remaining == 0 {
-                    return Ok(None);
+        // The list with the smallest next doc, and the smallest next doc of the others.
+        let mut best: Option<(usize, u32)> = None;
+        let mut bound = u32::MAX;
+        for (i, list) in lists.iter().enumerate() {
+            let Some(&doc) = list.get(heads[i]) else {
+                continue;
+            };
+            match best {
+                Some((_, best_doc)) if best_doc < doc => bound = bound.min(doc),
+                Some((_, best_doc)) => {
+                    bound = bound.min(best_doc);
+                    best = Some((i, doc));
                 }
-                *remaining -= 1;
-                let mut read = || -> std::io::Result<TermPostingsList> {
-                    let len = read_varint(reader)? as usize;
-                    let mut bytes = vec![0u8; len];
-                    reader.read_exact(&mut bytes)?;
-                    let term = String::from_utf8(bytes).map_err(|_| {
-                        std::io::Error::new(std::io::ErrorKind::InvalidData, "bad term bytes")
-                    })?;
-                    let count = read_varint(reader)? as usize;
-                    let mut list = Vec::with_capacity(count);
-                    let mut doc = 0u32;
-                    for _ in 0..count {
-                        doc += read_varint(reader)? as u32;
-                        list.push((doc, read_varint(reader)? as u32));
-                    }
-                    Ok((term, list))
-                };
-                read().map(Some).at(&*path)
+                None => best = Some((i, doc)),
             }
         }
+        let Some((i, _)) = best else {
+            return;
+        };
+        let list = &lists[i];
+        let mut at = heads[i];
+        while at < list.len() && list[at] < bound {
+            docs.push(list[at]);
+            tfs.push(list[at + 1]);
+            at += 2;
+        }
+        heads[i] = at;
     }
 }
 
-/// Writes merged postings and collects the dictionary.
-struct PostingsWriter<'a> {
-    file: FileWriter,
-    norms: &'a [u8],
-    entries: Vec<u8>,
+/// One encoded range of terms: their postings back to back, their bytes back to back, and per
+/// term its length, the offset of its postings in `bytes`, its block count and doc frequency.
+#[derive(Default)]
+struct EncodedRange {
+    bytes: Vec<u8>,
     texts: Vec<u8>,
-    num_terms: u64,
-    buf: Vec<u8>,
-    docs: Vec<u32>,
-    tfs: Vec<u32>,
+    terms: Vec<(u32, usize, u32, u32)>,
 }
 
-impl PostingsWriter<'_> {
-    fn add(&mut self, term: &str, lists: &[Vec<(u32, u32)>]) -> Result<()> {
-        self.docs.clear();
-        self.tfs.clear();
-        for list in lists {
-            for &(d, tf) in list {
-                self.docs.push(d);
-                self.tfs.push(tf);
+/// Merge and encode the terms of `runs` in `[from[i], to[i])` (ranks of run `i`).
+fn encode_range(runs: &[SortedRun], from: &[usize], to: &[usize], norms: &[u8]) -> EncodedRange {
+    let mut out = EncodedRange::default();
+    let mut heads = from.to_vec();
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); runs.len()];
+    let (mut docs, mut tfs) = (Vec::new(), Vec::new());
+    loop {
+        let mut smallest: Option<&[u8]> = None;
+        for (i, run) in runs.iter().enumerate() {
+            if heads[i] < to[i] {
+                let term = run.term(heads[i]);
+                if smallest.is_none_or(|s| term < s) {
+                    smallest = Some(term);
+                }
             }
         }
-        self.buf.clear();
-        let postings_offset = self.file.position();
-        let blocks = format::encode_postings(&self.docs, &self.tfs, self.norms, &mut self.buf);
-        self.file.write(&self.buf)?;
-        TermEntry {
-            text_offset: self.texts.len() as u64,
-            text_len: term.len() as u32,
-            doc_freq: self.docs.len() as u32,
-            postings_offset,
-            blocks,
+        let Some(term) = smallest else {
+            return out;
+        };
+        let mut members = 0;
+        for (i, run) in runs.iter().enumerate() {
+            if heads[i] < to[i] && run.term(heads[i]) == term {
+                lists[members].clear();
+                run.postings(heads[i], &mut lists[members]);
+                members += 1;
+                heads[i] += 1;
+            }
         }
-        .encode(&mut self.entries);
-        self.texts.extend_from_slice(term.as_bytes());
-        self.num_terms += 1;
-        Ok(())
+        join_postings(&lists[..members], &mut docs, &mut tfs);
+        let start = out.bytes.len();
+        let blocks = format::encode_postings(&docs, &tfs, norms, &mut out.bytes);
+        out.terms
+            .push((term.len() as u32, start, blocks, docs.len() as u32));
+        out.texts.extend_from_slice(term);
     }
 }
 
-/// Merge the sources (ordered by doc range) term by term into `postings.bin` and `terms.bin`.
-fn merge_and_write(dir: &Path, mut sources: Vec<Source>, norms: &[u8]) -> Result<u64> {
-    let mut writer = PostingsWriter {
-        file: FileWriter::create(
-            dir.join(format::POSTINGS_FILE),
-            format::POSTINGS_KIND,
-            format::FILE_VERSION,
-        )?,
-        norms,
-        entries: Vec::new(),
-        texts: Vec::new(),
-        num_terms: 0,
-        buf: Vec::new(),
-        docs: Vec::new(),
-        tfs: Vec::new(),
+/// Merge the runs term by term into `postings.bin` and `terms.bin`. The term space is cut into
+/// ranges at terms of the largest run, several per thread; ranges are merged and encoded in
+/// parallel, a wave at a time (bounding the memory of encoded postings), and written in order.
+fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> {
+    let threads = rayon::current_num_threads();
+    let parts = 8 * threads;
+    let largest = runs.iter().max_by_key(|r| r.num_terms());
+    let mut splitters: Vec<&[u8]> = match largest {
+        Some(run) => (1..parts)
+            .map(|k| run.term(k * run.num_terms() / parts))
+            .collect(),
+        None => Vec::new(),
     };
-    let mut heads: Vec<Option<Vec<(u32, u32)>>> = vec![None; sources.len()];
-    let mut heap = BinaryHeap::new();
-    for (i, s) in sources.iter_mut().enumerate() {
-        if let Some((term, list)) = s.next()? {
-            heads[i] = Some(list);
-            heap.push(Reverse((term, i)));
+    splitters.dedup();
+    // bounds[p][i]: the first rank of run i in range p.
+    let bounds: Vec<Vec<usize>> = std::iter::once(vec![0; runs.len()])
+        .chain(
+            splitters
+                .iter()
+                .map(|s| runs.iter().map(|r| r.lower_bound(s)).collect()),
+        )
+        .chain(std::iter::once(
+            runs.iter().map(SortedRun::num_terms).collect(),
+        ))
+        .collect();
+
+    let mut postings = FileWriter::create(
+        dir.join(format::POSTINGS_FILE),
+        format::POSTINGS_KIND,
+        format::FILE_VERSION,
+    )?;
+    let mut entries = Vec::new();
+    let mut texts = Vec::new();
+    let mut num_terms = 0u64;
+    let ranges: Vec<usize> = (0..bounds.len() - 1).collect();
+    for wave in ranges.chunks(2 * threads) {
+        let encoded: Vec<EncodedRange> = wave
+            .par_iter()
+            .map(|&p| encode_range(runs, &bounds[p], &bounds[p + 1], norms))
+            .collect();
+        for range in &encoded {
+            let base = postings.position();
+            let mut text_at = 0;
+            for &(text_len, start, blocks, doc_freq) in &range.terms {
+                TermEntry {
+                    text_offset: (texts.len() + text_at) as u64,
+                    text_len,
+                    doc_freq,
+                    postings_offset: base + start as u64,
+                    blocks,
+                }
+                .encode(&mut entries);
+                text_at += text_len as usize;
+            }
+            texts.extend_from_slice(&range.texts);
+            num_terms += range.terms.len() as u64;
+            postings.write(&range.bytes)?;
         }
     }
-    let mut lists: Vec<Vec<(u32, u32)>> = Vec::new();
-    while let Some(Reverse((term, first))) = heap.pop() {
-        lists.clear();
-        let mut members = vec![first];
-        while let Some(Reverse((t, _))) = heap.peek() {
-            if *t != term {
-                break;
-            }
-            let Reverse((_, i)) = heap.pop().unwrap();
-            members.push(i);
-        }
-        // Sources are numbered in doc order, so concatenating in source order keeps doc order.
-        members.sort_unstable();
-        for &i in &members {
-            lists.push(heads[i].take().expect("head present for a queued source"));
-        }
-        writer.add(&term, &lists)?;
-        for &i in &members {
-            if let Some((t, list)) = sources[i].next()? {
-                heads[i] = Some(list);
-                heap.push(Reverse((t, i)));
-            }
-        }
-    }
-    writer.file.write(&[0u8; format::POSTINGS_PADDING])?;
-    writer.file.finish()?;
+    postings.write(&[0u8; format::POSTINGS_PADDING])?;
+    postings.finish()?;
 
     let mut terms = FileWriter::create(
         dir.join(format::TERMS_FILE),
         format::TERMS_KIND,
         format::FILE_VERSION,
     )?;
-    terms.write(&writer.num_terms.to_le_bytes())?;
-    terms.write(&writer.entries)?;
-    terms.write(&writer.texts)?;
+    terms.write(&num_terms.to_le_bytes())?;
+    terms.write(&entries)?;
+    terms.write(&texts)?;
     terms.finish()?;
-    Ok(writer.num_terms)
+    Ok(num_terms)
 }
 
 fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
@@ -533,7 +317,66 @@ fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
     w.finish()
 }
 
-/// Everything the build keeps per document, and the inverted index being filled.
+/// Parsed documents with unique ids, in input order, and each one's analyzer.
+struct Batch {
+    records: Vec<Record>,
+    chosen: Vec<usize>,
+}
+
+/// Reads the corpus batch by batch: parses lines in parallel, then checks ids (in input order)
+/// and picks each document's analyzer.
+struct BatchReader<'a> {
+    corpus: &'a Path,
+    spec: &'a FieldSpec,
+    reader: LineReader,
+    block: LineBlock,
+    batch_lines: usize,
+    keep_first_duplicate: bool,
+    first_line: FxMap<String, u64>,
+    skipped: u64,
+    analyzers: Analyzers,
+}
+
+impl BatchReader<'_> {
+    /// The next batch, or `None` at the end of the corpus.
+    fn next_batch(&mut self) -> Result<Option<Batch>> {
+        self.reader.next_block(self.batch_lines, &mut self.block)?;
+        if self.block.is_empty() {
+            return Ok(None);
+        }
+        let (block, corpus, spec) = (&self.block, self.corpus, self.spec);
+        let parsed: Vec<Result<Record>> = (0..block.len())
+            .into_par_iter()
+            .map(|i| {
+                let (line, bytes) = block.line(i);
+                parse_record(corpus, line, bytes, spec)
+            })
+            .collect();
+        let mut records = Vec::with_capacity(parsed.len());
+        let mut chosen = Vec::with_capacity(parsed.len());
+        for rec in parsed {
+            let rec = rec?;
+            if let Some(&first) = self.first_line.get(&rec.id) {
+                if self.keep_first_duplicate {
+                    self.skipped += 1;
+                    continue;
+                }
+                return Err(Error::DuplicateId {
+                    path: corpus.to_path_buf(),
+                    id: rec.id,
+                    line: rec.line,
+                    first_line: first,
+                });
+            }
+            self.first_line.insert(rec.id.clone(), rec.line);
+            chosen.push(self.analyzers.for_record(corpus, &rec)?);
+            records.push(rec);
+        }
+        Ok(Some(Batch { records, chosen }))
+    }
+}
+
+/// Everything the build keeps per document, and the inverted indexes being filled.
 struct Accumulator {
     dir: PathBuf,
     budget: usize,
@@ -541,46 +384,87 @@ struct Accumulator {
     norms: Vec<u8>,
     sum_lengths: u64,
     docs_with_terms: u64,
-    /// The in-memory index, one shard per worker thread.
-    shards: Vec<MemoryIndex>,
-    runs: Vec<PathBuf>,
+    /// One in-memory index per worker thread.
+    workers: Vec<MemoryIndex>,
+    /// Runs spilled to files in the index directory, mapped back.
+    runs: Vec<(PathBuf, SortedRun)>,
 }
 
 impl Accumulator {
-    /// Number the documents in input order and add their postings; spill a sorted run when
-    /// the in-memory postings outgrow the budget.
-    fn add_batch(&mut self, records: Vec<Record>, analyzed: Vec<AnalyzedDoc>) -> Result<()> {
+    /// Number the documents in input order, analyze them and add their postings; spill sorted
+    /// runs when the in-memory postings outgrow the budget.
+    fn add_batch(&mut self, batch: Batch, analyzers: &[Analyzer]) -> Result<()> {
+        let Batch { records, chosen } = batch;
         if self.ids.len() + records.len() > u32::MAX as usize {
             return Err(Error::invalid("more than 2^32 - 1 documents"));
         }
-        let first_doc = self.ids.len() as u32;
-        for (rec, doc) in records.into_iter().zip(&analyzed) {
-            self.ids.push(rec.id);
-            self.norms.push(length_to_norm(doc.length));
-            self.sum_lengths += doc.length as u64;
-            self.docs_with_terms += (doc.length > 0) as u64;
+        let first_doc = self.ids.len();
+        let last_doc = (first_doc + records.len()) as u32;
+        if self
+            .workers
+            .iter()
+            .any(|w| last_doc - w.base() >= MAX_DOC_SPAN)
+        {
+            // Entries number documents from the index's base in 24 bits.
+            self.spill(first_doc as u32)?;
         }
-        let shards = self.shards.len();
-        self.shards
+        let pieces = records.len().div_ceil(PIECE_DOCS);
+        let next_piece = AtomicUsize::new(0);
+        let records = &records;
+        // Each worker takes pieces in increasing order, so its postings stay in doc order.
+        let done: Vec<Vec<(usize, Vec<u32>)>> = self
+            .workers
             .par_iter_mut()
-            .enumerate()
-            .for_each(|(i, m)| m.add_batch(i, shards, first_doc, &analyzed));
-        // Freed on a worker thread: dropping a batch's strings is not free either.
-        rayon::spawn(move || drop(analyzed));
-        if self.shards.iter().map(|m| m.bytes).sum::<usize>() > self.budget {
-            // One run per shard: a term lives in one shard, so the merge still meets each
-            // term's postings in doc order.
-            let generation = self.runs.len();
-            let paths: Vec<PathBuf> = (0..shards)
-                .map(|i| self.dir.join(format!("run-{generation}-{i}.tmp")))
-                .collect();
-            self.shards
-                .par_iter_mut()
-                .zip(&paths)
-                .map(|(m, path)| spill_run(path, &m.take_sorted()))
-                .collect::<Result<Vec<()>>>()?;
-            self.runs.extend(paths);
+            .map(|index| {
+                let mut lengths = Vec::new();
+                loop {
+                    let piece = next_piece.fetch_add(1, Ordering::Relaxed);
+                    if piece >= pieces {
+                        return lengths;
+                    }
+                    let docs = piece * PIECE_DOCS..((piece + 1) * PIECE_DOCS).min(records.len());
+                    let piece_lengths = docs
+                        .map(|i| {
+                            let doc = (first_doc + i) as u32;
+                            index.add_document(doc, &analyzers[chosen[i]], &records[i].text)
+                        })
+                        .collect();
+                    lengths.push((piece, piece_lengths));
+                }
+            })
+            .collect();
+        let mut by_piece: Vec<(usize, Vec<u32>)> = done.into_iter().flatten().collect();
+        by_piece.sort_unstable_by_key(|(piece, _)| *piece);
+        for length in by_piece.into_iter().flat_map(|(_, lengths)| lengths) {
+            self.norms.push(length_to_norm(length));
+            self.sum_lengths += length as u64;
+            self.docs_with_terms += (length > 0) as u64;
         }
+        self.ids.extend(records.iter().map(|rec| rec.id.clone()));
+        if self.workers.iter().map(MemoryIndex::bytes).sum::<usize>() > self.budget {
+            self.spill(self.ids.len() as u32)?;
+        }
+        Ok(())
+    }
+
+    /// Write every worker's index as a sorted run and start new ones at document `next_doc`.
+    fn spill(&mut self, next_doc: u32) -> Result<()> {
+        let generation = self.runs.len();
+        let workers = std::mem::take(&mut self.workers);
+        self.workers = (0..workers.len())
+            .map(|_| MemoryIndex::new(next_doc))
+            .collect();
+        let spilled = workers
+            .into_par_iter()
+            .enumerate()
+            .filter(|(_, index)| !index.is_empty())
+            .map(|(i, index)| {
+                let path = self.dir.join(format!("run-{generation}-{i}.tmp"));
+                let run = index.into_sorted().spill(&path)?;
+                Ok((path, run))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.runs.extend(spilled);
         Ok(())
     }
 }
@@ -622,13 +506,13 @@ fn build_in_pool(
     if opts.fields.is_empty() {
         return Err(Error::invalid("no text fields to index"));
     }
-    let mut analyzers = Analyzers::new(opts.lang.as_deref(), opts.lang_field.as_deref())?;
+    let analyzers = Analyzers::new(opts.lang.as_deref(), opts.lang_field.as_deref())?;
     let fields: Vec<&str> = opts.fields.iter().map(String::as_str).collect();
     let spec = FieldSpec::corpus()
         .with_text_fields(&fields)
         .with_lang_field(opts.lang_field.as_deref());
 
-    let mut reader = LineReader::open(corpus)?;
+    let reader = LineReader::open(corpus)?;
     let out = AtomicDir::create(index)?;
     let progress = crate::progress::bar(None, "indexing", opts.quiet);
     let mut acc = Accumulator {
@@ -638,94 +522,63 @@ fn build_in_pool(
         norms: Vec::new(),
         sum_lengths: 0,
         docs_with_terms: 0,
-        shards: (0..rayon::current_num_threads().max(1))
-            .map(|_| MemoryIndex::default())
+        workers: (0..rayon::current_num_threads().max(1))
+            .map(|_| MemoryIndex::new(0))
             .collect(),
         runs: Vec::new(),
     };
-    let mut first_line: FxMap<String, u64> = FxMap::default();
-    let mut skipped = 0u64;
-    // Batch i is added to the index while batch i + 1 is analyzed: the one sequential step
-    // overlaps the parallel one.
-    let mut pending: Option<(Vec<Record>, Vec<AnalyzedDoc>)> = None;
-    loop {
+
+    let mut batches = BatchReader {
+        corpus,
+        spec: &spec,
+        reader,
+        block: LineBlock::default(),
+        // A batch must fit the documents a worker's index can number.
+        batch_lines: opts.batch_lines.clamp(1, MAX_DOC_SPAN as usize / 2),
+        keep_first_duplicate: opts.keep_first_duplicate,
+        first_line: FxMap::default(),
+        skipped: 0,
+        analyzers,
+    };
+    // Batch i is analyzed and inverted while batch i + 1 is read, parsed and checked.
+    let mut pending = batches.next_batch()?;
+    while let Some(batch) = pending {
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::invalid(format!(
                 "indexing {} interrupted; nothing was written",
                 corpus.display()
             )));
         }
-        let chunk = reader.next_chunk(opts.batch_lines.max(1))?;
-        if chunk.is_empty() {
-            break;
-        }
-        let parsed: Vec<Result<Record>> = chunk
-            .par_iter()
-            .map(|(line, bytes)| parse_record(corpus, *line, bytes, &spec))
-            .collect();
-        drop(chunk);
-        let mut records = Vec::with_capacity(parsed.len());
-        let mut chosen = Vec::with_capacity(parsed.len());
-        for rec in parsed {
-            let rec = rec?;
-            if let Some(&first) = first_line.get(&rec.id) {
-                if opts.keep_first_duplicate {
-                    skipped += 1;
-                    continue;
-                }
-                return Err(Error::DuplicateId {
-                    path: corpus.to_path_buf(),
-                    id: rec.id,
-                    line: rec.line,
-                    first_line: first,
-                });
-            }
-            first_line.insert(rec.id.clone(), rec.line);
-            chosen.push(analyzers.for_record(corpus, &rec)?);
-            records.push(rec);
-        }
-        let list = &analyzers.list;
-        let (analyzed, added) = rayon::join(
-            || {
-                records
-                    .par_iter()
-                    .zip(chosen.par_iter())
-                    .map(|(rec, &a)| analyze(&list[a], &rec.text))
-                    .collect::<Vec<_>>()
-            },
-            || match pending.take() {
-                Some((recs, docs)) => acc.add_batch(recs, docs),
-                None => Ok(()),
-            },
-        );
+        let list = batches.analyzers.list.clone();
+        let (added, next) = rayon::join(|| acc.add_batch(batch, &list), || batches.next_batch());
         added?;
         progress.set_position(acc.ids.len() as u64);
-        pending = Some((records, analyzed));
+        pending = next?;
     }
-    if let Some((recs, docs)) = pending.take() {
-        acc.add_batch(recs, docs)?;
-    }
-    drop(first_line);
+    let BatchReader {
+        skipped, analyzers, ..
+    } = batches;
 
     let Accumulator {
         ids,
         norms,
         sum_lengths,
         docs_with_terms,
-        mut shards,
+        workers,
         runs,
         ..
     } = acc;
     let spilled_runs = runs.len() as u64;
-    let mut sources = runs
-        .iter()
-        .map(|p| Source::open_run(p.clone()))
-        .collect::<Result<Vec<_>>>()?;
-    for m in shards.iter_mut().filter(|m| !m.is_empty()) {
-        sources.push(Source::Memory(m.take_sorted().into_iter()));
-    }
-    let num_terms = merge_and_write(out.path(), sources, &norms)?;
-    for p in &runs {
+    let (paths, mut sorted): (Vec<PathBuf>, Vec<SortedRun>) = runs.into_iter().unzip();
+    sorted.par_extend(
+        workers
+            .into_par_iter()
+            .filter(|index| !index.is_empty())
+            .map(MemoryIndex::into_sorted),
+    );
+    let num_terms = merge_and_write(out.path(), &sorted, &norms)?;
+    drop(sorted);
+    for p in &paths {
         std::fs::remove_file(p).at(p)?;
     }
     write_docs(out.path(), &norms, &ids)?;

@@ -7,8 +7,10 @@
 
 pub mod builder;
 pub mod format;
+mod memory_index;
 pub mod scoring;
 pub mod searcher;
+mod sorted_run;
 
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use searcher::Hit;

@@ -151,6 +151,15 @@ fn spilled_build_is_identical_to_in_memory_build() {
         let text = format!("pneumonoultramicroscopicsilicovolcanoconiosis{} w1x", i % 7);
         lines.insert(i * 60, doc(&format!("long{i}"), &text));
     }
+    // Term frequencies past the 255 an in-memory posting holds inline, in documents of one length.
+    for i in 0..5 {
+        let text = format!(
+            "{}{}",
+            "zorp ".repeat(250 + 10 * i),
+            "w2x ".repeat(50 - 10 * i)
+        );
+        lines.insert(i * 500 + 7, doc(&format!("many{i}"), &text));
+    }
     let corpus = write_corpus(dir.path(), "c.jsonl", &lines);
     let one = dir.path().join("one");
     let many = dir.path().join("many");
@@ -184,6 +193,11 @@ fn spilled_build_is_identical_to_in_memory_build() {
     }
     // No run files are left behind.
     assert_eq!(std::fs::read_dir(&many).unwrap().count(), 5);
+    let idx = Bm25Index::open(&many).unwrap();
+    let hits = idx.search("zorp", None, 10, Bm25Params::default()).unwrap();
+    let found: Vec<&str> = hits.iter().map(|h| idx.doc_id(h.doc)).collect();
+    // Same length, higher tf: higher score.
+    assert_eq!(found, ["many4", "many3", "many2", "many1", "many0"]);
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! size; every error names the file and line.
 
 use crate::error::{Error, IoContext, Result};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -65,6 +67,61 @@ impl LineReader {
         }
         Ok(out)
     }
+
+    /// Read up to `max_lines` non-blank lines into `block` (replacing its contents), all in one
+    /// buffer: no allocation per line. `block` is empty at end of file.
+    pub fn next_block(&mut self, max_lines: usize, block: &mut LineBlock) -> Result<()> {
+        block.bytes.clear();
+        block.lines.clear();
+        while block.lines.len() < max_lines {
+            let start = block.bytes.len();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut block.bytes)
+                .at(&self.path)?;
+            if n == 0 {
+                break;
+            }
+            self.line_no += 1;
+            let mut end = block.bytes.len();
+            if block.bytes[end - 1] == b'\n' {
+                end -= 1;
+                if end > start && block.bytes[end - 1] == b'\r' {
+                    end -= 1;
+                }
+            }
+            if block.bytes[start..end].iter().all(u8::is_ascii_whitespace) {
+                block.bytes.truncate(start);
+            } else {
+                block.lines.push((self.line_no, start, end));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A batch of lines read by [`LineReader::next_block`], stored back to back in one buffer.
+#[derive(Debug, Default)]
+pub struct LineBlock {
+    bytes: Vec<u8>,
+    /// (line number, start, end) of each line in `bytes`, without its line break.
+    lines: Vec<(u64, usize, usize)>,
+}
+
+impl LineBlock {
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// The `i`-th line: its number and its bytes.
+    pub fn line(&self, i: usize) -> (u64, &[u8]) {
+        let (line, start, end) = self.lines[i];
+        (line, &self.bytes[start..end])
+    }
 }
 
 /// Which JSON fields hold the id, the text (joined with a space, in order) and the language.
@@ -103,6 +160,12 @@ impl FieldSpec {
         self.lang_field = field.map(String::from);
         self
     }
+
+    /// Every field name the spec reads: id fields, text fields, then the language field.
+    fn slots(&self) -> Vec<&str> {
+        let ids = self.id_fields.iter().chain(&self.text_fields);
+        ids.chain(&self.lang_field).map(String::as_str).collect()
+    }
 }
 
 /// A parsed record: a corpus document or a query.
@@ -137,8 +200,187 @@ fn utf8_line<'a>(path: &Path, line: u64, bytes: &'a [u8]) -> Result<&'a str> {
 }
 
 /// Parse one JSONL line into a record, with errors naming `path:line`.
+///
+/// The fields named by `spec` are picked out while the JSON is read (everything else is skipped,
+/// no `serde_json::Value` is built); a line this fast path does not accept is parsed again the
+/// general way, so errors and results are always those of the general parser.
 pub fn parse_record(path: &Path, line: u64, bytes: &[u8], spec: &FieldSpec) -> Result<Record> {
     let text = utf8_line(path, line, bytes)?;
+    match fast_record(text, line, spec) {
+        Some(record) => Ok(record),
+        None => parse_record_value(path, line, text, spec),
+    }
+}
+
+/// A JSON value of a field the spec names, as far as a record needs to know it.
+#[derive(Clone)]
+enum FieldValue<'a> {
+    Str(Cow<'a, str>),
+    /// A number, written as `serde_json::Value` writes it.
+    Number(String),
+    Null,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for FieldValue<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = FieldValue<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Str(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Str(Cow::Owned(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Number(serde_json::Number::from(v).to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Number(serde_json::Number::from(v).to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<Self::Value, E> {
+                Ok(serde_json::Number::from_f64(v)
+                    .map_or(FieldValue::Null, |n| FieldValue::Number(n.to_string())))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Other)
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+                Ok(FieldValue::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(FieldValue::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(FieldValue::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The values of a record's fields, in the order of [`FieldSpec::slots`].
+struct SpecFields<'s>(&'s [&'s str]);
+
+/// Which slot a key fills, if any.
+struct SlotKey<'s>(&'s [&'s str]);
+
+impl<'de> DeserializeSeed<'de> for SlotKey<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        struct V<'s>(&'s [&'s str]);
+        impl<'de> Visitor<'de> for V<'_> {
+            type Value = Option<usize>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E>(self, key: &str) -> std::result::Result<Self::Value, E> {
+                Ok(self.0.iter().position(|&slot| slot == key))
+            }
+        }
+        d.deserialize_str(V(self.0))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
+    type Value = Vec<Option<FieldValue<'de>>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        struct V<'s>(&'s [&'s str]);
+        impl<'de> Visitor<'de> for V<'_> {
+            type Value = Vec<Option<FieldValue<'de>>>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                let mut values: Vec<Option<FieldValue<'de>>> =
+                    std::iter::repeat_with(|| None).take(self.0.len()).collect();
+                while let Some(slot) = map.next_key_seed(SlotKey(self.0))? {
+                    match slot {
+                        // A repeated key keeps its last value, as `serde_json::Value` does.
+                        Some(i) => {
+                            let value: FieldValue = map.next_value()?;
+                            // A name the spec reads twice (say, as id and text) fills both.
+                            let name = self.0[i];
+                            for (slot, other) in values.iter_mut().zip(self.0).skip(i + 1) {
+                                if *other == name {
+                                    *slot = Some(value.clone());
+                                }
+                            }
+                            values[i] = Some(value);
+                        }
+                        None => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(values)
+            }
+        }
+        d.deserialize_map(V(self.0))
+    }
+}
+
+/// The record of `text` when it is a well-formed object with a usable id, string (or null)
+/// text fields and, if asked for, a string language; `None` sends the line to the general parser.
+fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
+    let slots = spec.slots();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut values = SpecFields(&slots).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    let (ids, rest) = values.split_at_mut(spec.id_fields.len());
+    let (texts, lang) = rest.split_at_mut(spec.text_fields.len());
+    let id = match ids.iter_mut().find_map(Option::take)? {
+        FieldValue::Str(s) => s,
+        FieldValue::Number(n) => Cow::Owned(n),
+        FieldValue::Null | FieldValue::Other => return None,
+    };
+    if id.is_empty() || id.chars().any(char::is_whitespace) {
+        return None;
+    }
+    let mut parts: Vec<Cow<str>> = Vec::with_capacity(texts.len());
+    for value in texts.iter_mut() {
+        match value.take() {
+            None | Some(FieldValue::Null) => {}
+            Some(FieldValue::Str(s)) if s.is_empty() => {}
+            Some(FieldValue::Str(s)) => parts.push(s),
+            Some(_) => return None,
+        }
+    }
+    let lang = match lang.first_mut() {
+        None => None,
+        Some(value) => match value.take()? {
+            FieldValue::Str(s) => Some(s),
+            _ => return None,
+        },
+    };
+    Some(Record {
+        id: id.into_owned(),
+        text: parts.join(" "),
+        lang: lang.map(Cow::into_owned),
+        line,
+    })
+}
+
+/// The general parser: the line as a `serde_json::Value`, then the record's checks.
+fn parse_record_value(path: &Path, line: u64, text: &str, spec: &FieldSpec) -> Result<Record> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| Error::parse(path, line, format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
@@ -329,6 +571,62 @@ mod tests {
             e.contains("duplicate id 'a' at line 2 (first seen at line 1)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn fast_path_equals_general_parser() {
+        let path = Path::new("c.jsonl");
+        let spec = FieldSpec::corpus().with_lang_field(Some("lang"));
+        let title_as_id = FieldSpec::corpus().with_text_fields(&["_id", "text"]);
+        let lines = [
+            r#"{"_id": "d1", "title": "T", "text": "body", "lang": "en"}"#,
+            r#"{"text": "esc\"aped \u00e9", "_id": "d\u0031", "lang": "fr", "x": [1, {"a": null}]}"#,
+            r#"{"id": 7, "docid": "later", "text": null, "title": "", "lang": "de"}"#,
+            r#"{"_id": -3.5e2, "text": "x", "lang": "en"}"#,
+            r#"{"_id": "a", "_id": "b", "text": "dup keys", "lang": "en"}"#,
+            r#"{"_id": "a", "text": "no lang"}"#,
+            r#"{"_id": "a", "text": 5, "lang": "en"}"#,
+            r#"{"_id": "a b", "text": "x", "lang": "en"}"#,
+            r#"{"_id": null, "text": "x", "lang": "en"}"#,
+            r#"{"_id": "a", "text": "x", "lang": "en"} trailing"#,
+            r#"[1, 2]"#,
+            r#"{"_id": "a", "text": "#,
+        ];
+        for spec in [&spec, &title_as_id] {
+            for (i, line) in lines.iter().enumerate() {
+                let line_no = i as u64 + 1;
+                let general = parse_record_value(path, line_no, line, spec);
+                match fast_record(line, line_no, spec) {
+                    Some(fast) => assert_eq!(Ok(&fast), general.as_ref().map_err(|_| ()), "{line}"),
+                    None => assert!(general.is_err(), "fast path refused a good line: {line}"),
+                }
+                let parsed = parse_record(path, line_no, line.as_bytes(), spec);
+                assert_eq!(
+                    format!("{parsed:?}"),
+                    format!("{:?}", parse_record_value(path, line_no, line, spec)),
+                );
+            }
+        }
+        let r = parse_record(path, 1, lines[1].as_bytes(), &spec).unwrap();
+        assert_eq!((r.id.as_str(), r.text.as_str()), ("d1", "esc\"aped \u{e9}"));
+        let r = parse_record(path, 1, lines[0].as_bytes(), &title_as_id).unwrap();
+        assert_eq!(r.text, "d1 body");
+    }
+
+    #[test]
+    fn blocks_hold_numbered_non_blank_lines() {
+        let (_d, p) = file(b"a\r\n\n  \nb\nc", "c.jsonl");
+        let mut reader = LineReader::open(&p).unwrap();
+        let mut block = LineBlock::default();
+        reader.next_block(2, &mut block).unwrap();
+        assert_eq!(block.len(), 2);
+        assert_eq!(block.line(0), (1, &b"a"[..]));
+        assert_eq!(block.line(1), (4, &b"b"[..]));
+        reader.next_block(2, &mut block).unwrap();
+        assert_eq!(block.len(), 1);
+        assert_eq!(block.line(0), (5, &b"c"[..]));
+        reader.next_block(2, &mut block).unwrap();
+        assert!(block.is_empty());
     }
 
     #[test]

@@ -71,25 +71,32 @@ pub fn fold_width(s: &mut Vec<char>) {
 pub struct Bigrammer {
     run: Vec<char>,
     run_end: Option<usize>,
+    /// The term being emitted.
+    term: String,
 }
 
 impl Bigrammer {
     /// Adds the characters of a CJK token spanning `start..end`; a gap since the previous one
     /// ends the current run first.
-    pub fn push(&mut self, chars: &[char], start: usize, end: usize, out: &mut Vec<String>) {
+    pub fn push(&mut self, chars: &[char], start: usize, end: usize, emit: &mut impl FnMut(&str)) {
         if self.run_end != Some(start) {
-            self.flush(out);
+            self.flush(emit);
         }
         self.run.extend_from_slice(chars);
         self.run_end = Some(end);
     }
 
     /// Emits the pending run: its bigrams, or the lone character.
-    pub fn flush(&mut self, out: &mut Vec<String>) {
-        match self.run.len() {
-            0 => {}
-            1 => out.push(self.run[0].to_string()),
-            _ => out.extend(self.run.windows(2).map(|pair| pair.iter().collect())),
+    pub fn flush(&mut self, emit: &mut impl FnMut(&str)) {
+        if self.run.len() == 1 {
+            self.term.clear();
+            self.term.push(self.run[0]);
+            emit(&self.term);
+        }
+        for pair in self.run.windows(2) {
+            self.term.clear();
+            self.term.extend(pair);
+            emit(&self.term);
         }
         self.run.clear();
         self.run_end = None;
@@ -110,13 +117,14 @@ mod tests {
     #[test]
     fn bigrams_and_unigrams() {
         let mut b = Bigrammer::default();
-        let mut out = Vec::new();
+        let mut out: Vec<String> = Vec::new();
+        let mut emit = |term: &str| out.push(term.to_string());
         let chars: Vec<char> = "一二三".chars().collect();
-        b.push(&chars[0..1], 0, 3, &mut out);
-        b.push(&chars[1..2], 3, 6, &mut out);
-        b.push(&chars[2..3], 6, 9, &mut out);
-        b.push(&['四'], 10, 13, &mut out);
-        b.flush(&mut out);
+        b.push(&chars[0..1], 0, 3, &mut emit);
+        b.push(&chars[1..2], 3, 6, &mut emit);
+        b.push(&chars[2..3], 6, 9, &mut emit);
+        b.push(&['四'], 10, 13, &mut emit);
+        b.flush(&mut emit);
         assert_eq!(out, ["一二", "二三", "四"]);
     }
 }

@@ -97,6 +97,8 @@ pub struct Analyzer {
     lang: &'static str,
     chain: Chain,
     stopwords: &'static StopSet,
+    /// The length in characters of the longest stopword: longer tokens skip the set lookup.
+    stopword_max_chars: usize,
     stemmer: Option<Arc<Stemmer>>,
 }
 
@@ -106,7 +108,7 @@ impl std::fmt::Debug for Analyzer {
     }
 }
 
-/// Per-call scratch space, so that a token costs no allocation beyond its output string.
+/// Per-call scratch space, so that a token costs no allocation.
 #[derive(Default)]
 struct Scratch {
     chars: Vec<char>,
@@ -161,6 +163,11 @@ impl Analyzer {
             lang,
             chain,
             stopwords,
+            stopword_max_chars: stopwords
+                .iter()
+                .map(|w| w.chars().count())
+                .max()
+                .unwrap_or(0),
             stemmer: algorithm.map(|a| Arc::new(Stemmer::create(a))),
         })
     }
@@ -177,22 +184,7 @@ impl Analyzer {
 
     /// Analyze `text` into index terms, appended to `out`.
     pub fn analyze_into(&self, text: &str, out: &mut Vec<String>) {
-        let mut scratch = Scratch::default();
-        match self.chain {
-            Chain::Thai => thai::thai_words(text, |word| {
-                scratch.chars.clear();
-                push_lowercase(word, &mut scratch.chars);
-                fold_decimal_digits(&mut scratch.chars);
-                self.emit_unless_stopword(&mut scratch, out);
-            }),
-            Chain::Cjk => self.analyze_cjk(text, &mut scratch, out),
-            Chain::Persian if text.contains('\u{200C}') => {
-                // Lucene's PersianCharFilter: a zero-width non-joiner separates words.
-                let spaced = text.replace('\u{200C}', " ");
-                standard_tokens(&spaced, |t| self.analyze_token(t.text, &mut scratch, out));
-            }
-            _ => standard_tokens(text, |t| self.analyze_token(t.text, &mut scratch, out)),
-        }
+        self.analyze_each(text, |term| out.push(term.to_string()));
     }
 
     /// The index terms of `text`.
@@ -202,36 +194,59 @@ impl Analyzer {
         out
     }
 
-    fn is_stopword(&self, scratch: &mut Scratch) -> bool {
-        !self.stopwords.is_empty() && self.stopwords.contains(scratch.load_text())
+    /// Calls `emit` with each index term of `text`, in order: the terms of [`Analyzer::analyze`]
+    /// without an allocation per term (each is lent from a reused buffer).
+    pub fn analyze_each(&self, text: &str, mut emit: impl FnMut(&str)) {
+        let emit = &mut emit;
+        let mut scratch = Scratch::default();
+        match self.chain {
+            Chain::Thai => thai::thai_words(text, |word| {
+                scratch.chars.clear();
+                push_lowercase(word, &mut scratch.chars);
+                fold_decimal_digits(&mut scratch.chars);
+                self.emit_unless_stopword(&mut scratch, emit);
+            }),
+            Chain::Cjk => self.analyze_cjk(text, &mut scratch, emit),
+            Chain::Persian if text.contains('\u{200C}') => {
+                // Lucene's PersianCharFilter: a zero-width non-joiner separates words.
+                let spaced = text.replace('\u{200C}', " ");
+                standard_tokens(&spaced, |t| self.analyze_token(t.text, &mut scratch, emit));
+            }
+            _ => standard_tokens(text, |t| self.analyze_token(t.text, &mut scratch, emit)),
+        }
     }
 
-    fn emit_unless_stopword(&self, scratch: &mut Scratch, out: &mut Vec<String>) {
+    fn is_stopword(&self, scratch: &mut Scratch) -> bool {
+        scratch.chars.len() <= self.stopword_max_chars
+            && self.stopwords.contains(scratch.load_text())
+    }
+
+    fn emit_unless_stopword(&self, scratch: &mut Scratch, emit: &mut impl FnMut(&str)) {
         if scratch.chars.is_empty() {
             return;
         }
         let text = scratch.load_text();
         if !self.stopwords.contains(text) {
-            out.push(text.to_string());
+            emit(text);
         }
     }
 
-    fn emit(scratch: &mut Scratch, out: &mut Vec<String>) {
+    fn emit(scratch: &mut Scratch, emit: &mut impl FnMut(&str)) {
         if !scratch.chars.is_empty() {
-            out.push(scratch.chars.iter().collect());
+            emit(scratch.load_text());
         }
     }
 
-    fn snowball(&self, scratch: &mut Scratch, out: &mut Vec<String>) {
+    fn snowball(&self, scratch: &mut Scratch, emit: &mut impl FnMut(&str)) {
         let stemmer = self.stemmer.as_ref().expect("Snowball chain has a stemmer");
         let stemmed = stemmer.stem(scratch.load_text());
         if !stemmed.is_empty() {
-            out.push(stemmed.into_owned());
+            emit(&stemmed);
         }
     }
 
     /// Runs one standard-tokenizer token through the chain's filters.
-    fn analyze_token(&self, token: &str, scratch: &mut Scratch, out: &mut Vec<String>) {
+    fn analyze_token(&self, token: &str, scratch: &mut Scratch, emit: &mut impl FnMut(&str)) {
         let chars = &mut scratch.chars;
         chars.clear();
         match self.chain {
@@ -285,21 +300,21 @@ impl Analyzer {
                     for c in scratch.chars.iter_mut().filter(|c| **c == 'ё') {
                         *c = 'е';
                     }
-                    self.snowball(scratch, out);
+                    self.snowball(scratch, emit);
                 }
                 return;
             }
             Chain::Snowball => {
                 push_lowercase(token, chars);
                 if !self.is_stopword(scratch) {
-                    self.snowball(scratch, out);
+                    self.snowball(scratch, emit);
                 }
                 return;
             }
             Chain::Turkish => {
                 latin::turkish_lowercase(latin::strip_after_apostrophe(token), chars);
                 if !chars.is_empty() && !self.is_stopword(scratch) {
-                    self.snowball(scratch, out);
+                    self.snowball(scratch, emit);
                 }
                 return;
             }
@@ -343,33 +358,33 @@ impl Analyzer {
                 push_lowercase(token, chars);
                 let text = scratch.load_text();
                 if is_nfc_quick(text.chars()) == IsNormalized::Yes {
-                    out.push(text.to_string());
+                    emit(text);
                 } else {
-                    out.push(text.nfc().collect());
+                    emit(&text.nfc().collect::<String>());
                 }
                 return;
             }
             Chain::Thai | Chain::Cjk => unreachable!("segmented by their own tokenizers"),
         }
-        Self::emit(scratch, out);
+        Self::emit(scratch, emit);
     }
 
     /// Lucene's CJKAnalyzer: width folding and lowercase per token, bigrams over runs of
     /// adjacent CJK characters, other tokens filtered by the (English) stopword list.
-    fn analyze_cjk(&self, text: &str, scratch: &mut Scratch, out: &mut Vec<String>) {
+    fn analyze_cjk(&self, text: &str, scratch: &mut Scratch, emit: &mut impl FnMut(&str)) {
         let mut bigrams = cjk::Bigrammer::default();
         standard_tokens(text, |t| {
             scratch.chars.clear();
             push_lowercase(t.text, &mut scratch.chars);
             cjk::fold_width(&mut scratch.chars);
             if t.kind.is_cjk() {
-                bigrams.push(&scratch.chars, t.start, t.end, out);
+                bigrams.push(&scratch.chars, t.start, t.end, emit);
             } else {
-                bigrams.flush(out);
-                self.emit_unless_stopword(scratch, out);
+                bigrams.flush(emit);
+                self.emit_unless_stopword(scratch, emit);
             }
         });
-        bigrams.flush(out);
+        bigrams.flush(emit);
     }
 }
 

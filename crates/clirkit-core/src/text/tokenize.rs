@@ -383,6 +383,15 @@ fn emit_limited<'a>(
     kind: TokenKind,
     emit: &mut impl FnMut(Token<'a>),
 ) {
+    // A character is at least one byte: a short token needs no counting.
+    if end - start <= MAX_TOKEN_CHARS {
+        return emit(Token {
+            text: &text[start..end],
+            kind,
+            start,
+            end,
+        });
+    }
     let mut piece_start = start;
     let mut chars = 0;
     for (offset, _) in text[start..end].char_indices() {
