@@ -14,7 +14,5 @@ pub(crate) fn accumulate(
     acc: &mut Accumulator<'_>,
 ) {
     let normalizer = norm.fit(list.iter().map(|d| d.score));
-    for doc in list {
-        acc.add(run, doc.id, weight * normalizer.apply(doc.score));
-    }
+    acc.add_list(run, list, |_, score| weight * normalizer.apply(score));
 }

@@ -97,6 +97,15 @@ impl IdKey {
         ]
     }
 
+    /// The key whose [`words`](IdKey::words) are `words`.
+    #[inline]
+    pub(crate) fn from_words(words: [u64; 2]) -> IdKey {
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&words[0].to_ne_bytes());
+        key[8..].copy_from_slice(&words[1].to_ne_bytes());
+        IdKey(key)
+    }
+
     #[inline]
     fn prefix(&self) -> u64 {
         u64::from_be_bytes(self.0[..8].try_into().unwrap())
@@ -152,6 +161,7 @@ mod tests {
                 if ka.is_inline() && kb.is_inline() {
                     assert_eq!(ka.words() == kb.words(), a == b);
                 }
+                assert_eq!(IdKey::from_words(ka.words()), *ka);
             }
         }
         let moved = keys[9].shifted(7);

@@ -392,6 +392,17 @@ pub fn fuse(runs: &[&RunLists], options: &FusionOptions) -> Result<RunLists> {
     }
 
     let arenas: Vec<&[u8]> = runs.iter().map(|r| &r.arena[..]).collect();
+    let rrf_contributions: Vec<Vec<f64>> = match options.method {
+        Method::Rrf { k } => runs
+            .iter()
+            .zip(&weights)
+            .map(|(run, &w)| {
+                let longest = run.queries.iter().map(|q| q.docs.len()).max();
+                rrf::contributions(w, k, longest.unwrap_or(0).min(depth))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let tasks: Vec<std::result::Result<TaskOutput, String>> = rows
         .par_chunks(QUERIES_PER_TASK)
         .zip(outs.par_chunks_mut(QUERIES_PER_TASK))
@@ -410,7 +421,9 @@ pub fn fuse(runs: &[&RunLists], options: &FusionOptions) -> Result<RunLists> {
                         let list = runs[r].doc_entries(q);
                         let list = &list[..list.len().min(depth)];
                         match options.method {
-                            Method::Rrf { k } => rrf::accumulate(r, list, weights[r], k, acc),
+                            Method::Rrf { .. } => {
+                                rrf::accumulate(r, list, &rrf_contributions[r], acc)
+                            }
                             Method::CombSum { norm }
                             | Method::CombMnz { norm }
                             | Method::Interpolate { norm, .. } => {

@@ -4,16 +4,18 @@
 
 use super::{Accumulator, DocEntry};
 
-/// Add run `run`'s contributions for one query; `list` is already cut to the fusion depth.
+/// wᵢ / (k + rank) for ranks 1..=`depth`, computed once per run instead of once per document.
+pub(crate) fn contributions(weight: f64, k: f64, depth: usize) -> Vec<f64> {
+    (1..=depth).map(|rank| weight / (k + rank as f64)).collect()
+}
+
+/// Add run `run`'s contributions for one query; `list` is already cut to the fusion depth and
+/// `contributions` (from [`contributions`]) is at least as long.
 pub(crate) fn accumulate(
     run: usize,
     list: &[DocEntry],
-    weight: f64,
-    k: f64,
+    contributions: &[f64],
     acc: &mut Accumulator<'_>,
 ) {
-    for (i, doc) in list.iter().enumerate() {
-        let rank = (i + 1) as f64;
-        acc.add(run, doc.id, weight / (k + rank));
-    }
+    acc.add_list(run, list, |i, _| contributions[i]);
 }
