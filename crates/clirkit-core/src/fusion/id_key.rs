@@ -15,8 +15,9 @@ const LONG_MARKER: u8 = 0xFF;
 /// Longest id accepted (its length must fit the key's 3 length bytes).
 pub(crate) const ID_MAX: usize = (1 << 24) - 1;
 
+/// The 16 key bytes, held as two native-endian machine words (what hashing and equality use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct IdKey([u8; 16]);
+pub(crate) struct IdKey([u64; 2]);
 
 impl IdKey {
     /// The key of `bytes`, appending them to `arena` when they are too long to be inline.
@@ -27,7 +28,7 @@ impl IdKey {
         if bytes.len() <= INLINE_MAX {
             key[..bytes.len()].copy_from_slice(bytes);
             key[15] = bytes.len() as u8;
-            return Ok(IdKey(key));
+            return Ok(IdKey::from_bytes(key));
         }
         if bytes.len() > ID_MAX {
             return Err(format!(
@@ -43,24 +44,47 @@ impl IdKey {
         Ok(IdKey::long(&bytes[..8], start as u32, bytes.len()))
     }
 
+    #[inline]
+    fn from_bytes(key: [u8; 16]) -> IdKey {
+        let (a, b) = key.split_at(8);
+        IdKey([
+            u64::from_ne_bytes(a.try_into().unwrap()),
+            u64::from_ne_bytes(b.try_into().unwrap()),
+        ])
+    }
+
+    #[inline]
+    fn to_bytes(self) -> [u8; 16] {
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&self.0[0].to_ne_bytes());
+        key[8..].copy_from_slice(&self.0[1].to_ne_bytes());
+        key
+    }
+
     fn long(prefix: &[u8], start: u32, len: usize) -> IdKey {
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(prefix);
         key[8..12].copy_from_slice(&start.to_le_bytes());
         key[12..15].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
         key[15] = LONG_MARKER;
-        IdKey(key)
+        IdKey::from_bytes(key)
+    }
+
+    /// Byte 15: the length of an inline id, [`LONG_MARKER`] otherwise.
+    #[inline]
+    fn last_byte(&self) -> u8 {
+        self.0[1].to_ne_bytes()[7]
     }
 
     #[inline]
     pub(crate) fn is_inline(&self) -> bool {
-        self.0[15] as usize <= INLINE_MAX
+        self.last_byte() as usize <= INLINE_MAX
     }
 
     /// Arena position and length of a long id.
     #[inline]
     fn span(&self) -> (usize, usize) {
-        let k = &self.0;
+        let k = self.to_bytes();
         let start = u32::from_le_bytes([k[8], k[9], k[10], k[11]]) as usize;
         let len = u32::from_le_bytes([k[12], k[13], k[14], 0]) as usize;
         (start, len)
@@ -70,7 +94,9 @@ impl IdKey {
     #[inline]
     pub(crate) fn bytes<'a>(&'a self, arena: &'a [u8]) -> &'a [u8] {
         if self.is_inline() {
-            &self.0[..self.0[15] as usize]
+            // SAFETY: the two words are 16 initialized bytes, borrowed as long as `self`.
+            let key: &[u8; 16] = unsafe { &*self.0.as_ptr().cast::<[u8; 16]>() };
+            &key[..self.last_byte() as usize]
         } else {
             let (start, len) = self.span();
             &arena[start..start + len]
@@ -84,41 +110,37 @@ impl IdKey {
             return self;
         }
         let (start, len) = self.span();
-        IdKey::long(&self.0[..8], start as u32 + by, len)
+        IdKey::long(&self.to_bytes()[..8], start as u32 + by, len)
     }
 
     /// The key as two machine words: equal words mean equal ids for inline keys.
     #[inline]
     pub(crate) fn words(&self) -> [u64; 2] {
-        let (a, b) = self.0.split_at(8);
-        [
-            u64::from_ne_bytes(a.try_into().unwrap()),
-            u64::from_ne_bytes(b.try_into().unwrap()),
-        ]
+        self.0
     }
 
     /// The key whose [`words`](IdKey::words) are `words`.
     #[inline]
     pub(crate) fn from_words(words: [u64; 2]) -> IdKey {
-        let mut key = [0u8; 16];
-        key[..8].copy_from_slice(&words[0].to_ne_bytes());
-        key[8..].copy_from_slice(&words[1].to_ne_bytes());
-        IdKey(key)
+        IdKey(words)
     }
 
+    /// The key bytes as two big-endian integers: their order is the order of the bytes.
     #[inline]
-    fn prefix(&self) -> u64 {
-        u64::from_be_bytes(self.0[..8].try_into().unwrap())
+    fn ordered_words(&self) -> (u64, u64) {
+        (
+            u64::from_be_bytes(self.0[0].to_ne_bytes()),
+            u64::from_be_bytes(self.0[1].to_ne_bytes()),
+        )
     }
 
     /// Byte order of two ids, each given with the arena of its run; arena bytes are read only
     /// when a long id shares its first 8 bytes with the other id.
     #[inline]
     pub(crate) fn cmp_ids(&self, arena: &[u8], other: &IdKey, other_arena: &[u8]) -> Ordering {
-        match self.prefix().cmp(&other.prefix()) {
-            Ordering::Equal if self.is_inline() && other.is_inline() => {
-                u128::from_be_bytes(self.0).cmp(&u128::from_be_bytes(other.0))
-            }
+        let (a, b) = (self.ordered_words(), other.ordered_words());
+        match a.0.cmp(&b.0) {
+            Ordering::Equal if self.is_inline() && other.is_inline() => a.1.cmp(&b.1),
             Ordering::Equal => self.bytes(arena).cmp(other.bytes(other_arena)),
             unequal => unequal,
         }
