@@ -23,6 +23,7 @@ Needs ranx (``/work/venv-peers``) and clirkit importable together.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -98,7 +99,7 @@ def ranx_worker(paths: List[str], out: str) -> None:
     t_save, _ = timed(lambda: fused.save(out, kind="trec"))
     print(json.dumps({"load": t_load, "fuse": calls[0][0], "fuse_cpu": calls[0][1],
                       "fuse_again": calls[1][0], "fuse_again_cpu": calls[1][1], "save": t_save,
-                      "version": getattr(ranx, "__version__", "?")}))
+                      "version": importlib.metadata.version("ranx")}))
 
 
 def main() -> None:
