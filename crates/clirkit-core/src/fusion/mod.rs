@@ -581,7 +581,9 @@ mod tests {
         let a = run(&[("q", &[("a", 1.0)])]);
         let mut opts = FusionOptions::new(Method::Rrf { k: 60.0 });
         opts.weights = Some(vec![1.0, 2.0]);
-        let e = fuse_runs(&[a.clone()], &opts).unwrap_err().to_string();
+        let e = fuse_runs(std::slice::from_ref(&a), &opts)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("2 weights given for 1 runs"), "{e}");
         let e = fuse_runs(&[], &FusionOptions::new(Method::Rrf { k: 60.0 }))
             .unwrap_err()
@@ -595,10 +597,15 @@ mod tests {
         assert!(e.contains("exactly two runs"), "{e}");
     }
 
+    /// Per query: its id and its documents as (doc id, fused score).
+    type Fused = Vec<(String, Vec<(String, f64)>)>;
+
     /// Naive fusion over strings: (doc, score) per query in canonical order.
-    fn reference(runs: &[Run], options: &FusionOptions) -> Vec<(String, Vec<(String, f64)>)> {
+    fn reference(runs: &[Run], options: &FusionOptions) -> Fused {
         let weights = options.run_weights(runs.len()).unwrap();
-        let mut out: Vec<(String, Vec<(String, f64, u32)>)> = Vec::new();
+        // Per query: (doc id, sum, hits) in order of first appearance.
+        type Sums = Vec<(String, f64, u32)>;
+        let mut out: Vec<(String, Sums)> = Vec::new();
         for (run, w) in runs.iter().zip(&weights) {
             for (qid, docs) in &run.queries {
                 let mut docs = docs.clone();
@@ -698,7 +705,7 @@ mod tests {
                 let mut options = FusionOptions::new(method);
                 options.depth = depth;
                 options.top = top;
-                let got: Vec<(String, Vec<(String, f64)>)> = fuse_runs(&runs, &options)
+                let got: Fused = fuse_runs(&runs, &options)
                     .unwrap()
                     .queries
                     .into_iter()
