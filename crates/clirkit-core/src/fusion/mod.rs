@@ -2,9 +2,10 @@
 //! CombMNZ ([`combmnz`]) and weighted interpolation ([`interpolate`]) of per-query normalized
 //! scores ([`normalize`]).
 //!
-//! All methods work on [`RunLists`], the common input type: a run held compactly (one byte arena
-//! for all ids, one flat array of `(id, score)` entries) with every query's documents in
-//! canonical order, so "rank" always means the 1-based position in canonical order. It is read
+//! All methods work on [`RunLists`], the common input type: a run held compactly (one flat array
+//! of (16-byte id key, score) entries; ids longer than 15 bytes and query ids in one byte arena)
+//! with every query's documents in canonical order, so "rank" always means the 1-based position
+//! in canonical order. It is read
 //! straight from a TREC file by a specialized parallel parser ([`run_file`]), or built from a
 //! [`Run`]. Fusion is parallel over queries and its result does not depend on the thread count:
 //! every query is fused independently, contributions are added in run order, and the output is
