@@ -3,8 +3,8 @@
 //! Same format and checks as [`crate::io::trec::read_run`] (5 or 6 whitespace-separated columns,
 //! finite scores, UTF-8, no repeated (query, document) pair, the rank column ignored), but built
 //! for runs of millions of lines: the file is memory-mapped, cut into chunks at line boundaries
-//! that are parsed in parallel into id keys and small arenas, then stitched together; queries may be
-//! interleaved in the file. Errors name the file and line.
+//! that are parsed in parallel into id keys and small arenas, then stitched together; queries
+//! may be interleaved in the file. Errors name the file and line.
 
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
