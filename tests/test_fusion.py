@@ -118,6 +118,35 @@ def test_interpolation_and_top(random_runs):
     assert got_lists(got) == [(q, docs[:3]) for q, docs in as_lists(expected)]
 
 
+def test_long_ids_around_the_inline_limit(tmp_path):
+    """Ids of 15 bytes are held inline, longer ones in an arena: both kinds, sharing prefixes
+    and tied scores, fuse and round-trip through files exactly."""
+    rng = random.Random(11)
+    pool = (
+        [f"doc-0000000-{i:03}" for i in range(20)]  # 15 bytes
+        + [f"doc-00000000-{i:03}" for i in range(20)]  # 16 bytes
+        + [f"doc-00000000-{i:03}-\u00e9t\u00e9-{'x' * i}" for i in range(20)]
+        + ["d\u4e2d\u6587\u6587\u6587\u6587", "d"]
+    )
+    runs = []
+    for _ in range(3):
+        runs.append({
+            f"q{q}": {d: rng.choice([0.5, 1.0, 2.0]) for d in rng.sample(pool, rng.randint(1, 30))}
+            for q in range(15)
+        })
+    got = fuse(runs, method="rrf", k=60, depth=12)
+    assert got_lists(got) == as_lists(ref_rrf(runs, 60.0, [1.0] * 3, 12))
+    got = fuse(runs, method="combmnz", norm="zscore")
+    assert got_lists(got) == as_lists(ref_comb(runs, [1.0] * 3, None, "zscore", mnz=True))
+    paths = []
+    for i, run in enumerate(runs):
+        paths.append(tmp_path / f"long{i}.trec")
+        write_trec(paths[-1], run, rng)
+    out = tmp_path / "fused.trec"
+    fuse(paths, method="rrf", k=60, depth=12, output=out)
+    assert clirkit.read_run(out) == fuse(runs, method="rrf", k=60, depth=12)
+
+
 def write_trec(path: Path, run: Run, shuffle: random.Random) -> None:
     lines = [f"{q} Q0 {d} 0 {s!r} t\n" for q, docs in run.items() for d, s in docs.items()]
     shuffle.shuffle(lines)  # queries interleaved, documents in no particular order

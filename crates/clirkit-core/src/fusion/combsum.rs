@@ -3,18 +3,16 @@
 //! per query on the documents that take part (the top `depth`).
 
 use super::normalize::Norm;
-use super::{Accumulator, DocEntry, RunLists};
+use super::{Accumulator, DocEntry};
 
-/// Add one run's normalized, weighted scores for one query.
-pub(crate) fn accumulate<'a>(
-    run: &'a RunLists,
+/// Add run `run`'s normalized, weighted scores for one query.
+pub(crate) fn accumulate(
+    run: usize,
     list: &[DocEntry],
     weight: f64,
     norm: Norm,
-    acc: &mut Accumulator<'a>,
+    acc: &mut Accumulator<'_>,
 ) {
     let normalizer = norm.fit(list.iter().map(|d| d.score));
-    for doc in list {
-        acc.add(run.bytes(doc.id), weight * normalizer.apply(doc.score));
-    }
+    acc.add_list(run, list, |_, score| weight * normalizer.apply(score));
 }

@@ -2,16 +2,19 @@
 //! CombMNZ ([`combmnz`]) and weighted interpolation ([`interpolate`]) of per-query normalized
 //! scores ([`normalize`]).
 //!
-//! All methods work on [`RunLists`], the common input type: a run held compactly (one byte arena
-//! for all ids, one flat array of `(id, score)` entries) with every query's documents in
-//! canonical order, so "rank" always means the 1-based position in canonical order. It is read
+//! All methods work on [`RunLists`], the common input type: a run held compactly (one flat array
+//! of (16-byte id key, score) entries; ids longer than 15 bytes and query ids in one byte arena)
+//! with every query's documents in canonical order, so "rank" always means the 1-based position
+//! in canonical order. It is read
 //! straight from a TREC file by a specialized parallel parser ([`run_file`]), or built from a
 //! [`Run`]. Fusion is parallel over queries and its result does not depend on the thread count:
 //! every query is fused independently, contributions are added in run order, and the output is
 //! sorted canonically.
 
+mod accumulator;
 pub mod combmnz;
 pub mod combsum;
+mod id_key;
 pub mod interpolate;
 pub mod normalize;
 pub mod rrf;
@@ -19,9 +22,11 @@ pub mod run_file;
 
 use crate::error::{Error, Result};
 use crate::ranking::{Run, ScoredDoc};
+use accumulator::Accumulator;
+use id_key::IdKey;
 use normalize::Norm;
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A byte range in a [`RunLists`] arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,10 +35,10 @@ pub(crate) struct Span {
     pub len: u32,
 }
 
-/// One ranked document: its id in the arena and its score.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One ranked document: its id key and its score.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct DocEntry {
-    pub id: Span,
+    pub id: IdKey,
     pub score: f64,
 }
 
@@ -46,7 +51,11 @@ pub(crate) struct QueryEntry {
 
 /// A run held compactly for fusion: queries in first-appearance order, each query's documents
 /// in canonical order (score descending, then doc id descending).
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Document ids are 16-byte keys ([`IdKey`]): ids of up to 15 bytes are held in the key itself,
+/// longer ones (and query ids) in one byte arena. Entries outside every query's range are unused
+/// slack (a fused run reserves each query's largest possible length).
+#[derive(Debug, Clone, Default)]
 pub struct RunLists {
     arena: Vec<u8>,
     queries: Vec<QueryEntry>,
@@ -61,19 +70,19 @@ impl RunLists {
 
     /// Number of (query, document) entries.
     pub fn num_entries(&self) -> usize {
-        self.docs.len()
+        self.queries.iter().map(|q| q.docs.len()).sum()
     }
 
     /// The id of query `q` (0-based, in run order).
     pub fn query_id(&self, q: usize) -> &str {
-        self.text(self.queries[q].qid)
+        text(self.bytes(self.queries[q].qid))
     }
 
     /// The documents of query `q` in canonical order, as (doc id, score).
     pub fn query_docs(&self, q: usize) -> impl ExactSizeIterator<Item = (&str, f64)> + '_ {
-        self.docs[self.queries[q].docs.clone()]
+        self.doc_entries(q)
             .iter()
-            .map(move |d| (self.text(d.id), d.score))
+            .map(move |d| (text(self.doc_bytes(d)), d.score))
     }
 
     /// Build from a [`Run`] (its documents are re-sorted canonically).
@@ -106,9 +115,9 @@ impl RunLists {
         &self.arena[span.start as usize..(span.start + span.len) as usize]
     }
 
-    fn text(&self, span: Span) -> &str {
-        // The arena holds only ids copied from `&str`s or from UTF-8-validated files.
-        std::str::from_utf8(self.bytes(span)).expect("arena ids are UTF-8")
+    /// The bytes of a document id of this run.
+    pub(crate) fn doc_bytes<'a>(&'a self, doc: &'a DocEntry) -> &'a [u8] {
+        doc.id.bytes(&self.arena)
     }
 
     pub(crate) fn query_entries(&self) -> &[QueryEntry] {
@@ -132,16 +141,38 @@ impl RunLists {
     }
 }
 
+fn text(bytes: &[u8]) -> &str {
+    // Arenas and keys hold only ids copied from `&str`s or from UTF-8-validated files.
+    std::str::from_utf8(bytes).expect("ids are UTF-8")
+}
+
+/// `n` entries, allocated zeroed so that pages never written (fusion slack) cost nothing.
+pub(crate) fn zeroed_entries(n: usize) -> Vec<DocEntry> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<DocEntry>(n).expect("entry array size overflows");
+    // SAFETY: the allocation has `Vec<DocEntry>`'s layout for capacity `n` and comes from the
+    // global allocator; all-zero bytes are a valid `DocEntry` (bytes and an f64 0.0).
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut DocEntry;
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(ptr, n, n)
+    }
+}
+
 /// Appends queries to a [`RunLists`], sorting each query's documents canonically and rejecting
 /// duplicate documents, repeated queries, non-finite scores and arenas past 4 GiB.
 #[derive(Default)]
 pub struct RunListsBuilder {
     lists: RunLists,
-    seen_queries: FxHashMap<Vec<u8>, ()>,
+    seen_queries: FxHashSet<Vec<u8>>,
 }
 
 impl RunListsBuilder {
-    fn intern(&mut self, bytes: &[u8]) -> Result<Span> {
+    fn intern_query(&mut self, bytes: &[u8]) -> Result<Span> {
         let start = self.lists.arena.len();
         let end = start + bytes.len();
         if end > u32::MAX as usize {
@@ -163,19 +194,22 @@ impl RunListsBuilder {
         docs: impl IntoIterator<Item = (&'a [u8], f64)>,
     ) -> Result<()> {
         let qid_text = String::from_utf8_lossy(qid).into_owned();
-        if self.seen_queries.insert(qid.to_vec(), ()).is_some() {
+        if !self.seen_queries.insert(qid.to_vec()) {
             return Err(Error::invalid(format!("query '{qid_text}' given twice")));
         }
-        let qid_span = self.intern(qid)?;
+        let qid_span = self.intern_query(qid)?;
         let first = self.lists.docs.len();
         for (id, score) in docs {
+            let doc = || String::from_utf8_lossy(id);
             if !score.is_finite() {
                 return Err(Error::invalid(format!(
                     "query '{qid_text}', document '{}': score {score} is not finite",
-                    String::from_utf8_lossy(id)
+                    doc()
                 )));
             }
-            let id = self.intern(id)?;
+            let id = IdKey::encode(id, &mut self.lists.arena).map_err(|e| {
+                Error::invalid(format!("query '{qid_text}', document '{}': {e}", doc()))
+            })?;
             self.lists.docs.push(DocEntry { id, score });
         }
         let end = self.lists.docs.len();
@@ -200,11 +234,12 @@ impl RunListsBuilder {
     }
 }
 
+/// Canonical order of two entries of one run.
+#[inline]
 fn entry_cmp(arena: &[u8], a: &DocEntry, b: &DocEntry) -> std::cmp::Ordering {
-    let id = |s: Span| &arena[s.start as usize..(s.start + s.len) as usize];
     b.score
         .total_cmp(&a.score)
-        .then_with(|| id(b.id).cmp(id(a.id)))
+        .then_with(|| b.id.cmp_ids(arena, &a.id, arena))
 }
 
 /// Sort one query's entries canonically; files written in canonical order skip the sort.
@@ -218,12 +253,12 @@ pub(crate) fn sort_entries(arena: &[u8], list: &mut [DocEntry]) {
 }
 
 /// The first doc id that occurs twice in `list`, if any.
-pub(crate) fn first_duplicate<'a>(arena: &'a [u8], list: &[DocEntry]) -> Option<&'a [u8]> {
-    let mut seen: FxHashMap<&[u8], ()> = FxHashMap::default();
+pub(crate) fn first_duplicate<'a>(arena: &'a [u8], list: &'a [DocEntry]) -> Option<&'a [u8]> {
+    let mut seen: FxHashSet<&[u8]> = FxHashSet::default();
     seen.reserve(list.len());
     list.iter()
-        .map(|d| &arena[d.id.start as usize..(d.id.start + d.id.len) as usize])
-        .find(|id| seen.insert(id, ()).is_some())
+        .map(|d| d.id.bytes(arena))
+        .find(|id| !seen.insert(id))
 }
 
 /// A fusion method and its parameter.
@@ -301,88 +336,16 @@ impl FusionOptions {
     }
 }
 
-/// Per-query accumulator of fused scores: one slot per distinct document.
-#[derive(Default)]
-pub(crate) struct Accumulator<'a> {
-    slots: FxHashMap<&'a [u8], u32>,
-    ids: Vec<&'a [u8]>,
-    scores: Vec<f64>,
-    hits: Vec<u32>,
-    order: Vec<(u64, u32)>,
-}
+/// Queries fused per parallel task.
+const QUERIES_PER_TASK: usize = 32;
 
-impl<'a> Accumulator<'a> {
-    fn clear(&mut self) {
-        self.slots.clear();
-        self.ids.clear();
-        self.scores.clear();
-        self.hits.clear();
-    }
-
-    /// Add `value` to the document's fused score and count one more run retrieving it.
-    #[inline]
-    pub(crate) fn add(&mut self, id: &'a [u8], value: f64) {
-        let next = self.ids.len() as u32;
-        let slot = *self.slots.entry(id).or_insert(next) as usize;
-        if slot == self.ids.len() {
-            self.ids.push(id);
-            self.scores.push(value);
-            self.hits.push(1);
-        } else {
-            self.scores[slot] += value;
-            self.hits[slot] += 1;
-        }
-    }
-
-    /// Append the fused list in canonical order, cut to `top`, to `out`.
-    fn finish_into(
-        &mut self,
-        method: Method,
-        top: Option<usize>,
-        out: &mut SortedBuilder,
-    ) -> Result<()> {
-        if let Method::CombMnz { .. } = method {
-            combmnz::scale(&mut self.scores, &self.hits);
-        }
-        // Sort on integer keys; only documents with equal scores (frequent with RRF) need
-        // their ids compared, for the doc-id-descending tie-break.
-        self.order.clear();
-        self.order.extend(
-            self.scores
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| (descending_key(s), i as u32)),
-        );
-        self.order.sort_unstable();
-        let ids = &self.ids;
-        let mut begin = 0;
-        while begin < self.order.len() {
-            let key = self.order[begin].0;
-            let end = begin
-                + self.order[begin..]
-                    .iter()
-                    .take_while(|e| e.0 == key)
-                    .count();
-            if end - begin > 1 {
-                self.order[begin..end]
-                    .sort_unstable_by(|a, b| ids[b.1 as usize].cmp(ids[a.1 as usize]));
-            }
-            begin = end;
-        }
-        let keep = top.unwrap_or(usize::MAX).min(self.order.len());
-        for &(_, i) in &self.order[..keep] {
-            out.push_doc(self.ids[i as usize], self.scores[i as usize])?;
-        }
-        Ok(())
-    }
-}
-
-/// An integer whose ascending order is `f64::total_cmp`'s descending order.
-#[inline]
-fn descending_key(score: f64) -> u64 {
-    let bits = score.to_bits() as i64;
-    let ordered = (bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64 ^ (1 << 63);
-    !ordered
+/// What one parallel task produced besides its documents: its own arena (query ids and long
+/// doc ids), and per query the query id and the number of fused documents.
+struct TaskOutput {
+    arena: Vec<u8>,
+    queries: Vec<(Span, usize)>,
+    /// Whether any fused document has a long id (whose key points into `arena`).
+    long_ids: bool,
 }
 
 /// Fuse `runs` into one run. Queries present in any run are output, in order of first
@@ -390,6 +353,7 @@ fn descending_key(score: f64) -> u64 {
 pub fn fuse(runs: &[&RunLists], options: &FusionOptions) -> Result<RunLists> {
     let weights = options.run_weights(runs.len())?;
     let depth = options.depth.unwrap_or(usize::MAX);
+    let top = options.top.unwrap_or(usize::MAX);
 
     // For every output query, its query index in each run that has it.
     let mut slot_of: FxHashMap<&[u8], usize> = FxHashMap::default();
@@ -405,34 +369,114 @@ pub fn fuse(runs: &[&RunLists], options: &FusionOptions) -> Result<RunLists> {
         }
     }
 
-    // Queries are fused in parallel chunks, each into its own output pieces, then joined.
-    let pieces: Vec<Result<SortedBuilder>> = rows
-        .par_chunks(32)
-        .map_init(Accumulator::default, |acc, chunk| {
-            let mut out = SortedBuilder::default();
-            for (qid, per_run) in chunk {
-                acc.clear();
-                for (r, q) in per_run.iter().enumerate() {
-                    let Some(q) = *q else { continue };
-                    let run = runs[r];
-                    let list = run.doc_entries(q);
-                    let list = &list[..list.len().min(depth)];
-                    match options.method {
-                        Method::Rrf { k } => rrf::accumulate(run, list, weights[r], k, acc),
-                        Method::CombSum { norm }
-                        | Method::CombMnz { norm }
-                        | Method::Interpolate { norm, .. } => {
-                            combsum::accumulate(run, list, weights[r], norm, acc)
+    // Each query gets room for its longest possible fused list, so queries are written in
+    // parallel straight into the final entry array (the unused rest stays as slack).
+    let inputs = |per_run: &[Option<usize>]| -> usize {
+        per_run
+            .iter()
+            .enumerate()
+            .filter_map(|(r, q)| q.map(|q| runs[r].query_entries()[q].docs.len().min(depth)))
+            .sum()
+    };
+    let mut starts = Vec::with_capacity(rows.len() + 1);
+    starts.push(0usize);
+    for (_, per_run) in &rows {
+        starts.push(starts[starts.len() - 1] + inputs(per_run).min(top));
+    }
+    let mut docs = zeroed_entries(starts[rows.len()]);
+    let mut outs: Vec<&mut [DocEntry]> = Vec::with_capacity(rows.len());
+    let mut rest: &mut [DocEntry] = &mut docs;
+    for w in starts.windows(2) {
+        let (head, tail) = rest.split_at_mut(w[1] - w[0]);
+        outs.push(head);
+        rest = tail;
+    }
+
+    let arenas: Vec<&[u8]> = runs.iter().map(|r| &r.arena[..]).collect();
+    let rrf_contributions: Vec<Vec<f64>> = match options.method {
+        Method::Rrf { k } => runs
+            .iter()
+            .zip(&weights)
+            .map(|(run, &w)| {
+                let longest = run.queries.iter().map(|q| q.docs.len()).max();
+                rrf::contributions(w, k, longest.unwrap_or(0).min(depth))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let tasks: Vec<std::result::Result<TaskOutput, String>> = rows
+        .par_chunks(QUERIES_PER_TASK)
+        .zip(outs.par_chunks_mut(QUERIES_PER_TASK))
+        .map_init(
+            || Accumulator::new(&arenas),
+            |acc, (rows, outs)| {
+                let mut task = TaskOutput {
+                    arena: Vec::new(),
+                    queries: Vec::with_capacity(rows.len()),
+                    long_ids: false,
+                };
+                for ((qid, per_run), out) in rows.iter().zip(outs.iter_mut()) {
+                    acc.start(inputs(per_run));
+                    for (r, q) in per_run.iter().enumerate() {
+                        let Some(q) = *q else { continue };
+                        let list = runs[r].doc_entries(q);
+                        let list = &list[..list.len().min(depth)];
+                        match options.method {
+                            Method::Rrf { .. } => {
+                                rrf::accumulate(r, list, &rrf_contributions[r], acc)
+                            }
+                            Method::CombSum { norm }
+                            | Method::CombMnz { norm }
+                            | Method::Interpolate { norm, .. } => {
+                                combsum::accumulate(r, list, weights[r], norm, acc)
+                            }
                         }
                     }
+                    let qid_span = Span {
+                        start: task.arena.len() as u32,
+                        len: qid.len() as u32,
+                    };
+                    task.arena.extend_from_slice(qid);
+                    let before = task.arena.len();
+                    let n = acc.finish_into(options.method, top, out, &mut task.arena)?;
+                    task.long_ids |= task.arena.len() > before;
+                    task.queries.push((qid_span, n));
                 }
-                out.start_query(qid)?;
-                acc.finish_into(options.method, options.top, &mut out)?;
-            }
-            Ok(out)
-        })
+                Ok(task)
+            },
+        )
         .collect();
-    SortedBuilder::join(pieces.into_iter().collect::<Result<Vec<_>>>()?)
+    drop(outs);
+
+    // Join the tasks' arenas, moving their spans and long-id keys.
+    let mut arena = Vec::new();
+    let mut queries = Vec::with_capacity(rows.len());
+    for task in tasks {
+        let task = task.map_err(Error::invalid)?;
+        if arena.len() + task.arena.len() > u32::MAX as usize {
+            return Err(Error::invalid(
+                "fused run too large: more than 4 GiB of query and long document ids",
+            ));
+        }
+        let base = arena.len() as u32;
+        arena.extend_from_slice(&task.arena);
+        for (qid, n) in task.queries {
+            let start = starts[queries.len()];
+            if task.long_ids && base > 0 {
+                for d in &mut docs[start..start + n] {
+                    d.id = d.id.shifted(base);
+                }
+            }
+            queries.push(QueryEntry {
+                qid: Span {
+                    start: qid.start + base,
+                    len: qid.len,
+                },
+                docs: start..start + n,
+            });
+        }
+    }
+    Ok(RunLists::from_parts(arena, queries, docs))
 }
 
 /// Fuse core [`Run`]s (a convenience over [`fuse`]).
@@ -443,78 +487,6 @@ pub fn fuse_runs(runs: &[Run], options: &FusionOptions) -> Result<Run> {
         .collect::<Result<Vec<_>>>()?;
     let refs: Vec<&RunLists> = lists.iter().collect();
     Ok(fuse(&refs, options)?.to_run())
-}
-
-/// Appends queries whose documents are already canonical, distinct and finite.
-#[derive(Default)]
-struct SortedBuilder {
-    arena: Vec<u8>,
-    queries: Vec<QueryEntry>,
-    docs: Vec<DocEntry>,
-}
-
-impl SortedBuilder {
-    fn intern(&mut self, bytes: &[u8]) -> Result<Span> {
-        let start = self.arena.len();
-        if start + bytes.len() > u32::MAX as usize {
-            return Err(Error::invalid(
-                "fused run too large: more than 4 GiB of query and document ids",
-            ));
-        }
-        self.arena.extend_from_slice(bytes);
-        Ok(Span {
-            start: start as u32,
-            len: bytes.len() as u32,
-        })
-    }
-
-    fn start_query(&mut self, qid: &[u8]) -> Result<()> {
-        let qid = self.intern(qid)?;
-        let at = self.docs.len();
-        self.queries.push(QueryEntry { qid, docs: at..at });
-        Ok(())
-    }
-
-    /// Add a document to the last query started.
-    #[inline]
-    fn push_doc(&mut self, id: &[u8], score: f64) -> Result<()> {
-        let id = self.intern(id)?;
-        self.docs.push(DocEntry { id, score });
-        if let Some(q) = self.queries.last_mut() {
-            q.docs.end = self.docs.len();
-        }
-        Ok(())
-    }
-
-    /// Concatenate pieces built in parallel, shifting their offsets.
-    fn join(pieces: Vec<SortedBuilder>) -> Result<RunLists> {
-        let arena_len: usize = pieces.iter().map(|p| p.arena.len()).sum();
-        if arena_len > u32::MAX as usize {
-            return Err(Error::invalid(
-                "fused run too large: more than 4 GiB of query and document ids",
-            ));
-        }
-        let mut arena = Vec::with_capacity(arena_len);
-        let mut queries = Vec::with_capacity(pieces.iter().map(|p| p.queries.len()).sum());
-        let mut docs = Vec::with_capacity(pieces.iter().map(|p| p.docs.len()).sum());
-        for piece in pieces {
-            let (arena_base, doc_base) = (arena.len() as u32, docs.len());
-            let shift = |s: Span| Span {
-                start: s.start + arena_base,
-                len: s.len,
-            };
-            arena.extend_from_slice(&piece.arena);
-            queries.extend(piece.queries.into_iter().map(|q| QueryEntry {
-                qid: shift(q.qid),
-                docs: q.docs.start + doc_base..q.docs.end + doc_base,
-            }));
-            docs.extend(piece.docs.into_iter().map(|d| DocEntry {
-                id: shift(d.id),
-                score: d.score,
-            }));
-        }
-        Ok(RunLists::from_parts(arena, queries, docs))
-    }
 }
 
 #[cfg(test)]
@@ -610,7 +582,9 @@ mod tests {
         let a = run(&[("q", &[("a", 1.0)])]);
         let mut opts = FusionOptions::new(Method::Rrf { k: 60.0 });
         opts.weights = Some(vec![1.0, 2.0]);
-        let e = fuse_runs(&[a.clone()], &opts).unwrap_err().to_string();
+        let e = fuse_runs(std::slice::from_ref(&a), &opts)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("2 weights given for 1 runs"), "{e}");
         let e = fuse_runs(&[], &FusionOptions::new(Method::Rrf { k: 60.0 }))
             .unwrap_err()
@@ -622,6 +596,129 @@ mod tests {
         });
         let e = fuse_runs(&[a], &interp).unwrap_err().to_string();
         assert!(e.contains("exactly two runs"), "{e}");
+    }
+
+    /// Per query: its id and its documents as (doc id, fused score).
+    type Fused = Vec<(String, Vec<(String, f64)>)>;
+
+    /// Naive fusion over strings: (doc, score) per query in canonical order.
+    fn reference(runs: &[Run], options: &FusionOptions) -> Fused {
+        let weights = options.run_weights(runs.len()).unwrap();
+        // Per query: (doc id, sum, hits) in order of first appearance.
+        type Sums = Vec<(String, f64, u32)>;
+        let mut out: Vec<(String, Sums)> = Vec::new();
+        for (run, w) in runs.iter().zip(&weights) {
+            for (qid, docs) in &run.queries {
+                let mut docs = docs.clone();
+                crate::ranking::sort_canonical(&mut docs);
+                docs.truncate(options.depth.unwrap_or(usize::MAX));
+                let normalizer = match options.method {
+                    Method::Rrf { .. } => None,
+                    Method::CombSum { norm }
+                    | Method::CombMnz { norm }
+                    | Method::Interpolate { norm, .. } => {
+                        Some(norm.fit(docs.iter().map(|d| d.score)))
+                    }
+                };
+                let at = match out.iter().position(|(q, _)| q == qid) {
+                    Some(at) => at,
+                    None => {
+                        out.push((qid.clone(), Vec::new()));
+                        out.len() - 1
+                    }
+                };
+                for (i, d) in docs.iter().enumerate() {
+                    let value = match (options.method, &normalizer) {
+                        (Method::Rrf { k }, _) => w / (k + (i + 1) as f64),
+                        (_, Some(n)) => w * n.apply(d.score),
+                        _ => unreachable!(),
+                    };
+                    let acc = &mut out[at].1;
+                    match acc.iter_mut().find(|(id, _, _)| *id == d.doc_id) {
+                        Some(e) => {
+                            e.1 += value;
+                            e.2 += 1;
+                        }
+                        None => acc.push((d.doc_id.clone(), value, 1)),
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|(q, acc)| {
+                let mut docs: Vec<ScoredDoc> = acc
+                    .into_iter()
+                    .map(|(id, s, hits)| match options.method {
+                        Method::CombMnz { .. } => ScoredDoc::new(id, s * hits as f64),
+                        _ => ScoredDoc::new(id, s),
+                    })
+                    .collect();
+                crate::ranking::sort_canonical(&mut docs);
+                docs.truncate(options.top.unwrap_or(usize::MAX));
+                (q, docs.into_iter().map(|d| (d.doc_id, d.score)).collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn long_and_short_ids_with_ties_match_the_reference() {
+        // Ids around the 15-byte inline limit, sharing 8-byte prefixes, with many score ties.
+        let ids: Vec<String> = (0..60)
+            .map(|i| match i % 5 {
+                0 => format!("d{i}"),
+                1 => format!("doc-00000000-{i:03}"), // 16 bytes: the shortest long id
+                2 => format!("doc-0000000-{i:03}"),  // 15 bytes: the longest inline id
+                3 => format!("doc-0000{i:04}"),
+                _ => format!("doc-00000000-{i:03}-{}", "x".repeat(i % 7)),
+            })
+            .collect();
+        let mut seed = 7u64;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let runs: Vec<Run> = (0..3)
+            .map(|_| {
+                let mut r = Run::new();
+                for q in 0..20 {
+                    let mut docs: Vec<ScoredDoc> = Vec::new();
+                    for id in &ids {
+                        if next(3) == 0 {
+                            docs.push(ScoredDoc::new(id, next(4) as f64 * 0.5));
+                        }
+                    }
+                    if !docs.is_empty() {
+                        r.push(format!("q{q}"), docs);
+                    }
+                }
+                r
+            })
+            .collect();
+        let methods = [
+            Method::Rrf { k: 60.0 },
+            Method::CombSum { norm: Norm::MinMax },
+            Method::CombMnz { norm: Norm::ZScore },
+        ];
+        for method in methods {
+            for (depth, top) in [(None, None), (Some(5), Some(7))] {
+                let mut options = FusionOptions::new(method);
+                options.depth = depth;
+                options.top = top;
+                let got: Fused = fuse_runs(&runs, &options)
+                    .unwrap()
+                    .queries
+                    .into_iter()
+                    .map(|(q, docs)| (q, docs.into_iter().map(|d| (d.doc_id, d.score)).collect()))
+                    .collect();
+                assert_eq!(
+                    got,
+                    reference(&runs, &options),
+                    "{method:?} {depth:?} {top:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -2,18 +2,20 @@
 //! Σᵢ wᵢ / (k + rankᵢ) over the runs that retrieved it, with rankᵢ its 1-based position in run
 //! i's canonical order. Scores of the input runs are used only through that order.
 
-use super::{Accumulator, DocEntry, RunLists};
+use super::{Accumulator, DocEntry};
 
-/// Add one run's contributions for one query; `list` is already cut to the fusion depth.
-pub(crate) fn accumulate<'a>(
-    run: &'a RunLists,
+/// wᵢ / (k + rank) for ranks 1..=`depth`, computed once per run instead of once per document.
+pub(crate) fn contributions(weight: f64, k: f64, depth: usize) -> Vec<f64> {
+    (1..=depth).map(|rank| weight / (k + rank as f64)).collect()
+}
+
+/// Add run `run`'s contributions for one query; `list` is already cut to the fusion depth and
+/// `contributions` (from [`contributions`]) is at least as long.
+pub(crate) fn accumulate(
+    run: usize,
     list: &[DocEntry],
-    weight: f64,
-    k: f64,
-    acc: &mut Accumulator<'a>,
+    contributions: &[f64],
+    acc: &mut Accumulator<'_>,
 ) {
-    for (i, doc) in list.iter().enumerate() {
-        let rank = (i + 1) as f64;
-        acc.add(run.bytes(doc.id), weight / (k + rank));
-    }
+    acc.add_list(run, list, |i, _| contributions[i]);
 }

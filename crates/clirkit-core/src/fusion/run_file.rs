@@ -3,10 +3,11 @@
 //! Same format and checks as [`crate::io::trec::read_run`] (5 or 6 whitespace-separated columns,
 //! finite scores, UTF-8, no repeated (query, document) pair, the rank column ignored), but built
 //! for runs of millions of lines: the file is memory-mapped, cut into chunks at line boundaries
-//! that are parsed in parallel into compact id arenas, then stitched together; queries may be
-//! interleaved in the file. Errors name the file and line.
+//! that are parsed in parallel into id keys and small arenas, then stitched together; queries
+//! may be interleaved in the file. Errors name the file and line.
 
-use super::{first_duplicate, sort_entries, DocEntry, QueryEntry, RunLists, Span};
+use super::id_key::IdKey;
+use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, IoContext, Result};
 use crate::io::atomic::AtomicFile;
 use rayon::prelude::*;
@@ -20,8 +21,8 @@ struct Failure {
     message: String,
 }
 
-/// The parse of one chunk: its own id arena, its entries, and runs of consecutive lines with the
-/// same query as (query id span, end index into `docs`).
+/// The parse of one chunk: its own arena (query ids, long doc ids), its entries, and runs of
+/// consecutive lines with the same query as (query id span, end index into `docs`).
 #[derive(Default)]
 struct Chunk {
     arena: Vec<u8>,
@@ -30,7 +31,7 @@ struct Chunk {
 }
 
 impl Chunk {
-    fn push_id(&mut self, bytes: &[u8]) -> Span {
+    fn push_query_id(&mut self, bytes: &[u8]) -> Span {
         let start = self.arena.len() as u32;
         self.arena.extend_from_slice(bytes);
         Span {
@@ -143,11 +144,12 @@ fn parse_chunk(bytes: &[u8], base: usize) -> std::result::Result<Chunk, Failure>
             if let Some(last) = chunk.groups.last_mut() {
                 last.1 = chunk.docs.len();
             }
-            let qid = chunk.push_id(fields[0]);
+            let qid = chunk.push_query_id(fields[0]);
             chunk.groups.push((qid, 0));
             current_qid = fields[0];
         }
-        let id = chunk.push_id(fields[2]);
+        let id = IdKey::encode(fields[2], &mut chunk.arena)
+            .map_err(|message| Failure { offset, message })?;
         chunk.docs.push(DocEntry { id, score });
     }
     if let Some(last) = chunk.groups.last_mut() {
@@ -162,7 +164,7 @@ fn stitch(chunks: Vec<Chunk>) -> Result<RunLists> {
     let total_arena: usize = chunks.iter().map(|c| c.arena.len()).sum();
     if total_arena > u32::MAX as usize {
         return Err(Error::invalid(
-            "run too large: more than 4 GiB of query and document ids",
+            "run too large: more than 4 GiB of query and long document ids",
         ));
     }
     // Blocks of consecutive lines: (query index, chunk, entry range in that chunk).
@@ -208,18 +210,13 @@ fn stitch(chunks: Vec<Chunk>) -> Result<RunLists> {
         })
         .collect();
     let total_docs = count[num_queries];
-    let mut docs = vec![
-        DocEntry {
-            id: Span { start: 0, len: 0 },
-            score: 0.0
-        };
-        total_docs
-    ];
+    let mut docs = zeroed_entries(total_docs);
     let mut fill = count;
     for (q, c, range) in blocks {
+        let base = arena_base[c];
         for d in &chunks[c].docs[range] {
             docs[fill[q]] = DocEntry {
-                id: shift(c, d.id),
+                id: d.id.shifted(base),
                 score: d.score,
             };
             fill[q] += 1;
@@ -299,7 +296,7 @@ pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> st
                     for (rank, d) in lists.doc_entries(q).iter().enumerate() {
                         out.extend_from_slice(qid);
                         out.extend_from_slice(b" Q0 ");
-                        out.extend_from_slice(lists.bytes(d.id));
+                        out.extend_from_slice(lists.doc_bytes(d));
                         out.push(b' ');
                         out.extend_from_slice(ints.format(rank + 1).as_bytes());
                         out.push(b' ');
