@@ -119,12 +119,6 @@ impl IdKey {
         self.0
     }
 
-    /// The key whose [`words`](IdKey::words) are `words`.
-    #[inline]
-    pub(crate) fn from_words(words: [u64; 2]) -> IdKey {
-        IdKey(words)
-    }
-
     /// The key bytes as two big-endian integers: their order is the order of the bytes.
     #[inline]
     fn ordered_words(&self) -> (u64, u64) {
@@ -183,7 +177,6 @@ mod tests {
                 if ka.is_inline() && kb.is_inline() {
                     assert_eq!(ka.words() == kb.words(), a == b);
                 }
-                assert_eq!(IdKey::from_words(ka.words()), *ka);
             }
         }
         let moved = keys[9].shifted(7);
