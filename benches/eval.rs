@@ -24,7 +24,10 @@ impl Lcg {
 }
 
 /// (qrels, run as (qid, [(doc, score)])) with 40 judgements and DOCS retrieved per query.
-fn data() -> (QrelsIndex, Vec<(String, Vec<(String, f64)>)>) {
+/// A run as ordered (qid, [(docid, score)]) pairs.
+type RunPairs = Vec<(String, Vec<(String, f64)>)>;
+
+fn data() -> (QrelsIndex, RunPairs) {
     let mut rng = Lcg(7);
     let mut qrels = Vec::new();
     let mut run = Vec::new();

@@ -7,6 +7,8 @@ use pyo3::prelude::*;
 use std::collections::HashMap;
 
 pub type PyRun = Vec<(String, Vec<(String, f64)>)>;
+/// Qrels as ordered (qid, [(docid, label)]) pairs.
+pub type PyQrels = Vec<(String, Vec<(String, i32)>)>;
 
 /// Convert a core run into ordered (qid, [(docid, score)]) pairs.
 pub fn run_to_py(run: Run) -> PyRun {
@@ -55,10 +57,7 @@ fn write_run(
 
 /// Read qrels (TREC or BEIR TSV) as a list of (qid, [(docid, label), ...]) in file order.
 #[pyfunction]
-fn read_qrels(
-    py: Python<'_>,
-    path: std::path::PathBuf,
-) -> PyResult<Vec<(String, Vec<(String, i32)>)>> {
+fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
     py.detach(|| trec::read_qrels(&path))
         .py_err()
         .map(|q| q.queries)

@@ -10,6 +10,9 @@ use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedAr
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
+/// Search results as numpy arrays: scores (q, k) and internal ids (q, k).
+type Hits<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>);
+
 fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f32], usize)> {
     let dim = a.shape()[1];
     let data = a.as_slice().map_err(|_| {
@@ -84,7 +87,7 @@ impl PyDenseIndex {
         nprobe: usize,
         refine: usize,
         threads: usize,
-    ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>)> {
+    ) -> PyResult<Hits<'py>> {
         let (data, dim) = matrix(&queries, "queries")?;
         let opts = SearchOptions {
             k,

@@ -294,6 +294,50 @@ pub fn position_table(
     })
 }
 
+/// Evaluate a run on position-aware qrels and build its table. `measure` must name exactly one
+/// measure (default in the CLI: `ndcg_cut.10`). `doc_tokens` (doc id -> token count) overrides
+/// the file's token lengths, e.g. with counts from an encoder's tokenizer.
+pub fn position_bias(
+    judgements: &mut [PositionJudgement],
+    run: Vec<crate::eval::RunQuery>,
+    measure: &str,
+    options: crate::eval::EvalOptions,
+    binning: &Binning,
+    doc_tokens: Option<&std::collections::HashMap<String, usize>>,
+) -> Result<(PositionTable, crate::eval::Evaluation)> {
+    use crate::eval::{parse_measures, Evaluator, QrelsIndex};
+    let measures = parse_measures(&[measure])?;
+    if measures.len() != 1 {
+        return Err(Error::invalid(format!(
+            "position bias needs exactly one measure, '{measure}' names {}",
+            measures.len()
+        )));
+    }
+    if let Some(tokens) = doc_tokens {
+        for j in judgements.iter_mut() {
+            j.doc_tokens = Some(*tokens.get(&j.doc_id).ok_or_else(|| {
+                Error::invalid(format!(
+                    "no token length for document '{}' (query '{}')",
+                    j.doc_id, j.qid
+                ))
+            })?);
+        }
+    }
+    let qrels = QrelsIndex::from_pairs(
+        judgements
+            .iter()
+            .map(|j| (j.qid.clone(), vec![(j.doc_id.as_bytes(), j.relevance)])),
+    );
+    let evaluation = Evaluator::new(qrels, measures, options).evaluate(run);
+    let values: FxHashMap<&str, f64> = evaluation
+        .per_query
+        .iter()
+        .map(|(q, v)| (q.as_str(), v[0]))
+        .collect();
+    let table = position_table(judgements, &values, binning)?;
+    Ok((table, evaluation))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,48 +437,4 @@ mod tests {
             .to_string()
             .contains("lacks column 'span_end'"));
     }
-}
-
-/// Evaluate a run on position-aware qrels and build its table. `measure` must name exactly one
-/// measure (default in the CLI: `ndcg_cut.10`). `doc_tokens` (doc id -> token count) overrides
-/// the file's token lengths, e.g. with counts from an encoder's tokenizer.
-pub fn position_bias(
-    judgements: &mut [PositionJudgement],
-    run: Vec<crate::eval::RunQuery>,
-    measure: &str,
-    options: crate::eval::EvalOptions,
-    binning: &Binning,
-    doc_tokens: Option<&std::collections::HashMap<String, usize>>,
-) -> Result<(PositionTable, crate::eval::Evaluation)> {
-    use crate::eval::{parse_measures, Evaluator, QrelsIndex};
-    let measures = parse_measures(&[measure])?;
-    if measures.len() != 1 {
-        return Err(Error::invalid(format!(
-            "position bias needs exactly one measure, '{measure}' names {}",
-            measures.len()
-        )));
-    }
-    if let Some(tokens) = doc_tokens {
-        for j in judgements.iter_mut() {
-            j.doc_tokens = Some(*tokens.get(&j.doc_id).ok_or_else(|| {
-                Error::invalid(format!(
-                    "no token length for document '{}' (query '{}')",
-                    j.doc_id, j.qid
-                ))
-            })?);
-        }
-    }
-    let qrels = QrelsIndex::from_pairs(
-        judgements
-            .iter()
-            .map(|j| (j.qid.clone(), vec![(j.doc_id.as_bytes(), j.relevance)])),
-    );
-    let evaluation = Evaluator::new(qrels, measures, options).evaluate(run);
-    let values: FxHashMap<&str, f64> = evaluation
-        .per_query
-        .iter()
-        .map(|(q, v)| (q.as_str(), v[0]))
-        .collect();
-    let table = position_table(judgements, &values, binning)?;
-    Ok((table, evaluation))
 }

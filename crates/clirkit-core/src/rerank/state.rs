@@ -207,7 +207,7 @@ mod tests {
                     .join(" > "),
                 1 => "[2] > [2] > [1] > [40]".to_string(),
                 2 => "none".to_string(),
-                _ => format!("{}", (n + 1) / 2),
+                _ => format!("{}", n.div_ceil(2)),
             }
         };
         let plan = WindowPlan::new(30, 10, 4).unwrap();
