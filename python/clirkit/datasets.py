@@ -11,8 +11,13 @@ from typing import NamedTuple, Union
 PathLike = Union[str, "os.PathLike[str]"]
 
 ID_FIELDS = ("_id", "id", "docid", "doc_id")
+QUERY_ID_FIELDS = ("_id", "id", "qid", "query_id")
 CORPUS_FIELDS = ("title", "text")
-QUERY_FIELDS = ("text",)
+#: Query files name their text differently: the first of these present is the query.
+QUERY_FIELDS = ("text", "query", "title")
+#: How a record's text comes from its fields: ``"join"`` the present ones (documents; none
+#: present is an empty document) or take the ``"first"`` present one (queries; none is an error).
+TEXT_RULES = ("join", "first")
 
 
 class Record(NamedTuple):
@@ -37,15 +42,17 @@ def iter_jsonl(
     fields: Sequence[str] = CORPUS_FIELDS,
     id_fields: Sequence[str] = ID_FIELDS,
     lang_field: str = "lang",
+    text_rule: str = "join",
 ) -> Iterator[Record]:
     """Yield ``(id, text, lang)`` for every non-blank line of a JSONL file, streaming.
 
-    ``text`` joins the present, non-empty ``fields`` with a space (missing fields count as empty);
+    ``text`` joins the present, non-empty ``fields`` with a space (missing fields count as empty),
+    or with ``text_rule="first"`` is the first of ``fields`` present (queries: ``QUERY_FIELDS``);
     the id is the first of ``id_fields`` present (numbers are accepted and turned into strings).
     Raises ``ValueError`` naming ``file:line`` for non-UTF-8 bytes, malformed JSON, a non-object,
-    a missing id or a non-string text field.
+    a missing id, a non-string text field, or (``"first"``) no text field at all.
     """
-    for positioned in iter_jsonl_from(path, fields, id_fields, lang_field):
+    for positioned in iter_jsonl_from(path, fields, id_fields, lang_field, text_rule=text_rule):
         yield positioned.record
 
 
@@ -56,9 +63,12 @@ def iter_jsonl_from(
     lang_field: str = "lang",
     offset: int = 0,
     line: int = 0,
+    text_rule: str = "join",
 ) -> Iterator[PositionedRecord]:
     """Like :func:`iter_jsonl`, starting at byte ``offset`` (the start of line ``line + 1``) and
     yielding each record with the position just after it."""
+    if text_rule not in TEXT_RULES:
+        raise ValueError(f"text_rule must be one of {', '.join(TEXT_RULES)}, not {text_rule!r}")
     where = os.fspath(path)
     with open(where, "rb") as f:
         f.seek(offset)
@@ -67,7 +77,8 @@ def iter_jsonl_from(
             offset += len(raw)
             if not raw.strip():
                 continue
-            yield PositionedRecord(parse_line(where, line, raw, fields, id_fields, lang_field), offset, line)
+            record = parse_line(where, line, raw, fields, id_fields, lang_field, text_rule)
+            yield PositionedRecord(record, offset, line)
 
 
 def parse_line(
@@ -77,6 +88,7 @@ def parse_line(
     fields: Sequence[str],
     id_fields: Sequence[str],
     lang_field: str,
+    text_rule: str = "join",
 ) -> Record:
     """Parse one JSONL line into a :class:`Record` (errors name ``path:line``)."""
     try:
@@ -96,14 +108,20 @@ def parse_line(
     if not doc_id or any(c.isspace() for c in doc_id):
         raise ValueError(f"{path}:{line}: id {doc_id!r} is empty or contains whitespace")
     parts = []
+    present = False
     for name in fields:
         value = obj.get(name)
         if value is None:
             continue
         if not isinstance(value, str):
             raise ValueError(f"{path}:{line}: field '{name}' of '{doc_id}' must be a string")
+        present = True
         value = value.strip()
         if value:
             parts.append(value)
+        if text_rule == "first":
+            break
+    if text_rule == "first" and not present:
+        raise ValueError(f"{path}:{line}: '{doc_id}' has no text field (looked for {', '.join(fields)})")
     lang = obj.get(lang_field)
     return Record(doc_id, " ".join(parts), lang if isinstance(lang, str) else None)

@@ -27,7 +27,7 @@ from typing import Any, TextIO, Union
 
 import numpy as np
 
-from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, iter_jsonl_from
+from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl_from
 from clirkit.encoders import OnnxEncoder
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -173,7 +173,7 @@ def encode_file(
     *,
     kind: str = "passages",
     fields: Sequence[str] | None = None,
-    id_fields: Sequence[str] = ID_FIELDS,
+    id_fields: Sequence[str] | None = None,
     passages: tuple[int, int] | None = None,
     separator: str = "#",
     dtype: str = "float32",
@@ -185,8 +185,9 @@ def encode_file(
 
     ``kind="passages"`` encodes documents with the encoder's passage prefix (optionally cut into
     ``passages=(size, stride)`` token windows); ``kind="queries"`` encodes with the query prefix.
-    ``fields`` defaults to title + text for documents and text for queries. ``dtype`` is the storage
-    type (float32 or float16). Duplicate ids are an error naming both lines.
+    ``fields`` defaults to title + text (joined) for documents and, for queries, the first present
+    of text, query and title; ``id_fields`` to ``ID_FIELDS`` / ``QUERY_ID_FIELDS``. ``dtype`` is the
+    storage type (float32 or float16). Duplicate ids are an error naming both lines.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -202,7 +203,9 @@ def encode_file(
             raise ValueError(f"passages need 1 <= stride <= size, got {size}:{stride}")
     if not separator:
         raise ValueError("the passage id separator must not be empty")
-    fields = tuple(fields) if fields else (QUERY_FIELDS if kind == "queries" else CORPUS_FIELDS)
+    queries = kind == "queries"
+    fields = tuple(fields) if fields else (QUERY_FIELDS if queries else CORPUS_FIELDS)
+    id_fields = tuple(id_fields) if id_fields else (QUERY_ID_FIELDS if queries else ID_FIELDS)
     source = Path(input_path)
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such file")
@@ -251,7 +254,10 @@ def encode_file(
         ids_out.truncate(state["ids_bytes"])
         data.seek(0, os.SEEK_END)
         ids_out.seek(0, os.SEEK_END)
-        records = iter_jsonl_from(source, fields, id_fields, offset=state["offset"], line=state["line"])
+        records = iter_jsonl_from(
+            source, fields, id_fields, offset=state["offset"], line=state["line"],
+            text_rule="first" if queries else "join",
+        )
         exhausted = False
         while not exhausted:
             chunk_ids: list[str] = []

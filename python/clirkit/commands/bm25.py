@@ -25,7 +25,12 @@ def register(top, groups) -> None:
 
     s = groups["search"].add_parser("bm25", help="search a BM25 index, writing a TREC run")
     s.add_argument("--index", required=True, help="index directory")
-    s.add_argument("--queries", required=True, help="queries.jsonl (optional 'lang' field) or topics.tsv")
+    s.add_argument(
+        "--queries",
+        required=True,
+        help="queries.jsonl (id: _id, id, qid or query_id; text: the first of text, query, title; "
+        "optional lang) or topics.tsv (id<TAB>text)",
+    )
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query")
     s.add_argument("--k1", type=float, default=DEFAULT_K1, help="BM25 k1")

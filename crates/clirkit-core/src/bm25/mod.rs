@@ -474,7 +474,8 @@ impl Bm25Index {
 #[cfg(test)]
 mod tests;
 
-/// Read queries: JSONL (`_id`/`id`/`qid`, `text`, optional `lang`) or TSV (`id<TAB>text`).
+/// Read queries: JSONL (id from `_id`/`id`/`qid`/`query_id`, text from the first of `text`,
+/// `query`, `title`, optional `lang`) or TSV (`id<TAB>text`).
 /// Duplicate query ids are an error naming both lines.
 pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<BatchQuery>> {
     use crate::io::jsonl::{read_records, FieldSpec};

@@ -124,11 +124,23 @@ impl LineBlock {
     }
 }
 
-/// Which JSON fields hold the id, the text (joined with a space, in order) and the language.
+/// How a record's text comes from its text fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextRule {
+    /// Documents: the present fields joined with a space, in order; none present is an empty
+    /// document.
+    JoinPresent,
+    /// Queries: the first field present (query files name their text differently); none
+    /// present is an error, not a silently empty query.
+    FirstPresent,
+}
+
+/// Which JSON fields hold the id, the text and the language.
 #[derive(Debug, Clone)]
 pub struct FieldSpec {
     pub id_fields: Vec<String>,
     pub text_fields: Vec<String>,
+    pub text_rule: TextRule,
     pub lang_field: Option<String>,
 }
 
@@ -138,6 +150,7 @@ impl FieldSpec {
         FieldSpec {
             id_fields: ["_id", "id", "docid", "doc_id"].map(String::from).to_vec(),
             text_fields: ["title", "text"].map(String::from).to_vec(),
+            text_rule: TextRule::JoinPresent,
             lang_field: None,
         }
     }
@@ -146,7 +159,8 @@ impl FieldSpec {
     pub fn queries() -> Self {
         FieldSpec {
             id_fields: ["_id", "id", "qid", "query_id"].map(String::from).to_vec(),
-            text_fields: vec!["text".into()],
+            text_fields: ["text", "query", "title"].map(String::from).to_vec(),
+            text_rule: TextRule::FirstPresent,
             lang_field: None,
         }
     }
@@ -356,13 +370,21 @@ fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
         return None;
     }
     let mut parts: Vec<Cow<str>> = Vec::with_capacity(texts.len());
+    let mut present = false;
     for value in texts.iter_mut() {
         match value.take() {
-            None | Some(FieldValue::Null) => {}
+            None | Some(FieldValue::Null) => continue,
             Some(FieldValue::Str(s)) if s.is_empty() => {}
             Some(FieldValue::Str(s)) => parts.push(s),
             Some(_) => return None,
         }
+        present = true;
+        if spec.text_rule == TextRule::FirstPresent {
+            break;
+        }
+    }
+    if !present && spec.text_rule == TextRule::FirstPresent {
+        return None;
     }
     let lang = match lang.first_mut() {
         None => None,
@@ -416,9 +438,10 @@ fn record_from_object(
         ));
     }
     let mut text = String::new();
+    let mut present = false;
     for field in &spec.text_fields {
         match obj.get(field) {
-            None | Some(Value::Null) => {}
+            None | Some(Value::Null) => continue,
             Some(Value::String(s)) => {
                 if !s.is_empty() {
                     if !text.is_empty() {
@@ -435,6 +458,20 @@ fn record_from_object(
                 ))
             }
         }
+        present = true;
+        if spec.text_rule == TextRule::FirstPresent {
+            break;
+        }
+    }
+    if !present && spec.text_rule == TextRule::FirstPresent {
+        return Err(Error::parse(
+            path,
+            line,
+            format!(
+                "'{id}' has no text field (looked for {})",
+                spec.text_fields.join(", ")
+            ),
+        ));
     }
     let lang = match &spec.lang_field {
         None => None,
@@ -627,6 +664,43 @@ mod tests {
         assert_eq!(block.line(0), (5, &b"c"[..]));
         reader.next_block(2, &mut block).unwrap();
         assert!(block.is_empty());
+    }
+
+    #[test]
+    fn query_text_is_the_first_field_present() {
+        let (_d, p) = file(
+            b"{\"_id\":\"a\",\"text\":\"from text\",\"title\":\"t\"}\n\
+              {\"qid\":\"b\",\"query\":\"from query\"}\n\
+              {\"id\":\"c\",\"title\":\"from title\"}\n\
+              {\"id\":\"d\",\"text\":\"\",\"title\":\"ignored\"}\n",
+            "q.jsonl",
+        );
+        let recs = read_records(&p, &FieldSpec::queries()).unwrap();
+        let got: Vec<(&str, &str)> = recs
+            .iter()
+            .map(|r| (r.id.as_str(), r.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "from text"),
+                ("b", "from query"),
+                ("c", "from title"),
+                ("d", "")
+            ]
+        );
+        let (_d, p) = file(
+            b"{\"_id\":\"a\",\"text\":\"x\"}\n{\"_id\":\"b\",\"question\":\"y\"}\n",
+            "q.jsonl",
+        );
+        let e = read_records(&p, &FieldSpec::queries())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("q.jsonl:2")
+                && e.contains("'b' has no text field (looked for text, query, title)"),
+            "{e}"
+        );
     }
 
     #[test]
