@@ -1,6 +1,9 @@
 //! Atomic writes. A file is written to a temporary sibling and renamed over its final name; an
 //! index directory is built in a temporary sibling directory and renamed into place once complete.
-//! A crash therefore never leaves a half-written file or index under the final name.
+//! A crash therefore never leaves a half-written file or index under the final name. Files are
+//! synced before their rename and directories after it (a rename lives in its directory, and a
+//! crash soon after it could otherwise undo it); an existing index is swapped for the new one in
+//! one atomic exchange where the system has it (Linux), so its name never points at nothing.
 
 use crate::error::{Error, IoContext, Result};
 use std::fs::{self, File};
@@ -35,6 +38,56 @@ fn sibling(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(format!(".{name}.{tag}-{}", unique_suffix()))
 }
 
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Make a directory's entries (new names, renames) durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    File::open(dir).and_then(|d| d.sync_all()).at(dir)?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Swap two existing paths in one atomic step; `Ok(false)` where the system or file system
+/// cannot (the caller then renames twice).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (a, b) = (c_path(a)?, c_path(b)?);
+    // SAFETY: both are NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => Ok(false),
+        _ => Err(err),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<bool> {
+    Ok(false)
+}
+
 /// A file being written; it appears under its final name only on [`AtomicFile::commit`].
 pub struct AtomicFile {
     final_path: PathBuf,
@@ -63,7 +116,7 @@ impl AtomicFile {
         self.writer.as_mut().expect("writer present until commit")
     }
 
-    /// Flush, fsync and rename into place.
+    /// Flush, fsync, rename into place and sync the directory.
     pub fn commit(mut self) -> Result<()> {
         let writer = self.writer.take().expect("writer present until commit");
         let file = writer
@@ -71,7 +124,8 @@ impl AtomicFile {
             .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
         file.sync_all().at(&self.tmp_path)?;
         drop(file);
-        fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)
+        fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
+        sync_dir(parent_dir(&self.final_path))
     }
 }
 
@@ -136,19 +190,27 @@ impl AtomicDir {
         &self.final_path
     }
 
-    /// Write the manifest last, then move the directory into place.
+    /// Write the manifest last, then move the directory into place: swapped with an existing
+    /// index in one step where the system can, else the old index is moved aside first.
     pub fn commit(mut self, manifest: &serde_json::Value) -> Result<()> {
         let text = serde_json::to_string_pretty(manifest).expect("JSON values serialize");
         write_file(self.tmp_path.join(MANIFEST), text.as_bytes())?;
         check_replaceable(&self.final_path)?;
-        if self.final_path.exists() {
+        let parent = parent_dir(&self.final_path);
+        if !self.final_path.exists() {
+            fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
+        } else if exchange(&self.tmp_path, &self.final_path).at(&self.final_path)? {
+            // The temporary name now holds the old index.
+            sync_dir(parent)?;
+            fs::remove_dir_all(&self.tmp_path).at(&self.tmp_path)?;
+        } else {
             let old = sibling(&self.final_path, "old");
             fs::rename(&self.final_path, &old).at(&self.final_path)?;
             fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
+            sync_dir(parent)?;
             fs::remove_dir_all(&old).at(&old)?;
-        } else {
-            fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
         }
+        sync_dir(parent)?;
         self.committed = true;
         Ok(())
     }
@@ -236,6 +298,23 @@ mod tests {
         assert_eq!(fs::read_dir(root.path()).unwrap().count(), 0);
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn exchange_swaps_two_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        for (dir, text) in [(&a, "was a"), (&b, "was b")] {
+            fs::create_dir(dir).unwrap();
+            fs::write(dir.join("f"), text).unwrap();
+        }
+        if !exchange(&a, &b).unwrap() {
+            eprintln!("this file system cannot exchange paths; commits rename twice here");
+            return;
+        }
+        assert_eq!(fs::read_to_string(a.join("f")).unwrap(), "was b");
+        assert_eq!(fs::read_to_string(b.join("f")).unwrap(), "was a");
+    }
+
     #[test]
     fn committed_dir_replaces_old_index_but_not_user_files() {
         let root = tempfile::tempdir().unwrap();
@@ -247,6 +326,15 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(fs::read_to_string(target.join("x")).unwrap(), "1");
+        let names: Vec<_> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["idx"],
+            "no temporary or old directory is left behind"
+        );
         read_manifest(&target, "t", 1).unwrap();
         let err = read_manifest(&target, "t", 2).unwrap_err().to_string();
         assert!(err.contains("version 1"), "{err}");
