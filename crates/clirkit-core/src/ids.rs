@@ -7,7 +7,9 @@
 
 use crate::error::{Error, Result};
 use crate::io::format::{read_u32, read_u64, write_checked, Kind, MappedFile};
+use rayon::prelude::*;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::path::Path;
 
 const KIND: Kind = *b"IDTABLE\0";
@@ -24,26 +26,92 @@ pub struct IdTable {
     len: usize,
 }
 
-fn encode(ids: &[String]) -> Vec<u8> {
-    let n = ids.len();
-    let blob_len: usize = ids.iter().map(String::len).sum();
+/// The payload for `n` ids, `id(i)` being the id of internal number `i` and `sorted` the
+/// internal numbers in id byte order.
+fn encode<'a>(n: usize, id: impl Fn(usize) -> &'a [u8], sorted: &[u32]) -> Vec<u8> {
+    let blob_len: usize = (0..n).map(|i| id(i).len()).sum();
     let mut out = Vec::with_capacity(8 + 8 * (n + 1) + 4 * n + blob_len);
     out.extend_from_slice(&(n as u64).to_le_bytes());
     let mut offset = 0u64;
     out.extend_from_slice(&offset.to_le_bytes());
-    for id in ids {
-        offset += id.len() as u64;
+    for i in 0..n {
+        offset += id(i).len() as u64;
         out.extend_from_slice(&offset.to_le_bytes());
     }
-    let mut sorted: Vec<u32> = (0..n as u32).collect();
-    sorted.sort_unstable_by(|&a, &b| ids[a as usize].as_bytes().cmp(ids[b as usize].as_bytes()));
     for s in sorted {
         out.extend_from_slice(&s.to_le_bytes());
     }
-    for id in ids {
-        out.extend_from_slice(id.as_bytes());
+    for i in 0..n {
+        out.extend_from_slice(id(i));
     }
     out
+}
+
+/// Ids in order of arrival, each at most once: one byte arena with each id's end, and a hash
+/// table of positions that finds an id by its bytes. Each id is held once (not again as a map
+/// key), in about 14 bytes besides its own: what a 10M-document build can afford.
+#[derive(Default)]
+pub struct UniqueIds {
+    bytes: Vec<u8>,
+    ends: Vec<u64>,
+    positions: hashbrown::HashTable<u32>,
+}
+
+impl UniqueIds {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The id at position `i` (panics if out of range).
+    pub fn get(&self, i: u32) -> &str {
+        id_at(&self.bytes, &self.ends, i)
+    }
+
+    /// Add `id` at the next position and return it, or return `Err` with the position it
+    /// already has.
+    pub fn insert(&mut self, id: &str) -> std::result::Result<u32, u32> {
+        let hash = hash_id(id);
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        if let Some(&at) = self
+            .positions
+            .find(hash, |&at| id_at(bytes, ends, at) == id)
+        {
+            return Err(at);
+        }
+        if self.ends.len() >= u32::MAX as usize {
+            // Positions are u32 document numbers; the builder refuses more documents first.
+            panic!("more than 2^32 - 1 ids");
+        }
+        let at = self.ends.len() as u32;
+        self.bytes.extend_from_slice(id.as_bytes());
+        self.ends.push(self.bytes.len() as u64);
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        self.positions
+            .insert_unique(hash, at, |&at| hash_id(id_at(bytes, ends, at)));
+        Ok(at)
+    }
+
+    /// Positions in id byte order.
+    pub fn sorted_positions(&self) -> Vec<u32> {
+        let mut sorted: Vec<u32> = (0..self.len() as u32).collect();
+        sorted.par_sort_unstable_by(|&a, &b| self.get(a).cmp(self.get(b)));
+        sorted
+    }
+}
+
+fn id_at<'a>(bytes: &'a [u8], ends: &[u64], i: u32) -> &'a str {
+    let i = i as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    // SAFETY: the arena holds only bytes copied from `&str`s, cut at their ends.
+    unsafe { std::str::from_utf8_unchecked(&bytes[start..ends[i] as usize]) }
+}
+
+fn hash_id(id: &str) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one(id.as_bytes())
 }
 
 impl IdTable {
@@ -60,8 +128,10 @@ impl IdTable {
         if ids.len() > u32::MAX as usize {
             return Err(Error::invalid("more than 2^32 - 1 ids"));
         }
+        let mut sorted: Vec<u32> = (0..ids.len() as u32).collect();
+        sorted.sort_unstable_by(|&a, &b| ids[a as usize].cmp(&ids[b as usize]));
         Ok(IdTable {
-            bytes: Bytes::Owned(encode(ids)),
+            bytes: Bytes::Owned(encode(ids.len(), |i| ids[i].as_bytes(), &sorted)),
             len: ids.len(),
         })
     }
@@ -70,6 +140,12 @@ impl IdTable {
     pub fn write(path: impl AsRef<Path>, ids: &[String]) -> Result<()> {
         let table = IdTable::from_ids(ids)?;
         write_checked(path, KIND, VERSION, table.raw())
+    }
+
+    /// Write `ids` to `path`, atomically; `sorted` is their [`UniqueIds::sorted_positions`].
+    pub fn write_unique(path: impl AsRef<Path>, ids: &UniqueIds, sorted: &[u32]) -> Result<()> {
+        let payload = encode(ids.len(), |i| ids.get(i as u32).as_bytes(), sorted);
+        write_checked(path, KIND, VERSION, &payload)
     }
 
     /// Save this table to `path`, atomically.
@@ -168,5 +244,28 @@ mod tests {
         }
         assert_eq!(t.find("nope"), None);
         assert!(IdTable::from_ids(&["a".into(), "a".into()]).is_err());
+    }
+
+    #[test]
+    fn unique_ids_find_repeats_and_write_the_same_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = ["d3", "α-1", "", "d10", "d3", "", "x"];
+        let mut unique = UniqueIds::default();
+        let got: Vec<_> = words.iter().map(|w| unique.insert(w)).collect();
+        assert_eq!(got, [Ok(0), Ok(1), Ok(2), Ok(3), Err(0), Err(2), Ok(4)]);
+        // Enough ids to make the table grow and rehash several times.
+        for i in 0..10_000 {
+            assert_eq!(unique.insert(&format!("n{i}")), Ok(5 + i));
+        }
+        for i in 0..10_000 {
+            assert_eq!(unique.insert(&format!("n{i}")), Err(5 + i));
+        }
+        let strings: Vec<String> = (0..unique.len() as u32)
+            .map(|i| unique.get(i).to_string())
+            .collect();
+        let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+        IdTable::write(&a, &strings).unwrap();
+        IdTable::write_unique(&b, &unique, &unique.sorted_positions()).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     }
 }

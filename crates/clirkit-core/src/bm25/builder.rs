@@ -15,11 +15,11 @@
 //! leaves nothing loadable.
 
 use super::format::{self, TermEntry};
-use super::memory_index::{FxHasher, MemoryIndex, MAX_DOC_SPAN};
+use super::memory_index::{MemoryIndex, MAX_DOC_SPAN};
 use super::scoring::length_to_norm;
 use super::sorted_run::SortedRun;
 use crate::error::{Error, IoContext, Result};
-use crate::ids::IdTable;
+use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
@@ -128,8 +128,6 @@ impl Analyzers {
             .collect()
     }
 }
-
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
 /// Documents a worker takes at a time: small enough to balance two threads under uneven load,
 /// large enough that taking one costs nothing.
@@ -293,12 +291,11 @@ fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> 
     Ok(num_terms)
 }
 
-fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
-    let n = ids.len();
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.par_sort_unstable_by(|&a, &b| ids[a as usize].as_bytes().cmp(ids[b as usize].as_bytes()));
+/// Write each document's norm and its rank in id byte order (`sorted`: documents in id order).
+fn write_docs(dir: &Path, norms: &[u8], sorted: &[u32]) -> Result<()> {
+    let n = sorted.len();
     let mut rank = vec![0u32; n];
-    for (position, &doc) in order.iter().enumerate() {
+    for (position, &doc) in sorted.iter().enumerate() {
         rank[doc as usize] = position as u32;
     }
     let mut w = FileWriter::create(
@@ -317,6 +314,28 @@ fn write_docs(dir: &Path, norms: &[u8], ids: &[String]) -> Result<()> {
     w.finish()
 }
 
+/// The corpus line of every document, kept as the few documents from which line minus
+/// document number changes (after blank lines or skipped duplicates): usually none.
+#[derive(Default)]
+struct DocLines {
+    changes: Vec<(u32, u64)>,
+}
+
+impl DocLines {
+    /// Record that document `doc` is on line `line` (documents come in line order).
+    fn push(&mut self, doc: u32, line: u64) {
+        let offset = line - doc as u64;
+        if self.changes.last().map(|&(_, o)| o) != Some(offset) {
+            self.changes.push((doc, offset));
+        }
+    }
+
+    fn line_of(&self, doc: u32) -> u64 {
+        let i = self.changes.partition_point(|&(first, _)| first <= doc);
+        doc as u64 + self.changes[i - 1].1
+    }
+}
+
 /// Parsed documents with unique ids, in input order, and each one's analyzer.
 struct Batch {
     records: Vec<Record>,
@@ -332,7 +351,9 @@ struct BatchReader<'a> {
     block: LineBlock,
     batch_lines: usize,
     keep_first_duplicate: bool,
-    first_line: FxMap<String, u64>,
+    /// Every document's id; a document's number is its position.
+    ids: UniqueIds,
+    lines: DocLines,
     skipped: u64,
     analyzers: Analyzers,
 }
@@ -356,19 +377,24 @@ impl BatchReader<'_> {
         let mut chosen = Vec::with_capacity(parsed.len());
         for rec in parsed {
             let rec = rec?;
-            if let Some(&first) = self.first_line.get(&rec.id) {
-                if self.keep_first_duplicate {
+            if self.ids.len() >= u32::MAX as usize {
+                return Err(Error::invalid("more than 2^32 - 1 documents"));
+            }
+            match self.ids.insert(&rec.id) {
+                Ok(doc) => self.lines.push(doc, rec.line),
+                Err(_) if self.keep_first_duplicate => {
                     self.skipped += 1;
                     continue;
                 }
-                return Err(Error::DuplicateId {
-                    path: corpus.to_path_buf(),
-                    id: rec.id,
-                    line: rec.line,
-                    first_line: first,
-                });
+                Err(first) => {
+                    return Err(Error::DuplicateId {
+                        path: corpus.to_path_buf(),
+                        id: rec.id,
+                        line: rec.line,
+                        first_line: self.lines.line_of(first),
+                    })
+                }
             }
-            self.first_line.insert(rec.id.clone(), rec.line);
             chosen.push(self.analyzers.for_record(corpus, &rec)?);
             records.push(rec);
         }
@@ -380,7 +406,7 @@ impl BatchReader<'_> {
 struct Accumulator {
     dir: PathBuf,
     budget: usize,
-    ids: Vec<String>,
+    num_docs: usize,
     norms: Vec<u8>,
     sum_lengths: u64,
     docs_with_terms: u64,
@@ -395,10 +421,7 @@ impl Accumulator {
     /// runs when the in-memory postings outgrow the budget.
     fn add_batch(&mut self, batch: Batch, analyzers: &[Analyzer]) -> Result<()> {
         let Batch { records, chosen } = batch;
-        if self.ids.len() + records.len() > u32::MAX as usize {
-            return Err(Error::invalid("more than 2^32 - 1 documents"));
-        }
-        let first_doc = self.ids.len();
+        let first_doc = self.num_docs;
         let last_doc = (first_doc + records.len()) as u32;
         if self
             .workers
@@ -440,9 +463,9 @@ impl Accumulator {
             self.sum_lengths += length as u64;
             self.docs_with_terms += (length > 0) as u64;
         }
-        self.ids.extend(records.iter().map(|rec| rec.id.clone()));
+        self.num_docs += records.len();
         if self.workers.iter().map(MemoryIndex::bytes).sum::<usize>() > self.budget {
-            self.spill(self.ids.len() as u32)?;
+            self.spill(self.num_docs as u32)?;
         }
         Ok(())
     }
@@ -518,7 +541,7 @@ fn build_in_pool(
     let mut acc = Accumulator {
         dir: out.path().to_path_buf(),
         budget: opts.memory_budget_bytes,
-        ids: Vec::new(),
+        num_docs: 0,
         norms: Vec::new(),
         sum_lengths: 0,
         docs_with_terms: 0,
@@ -536,7 +559,8 @@ fn build_in_pool(
         // A batch must fit the documents a worker's index can number.
         batch_lines: opts.batch_lines.clamp(1, MAX_DOC_SPAN as usize / 2),
         keep_first_duplicate: opts.keep_first_duplicate,
-        first_line: FxMap::default(),
+        ids: UniqueIds::default(),
+        lines: DocLines::default(),
         skipped: 0,
         analyzers,
     };
@@ -552,15 +576,17 @@ fn build_in_pool(
         let list = batches.analyzers.list.clone();
         let (added, next) = rayon::join(|| acc.add_batch(batch, &list), || batches.next_batch());
         added?;
-        progress.set_position(acc.ids.len() as u64);
+        progress.set_position(acc.num_docs as u64);
         pending = next?;
     }
     let BatchReader {
-        skipped, analyzers, ..
+        ids,
+        skipped,
+        analyzers,
+        ..
     } = batches;
 
     let Accumulator {
-        ids,
         norms,
         sum_lengths,
         docs_with_terms,
@@ -581,8 +607,9 @@ fn build_in_pool(
     for p in &paths {
         std::fs::remove_file(p).at(p)?;
     }
-    write_docs(out.path(), &norms, &ids)?;
-    IdTable::write(out.path().join(format::IDS_FILE), &ids)?;
+    let sorted = ids.sorted_positions();
+    write_docs(out.path(), &norms, &sorted)?;
+    IdTable::write_unique(out.path().join(format::IDS_FILE), &ids, &sorted)?;
     progress.finish_and_clear();
 
     let recorded = analyzers.recorded();

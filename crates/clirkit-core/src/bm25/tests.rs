@@ -244,6 +244,25 @@ fn bad_input_errors_name_the_place() {
         e.contains("duplicate id 'a' at line 3 (first seen at line 1)"),
         "{e}"
     );
+    // First lines stay right past blank lines, across batches of two lines.
+    let lines = [
+        doc("a", "x"),
+        String::new(),
+        doc("b", "y"),
+        String::new(),
+        String::new(),
+        doc("c", "z"),
+        doc("d", "w"),
+    ];
+    let small_batches = BuildOptions {
+        batch_lines: 2,
+        ..quiet()
+    };
+    for (id, first) in [("a", 1), ("b", 3), ("c", 6), ("d", 7)] {
+        let e = err(&[&lines[..], &[doc(id, "again")]].concat(), &small_batches);
+        let want = format!("duplicate id '{id}' at line 8 (first seen at line {first})");
+        assert!(e.contains(&want), "{e}");
+    }
     let e = err(
         &[doc("a", "x")],
         &BuildOptions {
