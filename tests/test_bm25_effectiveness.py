@@ -1,4 +1,5 @@
-"""Effectiveness of clirkit's BM25 against Lucene's published figures (slow: run with -m slow)."""
+"""Effectiveness of clirkit's BM25 against Lucene's published figures (a few seconds; skipped without
+../shared)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ def evaluate(run: dict, qrels: dict, measures=("ndcg_cut_10", "recall_100")) -> 
     return {m: sum(v[m] for v in per_query.values()) / len(qrels) for m in measures}
 
 
-@pytest.mark.slow
 def test_scifact_matches_lucene(tmp_path, shared):
     data = shared("data", "beir-scifact")
     index = BM25Index.build(data / "corpus.jsonl", tmp_path / "idx", lang="en", quiet=True)
@@ -36,7 +36,6 @@ XQUAD_LUCENE = {
 }  # fmt: skip
 
 
-@pytest.mark.slow
 def test_xquad_r_monolingual_matches_lucene(tmp_path, shared):
     data = shared("data", "xquad-r")
     docs: dict = {}
@@ -48,10 +47,12 @@ def test_xquad_r_monolingual_matches_lucene(tmp_path, shared):
         for q in map(json.loads, f):
             queries.setdefault(q["lang"], []).append((q["_id"], q["text"]))
     qrels = read_qrels(data / "qrels" / "mono.tsv")
-    for lang, lucene in XQUAD_LUCENE.items():
+    ndcg = {}
+    for lang in XQUAD_LUCENE:
         corpus = tmp_path / f"{lang}.jsonl"
         corpus.write_text("".join(docs[lang]), encoding="utf-8")
         index = BM25Index.build(corpus, tmp_path / lang, lang=lang, fields=["text"], quiet=True)
         run = index.batch_search(queries[lang], k=100, quiet=True).to_dict()
-        scores = evaluate(run, {q: qrels[q] for q in run if q in qrels}, ("ndcg_cut_10",))
-        assert scores["ndcg_cut_10"] >= lucene - 0.01, (lang, scores)
+        ndcg[lang] = evaluate(run, {q: qrels[q] for q in run if q in qrels}, ("ndcg_cut_10",))["ndcg_cut_10"]
+    below = {lang: (round(v, 4), XQUAD_LUCENE[lang]) for lang, v in ndcg.items() if v < XQUAD_LUCENE[lang] - 0.01}
+    assert not below, f"more than 0.01 below Lucene (clirkit, Lucene): {below}; all: {ndcg}"
