@@ -138,10 +138,11 @@ PLAN = dict(depth=30, window=10, stride=5)
 
 
 def replay(run, queries_path, corpus_path):
-    """What must come out: windows by fate, failed ones keeping their order."""
+    """What must come out: windows by fate, failed ones keeping their order; also the counts of
+    failed, repaired windows and calls, and the repairs' (duplicates, out of range, missing)."""
     queries = _native.load_texts(str(queries_path), None, True)
     texts = _native.load_texts(str(corpus_path), None, False)
-    out, failed, repaired, calls = {}, 0, 0, 0
+    out, failed, repaired, calls, fixed = {}, 0, 0, 0, [0, 0, 0]
     for q, docs in run.items():
         order = [d for d, _ in clirkit.NativeRun.from_dict({q: docs}).to_list()[0][1]]
         for start, end in _native.window_plan(len(order), **PLAN):
@@ -154,15 +155,20 @@ def replay(run, queries_path, corpus_path):
                 continue
             perm, fixes = _native.parse_permutation(answer_for(kind, passages), len(window))
             repaired += any(fixes)
+            fixed = [total + n for total, n in zip(fixed, fixes)]
             order[start:end] = [window[p] for p in perm]
         out[q] = order
-    return out, failed, repaired, calls
+    return out, failed, repaired, calls, tuple(fixed)
+
+
+def repair_totals(stats) -> tuple:
+    return stats.duplicates_dropped, stats.out_of_range_dropped, stats.missing_appended
 
 
 def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
     run, run_path, queries, corpus = collection
-    expected, failed, repaired, calls = replay(run, queries, corpus)
-    assert failed > 0 and repaired > 0  # the fixture exercises every path
+    expected, failed, repaired, calls, fixed = replay(run, queries, corpus)
+    assert failed > 0 and repaired > 0 and all(fixed)  # the fixture exercises every path
     server = FakeServer("faults")
     try:
         backend = lambda: OpenAIChatBackend(server.url, "fake-model", api_key="k", timeout=TIMEOUT,  # noqa: E731
@@ -171,6 +177,7 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
         reranked, stats = rerank(run_path, queries, corpus, backend(), cache=cache, progress=False, **PLAN)
         assert {q: list(d) for q, d in reranked.items()} == expected
         assert stats.windows == 60 and stats.failures == failed and stats.repaired == repaired
+        assert repair_totals(stats) == fixed
         assert stats.calls == calls == server.requests
         assert stats.prompt_tokens == 100 * server.answered and stats.completion_tokens == 7 * server.answered
         reasons = {f.reason.split(":")[0] for f in stats.failed_windows}
@@ -178,10 +185,24 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
         for q, docs in reranked.items():
             assert sorted(docs) == sorted(run[q])  # nothing lost
 
+        # The rerun, through the CLI: served from the cache, repairs made again and reported.
         before = server.requests
-        again, stats2 = rerank(run_path, queries, corpus, backend(), cache=cache, progress=False, **PLAN)
-        assert server.requests == before and stats2.calls == 0 and stats2.cache_hits == 60
-        assert again == reranked and stats2.failures == failed
+        out, stats_path = tmp_path / "again.trec", tmp_path / "stats.json"
+        cli = subprocess.run(
+            [sys.executable, "-m", "clirkit.cli", "rerank", "--run", str(run_path), "--queries", str(queries),
+             "--corpus", str(corpus), "--base-url", server.url, "--model", "fake-model", "--depth", "30",
+             "--window", "10", "--stride", "5", "--cache", str(cache), "--output", str(out),
+             "--stats", str(stats_path), "--quiet"],
+            capture_output=True, text=True, timeout=120, check=True,
+        )
+        stats2 = json.loads(stats_path.read_text())
+        assert server.requests == before and stats2["calls"] == 0 and stats2["cache_hits"] == 60
+        assert stats2["failures"] == failed and stats2["repaired"] == repaired
+        assert (stats2["duplicates_dropped"], stats2["out_of_range_dropped"], stats2["missing_appended"]) == fixed
+        assert (f"{repaired} repaired ({fixed[0]} duplicate, {fixed[1]} out-of-range ids dropped, "
+                f"{fixed[2]} missing appended)") in cli.stderr
+        again = clirkit.read_run(out)
+        assert {q: list(d) for q, d in again.items()} == {q: list(d) for q, d in reranked.items()}
     finally:
         server.close()
 

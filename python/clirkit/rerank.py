@@ -54,7 +54,10 @@ class RerankStats:
 
     ``calls`` counts model requests actually sent (retries included; one per window for a
     callable backend), ``cache_hits`` windows answered from the cache, ``repaired`` windows
-    whose permutation needed repair, ``failures`` windows that kept their order.
+    whose permutation needed repair, ``failures`` windows that kept their order. What the
+    repairs fixed, summed over all windows: ``duplicates_dropped`` repeated ids,
+    ``out_of_range_dropped`` ids outside the window, ``missing_appended`` positions the answer
+    never named (appended in their current order).
     """
 
     queries: int = 0
@@ -62,6 +65,9 @@ class RerankStats:
     calls: int = 0
     cache_hits: int = 0
     repaired: int = 0
+    duplicates_dropped: int = 0
+    out_of_range_dropped: int = 0
+    missing_appended: int = 0
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -71,7 +77,9 @@ class RerankStats:
     def summary(self) -> str:
         return (
             f"{self.queries} queries, {self.windows} windows: {self.calls} calls, "
-            f"{self.cache_hits} cache hits, {self.repaired} repaired, {self.failures} failed; "
+            f"{self.cache_hits} cache hits, {self.repaired} repaired ({self.duplicates_dropped} duplicate, "
+            f"{self.out_of_range_dropped} out-of-range ids dropped, {self.missing_appended} missing appended), "
+            f"{self.failures} failed; "
             f"tokens {self.prompt_tokens} prompt + {self.completion_tokens} completion; "
             f"{self.seconds:.1f} s"
         )
@@ -207,9 +215,12 @@ def rerank(
     bar = _Progress(state.total_windows, progress)
 
     def apply(query: int, start: int, result: WindowResult) -> None:
-        status, *_ = state.apply(query, result.answer)
+        status, duplicates, out_of_range, missing = state.apply(query, result.answer)
         if status == "repaired":
             stats.repaired += 1
+            stats.duplicates_dropped += duplicates
+            stats.out_of_range_dropped += out_of_range
+            stats.missing_appended += missing
         elif status in ("failed", "unparsable"):
             stats.failures += 1
             reason = result.error or "unparsable answer"
