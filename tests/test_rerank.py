@@ -307,3 +307,47 @@ def test_backend_that_skips_windows_cannot_hang_the_run(sample_dir):
     reranked, stats = rerank(run, queries, corpus, Forgetful(), depth=30, window=10, stride=5, progress=False)
     assert stats.failures == 10 and {f.reason for f in stats.failed_windows} == {"backend gave no answer"}
     assert all(sorted(reranked[q]) == sorted(run[q]) for q in run)
+
+
+def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path):
+    run, _ = sample_run(sample_dir, 6, 10, seed=7)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    qids = sorted(run)
+    answers = {
+        qids[0]: [10**30, 2, 1],  # past 64 bits: out of range, like any id past the window
+        qids[1]: [-(10**30), 2.0, 1],  # hugely negative: out of range; an integral float is an id
+        qids[2]: [float("nan"), 1],
+        qids[3]: [None, 1],
+        qids[4]: 3,  # not a sequence at all
+        qids[5]: [2, 1],
+    }
+    backend = CallableBackend(lambda batch: [answers[req.qid] for req in batch], name="malformed")
+    cache = tmp_path / "cache.sqlite"
+    reranked, stats = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
+                             progress=False)
+    first_stage = {q: [d for d, _ in clirkit.NativeRun.from_dict({q: run[q]}).to_list()[0][1]] for q in run}
+    swapped = {q: [first_stage[q][1], first_stage[q][0]] + first_stage[q][2:] for q in run}
+    assert {q: list(reranked[q]) for q in qids} == {
+        qids[0]: swapped[qids[0]], qids[1]: swapped[qids[1]], qids[2]: first_stage[qids[2]],
+        qids[3]: first_stage[qids[3]], qids[4]: first_stage[qids[4]], qids[5]: swapped[qids[5]],
+    }
+    assert stats.failures == 3 and stats.repaired == 3
+    assert (stats.out_of_range_dropped, stats.missing_appended) == (2, 3 * 8)
+    assert [(f.qid, f.reason) for f in stats.failed_windows] == [
+        (qids[2], "malformed permutation: id nan is not an integer"),
+        (qids[3], "malformed permutation: id None is not an integer"),
+        (qids[4], "malformed permutation: 'int' object is not iterable"),
+    ]
+    # Every answer was cached in a form that replays the same way without the backend.
+    again, stats2 = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
+                           progress=False)
+    assert again == reranked and stats2.calls == 0 and stats2.failures == 3 and stats2.repaired == 3
+    # An answer cached before ids were checked (a huge id) replays as a repair too.
+    store = RerankCache(cache)
+    texts = _native.load_texts(str(queries), None, True)
+    store.put(RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]]),
+              WindowResult([2**64, 2, 1]))
+    store.close()
+    third, stats3 = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
+                           progress=False)
+    assert third == reranked and stats3.calls == 0 and stats3.out_of_range_dropped == 3

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from clirkit import _native
@@ -155,6 +156,34 @@ class _Progress:
             sys.stderr.flush()
 
 
+# The binding reads ids as 64-bit integers. Zero, negative ids and ids past the window are all out
+# of range, so an id outside this range is clamped into it: the window is repaired as it would be
+# for any out-of-range id (and as the text parser does with a huge number).
+_LARGEST_ID = 2**63 - 1
+
+
+def _permutation_id(value: object) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"id {value!r} is not an integer") from None
+    return min(max(number, 0), _LARGEST_ID)
+
+
+def _checked(result: WindowResult) -> WindowResult:
+    """``result`` with a list of ids made plain integers the binding accepts (and JSON can cache),
+    or failed, saying why, when an id is not an integer: a malformed answer fails its window only."""
+    if result.answer is None or isinstance(result.answer, str):
+        return result
+    try:
+        ids = [_permutation_id(value) for value in result.answer]
+    except (TypeError, ValueError) as err:  # TypeError: the answer is not a sequence
+        return replace(result, answer=None, error=f"malformed permutation: {err}")
+    return replace(result, answer=ids)
+
+
 def _texts(source: Union[PathLike, Mapping[str, str]], ids: set, queries: bool) -> Mapping[str, str]:
     if isinstance(source, Mapping):
         return source
@@ -241,7 +270,7 @@ def rerank(
                 hit = store.get(key) if store is not None and key else None
                 if hit is not None and (hit.answer is not None or not retry_failed):
                     stats.cache_hits += 1
-                    apply(query, start, hit)
+                    apply(query, start, _checked(hit))
                     continue
                 requests.append(WindowRequest(text, [doc_text[d] for d in doc_ids], qid, doc_ids))
                 slots.append((query, start, key))
@@ -250,6 +279,7 @@ def rerank(
                 if answered[i]:
                     raise RuntimeError(f"backend {backend.identity} answered window #{i} of a batch twice")
                 answered[i] = True
+                result = _checked(result)
                 query, start, key = slots[i]
                 stats.calls += result.calls
                 stats.prompt_tokens += result.prompt_tokens

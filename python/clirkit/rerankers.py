@@ -13,8 +13,9 @@ soon as it is yielded, so an interrupted run loses at most the windows in flight
   encoder), so reranking runs offline.
 
 A permutation is a text such as ``"[3] > [1] > [2]"`` or a sequence of 1-based positions; it is
-repaired RankGPT-style (duplicates and out-of-range ids dropped, missing ones appended in their
-current order). ``None`` marks a failed window, which keeps its order.
+repaired RankGPT-style (duplicates and out-of-range ids dropped, however large, missing ones
+appended in their current order). ``None`` marks a failed window, which keeps its order; so does a
+sequence holding anything but integers (integral floats pass), e.g. ``None`` or NaN.
 """
 
 from __future__ import annotations
@@ -118,8 +119,7 @@ class CallableBackend(Backend):
                 if answer is None:
                     yield begin + i, WindowResult(None, error="backend returned no permutation")
                 else:
-                    permutation = answer if isinstance(answer, str) else [int(x) for x in answer]
-                    yield begin + i, WindowResult(permutation)
+                    yield begin + i, WindowResult(answer)
 
 
 class PointwiseBackend(Backend):
