@@ -210,7 +210,8 @@ def rerank(
         corpus: corpus JSONL/TSV path (only the candidates' texts are loaded; ``title`` and
             ``text`` joined) or ``dict[docid, text]``.
         backend: a :class:`~clirkit.rerankers.Backend` or a callable (wrapped in
-            :class:`~clirkit.rerankers.CallableBackend`).
+            :class:`~clirkit.rerankers.CallableBackend`; with a cache, a callable whose identity
+            cannot be derived raises ValueError: wrap it with an explicit ``identity``).
         depth, window, stride: the window plan.
         cache: SQLite cache path (created if needed) or an open :class:`RerankCache`.
         retry_failed: ask the backend again for windows whose cached answer is a failure.
@@ -222,6 +223,8 @@ def rerank(
     started = time.monotonic()
     if not isinstance(backend, Backend):
         backend = CallableBackend(backend)
+    # Before any work: a callable whose identity cannot be derived is refused with a cache.
+    identity = backend.identity if cache is not None else None
     candidates: List[Tuple[str, List[str]]] = [
         (qid, [d for d, _ in docs]) for qid, docs in load_run(run).to_list()
     ]
@@ -266,7 +269,7 @@ def rerank(
             for query, _step, start, doc_ids in pending:
                 qid = candidates[query][0]
                 text = query_text[qid]
-                key = RerankCache.key(backend.identity, text, doc_ids) if store is not None else None
+                key = RerankCache.key(identity, text, doc_ids) if identity is not None else None
                 hit = store.get(key) if store is not None and key else None
                 if hit is not None and (hit.answer is not None or not retry_failed):
                     stats.cache_hits += 1
@@ -277,7 +280,7 @@ def rerank(
             answered = [False] * len(slots)
             for i, result in backend.rank(requests):
                 if answered[i]:
-                    raise RuntimeError(f"backend {backend.identity} answered window #{i} of a batch twice")
+                    raise RuntimeError(f"backend {type(backend).__name__} answered window #{i} of a batch twice")
                 answered[i] = True
                 result = _checked(result)
                 query, start, key = slots[i]

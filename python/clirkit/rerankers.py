@@ -20,10 +20,13 @@ sequence holding anything but integers (integral floats pass), e.g. ``None`` or 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import socket
 import time
+import types
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -89,20 +92,36 @@ class CallableBackend(Backend):
     ``fn`` gets up to ``batch_size`` :class:`WindowRequest` objects at a time and returns one
     permutation (text, 1-based positions, or None for failure) per request. An exception fails
     every window of that call. Each window counts as one call.
+
+    ``identity`` names ``fn`` in cache keys: cached answers are reused only for the same one. Give
+    it whenever ``fn``'s answers depend on something its code does not show (a model object, a
+    file, a global setting), or to keep a cache across edits of ``fn`` or Python versions. Left
+    out, it is ``fn``'s module and qualified name plus a digest of its bytecode, constants and
+    names, default arguments, closure values, bound ``self`` or ``functools.partial`` arguments
+    (the module's globals are not part of it). Only None, booleans, numbers, str, bytes, tuples
+    and frozensets of them, and other such functions can be digested; for any other captured
+    value, or a callable object, the answers cannot be told apart from another's, so using a
+    cache raises ValueError asking for ``identity``.
     """
 
     def __init__(
         self,
         fn: Callable[[List[WindowRequest]], Sequence[Permutation]],
-        name: Optional[str] = None,
+        identity: Optional[str] = None,
         batch_size: int = 256,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.fn = fn
         self.batch_size = batch_size
-        qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
-        self.identity = f"callable:{name or f'{fn.__module__}.{qualname}'}"
+        self._identity = None if identity is None else f"callable:{identity}"
+
+    @property
+    def identity(self) -> str:  # type: ignore[override]
+        """The cache identity; derived from ``fn`` on first use (ValueError where it cannot be)."""
+        if self._identity is None:
+            self._identity = f"callable:{_derived_identity(self.fn)}"
+        return self._identity
 
     def rank(self, requests: Sequence[WindowRequest]) -> Iterator[Tuple[int, WindowResult]]:
         for begin in range(0, len(requests), self.batch_size):
@@ -120,6 +139,80 @@ class CallableBackend(Backend):
                     yield begin + i, WindowResult(None, error="backend returned no permutation")
                 else:
                     yield begin + i, WindowResult(answer)
+
+
+class _Undigestable(Exception):
+    """A value whose content a digest cannot pin down: its state or its repr is not stable."""
+
+
+# Types whose repr is their whole value, the same in every process.
+_PLAIN_TYPES = (type(None), type(Ellipsis), bool, int, float, complex, str, bytes)
+
+
+def _derived_identity(fn: Callable) -> str:
+    """``module.qualname#digest`` of what decides ``fn``'s answers (see :class:`CallableBackend`)."""
+    digest = hashlib.sha256()
+    try:
+        _digest(digest, fn, "the callable", set())
+    except _Undigestable as err:
+        raise ValueError(
+            f"cannot derive a cache identity for {fn!r}: {err}, so answers cached for it could be "
+            "confused with another backend's; pass CallableBackend(fn, identity='...') naming the "
+            "model and settings behind it"
+        ) from None
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{getattr(fn, '__module__', None)}.{name}#{digest.hexdigest()[:16]}"
+
+
+def _digest(digest, value: object, where: str, active: set) -> None:
+    """Feed ``value`` into ``digest``; ``where`` names it in errors, ``active`` holds the functions
+    being digested (a function reaching itself through its closure is fed once)."""
+    kind = type(value)
+    if kind in _PLAIN_TYPES:
+        digest.update(repr((kind.__name__, value)).encode("utf-8"))
+    elif kind is tuple:
+        digest.update(f"tuple {len(value)}".encode())
+        for i, item in enumerate(value):
+            _digest(digest, item, f"{where}[{i}]", active)
+    elif kind is frozenset:
+        # Iteration order follows string hashes, which vary between processes: sort the parts.
+        parts = []
+        for item in value:
+            part = hashlib.sha256()
+            _digest(part, item, f"an element of {where}", active)
+            parts.append(part.hexdigest())
+        digest.update(repr(("frozenset", sorted(parts))).encode())
+    elif kind is types.CodeType:
+        digest.update(repr(("code", value.co_code, value.co_names)).encode())
+        _digest(digest, value.co_consts, f"a constant of {where}", active)
+    elif kind is types.FunctionType:
+        if id(value) in active:
+            digest.update(b"recursion")
+            return
+        active.add(id(value))
+        name = value.__qualname__
+        digest.update(repr(("function", name)).encode())
+        _digest(digest, value.__code__, name, active)
+        _digest(digest, value.__defaults__, f"a default argument of {name}", active)
+        keyword_defaults = tuple(sorted((value.__kwdefaults__ or {}).items()))
+        _digest(digest, keyword_defaults, f"a default argument of {name}", active)
+        for variable, cell in zip(value.__code__.co_freevars, value.__closure__ or ()):
+            try:
+                captured = cell.cell_contents
+            except ValueError:  # a variable the enclosing function has not assigned yet
+                digest.update(b"empty cell")
+                continue
+            _digest(digest, captured, f"closure variable '{variable}' of {name}", active)
+        active.discard(id(value))
+    elif kind is types.MethodType:
+        _digest(digest, value.__func__, where, active)
+        _digest(digest, value.__self__, f"the self bound to {value.__qualname__}", active)
+    elif kind is functools.partial:
+        _digest(digest, value.func, f"the function of {where}", active)
+        _digest(digest, value.args, f"an argument of {where}", active)
+        _digest(digest, tuple(sorted(value.keywords.items())), f"an argument of {where}", active)
+    else:
+        raise _Undigestable(f"{where} is a {kind.__module__}.{kind.__qualname__}")
 
 
 class PointwiseBackend(Backend):
