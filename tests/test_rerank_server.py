@@ -301,11 +301,12 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
     run, run_path, queries, corpus = collection
     hold_after = 23
     server = HoldingServer(hold_after)
-    cache, out = tmp_path / "cache.sqlite", tmp_path / "reranked.trec"
+    cache, out, stats_path = tmp_path / "cache.sqlite", tmp_path / "reranked.trec", tmp_path / "stats.json"
     cmd = [sys.executable, "-m", "clirkit.cli", "rerank", "--run", str(run_path), "--queries", str(queries),
            "--corpus", str(corpus), "--backend", "openai", "--base-url", server.url, "--model", "fake-model",
            "--depth", "30", "--window", "10", "--stride", "5", "--cache", str(cache), "--concurrency", "4",
-           "--timeout", "20", "--retries", "0", "--output", str(out), "--quiet"]
+           "--timeout", "20", "--retries", "0", "--output", str(out), "--stats", str(stats_path),
+           "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -314,12 +315,17 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
         assert cached_windows(cache) == hold_after, proc.stderr.read() if proc.poll() is not None else "timed out"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        assert not out.exists()
+        assert not out.exists() and not stats_path.exists()
+        cached = cached_windows(cache)
+        assert cached == hold_after
 
         server.release()
         answered_before = server.answered
         subprocess.run(cmd, check=True, timeout=120)
-        assert server.answered - answered_before == 60 - hold_after
+        assert server.answered - answered_before == 60 - cached
+        resumed_stats = json.loads(stats_path.read_text())
+        assert resumed_stats["windows"] == 60 and resumed_stats["failures"] == 0
+        assert resumed_stats["calls"] == 60 - cached and resumed_stats["cache_hits"] == cached
         resumed = clirkit.read_run(out)
         server2 = FakeServer()
         try:
