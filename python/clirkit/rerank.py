@@ -280,7 +280,7 @@ def rerank(
             answered = [False] * len(slots)
             for i, result in backend.rank(requests):
                 if answered[i]:
-                    raise RuntimeError(f"backend {type(backend).__name__} answered window #{i} of a batch twice")
+                    raise RuntimeError(f"{type(backend).__name__} answered window #{i} of a batch twice")
                 answered[i] = True
                 result = _checked(result)
                 query, start, key = slots[i]
