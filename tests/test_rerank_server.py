@@ -1,6 +1,7 @@
 """The OpenAI-compatible backend against local fake servers (127.0.0.1, random port): one that
 sometimes answers malformed permutations, fails with HTTP 500, or never answers (the client
-times out); one that holds requests while the client is killed.
+times out); one that holds requests while the client is killed; one that counts requests in
+flight; one that asks to wait with Retry-After.
 
 The faulty server's behaviour for a window depends only on the window's content, so a reference
 loop in the test can replay what must happen: failed windows keep their order, repaired ones are
@@ -8,6 +9,7 @@ repaired, and a killed run resumed from the cache makes only the missing calls."
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import json
 import os
@@ -19,13 +21,13 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Dict, List, Set
+from typing import Callable, Dict, List, Set, Tuple
 
 import clirkit
 import pytest
 from clirkit import _native
 from clirkit.rerank import rerank
-from clirkit.rerankers import OpenAIChatBackend, rankgpt_messages
+from clirkit.rerankers import OpenAIChatBackend, WindowRequest, WindowResult, rankgpt_messages
 
 # Honest answers take milliseconds: seconds of margin even on a loaded 2-core machine. Only the
 # windows meant to time out wait this long, all in one step, so the suite waits for them once.
@@ -180,6 +182,52 @@ class HoldingServer(FakeServer):
     def close(self) -> None:
         self.release()
         super().close()
+
+
+class ConcurrencyServer(FakeServer):
+    """Counts the requests in flight. Each waits until ``limit`` are in flight (or all ``total``
+    have come), then a moment more: a client keeping to the limit reaches it exactly, however
+    slow the machine, and one that does not goes past it."""
+
+    def __init__(self, limit: int, total: int) -> None:
+        self.limit, self.total = limit, total
+        self.in_flight = self.most_in_flight = 0
+        super().__init__()
+        self.changed = threading.Condition(self.lock)
+
+    def respond(self, handler, query, passages, attempt):
+        with self.changed:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.in_flight >= self.limit or self.requests == self.total, 30)
+        time.sleep(0.05)
+        with self.changed:
+            self.in_flight -= 1
+        super().respond(handler, query, passages, attempt)
+
+
+class RetryAfterServer(FakeServer):
+    """Turns each window's first attempt away with the status and ``Retry-After`` value that
+    ``refusals[query]`` gives, then answers; records when each attempt came (wall clock, as HTTP
+    dates are)."""
+
+    def __init__(self, refusals: Dict[str, Tuple[int, Callable[[], str]]]) -> None:
+        self.refusals = refusals
+        self.arrivals: Dict[str, List[float]] = {}
+        super().__init__()
+
+    def respond(self, handler, query, passages, attempt):
+        with self.lock:
+            self.arrivals.setdefault(query, []).append(time.time())
+        if attempt:
+            super().respond(handler, query, passages, attempt)
+            return
+        status, retry_after = self.refusals[query]
+        handler.send_response(status)
+        handler.send_header("Retry-After", retry_after())
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
 
 
 @pytest.fixture
@@ -338,4 +386,46 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        server.close()
+
+
+def test_openai_backend_keeps_to_its_concurrency(collection):
+    run, run_path, queries, corpus = collection
+    concurrency = 3
+    server = ConcurrencyServer(concurrency, total=len(run))
+    try:
+        backend = OpenAIChatBackend(server.url, "fake-model", concurrency=concurrency)
+        _, stats = rerank(run_path, queries, corpus, backend, depth=10, window=10, stride=10, progress=False)
+    finally:
+        server.close()
+    assert stats.calls == server.answered == len(run) and stats.failures == 0
+    assert server.most_in_flight == concurrency
+
+
+def window(query: str) -> WindowRequest:
+    return WindowRequest(query, ["first passage", "second"], "q", ["d1", "d2"])
+
+
+def test_retry_after_is_honoured_up_to_max_backoff():
+    refusals = {
+        "seconds": (429, lambda: "1"),
+        "date": (503, lambda: email.utils.formatdate(time.time() + 2, usegmt=True)),  # 1 to 2 s ahead
+        "hour": (429, lambda: "3600"),
+    }
+    server = RetryAfterServer(refusals)
+    try:
+        backend = OpenAIChatBackend(server.url, "fake-model", retries=1, backoff=0.01, max_backoff=30)
+        results = [result for _, result in backend.rank([window("seconds"), window("date")])]
+        assert [(r.answer is not None, r.calls) for r in results] == [(True, 2), (True, 2)]
+        for query in ("seconds", "date"):
+            first, second = server.arrivals[query]
+            assert second - first >= 0.95, query  # not the 0.01 s backoff: the server's wait
+        # An hour's Retry-After waits max_backoff; a daemon thread keeps a failure from hanging.
+        bounded = OpenAIChatBackend(server.url, "fake-model", retries=1, backoff=0.01, max_backoff=0.2)
+        outcome: List[WindowResult] = []
+        worker = threading.Thread(target=lambda: outcome.append(bounded.rank_one(window("hour"))), daemon=True)
+        worker.start()
+        worker.join(30)
+        assert outcome and outcome[0].answer is not None and outcome[0].calls == 2
+    finally:
         server.close()

@@ -7,8 +7,8 @@ soon as it is yielded, so an interrupted run loses at most the windows in flight
 - :class:`CallableBackend`: any function taking a batch of :class:`WindowRequest` (each unpacks
   as ``(query, passages, qid, doc_ids)``) and returning one permutation per request.
 - :class:`OpenAIChatBackend`: an OpenAI-compatible ``/chat/completions`` client (vLLM, SGLang,
-  ...) with RankGPT's prompt, timeouts, retries with exponential backoff, bounded concurrency and
-  token accounting, using only the standard library.
+  ...) with RankGPT's prompt, timeouts, retries with exponential backoff (longer when a 429 or 503
+  says ``Retry-After``), bounded concurrency and token accounting, using only the standard library.
 - :class:`PointwiseBackend`: ranks each window by a score function (e.g. cosine similarity of an
   encoder), so reranking runs offline.
 
@@ -20,6 +20,8 @@ sequence holding anything but integers (integral floats pass), e.g. ``None`` or 
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import functools
 import hashlib
 import json
@@ -295,7 +297,29 @@ def rankgpt_messages(query: str, passages: Sequence[str], max_words: int = 300) 
 
 
 class _Retryable(Exception):
-    """A failure worth another attempt (timeout, 5xx, 429, connection, unparsable answer)."""
+    """A failure worth another attempt (timeout, 5xx, 429, connection, unparsable answer);
+    ``retry_after``: the seconds the server asked to wait, if it did."""
+
+    def __init__(self, message: str, retry_after: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after_seconds(value: Optional[str]) -> Optional[float]:
+    """The wait a ``Retry-After`` header asks for (delta-seconds or an HTTP date), or None when it
+    is absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # "-0000": RFC 5322's UTC of unknown origin
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, when.timestamp() - time.time())
 
 
 class OpenAIChatBackend(Backend):
@@ -308,7 +332,9 @@ class OpenAIChatBackend(Backend):
         timeout: seconds per request.
         retries: extra attempts after a timeout, connection error, HTTP 408/429/5xx, or an answer
             without a usable identifier; other HTTP errors fail at once.
-        backoff: seconds before the first retry, doubled each time.
+        backoff: seconds before the first retry, doubled each time; a 429 or 503 answer's
+            ``Retry-After`` (seconds or a date) makes the wait that long if it is longer.
+        max_backoff: the longest wait before a retry, whatever the doubling or ``Retry-After``.
         concurrency: requests in flight at once.
         max_words: passages are cut to this many words (RankGPT uses 300).
         temperature, max_tokens, extra_body: sent with each request.
@@ -324,20 +350,22 @@ class OpenAIChatBackend(Backend):
         timeout: float = 60.0,
         retries: int = 3,
         backoff: float = 1.0,
+        max_backoff: float = 60.0,
         concurrency: int = 8,
         max_words: int = 300,
         temperature: float = 0.0,
         max_tokens: Optional[int] = None,
         extra_body: Optional[Dict[str, object]] = None,
     ) -> None:
-        if concurrency < 1 or retries < 0 or timeout <= 0:
-            raise ValueError("concurrency >= 1, retries >= 0 and timeout > 0 are required")
+        if concurrency < 1 or retries < 0 or timeout <= 0 or max_backoff < 0:
+            raise ValueError("concurrency >= 1, retries >= 0, timeout > 0 and max_backoff >= 0 are required")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.max_backoff = max_backoff
         self.concurrency = concurrency
         self.max_words = max_words
         self.temperature = temperature
@@ -362,7 +390,8 @@ class OpenAIChatBackend(Backend):
             detail = err.read()[:200].decode("utf-8", "replace")
             message = f"HTTP {err.code}: {detail}"
             if err.code in (408, 429) or err.code >= 500:
-                raise _Retryable(message) from err
+                header = err.headers.get("Retry-After") if err.code in (429, 503) else None
+                raise _Retryable(message, _retry_after_seconds(header)) from err
             raise RuntimeError(message) from err
         except (socket.timeout, TimeoutError) as err:
             raise _Retryable(f"timed out after {self.timeout:g} s") from err
@@ -385,9 +414,10 @@ class OpenAIChatBackend(Backend):
         payload.update(self.extra_body)
         body = json.dumps(payload).encode("utf-8")
         result = WindowResult(None, calls=0)
+        retry_after: Optional[float] = None  # what the last failure asked to wait, if anything
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+                time.sleep(min(max(self.backoff * 2 ** (attempt - 1), retry_after or 0.0), self.max_backoff))
             result.calls += 1
             try:
                 reply = self._post(body)
@@ -401,6 +431,7 @@ class OpenAIChatBackend(Backend):
                 return result
             except _Retryable as err:
                 result.error = str(err)
+                retry_after = err.retry_after
             except (RuntimeError, KeyError, IndexError, TypeError, AttributeError) as err:
                 result.error = str(err) if isinstance(err, RuntimeError) else f"bad response: {err!r}"
                 return result
