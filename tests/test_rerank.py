@@ -5,8 +5,10 @@ batched across queries must equal one query at a time."""
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
 import json
+import os
 import random
 import subprocess
 import sys
@@ -63,6 +65,11 @@ def reference_sliding_windows(hits: List[str], llm, rank_end: int, window: int, 
     return hits, calls
 
 
+def first_stage_order(docs: Dict[str, float]) -> List[str]:
+    """A query's documents in canonical order (score descending, ties by id)."""
+    return [d for d, _ in clirkit.NativeRun.from_dict({"q": docs}).to_list()[0][1]]
+
+
 def oracle_text(labels: Dict[str, int], doc_ids: Sequence[str]) -> str:
     """RankGPT-style answer sorting a window by qrels label (ties keep their current order)."""
     order = sorted(range(len(doc_ids)), key=lambda i: -labels.get(doc_ids[i], 0))
@@ -78,10 +85,10 @@ def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, d
             calls_per_query[req.qid] = calls_per_query.get(req.qid, 0) + 1
         return [oracle_text(qrels.get(req.qid, {}), req.doc_ids) for req in batch]
 
-    reranked, stats = rerank(run, queries, corpus, CallableBackend(oracle, name="oracle"),
+    reranked, stats = rerank(run, queries, corpus, CallableBackend(oracle, identity="oracle"),
                              depth=depth, window=window, stride=stride, progress=False)
     for qid, docs in run.items():
-        first_stage = [d for d, _ in clirkit.NativeRun.from_dict({qid: docs}).to_list()[0][1]]
+        first_stage = first_stage_order(docs)
         n = min(depth, len(first_stage))
         expected, calls = reference_sliding_windows(
             first_stage, lambda ids, q=qid: oracle_text(qrels.get(q, {}), ids), n, window, stride
@@ -142,7 +149,7 @@ def test_oracle_on_sample_equals_reference_loop(sample_dir):
     assert stats.calls == 25 * 9 and stats.windows == 25 * 9
     # The ranks past the depth keep their first-stage order.
     for q, docs in run.items():
-        first_stage = [d for d, _ in clirkit.NativeRun.from_dict({q: docs}).to_list()[0][1]]
+        first_stage = first_stage_order(docs)
         assert list(reranked[q])[50:] == first_stage[50:]
 
 
@@ -200,19 +207,19 @@ def test_cache_makes_reruns_free(sample_dir, tmp_path):
         return messy_backend(batch)
 
     cache = tmp_path / "cache.sqlite"
-    first, s1 = rerank(run, queries, corpus, CallableBackend(counting, name="messy"), depth=30, window=10,
+    first, s1 = rerank(run, queries, corpus, CallableBackend(counting, identity="messy"), depth=30, window=10,
                        stride=5, cache=cache, progress=False)
-    again, s2 = rerank(run, queries, corpus, CallableBackend(counting, name="messy"), depth=30, window=10,
+    again, s2 = rerank(run, queries, corpus, CallableBackend(counting, identity="messy"), depth=30, window=10,
                        stride=5, cache=cache, progress=False)
     assert s2.calls == 0 and s2.cache_hits == s1.windows == 50 and sum(calls) == 50
     assert again == first and (s2.failures, s2.repaired) == (s1.failures, s1.repaired)
     assert len(RerankCache(cache)) == 50
     # Another backend identity does not reuse those answers.
-    _, s3 = rerank(run, queries, corpus, CallableBackend(counting, name="other"), depth=30, window=10,
+    _, s3 = rerank(run, queries, corpus, CallableBackend(counting, identity="other"), depth=30, window=10,
                    stride=5, cache=cache, progress=False)
     assert s3.cache_hits == 0
     # Failed windows are cached; retry_failed asks again for exactly those.
-    _, s4 = rerank(run, queries, corpus, CallableBackend(counting, name="messy"), depth=30, window=10,
+    _, s4 = rerank(run, queries, corpus, CallableBackend(counting, identity="messy"), depth=30, window=10,
                    stride=5, cache=cache, retry_failed=True, progress=False)
     failed_in_cache = sum(1 for f in s1.failed_windows if f.reason != "unparsable answer")
     assert s4.calls == failed_in_cache > 0
@@ -245,7 +252,7 @@ def test_oracle_on_scifact_bm25_top100(tmp_path):
             calls[req.qid] = calls.get(req.qid, 0) + 1
         return [oracle_text(qrels.get(req.qid, {}), req.doc_ids) for req in batch]
 
-    rerank(run, qfile, data / "corpus.jsonl", CallableBackend(oracle, name="oracle"), progress=False)
+    rerank(run, qfile, data / "corpus.jsonl", CallableBackend(oracle, identity="oracle"), progress=False)
     assert all(calls[q] == 9 for q in full)
     _, stats = run_oracle_check(run, qrels, qfile, data / "corpus.jsonl")
     short = sum(len(_native.window_plan(len(run[q]))) for q in run if q not in full)
@@ -307,3 +314,133 @@ def test_backend_that_skips_windows_cannot_hang_the_run(sample_dir):
     reranked, stats = rerank(run, queries, corpus, Forgetful(), depth=30, window=10, stride=5, progress=False)
     assert stats.failures == 10 and {f.reason for f in stats.failed_windows} == {"backend gave no answer"}
     assert all(sorted(reranked[q]) == sorted(run[q]) for q in run)
+
+
+def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path):
+    run, _ = sample_run(sample_dir, 6, 10, seed=7)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    qids = sorted(run)
+    answers = {
+        qids[0]: [10**30, 2, 1],  # past 64 bits: out of range, like any id past the window
+        qids[1]: [-(10**30), 2.0, 1],  # hugely negative: out of range; an integral float is an id
+        qids[2]: [float("nan"), 1],
+        qids[3]: [None, 1],
+        qids[4]: 3,  # not a sequence at all
+        qids[5]: [2, 1],
+    }
+    backend = CallableBackend(lambda batch: [answers[req.qid] for req in batch], identity="malformed")
+    cache = tmp_path / "cache.sqlite"
+    reranked, stats = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
+                             progress=False)
+    first_stage = {q: first_stage_order(docs) for q, docs in run.items()}
+    swapped = {q: [first_stage[q][1], first_stage[q][0]] + first_stage[q][2:] for q in run}
+    assert {q: list(reranked[q]) for q in qids} == {
+        qids[0]: swapped[qids[0]], qids[1]: swapped[qids[1]], qids[2]: first_stage[qids[2]],
+        qids[3]: first_stage[qids[3]], qids[4]: first_stage[qids[4]], qids[5]: swapped[qids[5]],
+    }
+    assert stats.failures == 3 and stats.repaired == 3
+    assert (stats.out_of_range_dropped, stats.missing_appended) == (2, 3 * 8)
+    assert [(f.qid, f.reason) for f in stats.failed_windows] == [
+        (qids[2], "malformed permutation: id nan is not an integer"),
+        (qids[3], "malformed permutation: id None is not an integer"),
+        (qids[4], "malformed permutation: 'int' object is not iterable"),
+    ]
+    # Every answer was cached in a form that replays the same way without the backend.
+    again, stats2 = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
+                           progress=False)
+    assert again == reranked and stats2.calls == 0 and stats2.failures == 3 and stats2.repaired == 3
+    # An answer cached before ids were checked (a huge id) replays as a repair too.
+    store = RerankCache(cache)
+    texts = _native.load_texts(str(queries), None, True)
+    store.put(RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]]),
+              WindowResult([2**64, 2, 1]))
+    store.close()
+    third, stats3 = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
+                           progress=False)
+    assert third == reranked and stats3.calls == 0 and stats3.out_of_range_dropped == 3
+
+
+# --- cache identity of callables ------------------------------------------------------------------
+def first_is(k: int):
+    """A closure: each window's k-th passage first."""
+
+    def rank(batch: List[WindowRequest]):
+        return [[k] for _ in batch]
+
+    return rank
+
+
+def nth_first(k: int, batch: List[WindowRequest]):
+    return [[k] for _ in batch]
+
+
+def test_callable_identity_tells_functions_apart(sample_dir, tmp_path):
+    run, _ = sample_run(sample_dir, 3, 10, seed=8)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    cache = tmp_path / "cache.sqlite"
+    # Two lambdas of one function share module and qualified name, not their answers.
+    reverse = lambda batch: [list(range(len(r.doc_ids), 0, -1)) for r in batch]  # noqa: E731
+    swap = lambda batch: [[2, 1] for _ in batch]  # noqa: E731
+    reversed_run, _ = rerank(run, queries, corpus, reverse, depth=10, window=10, stride=10, cache=cache,
+                             progress=False)
+    swapped_run, stats = rerank(run, queries, corpus, swap, depth=10, window=10, stride=10, cache=cache,
+                                progress=False)
+    assert stats.cache_hits == 0 and stats.calls == 3
+    for q, docs in run.items():
+        first_stage = first_stage_order(docs)
+        assert list(reversed_run[q]) == first_stage[::-1]
+        assert list(swapped_run[q]) == [first_stage[1], first_stage[0]] + first_stage[2:]
+    # Same code, other captured values, defaults or partial arguments: other identities.
+    identity = lambda fn: CallableBackend(fn).identity  # noqa: E731
+    assert identity(first_is(2)) == identity(first_is(2)) != identity(first_is(3))
+    by_default = [lambda batch, k=k: [[k] for _ in batch] for k in (2, 3)]
+    assert identity(by_default[0]) != identity(by_default[1])
+    assert identity(functools.partial(nth_first, 2)) != identity(functools.partial(nth_first, 3))
+    assert identity(first_is(2)).startswith("callable:test_rerank.first_is.<locals>.rank#")
+    # Explicit identities are kept as given.
+    assert CallableBackend(swap, identity="swap-v1").identity == "callable:swap-v1"
+
+
+def test_callable_identity_is_the_same_in_every_process(tmp_path):
+    (tmp_path / "ranker_module.py").write_text(
+        "def make(k, labels=frozenset({'alpha', 'beta', 'gamma'})):\n"
+        "    def rank(batch):\n"
+        "        return [[k] if r.qid in {'x', 'y', 'z'} else None for r in batch]\n"
+        "    return rank\n"
+    )
+    show = ("from clirkit.rerankers import CallableBackend; import ranker_module; "
+            "print(CallableBackend(ranker_module.make(2)).identity)")
+    identities = set()
+    for seed in ("1", "2", "3"):  # string hashes, hence set orders, differ between these
+        env = dict(os.environ, PYTHONHASHSEED=seed,
+                   PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+        identities.add(subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True,
+                                      check=True, timeout=60).stdout)
+    assert len(identities) == 1 and "ranker_module.make.<locals>.rank#" in identities.pop()
+
+
+class Scorer:
+    def rank(self, batch: List[WindowRequest]):
+        return [[1] for _ in batch]
+
+    __call__ = rank
+
+
+def test_callable_without_a_derivable_identity_needs_one_for_a_cache(sample_dir, tmp_path):
+    run, _ = sample_run(sample_dir, 2, 10, seed=9)
+    queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
+    scorer = Scorer()
+    model_settings = ["model-a"]  # mutable: what it holds when answers are cached cannot be known
+    closure = lambda batch: scorer.rank(batch) if model_settings else None  # noqa: E731
+    plan = dict(depth=10, window=10, stride=10, progress=False)
+    for fn, culprit in [(scorer, "the callable is a test_rerank.Scorer"),
+                        (scorer.rank, "the self bound to Scorer.rank is a test_rerank.Scorer"),
+                        (closure, "closure variable 'model_settings' of")]:
+        with pytest.raises(ValueError, match="cannot derive a cache identity") as err:
+            rerank(run, queries, corpus, fn, cache=tmp_path / "cache.sqlite", **plan)
+        assert culprit in str(err.value) and "identity='...'" in str(err.value)
+        _, stats = rerank(run, queries, corpus, fn, **plan)  # no cache, no identity needed
+        assert stats.calls == 2
+        _, stats = rerank(run, queries, corpus, CallableBackend(fn, identity="scorer-v1"),
+                          cache=tmp_path / "cache.sqlite", **plan)
+        assert stats.calls + stats.cache_hits == 2

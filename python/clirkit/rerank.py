@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from clirkit import _native
@@ -54,7 +55,10 @@ class RerankStats:
 
     ``calls`` counts model requests actually sent (retries included; one per window for a
     callable backend), ``cache_hits`` windows answered from the cache, ``repaired`` windows
-    whose permutation needed repair, ``failures`` windows that kept their order.
+    whose permutation needed repair, ``failures`` windows that kept their order. What the
+    repairs fixed, summed over all windows: ``duplicates_dropped`` repeated ids,
+    ``out_of_range_dropped`` ids outside the window, ``missing_appended`` positions the answer
+    never named (appended in their current order).
     """
 
     queries: int = 0
@@ -62,6 +66,9 @@ class RerankStats:
     calls: int = 0
     cache_hits: int = 0
     repaired: int = 0
+    duplicates_dropped: int = 0
+    out_of_range_dropped: int = 0
+    missing_appended: int = 0
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -71,7 +78,9 @@ class RerankStats:
     def summary(self) -> str:
         return (
             f"{self.queries} queries, {self.windows} windows: {self.calls} calls, "
-            f"{self.cache_hits} cache hits, {self.repaired} repaired, {self.failures} failed; "
+            f"{self.cache_hits} cache hits, {self.repaired} repaired ({self.duplicates_dropped} duplicate, "
+            f"{self.out_of_range_dropped} out-of-range ids dropped, {self.missing_appended} missing appended), "
+            f"{self.failures} failed; "
             f"tokens {self.prompt_tokens} prompt + {self.completion_tokens} completion; "
             f"{self.seconds:.1f} s"
         )
@@ -147,6 +156,34 @@ class _Progress:
             sys.stderr.flush()
 
 
+# The binding reads ids as 64-bit integers. Zero, negative ids and ids past the window are all out
+# of range, so an id outside this range is clamped into it: the window is repaired as it would be
+# for any out-of-range id (and as the text parser does with a huge number).
+_LARGEST_ID = 2**63 - 1
+
+
+def _permutation_id(value: object) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"id {value!r} is not an integer") from None
+    return min(max(number, 0), _LARGEST_ID)
+
+
+def _checked(result: WindowResult) -> WindowResult:
+    """``result`` with a list of ids made plain integers the binding accepts (and JSON can cache),
+    or failed, saying why, when an id is not an integer: a malformed answer fails its window only."""
+    if result.answer is None or isinstance(result.answer, str):
+        return result
+    try:
+        ids = [_permutation_id(value) for value in result.answer]
+    except (TypeError, ValueError) as err:  # TypeError: the answer is not a sequence
+        return replace(result, answer=None, error=f"malformed permutation: {err}")
+    return replace(result, answer=ids)
+
+
 def _texts(source: Union[PathLike, Mapping[str, str]], ids: set, queries: bool) -> Mapping[str, str]:
     if isinstance(source, Mapping):
         return source
@@ -173,7 +210,8 @@ def rerank(
         corpus: corpus JSONL/TSV path (only the candidates' texts are loaded; ``title`` and
             ``text`` joined) or ``dict[docid, text]``.
         backend: a :class:`~clirkit.rerankers.Backend` or a callable (wrapped in
-            :class:`~clirkit.rerankers.CallableBackend`).
+            :class:`~clirkit.rerankers.CallableBackend`; with a cache, a callable whose identity
+            cannot be derived raises ValueError: wrap it with an explicit ``identity``).
         depth, window, stride: the window plan.
         cache: SQLite cache path (created if needed) or an open :class:`RerankCache`.
         retry_failed: ask the backend again for windows whose cached answer is a failure.
@@ -185,6 +223,8 @@ def rerank(
     started = time.monotonic()
     if not isinstance(backend, Backend):
         backend = CallableBackend(backend)
+    # Before any work: a callable whose identity cannot be derived is refused with a cache.
+    identity = backend.identity if cache is not None else None
     candidates: List[Tuple[str, List[str]]] = [
         (qid, [d for d, _ in docs]) for qid, docs in load_run(run).to_list()
     ]
@@ -207,9 +247,12 @@ def rerank(
     bar = _Progress(state.total_windows, progress)
 
     def apply(query: int, start: int, result: WindowResult) -> None:
-        status, *_ = state.apply(query, result.answer)
+        status, duplicates, out_of_range, missing = state.apply(query, result.answer)
         if status == "repaired":
             stats.repaired += 1
+            stats.duplicates_dropped += duplicates
+            stats.out_of_range_dropped += out_of_range
+            stats.missing_appended += missing
         elif status in ("failed", "unparsable"):
             stats.failures += 1
             reason = result.error or "unparsable answer"
@@ -226,19 +269,20 @@ def rerank(
             for query, _step, start, doc_ids in pending:
                 qid = candidates[query][0]
                 text = query_text[qid]
-                key = RerankCache.key(backend.identity, text, doc_ids) if store is not None else None
+                key = RerankCache.key(identity, text, doc_ids) if identity is not None else None
                 hit = store.get(key) if store is not None and key else None
                 if hit is not None and (hit.answer is not None or not retry_failed):
                     stats.cache_hits += 1
-                    apply(query, start, hit)
+                    apply(query, start, _checked(hit))
                     continue
                 requests.append(WindowRequest(text, [doc_text[d] for d in doc_ids], qid, doc_ids))
                 slots.append((query, start, key))
             answered = [False] * len(slots)
             for i, result in backend.rank(requests):
                 if answered[i]:
-                    raise RuntimeError(f"backend {backend.identity} answered window #{i} of a batch twice")
+                    raise RuntimeError(f"{type(backend).__name__} answered window #{i} of a batch twice")
                 answered[i] = True
+                result = _checked(result)
                 query, start, key = slots[i]
                 stats.calls += result.calls
                 stats.prompt_tokens += result.prompt_tokens
