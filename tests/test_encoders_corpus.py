@@ -251,6 +251,12 @@ def test_duplicate_ids_and_empty_input(minilm, tmp_path):
     with pytest.raises(ValueError, match=r"dup.jsonl:3: duplicate id 'a' \(first seen at line 1\)"):
         encode_file(minilm, p, tmp_path / "d", quiet=True)
     assert not output_paths(tmp_path / "d")["npy"].exists()
+    # A resumed run re-reads the ids before its offset, so it names the earlier line exactly.
+    resumed = tmp_path / "resumed.jsonl"
+    resumed.write_text("".join(f'{{"_id": "d{i}", "text": "t{i}"}}\n' for i in range(11)) + '{"_id": "d2"}\n')
+    encode_until_interrupted(minilm, resumed, tmp_path / "r", 2)
+    with pytest.raises(ValueError, match=r"resumed.jsonl:12: duplicate id 'd2' \(first seen at line 3\)"):
+        encode_file(minilm, resumed, tmp_path / "r", chunk_size=5, quiet=True)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert encode_file(minilm, empty, tmp_path / "e", quiet=True).rows == 0

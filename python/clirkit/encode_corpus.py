@@ -33,6 +33,7 @@ import numpy as np
 
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, iter_jsonl_from
 from clirkit.encoders import OnnxEncoder
+from clirkit.seen_ids import SeenIds
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -328,12 +329,9 @@ def _encode_remaining(
     dim = int(state["dim"])
     row_bytes = dim * np_dtype.itemsize
     _check_partial_sizes(paths, state, row_bytes)
-    # First line of each id seen, for duplicate errors (documents, not passages: passage ids are derived).
-    first_line: dict[str, int] = {}
-    if state["rows"]:
-        with open(paths["ids_partial"], "rb") as f:
-            for row_id in f.read(state["ids_bytes"]).decode("utf-8").splitlines():
-                first_line.setdefault(row_id.rsplit(separator, 1)[0] if passages else row_id, 0)
+    # Document ids (passage ids are derived from them) in 16 bytes each, whatever the corpus size.
+    seen = SeenIds(source, id_fields)
+    seen.add_input_before(state["offset"], chunk_size)
 
     progress = Progress(source.stat().st_size, quiet)
     truncated_before = encoder.truncated
@@ -345,19 +343,19 @@ def _encode_remaining(
         ids_out.seek(0, os.SEEK_END)
         records = iter_jsonl_from(source, fields, id_fields, offset=state["offset"], line=state["line"])
         exhausted = False
+        record_start = state["offset"]
         while not exhausted:
             chunk_ids: list[str] = []
             chunk_texts: list[str] = []
-            n_records = 0
-            last = None
+            record_ids: list[str] = []
+            record_starts: list[int] = []
+            record_lines: list[int] = []
             for positioned in records:
                 rec = positioned.record
-                if rec.id in first_line:
-                    where = f"line {first_line[rec.id]}" if first_line[rec.id] else "an earlier run"
-                    raise ValueError(
-                        f"{source}:{positioned.line}: duplicate id '{rec.id}' (first seen at {where})"
-                    )
-                first_line[rec.id] = positioned.line
+                record_ids.append(rec.id)
+                record_starts.append(record_start)
+                record_lines.append(positioned.line)
+                record_start = positioned.end_offset
                 if passages:
                     for k, passage in enumerate(encoder.token_windows(rec.text, *passages)):
                         chunk_ids.append(f"{rec.id}{separator}{k}")
@@ -365,14 +363,13 @@ def _encode_remaining(
                 else:
                     chunk_ids.append(rec.id)
                     chunk_texts.append(rec.text)
-                n_records += 1
-                last = positioned
-                if n_records == chunk_size:
+                if len(record_ids) == chunk_size:
                     break
             else:
                 exhausted = True
-            if last is None:
+            if not record_ids:
                 break
+            seen.add(record_ids, record_starts, record_lines)
             if kind == "queries":
                 vectors = encoder.encode_queries(chunk_texts)
             else:
@@ -384,8 +381,8 @@ def _encode_remaining(
                 os.fsync(f.fileno())
             state["rows"] += len(chunk_ids)
             state["ids_bytes"] = ids_out.tell()
-            state["offset"], state["line"] = last.end_offset, last.line
-            state["records"] += n_records
+            state["offset"], state["line"] = record_start, record_lines[-1]
+            state["records"] += len(record_ids)
             state["truncated"] += encoder.truncated - truncated_before
             truncated_before = encoder.truncated
             _write_state(paths["state"], state)
