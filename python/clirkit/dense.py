@@ -181,11 +181,27 @@ class DenseIndex:
         return bool(self._native.has_vectors)
 
     def search_run(
-        self, queries: np.ndarray, qids: Sequence[str], k: int = 1000, **kw: Any
+        self,
+        queries: np.ndarray,
+        qids: Sequence[str],
+        k: int = 1000,
+        *,
+        maxp: bool = False,
+        separator: str = "#",
+        **kw: Any,
     ) -> dict[str, dict[str, float]]:
-        """Search and return ``{qid: {docid: score}}`` (keyword options as :meth:`search`)."""
+        """Search and return ``{qid: {docid: score}}`` (keyword options as :meth:`search`).
+
+        ``maxp=True`` searches an index of passages (ids ``docid#k``, as ``clirkit encode --passages``
+        writes them; ``separator`` splits them at its last occurrence) and returns ``k`` documents per
+        query, each scored by its best passage: passages are fetched until ``k`` documents are certain or
+        the index runs out (on a flat index, exactly what searching every passage and then
+        :func:`clirkit.passages.maxp` give).
+        """
         kw["refine"] = self._refine_depth(k, kw.get("refine"))
-        pairs = self._native.search_run(_matrix(queries, "queries"), list(qids), k, **kw)
+        pairs = self._native.search_run(
+            _matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
+        )
         return {q: dict(docs) for q, docs in pairs}
 
     def search_trec(
@@ -195,11 +211,22 @@ class DenseIndex:
         path: PathLike,
         k: int = 1000,
         tag: str = "clirkit-dense",
+        *,
+        maxp: bool = False,
+        separator: str = "#",
         **kw: Any,
     ) -> None:
-        """Search and write a TREC run file atomically (canonical order)."""
+        """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         kw["refine"] = self._refine_depth(k, kw.get("refine"))
-        self._native.search_trec(_matrix(queries, "queries"), list(qids), Path(path), k, tag, **kw)
+        self._native.search_trec(
+            _matrix(queries, "queries"),
+            list(qids),
+            Path(path),
+            k,
+            tag,
+            maxp=separator if maxp else None,
+            **kw,
+        )
 
     @property
     def ids(self) -> Sequence[str]:
