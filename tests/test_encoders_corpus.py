@@ -343,6 +343,21 @@ def test_cli_encode_search_maxp_end_to_end(corpus, tmp_path, capsys):
     )
 
 
+def test_cli_prefixes_override_the_model_config(minilm, corpus, tmp_path):
+    model = str(shared_path("models", "all-MiniLM-L6-v2-int8"))  # its config.json has no prefixes
+    for source, option, prefix, fields in [
+        ("--queries", "--query-prefix", "query: ", ("text",)),
+        ("--corpus", "--passage-prefix", "doc: ", ("title", "text")),
+    ]:
+        out = tmp_path / source.strip("-")
+        args = ["encode", "--model", model, source, str(corpus), "--output", str(out), option, prefix, "--quiet"]
+        assert cli.main(args) == 0
+        matrix, _ = load_embeddings(out)
+        texts = [r.text for r in iter_jsonl(corpus, fields=fields)]
+        np.testing.assert_allclose(matrix, minilm.encode(texts, prefix=prefix), atol=1e-5)
+        assert not np.allclose(matrix, minilm.encode(texts), atol=1e-3)
+
+
 def test_cli_reports_bad_input(tmp_path, capsys):
     rc = cli.main(
         [
