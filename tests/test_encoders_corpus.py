@@ -358,6 +358,25 @@ def test_cli_prefixes_override_the_model_config(minilm, corpus, tmp_path):
         assert not np.allclose(matrix, minilm.encode(texts), atol=1e-3)
 
 
+def test_dense_retriever_encodes_indexes_and_searches_in_two_lines(corpus, tmp_path):
+    model = shared_path("models", "all-MiniLM-L6-v2-int8")
+    queries = {"q1": "Panthers defense points", "q2": "Super Bowl champion", "q3": "NFL season"}
+    retriever = clirkit.DenseRetriever.build(
+        model, corpus, tmp_path / "docs", passages=(12, 6), index_dir=tmp_path / "idx", quiet=True
+    )
+    run = retriever.search(queries, k=5)
+    # The same by hand: the default encoder, encode_file, a flat index, MaxP search.
+    encoder = OnnxEncoder(model)
+    encode_file(encoder, corpus, tmp_path / "by-hand", passages=(12, 6), quiet=True)
+    index = clirkit.DenseIndex.build(*load_embeddings(tmp_path / "by-hand"))
+    expected = index.search_run(encoder.encode_queries(list(queries.values())), list(queries), k=5, maxp=True)
+    assert run == expected and list(run) == list(queries)
+    assert all(len(docs) == 5 for docs in run.values())
+    assert clirkit.DenseIndex.open(tmp_path / "idx").ntotal == index.ntotal > 12
+    whole = clirkit.DenseRetriever.build(model, corpus, tmp_path / "whole", quiet=True)
+    assert not whole.maxp and whole.index.ntotal == 12
+
+
 def test_cli_reports_bad_input(tmp_path, capsys):
     rc = cli.main(
         [
