@@ -8,6 +8,7 @@ import pytest
 from clirkit import DenseIndex, IndexFormatError, InvalidInputError
 from clirkit.cli import main
 from clirkit.dense import fastscan_kernels
+from clirkit.passages import maxp
 
 
 def clustered(n: int, d: int, seed: int, centers: int = 16) -> np.ndarray:
@@ -235,6 +236,53 @@ def test_cli_index_and_search(tmp_path, data):
     )
     lines = run.read_text().splitlines()
     assert len(lines) == 500 and lines[0].split()[1] == "Q0" and lines[0].split()[-1] == "clirkit-dense"
+
+
+@pytest.fixture(scope="module")
+def passages():
+    """400 documents of 1 to 20 passages (ids ``d{i}#{k}``), each document's passages close together, so
+    the top passages of a query crowd into few documents."""
+    rng = np.random.default_rng(3)
+    centers = clustered(400, 16, 4)
+    counts = rng.integers(1, 21, len(centers))
+    x = np.repeat(centers, counts, axis=0) + 0.05 * rng.normal(size=(counts.sum(), 16)).astype(np.float32)
+    ids = [f"d{d}#{k}" for d, n in enumerate(counts) for k in range(n)]
+    return x.astype(np.float32), clustered(30, 16, 5), ids
+
+
+def test_maxp_search_returns_k_documents_equal_to_deep_search_then_maxp(passages):
+    x, q, ids = passages
+    qids = [f"q{i}" for i in range(len(q))]
+    flat = DenseIndex.build(x, ids)
+    got = flat.search_run(q, qids, k=10, maxp=True)
+    assert all(len(docs) == 10 and not any("#" in d for d in docs) for docs in got.values())
+    assert got == maxp(flat.search_run(q, qids, k=len(ids)), depth=10)
+    assert any(len(docs) < 10 for docs in maxp(flat.search_run(q, qids, k=10)).values())
+    pq = DenseIndex.build(x, ids, pq=8)
+    assert all(len(docs) == 10 for docs in pq.search_run(q, qids, k=10, maxp=True).values())
+    renamed = DenseIndex.build(x, [i.replace("#", "::") for i in ids])
+    assert renamed.search_run(q, qids, k=10, maxp=True, separator="::") == got
+    with pytest.raises(InvalidInputError, match="separator must not be empty"):
+        flat.search_run(q, qids, k=10, maxp=True, separator="")
+
+
+def test_cli_maxp_search_equals_deep_search_then_clirkit_maxp(tmp_path, passages):
+    x, q, ids = passages
+    np.save(tmp_path / "passages.npy", x)
+    (tmp_path / "passages.ids.txt").write_text("\n".join(ids) + "\n")
+    np.save(tmp_path / "q.npy", q)
+    (tmp_path / "qids.txt").write_text("\n".join(f"q{i}" for i in range(len(q))) + "\n")
+    index = str(tmp_path / "idx")
+    main(["index", "dense", "--embeddings", str(tmp_path / "passages.npy"), "--ids", str(tmp_path / "passages.ids.txt"),
+          "--index", index, "--quiet"])  # fmt: skip
+    search = ["search", "dense", "--index", index, "--queries", str(tmp_path / "q.npy"),
+              "--qids", str(tmp_path / "qids.txt"), "--quiet"]  # fmt: skip
+    assert main([*search, "--k", "10", "--maxp", "--output", str(tmp_path / "maxp.trec")]) == 0
+    assert main([*search, "--k", str(len(ids)), "--output", str(tmp_path / "deep.trec")]) == 0
+    assert main(["maxp", str(tmp_path / "deep.trec"), "--depth", "10", "--output", str(tmp_path / "docs.trec")]) == 0
+    searched = clirkit.read_run(tmp_path / "maxp.trec")
+    assert all(len(docs) == 10 for docs in searched.values()) and len(searched) == len(q)
+    assert searched == clirkit.read_run(tmp_path / "docs.trec")
 
 
 def test_cli_errors(tmp_path, data, capsys):

@@ -49,9 +49,12 @@ def shared_encoder(model: str) -> OnnxEncoder:
     return OnnxEncoder(shared_path("models", model), device="cpu")
 
 
-def reference_encode(model_dir: Path, texts, prefix: str, max_length: int = 512) -> np.ndarray:
-    """The plain loop users write: one text at a time, no padding, onnxruntime's default session,
-    mean pooling, L2 normalization."""
+def reference_encode(
+    model_dir: Path, texts, prefix: str, max_length: int = 512, pooling: str = "mean", normalize: bool = True
+) -> np.ndarray:
+    """The plain loop users write: one text at a time, no padding, onnxruntime's default session, the
+    model's token embeddings (last hidden state) pooled in numpy (mean, first token or last token),
+    L2 normalization."""
     session = ort.InferenceSession(str(model_dir / "model.onnx"), providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     tok = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -62,8 +65,8 @@ def reference_encode(model_dir: Path, texts, prefix: str, max_length: int = 512)
         ids = np.array([tok.encode(prefix + text).ids], dtype=np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         hidden = session.run(None, {k: v for k, v in feed.items() if k in names})[0][0]
-        v = hidden.mean(axis=0)
-        rows.append(v / np.linalg.norm(v))
+        v = {"mean": hidden.mean(axis=0), "cls": hidden[0], "last": hidden[-1]}[pooling]
+        rows.append(v / np.linalg.norm(v) if normalize else v)
     return np.array(rows, dtype=np.float32)
 
 
@@ -153,6 +156,21 @@ def test_options_from_config_and_overrides():
     assert (enc.pooling, enc.normalize, enc.query_prefix, enc.max_length) == ("cls", False, "", 512)
     raw = enc.encode(["hello world", "a much longer input text than the first"])
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+
+
+@pytest.mark.parametrize(("pooling", "normalize"), [("cls", True), ("last", True), ("last", False)])
+def test_cls_and_last_token_pooling_equal_a_numpy_reference(pooling, normalize):
+    """MiniLM is batched with padding on CPU (it is not dynamically quantized): the last token must be
+    the last real one, not padding."""
+    model_dir = shared_path("models", "all-MiniLM-L6-v2-int8")
+    texts = TEXTS[:8]
+    enc = OnnxEncoder(model_dir, pooling=pooling, normalize=normalize, batch_size=3, device="cpu")
+    assert not enc.one_text_per_call
+    got = enc.encode_passages(texts)
+    expected = reference_encode(model_dir, texts, "", pooling=pooling, normalize=normalize)
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+    mean = reference_encode(model_dir, texts, "", normalize=normalize)
+    assert cosines(got, mean).max() < 0.99  # the pooling really changed the vectors
 
 
 def test_pooling_parsed_from_prose_or_keys():

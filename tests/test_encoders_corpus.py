@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +18,7 @@ from conftest import shared_path
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
+import clirkit  # noqa: E402
 from clirkit import ClirkitError, cli  # noqa: E402
 from clirkit.datasets import iter_jsonl  # noqa: E402
 from clirkit.encode_corpus import encode_file, load_embeddings, output_paths  # noqa: E402
@@ -100,28 +106,33 @@ class Interrupt(Exception):
     pass
 
 
-def test_interrupted_encoding_resumes_after_the_last_chunk(minilm, corpus, tmp_path, monkeypatch):
-    prefix = tmp_path / "r"
-    full = encode_file(minilm, corpus, tmp_path / "full", chunk_size=5, quiet=True)
+def encode_until_interrupted(encoder: OnnxEncoder, corpus: Path, prefix: Path, chunk: int) -> None:
+    """Encode in chunks of 5 records with the ``chunk``-th chunk raising :class:`Interrupt`, as a crash would."""
     calls = {"n": 0}
     original = OnnxEncoder.encode_passages
 
-    def failing(self, texts):
+    def encode_or_interrupt(self, texts):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == chunk:
             raise Interrupt
         return original(self, texts)
 
-    monkeypatch.setattr(OnnxEncoder, "encode_passages", failing)
-    with pytest.raises(Interrupt):
-        encode_file(minilm, corpus, prefix, chunk_size=5, quiet=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(OnnxEncoder, "encode_passages", encode_or_interrupt)
+        with pytest.raises(Interrupt):
+            encode_file(encoder, corpus, prefix, chunk_size=5, quiet=True)
+
+
+def test_interrupted_encoding_resumes_after_the_last_chunk(minilm, corpus, tmp_path):
+    prefix = tmp_path / "r"
+    full = encode_file(minilm, corpus, tmp_path / "full", chunk_size=5, quiet=True)
+    encode_until_interrupted(minilm, corpus, prefix, 3)
     paths = output_paths(prefix)
     assert not paths["npy"].exists() and paths["state"].exists()
     # Settings that change the vectors or rows cannot continue someone else's work.
     with pytest.raises(ValueError, match="different settings.*dtype"):
         encode_file(minilm, corpus, prefix, chunk_size=5, dtype="float16", quiet=True)
 
-    monkeypatch.setattr(OnnxEncoder, "encode_passages", original)
     resumed = encode_file(minilm, corpus, prefix, chunk_size=5, quiet=True)
     assert resumed.resumed_rows == 10 and resumed.rows == full.rows == 12
     a, ids_a = load_embeddings(prefix)
@@ -131,12 +142,102 @@ def test_interrupted_encoding_resumes_after_the_last_chunk(minilm, corpus, tmp_p
     assert not paths["state"].exists() and not paths["npy_partial"].exists()
 
 
-def test_changed_input_is_refused_and_restart_discards(minilm, corpus, tmp_path, monkeypatch):
-    prefix = tmp_path / "c"
-    monkeypatch.setattr(OnnxEncoder, "encode_passages", lambda self, texts: (_ for _ in ()).throw(Interrupt))
+def clirkit_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "clirkit.cli", *args]
+
+
+def clirkit_env() -> dict[str, str]:
+    """The environment for a ``clirkit`` subprocess that imports the clirkit under test (a source checkout
+    on PYTHONPATH, or the installed package), not whichever another path would find."""
+    package_root = str(Path(clirkit.__file__).resolve().parent.parent)
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+    }
+
+
+def test_killed_cli_encode_resumes_without_reencoding_finished_chunks(tmp_path, sample_dir):
+    """A real ``kill -9`` of ``clirkit encode`` once a chunk is on disk, then the same command again."""
+    model = shared_path("models", "all-MiniLM-L6-v2-int8")
+    corpus = tmp_path / "corpus.jsonl"
+    sample_lines = (sample_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    corpus.write_text("".join(sample_lines[:160]), encoding="utf-8")
+    prefix = tmp_path / "killed"
+    paths = output_paths(prefix)
+    command = clirkit_command(
+        "encode", "--model", str(model), "--corpus", str(corpus), "--output", str(prefix),
+        "--max-length", "32", "--chunk-size", "8",
+    )  # fmt: skip
+    proc = subprocess.Popen(command, env=clirkit_env(), stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    committed_rows = 0
+    while committed_rows == 0:
+        assert proc.poll() is None, f"encode ended before it could be killed: {proc.stderr.read().decode()}"
+        assert time.monotonic() < deadline, "no chunk reached the disk within 120 s"
+        try:
+            committed_rows = json.loads(paths["state"].read_text(encoding="utf-8"))["rows"]
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    state = json.loads(paths["state"].read_text(encoding="utf-8"))
+    assert not paths["npy"].exists() and not state.get("complete") and 0 < state["rows"] < 160
+
+    rerun = subprocess.run(command, env=clirkit_env(), stderr=subprocess.PIPE, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    # Only what the state had not recorded was encoded again.
+    assert "encoded 160 records -> 160 rows x 384 (float32, cpu)" in rerun.stderr
+    assert f"(resumed after {state['rows']} rows)" in rerun.stderr
+    encoder = OnnxEncoder(model, device="cpu", max_length=32)
+    encode_file(encoder, corpus, tmp_path / "uninterrupted", chunk_size=8, quiet=True)
+    resumed, resumed_ids = load_embeddings(prefix)
+    uninterrupted, uninterrupted_ids = load_embeddings(tmp_path / "uninterrupted")
+    assert resumed_ids == uninterrupted_ids
+    np.testing.assert_allclose(resumed, uninterrupted, atol=1e-6)
+    assert not paths["state"].exists() and not paths["npy_partial"].exists()
+
+
+def test_run_killed_between_the_final_renames_finishes_them_without_encoding(
+    minilm, corpus, tmp_path, monkeypatch
+):
+    prefix = tmp_path / "renaming"
+    paths = output_paths(prefix)
+    real_replace = os.replace
+
+    def killed_before_second_rename(src, dst):
+        if Path(dst) == paths["ids"]:
+            raise Interrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_before_second_rename)
     with pytest.raises(Interrupt):
         encode_file(minilm, corpus, prefix, chunk_size=5, quiet=True)
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert paths["npy"].exists() and paths["ids_partial"].exists() and paths["state"].exists()
+    monkeypatch.setattr(OnnxEncoder, "encode_passages", lambda self, texts: pytest.fail("encoded again"))
+    finished = encode_file(minilm, corpus, prefix, chunk_size=5, quiet=True)
+    assert finished.resumed_rows == finished.rows == 12
+    matrix, ids = load_embeddings(prefix)
+    assert matrix.shape == (12, 384) and ids == [r.id for r in iter_jsonl(corpus)]
+    assert not paths["state"].exists()
+
+
+def test_damaged_partial_output_is_refused(minilm, corpus, tmp_path):
+    prefix = tmp_path / "damaged"
+    encode_until_interrupted(minilm, corpus, prefix, 2)
+    partial = output_paths(prefix)["npy_partial"]
+    with open(partial, "r+b") as f:
+        f.truncate(partial.stat().st_size - 4)
+    with pytest.raises(ValueError, match=r"damaged\.npy\.partial: holds \d+ bytes but .* records \d+ bytes"):
+        encode_file(minilm, corpus, prefix, chunk_size=5, quiet=True)
+    assert encode_file(minilm, corpus, prefix, chunk_size=5, restart=True, quiet=True).rows == 12
+
+
+def test_changed_input_is_refused_and_restart_discards(minilm, corpus, tmp_path):
+    prefix = tmp_path / "c"
+    encode_until_interrupted(minilm, corpus, prefix, 1)
     with open(corpus, "a", encoding="utf-8") as f:
         f.write('{"_id": "new", "text": "appended"}\n')
     with pytest.raises(ValueError, match="different input"):
@@ -150,6 +251,12 @@ def test_duplicate_ids_and_empty_input(minilm, tmp_path):
     with pytest.raises(ValueError, match=r"dup.jsonl:3: duplicate id 'a' \(first seen at line 1\)"):
         encode_file(minilm, p, tmp_path / "d", quiet=True)
     assert not output_paths(tmp_path / "d")["npy"].exists()
+    # A resumed run re-reads the ids before its offset, so it names the earlier line exactly.
+    resumed = tmp_path / "resumed.jsonl"
+    resumed.write_text("".join(f'{{"_id": "d{i}", "text": "t{i}"}}\n' for i in range(11)) + '{"_id": "d2"}\n')
+    encode_until_interrupted(minilm, resumed, tmp_path / "r", 2)
+    with pytest.raises(ValueError, match=r"resumed.jsonl:12: duplicate id 'd2' \(first seen at line 3\)"):
+        encode_file(minilm, resumed, tmp_path / "r", chunk_size=5, quiet=True)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert encode_file(minilm, empty, tmp_path / "e", quiet=True).rows == 0
@@ -234,6 +341,40 @@ def test_cli_encode_search_maxp_end_to_end(corpus, tmp_path, capsys):
     assert maxp_file(tmp_path / "passages.trec", tmp_path / "again.trec", depth=5) == maxp(
         passage_run, depth=5
     )
+
+
+def test_cli_prefixes_override_the_model_config(minilm, corpus, tmp_path):
+    model = str(shared_path("models", "all-MiniLM-L6-v2-int8"))  # its config.json has no prefixes
+    for source, option, prefix, fields in [
+        ("--queries", "--query-prefix", "query: ", ("text",)),
+        ("--corpus", "--passage-prefix", "doc: ", ("title", "text")),
+    ]:
+        out = tmp_path / source.strip("-")
+        args = ["encode", "--model", model, source, str(corpus), "--output", str(out), option, prefix, "--quiet"]
+        assert cli.main(args) == 0
+        matrix, _ = load_embeddings(out)
+        texts = [r.text for r in iter_jsonl(corpus, fields=fields)]
+        np.testing.assert_allclose(matrix, minilm.encode(texts, prefix=prefix), atol=1e-5)
+        assert not np.allclose(matrix, minilm.encode(texts), atol=1e-3)
+
+
+def test_dense_retriever_encodes_indexes_and_searches_in_two_lines(corpus, tmp_path):
+    model = shared_path("models", "all-MiniLM-L6-v2-int8")
+    queries = {"q1": "Panthers defense points", "q2": "Super Bowl champion", "q3": "NFL season"}
+    retriever = clirkit.DenseRetriever.build(
+        model, corpus, tmp_path / "docs", passages=(12, 6), index_dir=tmp_path / "idx", quiet=True
+    )
+    run = retriever.search(queries, k=5)
+    # The same by hand: the default encoder, encode_file, a flat index, MaxP search.
+    encoder = OnnxEncoder(model)
+    encode_file(encoder, corpus, tmp_path / "by-hand", passages=(12, 6), quiet=True)
+    index = clirkit.DenseIndex.build(*load_embeddings(tmp_path / "by-hand"))
+    expected = index.search_run(encoder.encode_queries(list(queries.values())), list(queries), k=5, maxp=True)
+    assert run == expected and list(run) == list(queries)
+    assert all(len(docs) == 5 for docs in run.values())
+    assert clirkit.DenseIndex.open(tmp_path / "idx").ntotal == index.ntotal > 12
+    whole = clirkit.DenseRetriever.build(model, corpus, tmp_path / "whole", quiet=True)
+    assert not whole.maxp and whole.index.ntotal == 12
 
 
 def test_cli_reports_bad_input(tmp_path, capsys):

@@ -6,6 +6,8 @@ users see. Every stage speaks the same currencies: runs (per query, doc ids with
 canonical order: score descending, then doc id descending) and qrels.
 """
 
+from typing import TYPE_CHECKING
+
 from clirkit._native import (
     ClirkitError,
     DuplicateIdError,
@@ -20,6 +22,9 @@ from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.fusion import NativeRun, fuse
 from clirkit.runs import read_qrels, read_run, write_run
+
+if TYPE_CHECKING:
+    from clirkit.dense import DenseIndex, DenseRetriever
 
 __all__ = [
     "__version__",
@@ -37,6 +42,7 @@ __all__ = [
     "BM25Index",
     "SearchResults",
     "DenseIndex",
+    "DenseRetriever",
     # runs, fusion, evaluation
     "read_qrels",
     "read_run",
@@ -49,9 +55,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # DenseIndex needs numpy; importing it lazily keeps `import clirkit` and the CLI light.
-    if name == "DenseIndex":
-        from clirkit.dense import DenseIndex
+    # The dense API needs numpy; importing it lazily keeps `import clirkit` and the CLI light.
+    if name in ("DenseIndex", "DenseRetriever"):
+        from clirkit import dense
 
-        return DenseIndex
+        return getattr(dense, name)
     raise AttributeError(f"module 'clirkit' has no attribute {name!r}")

@@ -220,6 +220,7 @@ class DenseIndex:
         nprobe: int = 1,
         refine: int = 0,
         threads: int = 0,
+        maxp: str | None = None,
     ) -> list[tuple[str, list[tuple[str, float]]]]: ...
     def search_trec(
         self,
@@ -231,6 +232,7 @@ class DenseIndex:
         nprobe: int = 1,
         refine: int = 0,
         threads: int = 0,
+        maxp: str | None = None,
     ) -> None: ...
     def id(self, i: int) -> str: ...
     def find(self, id: str) -> int | None: ...

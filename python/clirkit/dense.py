@@ -1,6 +1,8 @@
 """Dense vector search: exact flat search, or product quantization with 4-bit fast-scan.
 
-``DenseIndex.build(embeddings, ids)`` makes an exact (flat) index; ``pq=M`` makes a PQ index
+``DenseRetriever.build(model, "corpus.jsonl", "work/docs")`` encodes a corpus with an ONNX model and
+indexes it in one call; its ``search({qid: text})`` returns a run. ``DenseIndex.build(embeddings, ids)``
+makes an exact (flat) index from vectors you already have; ``pq=M`` makes a PQ index
 with ``M`` sub-quantizers (``nbits=4``: FAISS-style fast-scan, ``d/4`` bytes per vector for
 ``M=d/2``; ``nbits=8``: slower, finer), ``ivf=NLIST`` adds a coarse quantizer. Searching returns
 numpy arrays of float32 scores and int64 internal ids (``-1`` where fewer than ``k`` hits), or a
@@ -13,18 +15,21 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union, overload
+from typing import TYPE_CHECKING, Any, Union, overload
 
 import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
 
+if TYPE_CHECKING:
+    from clirkit.encoders import OnnxEncoder
+
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["DenseIndex", "fastscan_kernels", "load_matrix", "read_ids"]
+__all__ = ["DenseIndex", "DenseRetriever", "fastscan_kernels", "load_matrix", "read_ids"]
 
 
 def fastscan_kernels() -> list[str]:
@@ -181,11 +186,27 @@ class DenseIndex:
         return bool(self._native.has_vectors)
 
     def search_run(
-        self, queries: np.ndarray, qids: Sequence[str], k: int = 1000, **kw: Any
+        self,
+        queries: np.ndarray,
+        qids: Sequence[str],
+        k: int = 1000,
+        *,
+        maxp: bool = False,
+        separator: str = "#",
+        **kw: Any,
     ) -> dict[str, dict[str, float]]:
-        """Search and return ``{qid: {docid: score}}`` (keyword options as :meth:`search`)."""
+        """Search and return ``{qid: {docid: score}}`` (keyword options as :meth:`search`).
+
+        ``maxp=True`` searches an index of passages (ids ``docid#k``, as ``clirkit encode --passages``
+        writes them; ``separator`` splits them at its last occurrence) and returns ``k`` documents per
+        query, each scored by its best passage: passages are fetched until ``k`` documents are certain or
+        the index runs out (on a flat index, exactly what searching every passage and then
+        :func:`clirkit.passages.maxp` give).
+        """
         kw["refine"] = self._refine_depth(k, kw.get("refine"))
-        pairs = self._native.search_run(_matrix(queries, "queries"), list(qids), k, **kw)
+        pairs = self._native.search_run(
+            _matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
+        )
         return {q: dict(docs) for q, docs in pairs}
 
     def search_trec(
@@ -195,11 +216,22 @@ class DenseIndex:
         path: PathLike,
         k: int = 1000,
         tag: str = "clirkit-dense",
+        *,
+        maxp: bool = False,
+        separator: str = "#",
         **kw: Any,
     ) -> None:
-        """Search and write a TREC run file atomically (canonical order)."""
+        """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         kw["refine"] = self._refine_depth(k, kw.get("refine"))
-        self._native.search_trec(_matrix(queries, "queries"), list(qids), Path(path), k, tag, **kw)
+        self._native.search_trec(
+            _matrix(queries, "queries"),
+            list(qids),
+            Path(path),
+            k,
+            tag,
+            maxp=separator if maxp else None,
+            **kw,
+        )
 
     @property
     def ids(self) -> Sequence[str]:
@@ -228,3 +260,64 @@ class DenseIndex:
 
     def __repr__(self) -> str:
         return f"DenseIndex(kind={self.kind!r}, dim={self.dim}, ntotal={self.ntotal}, metric={self.metric!r})"
+
+
+class DenseRetriever:
+    """An ONNX encoder with the dense index of what it encoded: query texts in, runs out.
+
+    >>> retriever = DenseRetriever.build("models/e5", "corpus.jsonl", "work/docs", passages=(180, 90))  # doctest: +SKIP
+    >>> retriever.search({"q1": "what causes ulcers"}, k=100)  # {qid: {docid: score}}  # doctest: +SKIP
+
+    ``maxp=True`` when the index holds passages (``docid#k``): :meth:`search` then returns ``k`` documents
+    per query scored by their best passage (see :meth:`DenseIndex.search_run`).
+    """
+
+    def __init__(
+        self, encoder: OnnxEncoder, index: DenseIndex, *, maxp: bool = False, separator: str = "#"
+    ) -> None:
+        self.encoder = encoder
+        self.index = index
+        self.maxp = maxp
+        self.separator = separator
+
+    @staticmethod
+    def build(
+        model: PathLike,
+        corpus: PathLike,
+        output_prefix: PathLike,
+        *,
+        passages: tuple[int, int] | None = None,
+        fields: Sequence[str] | None = None,
+        pq: int | None = None,
+        index_dir: PathLike | None = None,
+        device: str = "auto",
+        threads: int = 0,
+        quiet: bool = False,
+        **encoder_options: Any,
+    ) -> DenseRetriever:
+        """Encode the JSONL ``corpus`` with the model directory ``model`` into ``PREFIX.npy`` +
+        ``PREFIX.ids.txt`` (streamed and resumable: :func:`clirkit.encode_corpus.encode_file`), optionally
+        as ``passages=(size, stride)`` token windows, and index the vectors (flat, or ``pq=M``); the index
+        is saved to ``index_dir`` when given. ``encoder_options`` go to :class:`clirkit.encoders.OnnxEncoder`
+        (pooling, prefixes, max_length, batch_size, fp16, ...)."""
+        from clirkit.encode_corpus import encode_file, load_embeddings
+        from clirkit.encoders import OnnxEncoder
+
+        encoder = OnnxEncoder(model, device=device, threads=threads or None, **encoder_options)
+        encode_file(encoder, corpus, output_prefix, fields=fields, passages=passages, quiet=quiet)
+        embeddings, ids = load_embeddings(output_prefix)
+        index = DenseIndex.build(embeddings, ids, pq=pq, threads=threads, quiet=quiet)
+        if index_dir is not None:
+            index.save(index_dir)
+        return DenseRetriever(encoder, index, maxp=passages is not None)
+
+    def search(
+        self, queries: Mapping[str, str], k: int = 1000, **search_options: Any
+    ) -> dict[str, dict[str, float]]:
+        """Encode ``{qid: text}`` with the query prefix and return the top ``k`` per query as
+        ``{qid: {docid: score}}`` (documents by MaxP when :attr:`maxp`; options as :meth:`DenseIndex.search`)."""
+        qids = list(queries)
+        vectors = self.encoder.encode_queries([queries[q] for q in qids])
+        return self.index.search_run(
+            vectors, qids, k, maxp=self.maxp, separator=self.separator, **search_options
+        )

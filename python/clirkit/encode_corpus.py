@@ -4,10 +4,14 @@
 The input is read in chunks (default 10,000 records). Each chunk is encoded (the encoder sorts it by
 length and pads each batch to its own longest input) and appended to ``PREFIX.npy.partial`` — an ``.npy``
 file whose header is rewritten with the final row count at the end — and its ids to
-``PREFIX.ids.txt.partial``. After every chunk both are synced to disk and ``PREFIX.encode-state.json``
-records how far the input was read. An interrupted run started again with the same model and settings
-continues after the last completed chunk; a different model or different settings are refused. When all
-is done the partial files are renamed into place, so an existing ``PREFIX.npy`` is always complete.
+``PREFIX.ids.txt.partial``. After every chunk both are synced to disk and only then does
+``PREFIX.encode-state.json`` record how far the input was read, so a process killed at any point leaves a
+state that its files back up. An interrupted run started again with the same model and settings drops
+whatever the killed run wrote after its last recorded chunk and continues from there; a different model or
+different settings are refused. When all is done the state is marked complete before the partial files are
+renamed into place (two renames cannot be one atomic step): a run killed between them finishes the renames
+when started again instead of encoding anything, so ``PREFIX.npy`` and ``PREFIX.ids.txt`` always belong
+together and an existing ``PREFIX.npy`` is always complete.
 
 With ``passages=(size, stride)`` every document is cut into windows of ``size`` tokens starting every
 ``stride`` tokens (see :meth:`OnnxEncoder.token_windows`), with ids ``docid#0``, ``docid#1``, ...; a
@@ -29,6 +33,7 @@ import numpy as np
 
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl_from
 from clirkit.encoders import OnnxEncoder
+from clirkit.seen_ids import SeenIds
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -161,9 +166,49 @@ def _load_resumable_state(paths: dict[str, Path], expected: dict[str, Any]) -> d
                 f"({', '.join(changed)}) is in progress; rerun with the same {key}, or restart "
                 f"(--restart / restart=True) to discard it"
             )
+    if state.get("complete"):
+        # Killed while renaming: each output is either still partial or already in place.
+        if all(paths[f"{name}_partial"].exists() or paths[name].exists() for name in ("npy", "ids")):
+            return state
+        return None
     if not (paths["npy_partial"].exists() and paths["ids_partial"].exists()):
         return None
     return state
+
+
+def _check_partial_sizes(paths: dict[str, Path], state: dict[str, Any], row_bytes: int) -> None:
+    """The partial files must hold at least what the state says was synced; anything shorter was
+    damaged after the fact (a crash of the machine before the sync reached the disk, or a hand edit), and
+    padding it would silently add rows of zeros."""
+    for key, recorded in (
+        ("npy_partial", HEADER_BYTES + state["rows"] * row_bytes),
+        ("ids_partial", state["ids_bytes"]),
+    ):
+        size = paths[key].stat().st_size
+        if size < recorded:
+            raise ValueError(
+                f"{paths[key]}: holds {size} bytes but {paths['state']} records {recorded} bytes written; "
+                "the interrupted output is damaged: restart (--restart / restart=True) to encode from scratch"
+            )
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make renames inside ``path`` durable (a rename lives in the directory, not in the file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move_into_place(paths: dict[str, Path]) -> None:
+    """Rename the completed partial files to their final names (each only if not done already: a run
+    killed between the two renames is finished by the next), then drop the state."""
+    for name in ("npy", "ids"):
+        if paths[f"{name}_partial"].exists():
+            os.replace(paths[f"{name}_partial"], paths[name])
+    _fsync_directory(paths["npy"].parent)
+    paths["state"].unlink()
 
 
 def encode_file(
@@ -238,40 +283,85 @@ def encode_file(
         paths["ids_partial"].write_bytes(b"")
         _write_state(paths["state"], state)
     resumed_rows = int(state["rows"])
+    if not state.get("complete"):
+        _encode_remaining(
+            encoder,
+            source,
+            paths,
+            state,
+            kind=kind,
+            fields=fields,
+            id_fields=id_fields,
+            passages=passages,
+            separator=separator,
+            np_dtype=np_dtype,
+            chunk_size=chunk_size,
+            quiet=quiet,
+        )
+    _move_into_place(paths)
+    return EncodeResult(
+        embeddings_path=paths["npy"],
+        ids_path=paths["ids"],
+        rows=state["rows"],
+        dim=dim,
+        records=state["records"],
+        truncated=state["truncated"],
+        resumed_rows=resumed_rows,
+        seconds=time.monotonic() - started,
+    )
 
-    # First line of each id seen, for duplicate errors (documents, not passages: passage ids are derived).
-    first_line: dict[str, int] = {}
-    if resumed_rows:
-        with open(paths["ids_partial"], "rb") as f:
-            for row_id in f.read(state["ids_bytes"]).decode("utf-8").splitlines():
-                first_line.setdefault(row_id.rsplit(separator, 1)[0] if passages else row_id, 0)
+
+def _encode_remaining(
+    encoder: OnnxEncoder,
+    source: Path,
+    paths: dict[str, Path],
+    state: dict[str, Any],
+    *,
+    kind: str,
+    fields: Sequence[str],
+    id_fields: Sequence[str],
+    passages: tuple[int, int] | None,
+    separator: str,
+    np_dtype: np.dtype,
+    chunk_size: int,
+    quiet: bool,
+) -> None:
+    """Encode the input from where ``state`` says the last run stopped, chunk by chunk, recording each
+    synced chunk in the state file; finally write the row count into the header and mark the state
+    complete."""
+    dim = int(state["dim"])
+    row_bytes = dim * np_dtype.itemsize
+    _check_partial_sizes(paths, state, row_bytes)
+    # Document ids (passage ids are derived from them) in 16 bytes each, whatever the corpus size.
+    seen = SeenIds(source, id_fields)
+    seen.add_input_before(state["offset"], chunk_size)
 
     progress = Progress(source.stat().st_size, quiet)
     truncated_before = encoder.truncated
     with open(paths["npy_partial"], "r+b") as data, open(paths["ids_partial"], "r+b") as ids_out:
         # Drop whatever a crash left after the last completed chunk.
-        data.truncate(HEADER_BYTES + state["rows"] * dim * np_dtype.itemsize)
+        data.truncate(HEADER_BYTES + state["rows"] * row_bytes)
         ids_out.truncate(state["ids_bytes"])
         data.seek(0, os.SEEK_END)
         ids_out.seek(0, os.SEEK_END)
         records = iter_jsonl_from(
             source, fields, id_fields, offset=state["offset"], line=state["line"],
-            text_rule="first" if queries else "join",
+            text_rule="first" if kind == "queries" else "join",
         )
         exhausted = False
+        record_start = state["offset"]
         while not exhausted:
             chunk_ids: list[str] = []
             chunk_texts: list[str] = []
-            n_records = 0
-            last = None
+            record_ids: list[str] = []
+            record_starts: list[int] = []
+            record_lines: list[int] = []
             for positioned in records:
                 rec = positioned.record
-                if rec.id in first_line:
-                    where = f"line {first_line[rec.id]}" if first_line[rec.id] else "an earlier run"
-                    raise ValueError(
-                        f"{source}:{positioned.line}: duplicate id '{rec.id}' (first seen at {where})"
-                    )
-                first_line[rec.id] = positioned.line
+                record_ids.append(rec.id)
+                record_starts.append(record_start)
+                record_lines.append(positioned.line)
+                record_start = positioned.end_offset
                 if passages:
                     for k, passage in enumerate(encoder.token_windows(rec.text, *passages)):
                         chunk_ids.append(f"{rec.id}{separator}{k}")
@@ -279,14 +369,13 @@ def encode_file(
                 else:
                     chunk_ids.append(rec.id)
                     chunk_texts.append(rec.text)
-                n_records += 1
-                last = positioned
-                if n_records == chunk_size:
+                if len(record_ids) == chunk_size:
                     break
             else:
                 exhausted = True
-            if last is None:
+            if not record_ids:
                 break
+            seen.add(record_ids, record_starts, record_lines)
             if kind == "queries":
                 vectors = encoder.encode_queries(chunk_texts)
             else:
@@ -298,8 +387,8 @@ def encode_file(
                 os.fsync(f.fileno())
             state["rows"] += len(chunk_ids)
             state["ids_bytes"] = ids_out.tell()
-            state["offset"], state["line"] = last.end_offset, last.line
-            state["records"] += n_records
+            state["offset"], state["line"] = record_start, record_lines[-1]
+            state["records"] += len(record_ids)
             state["truncated"] += encoder.truncated - truncated_before
             truncated_before = encoder.truncated
             _write_state(paths["state"], state)
@@ -309,19 +398,8 @@ def encode_file(
         data.write(npy_header(np_dtype, state["rows"], dim))
         data.flush()
         os.fsync(data.fileno())
-    os.replace(paths["ids_partial"], paths["ids"])
-    os.replace(paths["npy_partial"], paths["npy"])
-    paths["state"].unlink()
-    return EncodeResult(
-        embeddings_path=paths["npy"],
-        ids_path=paths["ids"],
-        rows=state["rows"],
-        dim=dim,
-        records=state["records"],
-        truncated=state["truncated"],
-        resumed_rows=resumed_rows,
-        seconds=time.monotonic() - started,
-    )
+    state["complete"] = True
+    _write_state(paths["state"], state)
 
 
 def load_embeddings(prefix: PathLike) -> tuple[np.ndarray, list[str]]:

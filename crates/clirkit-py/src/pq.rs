@@ -4,7 +4,9 @@
 use crate::errors::IntoPy;
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::io::trec;
+use clirkit_core::passages;
 use clirkit_core::pq::{BuildOptions, DenseIndex, Metric, SearchOptions};
+use clirkit_core::ranking::Run;
 use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -27,6 +29,28 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
 #[pyclass(name = "DenseIndex", module = "clirkit._native", frozen)]
 pub struct PyDenseIndex {
     inner: DenseIndex,
+}
+
+impl PyDenseIndex {
+    /// The run of a search: passages as the index holds them, or documents by MaxP when `maxp`
+    /// names the passage id separator.
+    fn run(
+        &self,
+        queries: &[f32],
+        dim: usize,
+        qids: &[String],
+        opts: &SearchOptions,
+        maxp: Option<&str>,
+    ) -> Result<Run, Error> {
+        match maxp {
+            Some(separator) => {
+                passages::search_maxp(&self.inner, queries, dim, qids, opts, separator)
+            }
+            None => self
+                .inner
+                .to_run(self.inner.search(queries, dim, opts)?, qids),
+        }
+    }
 }
 
 #[pymethods]
@@ -111,8 +135,9 @@ impl PyDenseIndex {
         ))
     }
 
-    /// Search and return the run as ordered (qid, [(docid, score), ...]) pairs.
-    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0))]
+    /// Search and return the run as ordered (qid, [(docid, score), ...]) pairs; with `maxp` (the
+    /// passage id separator) the run is of documents, `k` per query, aggregated by MaxP.
+    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0, maxp=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_run(
         &self,
@@ -123,6 +148,7 @@ impl PyDenseIndex {
         nprobe: usize,
         refine: usize,
         threads: usize,
+        maxp: Option<&str>,
     ) -> PyResult<PyRun> {
         let (data, dim) = matrix(&queries, "queries")?;
         let opts = SearchOptions {
@@ -131,16 +157,13 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach(|| {
-            let hits = self.inner.search(data, dim, &opts)?;
-            self.inner.to_run(hits, &qids)
-        })
-        .py_err()
-        .map(run_to_py)
+        py.detach(|| self.run(data, dim, &qids, &opts, maxp))
+            .py_err()
+            .map(run_to_py)
     }
 
-    /// Search and write a TREC run file atomically.
-    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0))]
+    /// Search and write a TREC run file atomically (of documents with `maxp`, as `search_run`).
+    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0, maxp=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_trec(
         &self,
@@ -153,6 +176,7 @@ impl PyDenseIndex {
         nprobe: usize,
         refine: usize,
         threads: usize,
+        maxp: Option<&str>,
     ) -> PyResult<()> {
         let (data, dim) = matrix(&queries, "queries")?;
         let opts = SearchOptions {
@@ -162,8 +186,7 @@ impl PyDenseIndex {
             threads,
         };
         py.detach(|| {
-            let hits = self.inner.search(data, dim, &opts)?;
-            let run = self.inner.to_run(hits, &qids)?;
+            let run = self.run(data, dim, &qids, &opts, maxp)?;
             trec::write_run(&path, &run, tag)
         })
         .py_err()

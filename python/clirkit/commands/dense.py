@@ -50,6 +50,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         help="re-score this many PQ candidates exactly with the stored vectors "
         "(default: k when the index stores them; 0 = PQ scores only)",
     )
+    s.add_argument(
+        "--maxp",
+        action="store_true",
+        help="the index holds passages (ids DOCID#K, as `clirkit encode --passages` writes them): return k "
+        "documents per query, each scored by its best passage (fetching passages until k documents are found)",
+    )
+    s.add_argument("--separator", default="#", help="with --maxp: split passage ids at the last SEPARATOR")
     s.add_argument("--tag", default="clirkit-dense", help="run tag (default clirkit-dense)")
     add_threads(s)
     add_quiet(s)
@@ -101,10 +108,12 @@ def run_search(args: argparse.Namespace) -> int:
         nprobe=args.nprobe,
         refine=args.refine,
         threads=args.threads,
+        maxp=args.maxp,
+        separator=args.separator,
     )
     if not args.quiet:
         print(
-            f"searched {len(qids)} queries (k={args.k}) in {time.perf_counter() - start:.1f}s -> {args.output}",
+            f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in {time.perf_counter() - start:.1f}s -> {args.output}",
             file=sys.stderr,
         )
     return 0

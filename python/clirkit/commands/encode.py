@@ -64,6 +64,14 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--pooling", choices=("mean", "cls", "last"), help="override config.json")
     p.add_argument("--no-normalize", action="store_true", help="do not L2-normalize embeddings")
     p.add_argument(
+        "--query-prefix",
+        help="prepended to every query (overrides config.json's query_prefix; '' for none)",
+    )
+    p.add_argument(
+        "--passage-prefix",
+        help="prepended to every document or passage (overrides config.json's passage_prefix; '' for none)",
+    )
+    p.add_argument(
         "--chunk-size",
         type=_positive,
         default=10_000,
@@ -90,6 +98,8 @@ def run_encode(args: argparse.Namespace) -> int:
         args.model,
         pooling=args.pooling,
         normalize=False if args.no_normalize else None,
+        query_prefix=args.query_prefix,
+        passage_prefix=args.passage_prefix,
         max_length=args.max_length,
         batch_size=args.batch_size,
         device=args.device,
