@@ -401,6 +401,18 @@ def musts(name: str, results: dict[str, dict], k: int) -> list[str]:
     return checks
 
 
+def parse_caps(text: str) -> dict[tuple[str | None, str], int]:
+    """``system=N`` or ``dataset:system=N`` items -> {(dataset or None, system): N}."""
+    caps = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        target, _, number = item.partition("=")
+        dataset, _, system = target.rpartition(":")
+        if not number.isdigit() or not system:
+            raise SystemExit(f"--slow-max-queries: expected [dataset:]system=N, got {item!r}")
+        caps[(dataset or None, system)] = int(number)
+    return caps
+
+
 def main(argv: Sequence[str]) -> int:
     if argv and argv[0] == "worker":
         return worker_main(argv[1:])
@@ -420,7 +432,7 @@ def main(argv: Sequence[str]) -> int:
         "--slow-max-queries",
         default="bm25s=500,pyserini=500",
         help="per-system caps on the queries timed, for the systems that take minutes per pass "
-        "(a prefix of the same query list; '' = no caps)",
+        "(a prefix of the same query list; 'zipf:bm25s=100' caps one dataset only; '' = no caps)",
     )
     p.add_argument("--bm25s-backend", default="numpy", choices=("numpy", "numba"))
     p.add_argument(
@@ -441,7 +453,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--pyserini-python", default="/work/venv-pyserini/bin/python")
     args = p.parse_args(argv)
     ks = [int(k) for k in args.ks.split(",")]
-    caps = {s: int(n) for s, n in (item.split("=") for item in args.slow_max_queries.split(",") if item)}
+    caps = parse_caps(args.slow_max_queries)
     pythons = {
         "clirkit": args.clirkit_python,
         "pisa": args.peers_python,
@@ -471,7 +483,8 @@ def main(argv: Sequence[str]) -> int:
                 results[system] = {"skipped": skipped[system]}
                 print(f"[{name}] {system}: skipped ({skipped[system]})", file=sys.stderr)
                 continue
-            sys_queries = queries[: caps[system]] if caps.get(system) else queries
+            cap = caps.get((name, system), caps.get((None, system)))
+            sys_queries = queries[:cap] if cap else queries
             qfile = work / f"queries.{system}.json"
             qfile.write_text(json.dumps(sys_queries), encoding="utf-8")
             index = work / f"index-{system}"

@@ -145,3 +145,11 @@ def test_effectiveness_driver_on_two_xquad_languages(tmp_path, shared):
     # Thai has no Lucene reference: its must is the absolute 0.75.
     assert "≥ 0.7500" in rows["th"]
     assert proc.returncode == (0 if all(line.endswith("PASS |") for line in rows.values()) else 1)
+
+
+def test_query_caps_can_name_a_dataset():
+    peers = _load("bm25_peers")
+    caps = peers.parse_caps("bm25s=500, zipf:bm25s=100,pyserini=500")
+    assert caps == {(None, "bm25s"): 500, ("zipf", "bm25s"): 100, (None, "pyserini"): 500}
+    with pytest.raises(SystemExit, match="expected"):
+        peers.parse_caps("zipf:bm25s")
