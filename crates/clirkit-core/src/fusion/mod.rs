@@ -705,6 +705,16 @@ mod tests {
             .collect()
     }
 
+    /// A seeded generator of numbers below its argument (a linear congruential generator).
+    fn seeded_below(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        }
+    }
+
     #[test]
     fn long_and_short_ids_with_ties_match_the_reference() {
         // Ids around the 15-byte inline limit, sharing 8-byte prefixes, with many score ties.
@@ -717,13 +727,7 @@ mod tests {
                 _ => format!("doc-00000000-{i:03}-{}", "x".repeat(i % 7)),
             })
             .collect();
-        let mut seed = 7u64;
-        let mut next = move |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = seeded_below(7);
         let runs: Vec<Run> = (0..3)
             .map(|_| {
                 let mut r = Run::new();
@@ -770,13 +774,7 @@ mod tests {
     fn long_lists_match_the_reference() {
         // Lists long enough that each query's output spans many pages (the prefaulted path),
         // several queries per task, overlapping candidates and RRF ties.
-        let mut seed = 11u64;
-        let mut next = move |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = seeded_below(11);
         let runs: Vec<Run> = (0..3)
             .map(|_| {
                 let mut r = Run::new();
