@@ -705,6 +705,16 @@ mod tests {
             .collect()
     }
 
+    /// `fuse_runs` as (doc id, score) pairs per query.
+    fn fused(runs: &[Run], options: &FusionOptions) -> Fused {
+        fuse_runs(runs, options)
+            .unwrap()
+            .queries
+            .into_iter()
+            .map(|(q, docs)| (q, docs.into_iter().map(|d| (d.doc_id, d.score)).collect()))
+            .collect()
+    }
+
     /// A seeded generator of numbers below its argument (a linear congruential generator).
     fn seeded_below(mut seed: u64) -> impl FnMut(u64) -> u64 {
         move |n| {
@@ -755,12 +765,7 @@ mod tests {
                 let mut options = FusionOptions::new(method);
                 options.depth = depth;
                 options.top = top;
-                let got: Fused = fuse_runs(&runs, &options)
-                    .unwrap()
-                    .queries
-                    .into_iter()
-                    .map(|(q, docs)| (q, docs.into_iter().map(|d| (d.doc_id, d.score)).collect()))
-                    .collect();
+                let got = fused(&runs, &options);
                 assert_eq!(
                     got,
                     reference(&runs, &options),
@@ -796,12 +801,7 @@ mod tests {
             Method::CombMnz { norm: Norm::MinMax },
         ] {
             let options = FusionOptions::new(method);
-            let got: Fused = fuse_runs(&runs, &options)
-                .unwrap()
-                .queries
-                .into_iter()
-                .map(|(q, docs)| (q, docs.into_iter().map(|d| (d.doc_id, d.score)).collect()))
-                .collect();
+            let got = fused(&runs, &options);
             assert_eq!(got, reference(&runs, &options), "{method:?}");
         }
     }
