@@ -166,8 +166,9 @@ pub(crate) fn zeroed_entries(n: usize) -> Vec<DocEntry> {
 
 /// Map the pages of `entries`, fresh memory about to be written, in one system call instead
 /// of one page fault per page: writing a fused run is mostly faulting in its pages, and on the
-/// VMs measured this takes a quarter off that (benches/RESULTS.md). Linux 5.14 or later; where
-/// the call is missing or fails, the pages are faulted in as they are written.
+/// VM measured this took about a quarter off that (see benches/RESULTS.md, "Fusion vs ranx").
+/// Linux 5.14 or later; where the call is missing or fails, the pages are faulted in as they are
+/// written.
 pub(crate) fn prefault(entries: &mut [DocEntry]) {
     #[cfg(target_os = "linux")]
     {

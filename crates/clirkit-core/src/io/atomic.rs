@@ -196,21 +196,22 @@ impl AtomicDir {
         let text = serde_json::to_string_pretty(manifest).expect("JSON values serialize");
         write_file(self.tmp_path.join(MANIFEST), text.as_bytes())?;
         check_replaceable(&self.final_path)?;
-        let parent = parent_dir(&self.final_path);
-        if !self.final_path.exists() {
+        // Where the old index went, if there was one: the temporary name after an exchange.
+        let old = if !self.final_path.exists() {
             fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
+            None
         } else if exchange(&self.tmp_path, &self.final_path).at(&self.final_path)? {
-            // The temporary name now holds the old index.
-            sync_dir(parent)?;
-            fs::remove_dir_all(&self.tmp_path).at(&self.tmp_path)?;
+            Some(self.tmp_path.clone())
         } else {
             let old = sibling(&self.final_path, "old");
             fs::rename(&self.final_path, &old).at(&self.final_path)?;
             fs::rename(&self.tmp_path, &self.final_path).at(&self.final_path)?;
-            sync_dir(parent)?;
+            Some(old)
+        };
+        sync_dir(parent_dir(&self.final_path))?;
+        if let Some(old) = old {
             fs::remove_dir_all(&old).at(&old)?;
         }
-        sync_dir(parent)?;
         self.committed = true;
         Ok(())
     }
