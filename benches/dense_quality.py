@@ -77,10 +77,7 @@ def faiss_pq_runs(queries, qids, docs, dids, k: int) -> list[dict]:
         index.add(docs)
         scores, rows = index.search(queries, k)
         runs.append(
-            {
-                q: {dids[r]: float(s) for r, s in zip(rows[n], scores[n]) if r >= 0}
-                for n, q in enumerate(qids)
-            }
+            {q: {dids[r]: float(s) for r, s in zip(rows[n], scores[n]) if r >= 0} for n, q in enumerate(qids)}
         )
     return runs
 

@@ -123,14 +123,19 @@ def main() -> None:
             results[system]["wall"].append(r["wall"])
             results[system]["cpu"].append(r["cpu"])
             results[system]["values"] = r["values"]
-            print(f"round {round_no + 1} {system:<12} wall {r['wall']:8.3f} s  cpu {r['cpu']:8.3f} s", flush=True)
+            print(
+                f"round {round_no + 1} {system:<12} wall {r['wall']:8.3f} s  cpu {r['cpu']:8.3f} s",
+                flush=True,
+            )
     for w in workers.values():
         w.stdin.close()
         w.wait()
     for system, r in results.items():
         r["median_wall"] = statistics.median(r["wall"])
         r["median_cpu"] = statistics.median(r["cpu"])
-        print(f"{system:<12} median wall {r['median_wall']:8.3f} s  median cpu {r['median_cpu']:8.3f} s  {r['values']}")
+        print(
+            f"{system:<12} median wall {r['median_wall']:8.3f} s  median cpu {r['median_cpu']:8.3f} s  {r['values']}"
+        )
     base = results.get("clirkit")
     if base:
         for system, r in results.items():
@@ -139,15 +144,21 @@ def main() -> None:
             wall_ratio = statistics.median(p / c for p, c in zip(r["wall"], base["wall"]))
             cpu_ratio = statistics.median(p / c for p, c in zip(r["cpu"], base["cpu"]))
             r["ratio_wall"], r["ratio_cpu"] = wall_ratio, cpu_ratio
-            print(f"clirkit vs {system}: {wall_ratio:.1f}x faster (wall, median of per-round ratios), "
-                  f"{cpu_ratio:.1f}x less CPU time")
+            print(
+                f"clirkit vs {system}: {wall_ratio:.1f}x faster (wall, median of per-round ratios), "
+                f"{cpu_ratio:.1f}x less CPU time"
+            )
         if "pytrec_eval" in results:
             ours, theirs = base["values"], results["pytrec_eval"]["values"]
             worst = max(abs(ours[k] - theirs[k]) for k in theirs)
             print(f"max |clirkit - pytrec_eval| over the shared measures: {worst:.2e}")
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     with open(a.json, "w") as f:
-        json.dump({"queries": a.queries, "docs": a.docs, "cpu_count": os.cpu_count(), "results": results}, f, indent=2)
+        json.dump(
+            {"queries": a.queries, "docs": a.docs, "cpu_count": os.cpu_count(), "results": results},
+            f,
+            indent=2,
+        )
 
 
 if __name__ == "__main__":

@@ -57,15 +57,21 @@ def make_runs(n_queries: int, n_docs: int) -> List[Path]:
                 # A bijection mod 10^8 keeps doc ids distinct and scattered.
                 ids = ((q * 2 * n_docs + picks) * 2654435761) % 100_000_000
                 scores = n_docs - np.arange(n_docs) + rng.random(n_docs) * 0.5
-                f.write("".join(
-                    f"q{q} Q0 d{i} {k + 1} {s:.4f} run{r}\n" for k, (i, s) in enumerate(zip(ids, scores))
-                ))
+                f.write(
+                    "".join(
+                        f"q{q} Q0 d{i} {k + 1} {s:.4f} run{r}\n" for k, (i, s) in enumerate(zip(ids, scores))
+                    )
+                )
         tmp.rename(path)
     return paths
 
 
-def timed(fn: Callable[[], object], repeat: int = 1, cpu: Optional[List[float]] = None,
-          calls: Optional[List[Tuple[float, float]]] = None):
+def timed(
+    fn: Callable[[], object],
+    repeat: int = 1,
+    cpu: Optional[List[float]] = None,
+    calls: Optional[List[Tuple[float, float]]] = None,
+):
     """Median wall time of ``repeat`` calls (and, into ``cpu``, the median process CPU time:
     all threads, a measure less sensitive to other jobs on the machine; into ``calls``, every
     call's (wall, CPU)). The previous call's result is freed before the next call is timed."""
@@ -97,16 +103,24 @@ def ranx_worker(paths: List[str], out: str) -> None:
     # norm=None: RRF needs no score normalization, so ranx is spared its default min-max pass.
     # Two calls: the first (as a one-off fusion pays it) and a repeated one.
     calls: List[Tuple[float, float]] = []
-    _, fused = timed(
-        lambda: ranx.fuse(runs=runs, method="rrf", norm=None, params={"k": 60}), 2, calls=calls
-    )
+    _, fused = timed(lambda: ranx.fuse(runs=runs, method="rrf", norm=None, params={"k": 60}), 2, calls=calls)
     runs.clear()
     t_save, _ = timed(lambda: fused.save(out, kind="trec"))
-    print(json.dumps({"load": t_load, "fuse_default": default_calls[0][0],
-                      "fuse_default_cpu": default_calls[0][1],
-                      "fuse": calls[0][0], "fuse_cpu": calls[0][1],
-                      "fuse_again": calls[1][0], "fuse_again_cpu": calls[1][1], "save": t_save,
-                      "version": importlib.metadata.version("ranx")}))
+    print(
+        json.dumps(
+            {
+                "load": t_load,
+                "fuse_default": default_calls[0][0],
+                "fuse_default_cpu": default_calls[0][1],
+                "fuse": calls[0][0],
+                "fuse_cpu": calls[0][1],
+                "fuse_again": calls[1][0],
+                "fuse_again_cpu": calls[1][1],
+                "save": t_save,
+                "version": importlib.metadata.version("ranx"),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -126,8 +140,10 @@ def main() -> None:
     paths = make_runs(args.queries, args.docs)
     print(f"# {platform.node()} {platform.machine()}, {os.cpu_count()} cores; clirkit {clirkit.__version__}")
     print("# load average (1, 5, 15 min) before: %.2f %.2f %.2f" % os.getloadavg())
-    print(f"# 3 runs x {args.queries} queries x {args.docs} docs "
-          f"({sum(p.stat().st_size for p in paths) / 1e6:.0f} MB of run files)")
+    print(
+        f"# 3 runs x {args.queries} queries x {args.docs} docs "
+        f"({sum(p.stat().st_size for p in paths) / 1e6:.0f} MB of run files)"
+    )
 
     with tempfile.TemporaryDirectory(dir=WORK) as tmp:
         t_load_ck, loaded = timed(lambda: [NativeRun.read(str(p)) for p in paths], args.repeat)
@@ -146,7 +162,9 @@ def main() -> None:
         ranx_out = Path(tmp) / "ranx.trec"
         worker = subprocess.run(
             [sys.executable, __file__, "--ranx-worker", *map(str, paths), str(ranx_out)],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         rx = json.loads(worker.stdout.strip().splitlines()[-1])
         ours = dict(NativeRun.read(str(out)).to_list())
@@ -158,8 +176,10 @@ def main() -> None:
         a, b = dict(ours[q]), dict(theirs[q])
         assert a.keys() == b.keys(), q
         assert all(abs(a[d] - b[d]) <= 1e-9 * abs(a[d]) for d in a), q
-    print(f"checked: identical fused documents and scores (rel. 1e-9) on all {len(ours)} queries; "
-          f"ranx {rx['version']}")
+    print(
+        f"checked: identical fused documents and scores (rel. 1e-9) on all {len(ours)} queries; "
+        f"ranx {rx['version']}"
+    )
 
     rows = [
         ('fuse rrf, first call; ranx fuse(runs, method="rrf")', fuse_calls[0][0], rx["fuse_default"]),
@@ -171,8 +191,7 @@ def main() -> None:
         ("load 3 run files", t_load_ck, rx["load"]),
         ("file to file (load + fuse + write)", t_e2e_ck, rx["load"] + rx["fuse"] + rx["save"]),
     ]
-    print("# clirkit fuse calls (wall s, CPU s): "
-          + ", ".join(f"({w:.3f}, {c:.3f})" for w, c in fuse_calls))
+    print("# clirkit fuse calls (wall s, CPU s): " + ", ".join(f"({w:.3f}, {c:.3f})" for w, c in fuse_calls))
     print("# load average (1, 5, 15 min) after: %.2f %.2f %.2f" % os.getloadavg())
     print(f"{'step':52} {'clirkit s':>10} {'ranx s':>10} {'ranx/clirkit':>13}")
     for name, ours_s, theirs_s in rows:

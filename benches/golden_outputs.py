@@ -33,7 +33,16 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = ROOT / "benches" / "golden" / "outputs.sha256"
 SHARED = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "python" / "clirkit" / "data" / "sample"
-MEASURES = ["ndcg_cut.10", "ndcg_cut.20", "map", "recall.100", "recall.1000", "P.10", "judged.20", "recip_rank"]
+MEASURES = [
+    "ndcg_cut.10",
+    "ndcg_cut.20",
+    "map",
+    "recall.100",
+    "recall.1000",
+    "P.10",
+    "judged.20",
+    "recip_rank",
+]
 
 
 def collections() -> Dict[str, Dict[str, Path]]:
@@ -81,7 +90,9 @@ def vectors(n: int, dim: int, salt: int) -> np.ndarray:
     def hashed(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(31))) * np.uint64(0x9E3779B97F4A7C15)
         x = x ^ (x >> np.uint64(29))
-        return ((x >> np.uint64(40)) & np.uint64(0xFFFF)).astype(np.float32) / np.float32(65536.0) - np.float32(0.5)
+        return ((x >> np.uint64(40)) & np.uint64(0xFFFF)).astype(np.float32) / np.float32(
+            65536.0
+        ) - np.float32(0.5)
 
     centre = hashed(cluster * np.uint64(1_000_003) + j)
     noise = hashed((i * np.uint64(7919) + np.uint64(salt)) * np.uint64(1_000_033) + j)
@@ -99,7 +110,19 @@ def produce(name: str, files: Dict[str, Path], work: Path) -> Dict[str, Path]:
         out[f"bm25-index/{f.name}"] = f
     for k in ("10", "1000"):
         run = work / f"bm25.k{k}.trec"
-        clirkit("search", "bm25", "--index", str(bm25), "--queries", str(queries), "--output", str(run), "--k", k, "--quiet")
+        clirkit(
+            "search",
+            "bm25",
+            "--index",
+            str(bm25),
+            "--queries",
+            str(queries),
+            "--output",
+            str(run),
+            "--k",
+            k,
+            "--quiet",
+        )
         out[f"bm25.k{k}.trec"] = run
 
     doc_ids, qids = ids_of(corpus), ids_of(queries)
@@ -109,29 +132,85 @@ def produce(name: str, files: Dict[str, Path], work: Path) -> Dict[str, Path]:
     (work / "docs.ids.txt").write_text("".join(f"{d}\n" for d in doc_ids), encoding="utf-8")
     (work / "queries.ids.txt").write_text("".join(f"{q}\n" for q in qids), encoding="utf-8")
     dense_runs = []
-    for kind, extra in (("flat", []), ("pq", ["--pq", str(dim // 2)]), ("pq-norefine", ["--pq", str(dim // 2)])):
+    for kind, extra in (
+        ("flat", []),
+        ("pq", ["--pq", str(dim // 2)]),
+        ("pq-norefine", ["--pq", str(dim // 2)]),
+    ):
         index = work / f"dense-{kind}"
         if not index.exists():
-            clirkit("index", "dense", "--embeddings", str(work / "docs.npy"), "--ids", str(work / "docs.ids.txt"),
-                    "--index", str(index), *extra, "--quiet")
+            clirkit(
+                "index",
+                "dense",
+                "--embeddings",
+                str(work / "docs.npy"),
+                "--ids",
+                str(work / "docs.ids.txt"),
+                "--index",
+                str(index),
+                *extra,
+                "--quiet",
+            )
         refine = ["--refine", "0"] if kind == "pq-norefine" else []
         run = work / f"dense-{kind}.trec"
-        clirkit("search", "dense", "--index", str(index), "--queries", str(work / "queries.npy"),
-                "--qids", str(work / "queries.ids.txt"), "--output", str(run), "--k", "100", *refine, "--quiet")
+        clirkit(
+            "search",
+            "dense",
+            "--index",
+            str(index),
+            "--queries",
+            str(work / "queries.npy"),
+            "--qids",
+            str(work / "queries.ids.txt"),
+            "--output",
+            str(run),
+            "--k",
+            "100",
+            *refine,
+            "--quiet",
+        )
         out[f"dense-{kind}.trec"] = run
         dense_runs.append(run)
     for f in sorted((work / "dense-pq").iterdir()):
         out[f"dense-pq-index/{f.name}"] = f
 
     fused = work / "rrf.trec"
-    clirkit("fuse", "--method", "rrf", "--k", "60", str(work / "bm25.k1000.trec"), *map(str, dense_runs), "--output", str(fused))
+    clirkit(
+        "fuse",
+        "--method",
+        "rrf",
+        "--k",
+        "60",
+        str(work / "bm25.k1000.trec"),
+        *map(str, dense_runs),
+        "--output",
+        str(fused),
+    )
     out["rrf.trec"] = fused
     for run_name in ("bm25.k1000.trec", "rrf.trec"):
-        text = clirkit("eval", "--qrels", str(qrels), "--run", str(out[run_name]), *sum((["-m", m] for m in MEASURES), []))
+        text = clirkit(
+            "eval",
+            "--qrels",
+            str(qrels),
+            "--run",
+            str(out[run_name]),
+            *sum((["-m", m] for m in MEASURES), []),
+        )
         report = work / f"eval.{run_name}.txt"
         report.write_text(text, encoding="utf-8")
         out[f"eval.{run_name}.txt"] = report
-    per_query = clirkit("eval", "--qrels", str(qrels), "--run", str(out["bm25.k10.trec"]), "-q", "-m", "ndcg_cut.10", "-m", "P.5")
+    per_query = clirkit(
+        "eval",
+        "--qrels",
+        str(qrels),
+        "--run",
+        str(out["bm25.k10.trec"]),
+        "-q",
+        "-m",
+        "ndcg_cut.10",
+        "-m",
+        "P.5",
+    )
     (work / "eval.per-query.txt").write_text(per_query, encoding="utf-8")
     out["eval.per-query.txt"] = work / "eval.per-query.txt"
     return out
@@ -200,7 +279,10 @@ def main() -> int:
         if collection in collections():
             print(f"FAIL {key}: no longer produced")
             failures.append(key)
-    print(f"{len(got) - len(failures)} of {len(got)} outputs identical" + (f"; {len(failures)} differ" if failures else ""))
+    print(
+        f"{len(got) - len(failures)} of {len(got)} outputs identical"
+        + (f"; {len(failures)} differ" if failures else "")
+    )
     return 1 if failures else 0
 
 

@@ -62,13 +62,17 @@ def main() -> None:
             for q in range(args.queries):
                 f.write(json.dumps({"_id": f"q{q}", "text": " ".join(rng.choices(words, k=8))}) + "\n")
         run = {
-            f"q{q}": {f"d{d}": float(args.candidates - i)
-                      for i, d in enumerate(rng.sample(range(n_docs), args.candidates))}
+            f"q{q}": {
+                f"d{d}": float(args.candidates - i)
+                for i, d in enumerate(rng.sample(range(n_docs), args.candidates))
+            }
             for q in range(args.queries)
         }
         write_run(run_path, run)
-        print(f"# {platform.node()} {platform.machine()}, {os.cpu_count()} cores; clirkit {__version__}; "
-              f"{args.queries} queries x {args.candidates} candidates, plan 100/20/10")
+        print(
+            f"# {platform.node()} {platform.machine()}, {os.cpu_count()} cores; clirkit {__version__}; "
+            f"{args.queries} queries x {args.candidates} candidates, plan 100/20/10"
+        )
         print(f"{'setting':24} {'windows':>8} {'wall s':>8} {'backend s':>10} {'overhead/window':>16}")
         cache = tmp_path / "cache.sqlite"
         settings = [("no cache", None), ("cold SQLite cache", cache), ("warm cache (rerun)", cache)]
@@ -78,8 +82,10 @@ def main() -> None:
             _, stats = rerank(run_path, queries, corpus, backend, cache=cache_path, progress=False)
             wall = time.perf_counter() - t
             per_window = (wall - backend.seconds) / stats.windows
-            print(f"{name:24} {stats.windows:8d} {wall:8.2f} {backend.seconds:10.3f} "
-                  f"{per_window * 1e3:13.3f} ms")
+            print(
+                f"{name:24} {stats.windows:8d} {wall:8.2f} {backend.seconds:10.3f} "
+                f"{per_window * 1e3:13.3f} ms"
+            )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,10 @@ def main(out: str, truncate: int = 0, threads: int = 2) -> None:
             index = BM25Index.build(corpus, Path(work) / lang, lang=lang, fields=("text",), quiet=True)
             results = index.batch_search(queries[lang], k=100, threads=threads, quiet=True)
             for qid in results.qids():
-                w.writelines(f"{qid} Q0 {doc} {rank} {score!r} {tag}\n"
-                             for rank, (doc, score) in enumerate(results[qid], 1))
+                w.writelines(
+                    f"{qid} Q0 {doc} {rank} {score!r} {tag}\n"
+                    for rank, (doc, score) in enumerate(results[qid], 1)
+                )
     os.replace(tmp, out)
 
 

@@ -172,7 +172,9 @@ def test_bad_input_names_file_and_line(tmp_path):
     fails(good + b'{"text": "x"}\n', clirkit.ParseError, "bad.jsonl:2", "no id field")
     fails(good + b'{"_id": "b", "text": "\xff"}\n', clirkit.ParseError, "bad.jsonl:2", "UTF-8")
     fails(good + b"\n" + good, clirkit.DuplicateIdError, "'a'", "line 3", "line 1")
-    fails(good, clirkit.UnknownLanguageError, "'xx'", "supported languages: ar, da, de, el, en, es", lang="xx")
+    fails(
+        good, clirkit.UnknownLanguageError, "'xx'", "supported languages: ar, da, de, el, en, es", lang="xx"
+    )
     fails(
         good.replace(b"}", b', "lang": "qq"}'), clirkit.ParseError, "bad.jsonl:1", "'qq'", lang_field="lang"
     )
@@ -318,15 +320,25 @@ def test_query_files_name_their_text_and_bad_lines_are_errors(tmp_path, capsys):
     def search(queries: bytes) -> int:
         path = tmp_path / "q.jsonl"
         path.write_bytes(queries)
-        return cli(["search", "bm25", "--index", str(idx), "--queries", str(path), "--output", str(run), "--quiet"])
+        return cli(
+            ["search", "bm25", "--index", str(idx), "--queries", str(path), "--output", str(run), "--quiet"]
+        )
 
     # Query files name their text `text`, `query` or `title`: the first present is the query.
-    assert search(b'{"_id": "q1", "text": "zorp"}\n{"qid": "q2", "query": "quux"}\n{"id": "q3", "title": "zorp"}\n') == 0
+    assert (
+        search(
+            b'{"_id": "q1", "text": "zorp"}\n{"qid": "q2", "query": "quux"}\n{"id": "q3", "title": "zorp"}\n'
+        )
+        == 0
+    )
     assert {q: list(d) for q, d in clirkit.read_run(run).items()} == {"q1": ["a"], "q2": ["b"], "q3": ["a"]}
     capsys.readouterr()
     # A query without any of them is an error, not a silently empty run; so are bad lines.
     for content, needles in [
-        (b'{"_id": "q1", "text": "zorp"}\n{"_id": "q2", "question": "zorp"}\n', ["q.jsonl:2", "no text field"]),
+        (
+            b'{"_id": "q1", "text": "zorp"}\n{"_id": "q2", "question": "zorp"}\n',
+            ["q.jsonl:2", "no text field"],
+        ),
         (b'{"_id": "q1", "text": "zorp"}\n{"_id": "q2", "text": "\xff"}\n', ["q.jsonl:2", "UTF-8"]),
         (b'{"_id": "q1", "text": "zorp"\n', ["q.jsonl:1", "malformed JSON"]),
         (b'{"text": "zorp"}\n', ["q.jsonl:1", "no id field"]),

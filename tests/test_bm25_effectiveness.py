@@ -54,5 +54,7 @@ def test_xquad_r_monolingual_matches_lucene(tmp_path, shared):
         index = BM25Index.build(corpus, tmp_path / lang, lang=lang, fields=["text"], quiet=True)
         run = index.batch_search(queries[lang], k=100, quiet=True).to_dict()
         ndcg[lang] = evaluate(run, {q: qrels[q] for q in run if q in qrels}, ("ndcg_cut_10",))["ndcg_cut_10"]
-    below = {lang: (round(v, 4), XQUAD_LUCENE[lang]) for lang, v in ndcg.items() if v < XQUAD_LUCENE[lang] - 0.01}
+    below = {
+        lang: (round(v, 4), XQUAD_LUCENE[lang]) for lang, v in ndcg.items() if v < XQUAD_LUCENE[lang] - 0.01
+    }
     assert not below, f"more than 0.01 below Lucene (clirkit, Lucene): {below}; all: {ndcg}"

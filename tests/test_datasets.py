@@ -17,7 +17,10 @@ def test_query_text_is_the_first_field_present(tmp_path):
     )
     records = list(iter_jsonl(path, QUERY_FIELDS, QUERY_ID_FIELDS, text_rule="first"))
     assert [(r.id, r.text) for r in records] == [
-        ("a", "from text"), ("b", "from query"), ("c", "from title"), ("d", "")
+        ("a", "from text"),
+        ("b", "from query"),
+        ("c", "from title"),
+        ("d", ""),
     ]
     # Documents join every present field instead.
     assert next(iter_jsonl(path, ("text", "title"))).text == "from text t"
@@ -26,7 +29,9 @@ def test_query_text_is_the_first_field_present(tmp_path):
 def test_a_query_without_text_is_an_error_naming_the_line(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "question": "y"}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"q\.jsonl:2: 'b' has no text field \(looked for text, query, title\)"):
+    with pytest.raises(
+        ValueError, match=r"q\.jsonl:2: 'b' has no text field \(looked for text, query, title\)"
+    ):
         list(iter_jsonl(path, QUERY_FIELDS, text_rule="first"))
     with pytest.raises(ValueError, match="text_rule must be one of join, first"):
         list(iter_jsonl(path, text_rule="any"))

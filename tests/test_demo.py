@@ -9,7 +9,9 @@ import clirkit
 def test_demo_prints_a_table_per_language(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "clirkit.cli", "demo", "--workdir", str(tmp_path), "--quiet"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     lines = out.splitlines()
     header = next(line.split() for line in lines if line.startswith("measure"))

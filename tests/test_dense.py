@@ -279,7 +279,10 @@ def test_cli_maxp_search_equals_deep_search_then_clirkit_maxp(tmp_path, passages
               "--qids", str(tmp_path / "qids.txt"), "--quiet"]  # fmt: skip
     assert main([*search, "--k", "10", "--maxp", "--output", str(tmp_path / "maxp.trec")]) == 0
     assert main([*search, "--k", str(len(ids)), "--output", str(tmp_path / "deep.trec")]) == 0
-    assert main(["maxp", str(tmp_path / "deep.trec"), "--depth", "10", "--output", str(tmp_path / "docs.trec")]) == 0
+    assert (
+        main(["maxp", str(tmp_path / "deep.trec"), "--depth", "10", "--output", str(tmp_path / "docs.trec")])
+        == 0
+    )
     searched = clirkit.read_run(tmp_path / "maxp.trec")
     assert all(len(docs) == 10 for docs in searched.values()) and len(searched) == len(q)
     assert searched == clirkit.read_run(tmp_path / "docs.trec")

@@ -350,7 +350,18 @@ def test_cli_prefixes_override_the_model_config(minilm, corpus, tmp_path):
         ("--corpus", "--passage-prefix", "doc: ", ("title", "text")),
     ]:
         out = tmp_path / source.strip("-")
-        args = ["encode", "--model", model, source, str(corpus), "--output", str(out), option, prefix, "--quiet"]
+        args = [
+            "encode",
+            "--model",
+            model,
+            source,
+            str(corpus),
+            "--output",
+            str(out),
+            option,
+            prefix,
+            "--quiet",
+        ]
         assert cli.main(args) == 0
         matrix, _ = load_embeddings(out)
         texts = [r.text for r in iter_jsonl(corpus, fields=fields)]

@@ -25,7 +25,9 @@ def files(tmp_path: Path):
 
 def test_hand_computed_values(files):
     q, r = files
-    res = evaluation.evaluate(q, r, ["P@1", "MRR", "map", "num_rel", "num_ret", "Judged@2", "R@2"], per_query=True)
+    res = evaluation.evaluate(
+        q, r, ["P@1", "MRR", "map", "num_rel", "num_ret", "Judged@2", "R@2"], per_query=True
+    )
     # q1: a and x tie at 2.0 and break on doc id descending (trec_eval), so the ranking is
     # b(0) x(unjudged) a(2); relevant a, c -> P@1 0, RR 1/3, AP (1/3)/2, judged@2 1/2, R@2 0
     assert res["q1"] == {
@@ -75,7 +77,9 @@ def test_bad_input_is_named(files, tmp_path: Path):
         evaluation.evaluate(q, r, ["nDGC@10"])
     dup = tmp_path / "dup.trec"
     dup.write_text("q1 Q0 a 1 1 t\nq1 Q0 b 2 1 t\nq1 Q0 a 3 0 t\n")
-    with pytest.raises(clirkit.ParseError, match=r"dup.trec:3: duplicate document 'a' for query 'q1' \(first at line 1\)"):
+    with pytest.raises(
+        clirkit.ParseError, match=r"dup.trec:3: duplicate document 'a' for query 'q1' \(first at line 1\)"
+    ):
         evaluation.evaluate(q, dup, ["map"])
     bad = tmp_path / "bad.trec"
     bad.write_text("q1 Q0 a 1 1 t\nq1 Q0 b 2\n")
@@ -107,7 +111,9 @@ def test_no_overlap_warns(files, tmp_path: Path, capsys):
 
 def test_cli_trec_eval_format(files, capsys):
     q, r = files
-    assert main(["eval", "--qrels", str(q), "--run", str(r), "-m", "map", "-m", "num_rel", "--per-query"]) == 0
+    assert (
+        main(["eval", "--qrels", str(q), "--run", str(r), "-m", "map", "-m", "num_rel", "--per-query"]) == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "map                   \tq1\t0.1667"
     assert lines[1] == "num_rel               \tq1\t2"

@@ -31,7 +31,9 @@ MEASURES = {
 COUNTS = {"num_ret", "num_rel", "num_rel_ret"}
 
 
-def random_run(qrels: dict[str, dict[str, int]], seed: int, max_docs: int = 60) -> dict[str, dict[str, float]]:
+def random_run(
+    qrels: dict[str, dict[str, int]], seed: int, max_docs: int = 60
+) -> dict[str, dict[str, float]]:
     """Runs that stress ranking rules: coarse scores (many exact ties), near-ties that differ only
     beyond single precision, judged and unjudged documents, empty rankings, queries without qrels,
     and judged queries left out."""
@@ -74,8 +76,13 @@ def assert_parity(qrels, run, measures=MEASURES, **flags) -> None:
         for key, value in values.items():
             assert ours[qid][key] == pytest.approx(value, abs=1e-6), (qid, key, ours[qid][key], value)
     keys = next(iter(theirs.values())).keys()
-    ours_all = evaluation.evaluate(qrels, run, measures, relevance_level=flags.get("relevance_level", 1),
-                                   judged_docs_only=flags.get("judged_docs_only_flag", False))
+    ours_all = evaluation.evaluate(
+        qrels,
+        run,
+        measures,
+        relevance_level=flags.get("relevance_level", 1),
+        judged_docs_only=flags.get("judged_docs_only_flag", False),
+    )
     for key in keys:
         want = pytrec_eval.compute_aggregated_measure(key, [v[key] for v in theirs.values()])
         assert ours_all[key] == pytest.approx(want, abs=1e-6), key
@@ -105,7 +112,8 @@ def test_judged_docs_only():
 def test_negative_labels_and_queries_without_relevant_docs():
     rng = random.Random(5)
     qrels = {
-        f"q{i}": {f"d{j}": rng.choice([-1, 0, 0, 1, 2, 3]) for j in range(rng.randint(1, 30))} for i in range(60)
+        f"q{i}": {f"d{j}": rng.choice([-1, 0, 0, 1, 2, 3]) for j in range(rng.randint(1, 30))}
+        for i in range(60)
     }
     qrels["only-zero"] = {"d1": 0, "d2": 0}
     assert_parity(qrels, random_run(qrels, 6))
@@ -120,8 +128,10 @@ def test_query_with_only_negative_labels_scores_zero():
     assert all(v == 0 for k, v in result["q"].items() if k not in ("num_ret", "judged_1"))
 
 
-@pytest.mark.parametrize("name,path", [("scifact", ("beir-scifact", "qrels", "test.tsv")),
-                                       ("xquad-mono", ("xquad-r", "qrels", "mono.tsv"))])
+@pytest.mark.parametrize(
+    "name,path",
+    [("scifact", ("beir-scifact", "qrels", "test.tsv")), ("xquad-mono", ("xquad-r", "qrels", "mono.tsv"))],
+)
 def test_other_real_qrels(name, path):
     qrels = read_qrels(shared_path("data", *path))
     if len(qrels) > 2000:

@@ -46,13 +46,22 @@ def test_hand_computed_example(tmp_path: Path):
     (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512])
     assert t.overall.psi == pytest.approx(1 - 0.75 / 1.0)
     records = t.to_records()
-    assert records[1] == {"system": "bm25", "bucket": "all", "bin": 1, "from": 0.25, "to": 0.5, "queries": 2,
-                          "ndcg_cut_10": pytest.approx(0.75)}
+    assert records[1] == {
+        "system": "bm25",
+        "bucket": "all",
+        "bin": 1,
+        "from": 0.25,
+        "to": 0.5,
+        "queries": 2,
+        "ndcg_cut_10": pytest.approx(0.75),
+    }
 
 
 def test_tokens_column_and_bad_rows(tmp_path: Path):
     p = tmp_path / "positions.tsv"
-    p.write_text("query-id\tcorpus-id\tspan_start\tspan_end\tdoc_chars\tdoc_tokens\nq1\td1\t0\t10\t5000\t600\n")
+    p.write_text(
+        "query-id\tcorpus-id\tspan_start\tspan_end\tdoc_chars\tdoc_tokens\nq1\td1\t0\t10\t5000\t600\n"
+    )
     (t,) = position.position_bias(p, {"r": {"q1": {"d1": 1.0}}})
     assert t.length_unit == "tokens" and t.buckets[0].label == "512-1024"
     (t,) = position.position_bias(p, {"r": {"q1": {"d1": 1.0}}}, doc_tokens={"d1": 100})
@@ -74,7 +83,12 @@ def test_xquad_pos_with_a_run_table_and_plot(tmp_path: Path, capsys):
     run_path = tmp_path / "run.trec"
     clirkit.write_run(run_path, run, "synthetic")
     png = tmp_path / "psi.png"
-    assert main(["eval", "position", "--qrels", str(positions), "--run", f"early={run_path}", "--plot", str(png)]) == 0
+    assert (
+        main(
+            ["eval", "position", "--qrels", str(positions), "--run", f"early={run_path}", "--plot", str(png)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "PSI" in out and "0.00-0.05" in out and "0.95-1.00" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -66,10 +66,24 @@ def test_compare_cli(tmp_path: Path, capsys):
     qrels.write_text("".join(f"q{i} 0 rel{i} 1\n" for i in range(30)))
     base = _write(tmp_path / "base.trec", {f"q{i}": {"x": 2.0, f"rel{i}": 1.0} for i in range(30)})
     better = _write(tmp_path / "better.trec", {f"q{i}": {f"rel{i}": 2.0, "x": 1.0} for i in range(30)})
-    mixed = _write(tmp_path / "mixed.trec", {f"q{i}": {f"rel{i}": 2.0 if i % 2 else 0.5, "x": 1.0}
-                                              for i in range(30)})
-    args = ["eval", "compare", "--qrels", str(qrels), "--run", f"base={base}", "--run", f"better={better}",
-            "--run", f"mixed={mixed}", "-m", "MRR", "--json"]
+    mixed = _write(
+        tmp_path / "mixed.trec", {f"q{i}": {f"rel{i}": 2.0 if i % 2 else 0.5, "x": 1.0} for i in range(30)}
+    )
+    args = [
+        "eval",
+        "compare",
+        "--qrels",
+        str(qrels),
+        "--run",
+        f"base={base}",
+        "--run",
+        f"better={better}",
+        "--run",
+        f"mixed={mixed}",
+        "-m",
+        "MRR",
+        "--json",
+    ]
     assert main(args) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["system"] for r in rows] == ["better", "mixed"]

@@ -130,10 +130,12 @@ def test_long_ids_around_the_inline_limit(tmp_path):
     )
     runs = []
     for _ in range(3):
-        runs.append({
-            f"q{q}": {d: rng.choice([0.5, 1.0, 2.0]) for d in rng.sample(pool, rng.randint(1, 30))}
-            for q in range(15)
-        })
+        runs.append(
+            {
+                f"q{q}": {d: rng.choice([0.5, 1.0, 2.0]) for d in rng.sample(pool, rng.randint(1, 30))}
+                for q in range(15)
+            }
+        )
     got = fuse(runs, method="rrf", k=60, depth=12)
     assert got_lists(got) == as_lists(ref_rrf(runs, 60.0, [1.0] * 3, 12))
     got = fuse(runs, method="combmnz", norm="zscore")
@@ -178,8 +180,23 @@ def test_fuse_cli(tmp_path, random_runs):
         paths.append(str(tmp_path / f"r{i}.trec"))
         write_trec(Path(paths[-1]), run, rng)
     out = tmp_path / "cli.trec"
-    cmd = [sys.executable, "-m", "clirkit.cli", "fuse", "--method", "rrf", "--k", "60",
-           "--weights", "1,0.5,2", "--depth", "5", *paths, "--output", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "clirkit.cli",
+        "fuse",
+        "--method",
+        "rrf",
+        "--k",
+        "60",
+        "--weights",
+        "1,0.5,2",
+        "--depth",
+        "5",
+        *paths,
+        "--output",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, timeout=60)
     assert clirkit.read_run(out) == fuse(random_runs, weights=[1, 0.5, 2], depth=5)
     first = out.read_text().splitlines()[0].split()
@@ -189,7 +206,9 @@ def test_fuse_cli(tmp_path, random_runs):
     bad.write_text("q1 Q0 a 1 1.0 t\nq1 Q0 b 2 high t\n")
     res = subprocess.run(
         [sys.executable, "-m", "clirkit.cli", "fuse", paths[0], str(bad), "--output", str(tmp_path / "x")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert res.returncode == 2
     assert "bad.trec:2: score 'high' is not a number" in res.stderr

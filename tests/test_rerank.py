@@ -76,8 +76,9 @@ def oracle_text(labels: Dict[str, int], doc_ids: Sequence[str]) -> str:
     return " > ".join(f"[{i + 1}]" for i in order)
 
 
-def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, depth=100, window=20,
-                     stride=10):
+def run_oracle_check(
+    run: Dict[str, Dict[str, float]], qrels, queries, corpus, depth=100, window=20, stride=10
+):
     calls_per_query: Dict[str, int] = {}
 
     def oracle(batch: List[WindowRequest]) -> List[str]:
@@ -85,8 +86,16 @@ def run_oracle_check(run: Dict[str, Dict[str, float]], qrels, queries, corpus, d
             calls_per_query[req.qid] = calls_per_query.get(req.qid, 0) + 1
         return [oracle_text(qrels.get(req.qid, {}), req.doc_ids) for req in batch]
 
-    reranked, stats = rerank(run, queries, corpus, CallableBackend(oracle, identity="oracle"),
-                             depth=depth, window=window, stride=stride, progress=False)
+    reranked, stats = rerank(
+        run,
+        queries,
+        corpus,
+        CallableBackend(oracle, identity="oracle"),
+        depth=depth,
+        window=window,
+        stride=stride,
+        progress=False,
+    )
     for qid, docs in run.items():
         first_stage = first_stage_order(docs)
         n = min(depth, len(first_stage))
@@ -144,8 +153,9 @@ def sample_run(sample_dir: Path, n_queries: int, n_docs: int, seed: int = 1):
 
 def test_oracle_on_sample_equals_reference_loop(sample_dir):
     run, qrels = sample_run(sample_dir, 25, 60)
-    reranked, stats = run_oracle_check(run, qrels, sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl",
-                                       depth=50, window=10, stride=5)
+    reranked, stats = run_oracle_check(
+        run, qrels, sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl", depth=50, window=10, stride=5
+    )
     assert stats.calls == 25 * 9 and stats.windows == 25 * 9
     # The ranks past the depth keep their first-stage order.
     for q, docs in run.items():
@@ -159,25 +169,43 @@ def messy_backend(batch: List[WindowRequest]):
     for req in batch:
         h = sum(map(ord, "".join(req.doc_ids))) % 5
         n = len(req.doc_ids)
-        out.append([
-            "[2] > [2] > [1] > [99]",
-            list(range(n, 0, -1)),
-            "no idea",
-            None,
-            " ".join(str(i) for i in sorted(range(1, n + 1), key=lambda i: req.passages[i - 1])),
-        ][h])
+        out.append(
+            [
+                "[2] > [2] > [1] > [99]",
+                list(range(n, 0, -1)),
+                "no idea",
+                None,
+                " ".join(str(i) for i in sorted(range(1, n + 1), key=lambda i: req.passages[i - 1])),
+            ][h]
+        )
     return out
 
 
 def test_batched_equals_one_by_one(sample_dir):
     run, _ = sample_run(sample_dir, 20, 45, seed=2)
     queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
-    batched, stats = rerank(run, queries, corpus, CallableBackend(messy_backend, batch_size=7),
-                            depth=40, window=12, stride=5, progress=False)
+    batched, stats = rerank(
+        run,
+        queries,
+        corpus,
+        CallableBackend(messy_backend, batch_size=7),
+        depth=40,
+        window=12,
+        stride=5,
+        progress=False,
+    )
     assert stats.repaired > 0 and stats.failures > 0
     for q in run:
-        single, _ = rerank({q: run[q]}, queries, corpus, CallableBackend(messy_backend, batch_size=1),
-                           depth=40, window=12, stride=5, progress=False)
+        single, _ = rerank(
+            {q: run[q]},
+            queries,
+            corpus,
+            CallableBackend(messy_backend, batch_size=1),
+            depth=40,
+            window=12,
+            stride=5,
+            progress=False,
+        )
         assert list(single[q].items()) == list(batched[q].items())
 
 
@@ -207,20 +235,57 @@ def test_cache_makes_reruns_free(sample_dir, tmp_path):
         return messy_backend(batch)
 
     cache = tmp_path / "cache.sqlite"
-    first, s1 = rerank(run, queries, corpus, CallableBackend(counting, identity="messy"), depth=30, window=10,
-                       stride=5, cache=cache, progress=False)
-    again, s2 = rerank(run, queries, corpus, CallableBackend(counting, identity="messy"), depth=30, window=10,
-                       stride=5, cache=cache, progress=False)
+    first, s1 = rerank(
+        run,
+        queries,
+        corpus,
+        CallableBackend(counting, identity="messy"),
+        depth=30,
+        window=10,
+        stride=5,
+        cache=cache,
+        progress=False,
+    )
+    again, s2 = rerank(
+        run,
+        queries,
+        corpus,
+        CallableBackend(counting, identity="messy"),
+        depth=30,
+        window=10,
+        stride=5,
+        cache=cache,
+        progress=False,
+    )
     assert s2.calls == 0 and s2.cache_hits == s1.windows == 50 and sum(calls) == 50
     assert again == first and (s2.failures, s2.repaired) == (s1.failures, s1.repaired)
     assert len(RerankCache(cache)) == 50
     # Another backend identity does not reuse those answers.
-    _, s3 = rerank(run, queries, corpus, CallableBackend(counting, identity="other"), depth=30, window=10,
-                   stride=5, cache=cache, progress=False)
+    _, s3 = rerank(
+        run,
+        queries,
+        corpus,
+        CallableBackend(counting, identity="other"),
+        depth=30,
+        window=10,
+        stride=5,
+        cache=cache,
+        progress=False,
+    )
     assert s3.cache_hits == 0
     # Failed windows are cached; retry_failed asks again for exactly those.
-    _, s4 = rerank(run, queries, corpus, CallableBackend(counting, identity="messy"), depth=30, window=10,
-                   stride=5, cache=cache, retry_failed=True, progress=False)
+    _, s4 = rerank(
+        run,
+        queries,
+        corpus,
+        CallableBackend(counting, identity="messy"),
+        depth=30,
+        window=10,
+        stride=5,
+        cache=cache,
+        retry_failed=True,
+        progress=False,
+    )
     failed_in_cache = sum(1 for f in s1.failed_windows if f.reason != "unparsable answer")
     assert s4.calls == failed_in_cache > 0
 
@@ -232,15 +297,34 @@ def test_oracle_on_scifact_bm25_top100(tmp_path):
         pytest.skip("clirkit's BM25 (branch bm25) is not in this build")
     cli = [sys.executable, "-m", "clirkit.cli"]
     index, run_path = tmp_path / "index", tmp_path / "bm25.trec"
-    subprocess.run(cli + ["index", "bm25", "--corpus", str(data / "corpus.jsonl"), "--index", str(index),
-                          "--lang", "en"], check=True, timeout=600)
+    subprocess.run(
+        cli
+        + ["index", "bm25", "--corpus", str(data / "corpus.jsonl"), "--index", str(index), "--lang", "en"],
+        check=True,
+        timeout=600,
+    )
     qrels = clirkit.read_qrels(data / "qrels" / "test.tsv")
     all_queries = _native.load_texts(str(data / "queries.jsonl"), None, True)
     queries = {q: t for q, t in all_queries.items() if q in qrels}
     qfile = tmp_path / "queries.jsonl"
     qfile.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
-    subprocess.run(cli + ["search", "bm25", "--index", str(index), "--queries", str(qfile),
-                          "--output", str(run_path), "--k", "100"], check=True, timeout=600)
+    subprocess.run(
+        cli
+        + [
+            "search",
+            "bm25",
+            "--index",
+            str(index),
+            "--queries",
+            str(qfile),
+            "--output",
+            str(run_path),
+            "--k",
+            "100",
+        ],
+        check=True,
+        timeout=600,
+    )
     run = clirkit.read_run(run_path)
     assert len(run) == len(queries) == 300 and all(len(d) <= 100 for d in run.values())
     full = [q for q, d in run.items() if len(d) == 100]
@@ -291,9 +375,25 @@ def test_pointwise_from_encoder_memoizes(sample_dir):
 
 def test_rerank_cli_argument_errors(tmp_path, sample_dir):
     res = subprocess.run(
-        [sys.executable, "-m", "clirkit.cli", "rerank", "--run", str(tmp_path / "r.trec"), "--queries", "q",
-         "--corpus", "c", "--backend", "openai", "--output", str(tmp_path / "o.trec")],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "clirkit.cli",
+            "rerank",
+            "--run",
+            str(tmp_path / "r.trec"),
+            "--queries",
+            "q",
+            "--corpus",
+            "c",
+            "--backend",
+            "openai",
+            "--output",
+            str(tmp_path / "o.trec"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert res.returncode == 2 and "needs --base-url and --model" in res.stderr
 
@@ -330,13 +430,18 @@ def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path
     }
     backend = CallableBackend(lambda batch: [answers[req.qid] for req in batch], identity="malformed")
     cache = tmp_path / "cache.sqlite"
-    reranked, stats = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
-                             progress=False)
+    reranked, stats = rerank(
+        run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
+    )
     first_stage = {q: first_stage_order(docs) for q, docs in run.items()}
     swapped = {q: [first_stage[q][1], first_stage[q][0]] + first_stage[q][2:] for q in run}
     assert {q: list(reranked[q]) for q in qids} == {
-        qids[0]: swapped[qids[0]], qids[1]: swapped[qids[1]], qids[2]: first_stage[qids[2]],
-        qids[3]: first_stage[qids[3]], qids[4]: first_stage[qids[4]], qids[5]: swapped[qids[5]],
+        qids[0]: swapped[qids[0]],
+        qids[1]: swapped[qids[1]],
+        qids[2]: first_stage[qids[2]],
+        qids[3]: first_stage[qids[3]],
+        qids[4]: first_stage[qids[4]],
+        qids[5]: swapped[qids[5]],
     }
     assert stats.failures == 3 and stats.repaired == 3
     assert (stats.out_of_range_dropped, stats.missing_appended) == (2, 3 * 8)
@@ -346,17 +451,20 @@ def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path
         (qids[4], "malformed permutation: 'int' object is not iterable"),
     ]
     # Every answer was cached in a form that replays the same way without the backend.
-    again, stats2 = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
-                           progress=False)
+    again, stats2 = rerank(
+        run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
+    )
     assert again == reranked and stats2.calls == 0 and stats2.failures == 3 and stats2.repaired == 3
     # An answer cached before ids were checked (a huge id) replays as a repair too.
     store = RerankCache(cache)
     texts = _native.load_texts(str(queries), None, True)
-    store.put(RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]]),
-              WindowResult([2**64, 2, 1]))
+    store.put(
+        RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]]), WindowResult([2**64, 2, 1])
+    )
     store.close()
-    third, stats3 = rerank(run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache,
-                           progress=False)
+    third, stats3 = rerank(
+        run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
+    )
     assert third == reranked and stats3.calls == 0 and stats3.out_of_range_dropped == 3
 
 
@@ -381,10 +489,12 @@ def test_callable_identity_tells_functions_apart(sample_dir, tmp_path):
     # Two lambdas of one function share module and qualified name, not their answers.
     reverse = lambda batch: [list(range(len(r.doc_ids), 0, -1)) for r in batch]  # noqa: E731
     swap = lambda batch: [[2, 1] for _ in batch]  # noqa: E731
-    reversed_run, _ = rerank(run, queries, corpus, reverse, depth=10, window=10, stride=10, cache=cache,
-                             progress=False)
-    swapped_run, stats = rerank(run, queries, corpus, swap, depth=10, window=10, stride=10, cache=cache,
-                                progress=False)
+    reversed_run, _ = rerank(
+        run, queries, corpus, reverse, depth=10, window=10, stride=10, cache=cache, progress=False
+    )
+    swapped_run, stats = rerank(
+        run, queries, corpus, swap, depth=10, window=10, stride=10, cache=cache, progress=False
+    )
     assert stats.cache_hits == 0 and stats.calls == 3
     for q, docs in run.items():
         first_stage = first_stage_order(docs)
@@ -408,14 +518,22 @@ def test_callable_identity_is_the_same_in_every_process(tmp_path):
         "        return [[k] if r.qid in {'x', 'y', 'z'} else None for r in batch]\n"
         "    return rank\n"
     )
-    show = ("from clirkit.rerankers import CallableBackend; import ranker_module; "
-            "print(CallableBackend(ranker_module.make(2)).identity)")
+    show = (
+        "from clirkit.rerankers import CallableBackend; import ranker_module; "
+        "print(CallableBackend(ranker_module.make(2)).identity)"
+    )
     identities = set()
     for seed in ("1", "2", "3"):  # string hashes, hence set orders, differ between these
-        env = dict(os.environ, PYTHONHASHSEED=seed,
-                   PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-        identities.add(subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True,
-                                      check=True, timeout=60).stdout)
+        env = dict(
+            os.environ,
+            PYTHONHASHSEED=seed,
+            PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        )
+        identities.add(
+            subprocess.run(
+                [sys.executable, "-c", show], env=env, capture_output=True, text=True, check=True, timeout=60
+            ).stdout
+        )
     assert len(identities) == 1 and "ranker_module.make.<locals>.rank#" in identities.pop()
 
 
@@ -433,14 +551,22 @@ def test_callable_without_a_derivable_identity_needs_one_for_a_cache(sample_dir,
     model_settings = ["model-a"]  # mutable: what it holds when answers are cached cannot be known
     closure = lambda batch: scorer.rank(batch) if model_settings else None  # noqa: E731
     plan = dict(depth=10, window=10, stride=10, progress=False)
-    for fn, culprit in [(scorer, "the callable is a test_rerank.Scorer"),
-                        (scorer.rank, "the self bound to Scorer.rank is a test_rerank.Scorer"),
-                        (closure, "closure variable 'model_settings' of")]:
+    for fn, culprit in [
+        (scorer, "the callable is a test_rerank.Scorer"),
+        (scorer.rank, "the self bound to Scorer.rank is a test_rerank.Scorer"),
+        (closure, "closure variable 'model_settings' of"),
+    ]:
         with pytest.raises(ValueError, match="cannot derive a cache identity") as err:
             rerank(run, queries, corpus, fn, cache=tmp_path / "cache.sqlite", **plan)
         assert culprit in str(err.value) and "identity='...'" in str(err.value)
         _, stats = rerank(run, queries, corpus, fn, **plan)  # no cache, no identity needed
         assert stats.calls == 2
-        _, stats = rerank(run, queries, corpus, CallableBackend(fn, identity="scorer-v1"),
-                          cache=tmp_path / "cache.sqlite", **plan)
+        _, stats = rerank(
+            run,
+            queries,
+            corpus,
+            CallableBackend(fn, identity="scorer-v1"),
+            cache=tmp_path / "cache.sqlite",
+            **plan,
+        )
         assert stats.calls + stats.cache_hits == 2

@@ -250,7 +250,9 @@ def first_stage(docs: Dict[str, float]) -> List[str]:
 
 
 def texts_of(queries_path, corpus_path):
-    return _native.load_texts(str(queries_path), None, True), _native.load_texts(str(corpus_path), None, False)
+    return _native.load_texts(str(queries_path), None, True), _native.load_texts(
+        str(corpus_path), None, False
+    )
 
 
 def slow_first_windows(run, queries_path, corpus_path, n_queries: int) -> Set[str]:
@@ -298,8 +300,9 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
     assert failed > 0 and repaired > 0 and all(fixed)  # the fixture exercises every path
     server = FaultyServer(fates)
     try:
-        backend = OpenAIChatBackend(server.url, "fake-model", api_key="k", timeout=TIMEOUT, retries=1,
-                                    backoff=0.01, concurrency=8)
+        backend = OpenAIChatBackend(
+            server.url, "fake-model", api_key="k", timeout=TIMEOUT, retries=1, backoff=0.01, concurrency=8
+        )
         cache = tmp_path / "cache.sqlite"
         reranked, stats = rerank(run_path, queries, corpus, backend, cache=cache, progress=False, **PLAN)
         assert {q: list(d) for q, d in reranked.items()} == expected
@@ -316,18 +319,52 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
         before = server.requests
         out, stats_path = tmp_path / "again.trec", tmp_path / "stats.json"
         cli = subprocess.run(
-            [sys.executable, "-m", "clirkit.cli", "rerank", "--run", str(run_path), "--queries", str(queries),
-             "--corpus", str(corpus), "--base-url", server.url, "--model", "fake-model", "--depth", "30",
-             "--window", "10", "--stride", "5", "--cache", str(cache), "--output", str(out),
-             "--stats", str(stats_path), "--quiet"],
-            capture_output=True, text=True, timeout=120, check=True,
+            [
+                sys.executable,
+                "-m",
+                "clirkit.cli",
+                "rerank",
+                "--run",
+                str(run_path),
+                "--queries",
+                str(queries),
+                "--corpus",
+                str(corpus),
+                "--base-url",
+                server.url,
+                "--model",
+                "fake-model",
+                "--depth",
+                "30",
+                "--window",
+                "10",
+                "--stride",
+                "5",
+                "--cache",
+                str(cache),
+                "--output",
+                str(out),
+                "--stats",
+                str(stats_path),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         )
         stats2 = json.loads(stats_path.read_text())
         assert server.requests == before and stats2["calls"] == 0 and stats2["cache_hits"] == 60
         assert stats2["failures"] == failed and stats2["repaired"] == repaired
-        assert (stats2["duplicates_dropped"], stats2["out_of_range_dropped"], stats2["missing_appended"]) == fixed
-        assert (f"{repaired} repaired ({fixed[0]} duplicate, {fixed[1]} out-of-range ids dropped, "
-                f"{fixed[2]} missing appended)") in cli.stderr
+        assert (
+            stats2["duplicates_dropped"],
+            stats2["out_of_range_dropped"],
+            stats2["missing_appended"],
+        ) == fixed
+        assert (
+            f"{repaired} repaired ({fixed[0]} duplicate, {fixed[1]} out-of-range ids dropped, "
+            f"{fixed[2]} missing appended)"
+        ) in cli.stderr
         again = clirkit.read_run(out)
         assert {q: list(d) for q, d in again.items()} == {q: list(d) for q, d in reranked.items()}
     finally:
@@ -350,17 +387,51 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
     hold_after = 23
     server = HoldingServer(hold_after)
     cache, out, stats_path = tmp_path / "cache.sqlite", tmp_path / "reranked.trec", tmp_path / "stats.json"
-    cmd = [sys.executable, "-m", "clirkit.cli", "rerank", "--run", str(run_path), "--queries", str(queries),
-           "--corpus", str(corpus), "--backend", "openai", "--base-url", server.url, "--model", "fake-model",
-           "--depth", "30", "--window", "10", "--stride", "5", "--cache", str(cache), "--concurrency", "4",
-           "--timeout", "20", "--retries", "0", "--output", str(out), "--stats", str(stats_path),
-           "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "clirkit.cli",
+        "rerank",
+        "--run",
+        str(run_path),
+        "--queries",
+        str(queries),
+        "--corpus",
+        str(corpus),
+        "--backend",
+        "openai",
+        "--base-url",
+        server.url,
+        "--model",
+        "fake-model",
+        "--depth",
+        "30",
+        "--window",
+        "10",
+        "--stride",
+        "5",
+        "--cache",
+        str(cache),
+        "--concurrency",
+        "4",
+        "--timeout",
+        "20",
+        "--retries",
+        "0",
+        "--output",
+        str(out),
+        "--stats",
+        str(stats_path),
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and cached_windows(cache) < hold_after:
             time.sleep(0.05)
-        assert cached_windows(cache) == hold_after, proc.stderr.read() if proc.poll() is not None else "timed out"
+        assert cached_windows(cache) == hold_after, (
+            proc.stderr.read() if proc.poll() is not None else "timed out"
+        )
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         assert not out.exists() and not stats_path.exists()
@@ -377,8 +448,14 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
         resumed = clirkit.read_run(out)
         server2 = FakeServer()
         try:
-            fresh, stats = rerank(run_path, queries, corpus, OpenAIChatBackend(server2.url, "fake-model"),
-                                  progress=False, **PLAN)
+            fresh, stats = rerank(
+                run_path,
+                queries,
+                corpus,
+                OpenAIChatBackend(server2.url, "fake-model"),
+                progress=False,
+                **PLAN,
+            )
         finally:
             server2.close()
         assert stats.calls == 60
@@ -423,7 +500,9 @@ def test_retry_after_is_honoured_up_to_max_backoff():
         # An hour's Retry-After waits max_backoff; a daemon thread keeps a failure from hanging.
         bounded = OpenAIChatBackend(server.url, "fake-model", retries=1, backoff=0.01, max_backoff=0.2)
         outcome: List[WindowResult] = []
-        worker = threading.Thread(target=lambda: outcome.append(bounded.rank_one(window("hour"))), daemon=True)
+        worker = threading.Thread(
+            target=lambda: outcome.append(bounded.rank_one(window("hour"))), daemon=True
+        )
         worker.start()
         worker.join(30)
         assert outcome and outcome[0].answer is not None and outcome[0].calls == 2

@@ -210,7 +210,12 @@ class DenseIndex:
     def open(dir: os.PathLike[str] | str) -> DenseIndex: ...
     def save(self, dir: os.PathLike[str] | str) -> None: ...
     def search(
-        self, queries: _npt.NDArray[_np.float32], k: int = 1000, nprobe: int = 1, refine: int = 0, threads: int = 0
+        self,
+        queries: _npt.NDArray[_np.float32],
+        k: int = 1000,
+        nprobe: int = 1,
+        refine: int = 0,
+        threads: int = 0,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
     def search_run(
         self,

@@ -345,7 +345,11 @@ def _encode_remaining(
         data.seek(0, os.SEEK_END)
         ids_out.seek(0, os.SEEK_END)
         records = iter_jsonl_from(
-            source, fields, id_fields, offset=state["offset"], line=state["line"],
+            source,
+            fields,
+            id_fields,
+            offset=state["offset"],
+            line=state["line"],
             text_rule="first" if kind == "queries" else "join",
         )
         exhausted = False

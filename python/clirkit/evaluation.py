@@ -96,9 +96,9 @@ def _warn_no_overlap(run_queries: int, matched: int, stacklevel: int = 3) -> Non
         )
 
 
-def _rows(raw: tuple[list[str], list[tuple[str, list[float]]], list[float], int, int]) -> tuple[
-    dict[str, dict[str, float]], dict[str, float]
-]:
+def _rows(
+    raw: tuple[list[str], list[tuple[str, list[float]]], list[float], int, int],
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     keys, per_query, aggregate, _, _ = raw
     return {qid: dict(zip(keys, values)) for qid, values in per_query}, dict(zip(keys, aggregate))
 
@@ -249,4 +249,3 @@ __all__ = [
     "to_dataframe",
     "to_records",
 ]
-

@@ -41,9 +41,7 @@ def load_run(source: RunSource, threads: Optional[int] = None) -> NativeRun:
         return NativeRun.read(os.fspath(source), threads)
     if isinstance(source, Mapping):
         as_dict = source if isinstance(source, dict) else dict(source)
-        return NativeRun.from_dict(
-            {q: d if isinstance(d, dict) else dict(d) for q, d in as_dict.items()}
-        )
+        return NativeRun.from_dict({q: d if isinstance(d, dict) else dict(d) for q, d in as_dict.items()})
     raise TypeError(f"a run must be a path, a dict or a NativeRun, not {type(source).__name__}")
 
 

@@ -302,4 +302,3 @@ def rerank(
     stats.failed_windows = [FailedWindow(candidates[q][0], s, r) for q, s, r in failed]
     stats.seconds = time.monotonic() - started
     return {qid: dict(docs) for qid, docs in state.result()}, stats
-

@@ -7,9 +7,7 @@ import os
 
 
 def add_threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--threads", type=int, default=0, help="worker threads (default: all cores)"
-    )
+    p.add_argument("--threads", type=int, default=0, help="worker threads (default: all cores)")
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:

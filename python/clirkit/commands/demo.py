@@ -56,8 +56,10 @@ def _run(work: Path, args: argparse.Namespace) -> int:
     results = index.search_file(SAMPLE / "queries.jsonl", k=args.k, threads=threads(args), quiet=args.quiet)
     run_path = work / "bm25.trec"
     results.to_trec(run_path)
-    print(f"indexed {index.num_docs} documents in {len(index.languages)} languages; "
-          f"searched {len(results)} queries -> {run_path if args.workdir else 'bm25.trec'}")
+    print(
+        f"indexed {index.num_docs} documents in {len(index.languages)} languages; "
+        f"searched {len(results)} queries -> {run_path if args.workdir else 'bm25.trec'}"
+    )
 
     lang_of = {}
     with open(SAMPLE / "queries.jsonl", encoding="utf-8") as f:
@@ -82,6 +84,8 @@ def _table(by_lang: dict) -> str:
         means = [sum(v[key] for v in by_lang[lang]) / len(by_lang[lang]) for lang in langs]
         rows.append([label] + [f"{m:.4f}" for m in means] + [f"{sum(means) / len(means):.4f}"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths)))
-             for r in rows]
+    lines = [
+        "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
     return "\n".join(lines)

@@ -13,7 +13,9 @@ def _passages(value: str) -> tuple[int, int]:
     try:
         size, stride = (int(x) for x in value.split(":"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected SIZE:STRIDE in tokens (e.g. 180:90), got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected SIZE:STRIDE in tokens (e.g. 180:90), got {value!r}"
+        ) from None
     if size < 1 or stride < 1 or stride > size:
         raise argparse.ArgumentTypeError(f"need 1 <= STRIDE <= SIZE, got {value!r}")
     return size, stride

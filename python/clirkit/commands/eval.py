@@ -91,9 +91,13 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--measure", action="append", help="measure (repeat); default: map ndcg_cut.10 ...")
     p.add_argument("-q", "--per-query", action="store_true", help="per-query lines too (trec_eval -q)")
     p.add_argument("--json", action="store_true", help="print JSON instead of trec_eval's text")
-    p.add_argument("-c", "--complete", action="store_true", help="average over all qrels queries (trec_eval -c)")
+    p.add_argument(
+        "-c", "--complete", action="store_true", help="average over all qrels queries (trec_eval -c)"
+    )
     p.add_argument("-l", "--level", type=int, default=1, help="minimum relevant label (trec_eval -l)")
-    p.add_argument("-J", "--judged-only", action="store_true", help="rank judged documents only (trec_eval -J)")
+    p.add_argument(
+        "-J", "--judged-only", action="store_true", help="rank judged documents only (trec_eval -J)"
+    )
 
 
 def _labelled(specs: list[str]) -> dict[str, str]:
@@ -137,8 +141,12 @@ def _eval(args: argparse.Namespace) -> int:
         return 0
     if not (args.qrels and args.run):
         raise ValueError("clirkit eval needs --qrels and --run (or --pair LABEL=QRELS,RUN)")
-    result = _evaluate_loudly(evaluation.evaluate, args.qrels, args.run, measures, per_query=args.per_query, **options)
-    sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else evaluation.format_trec_eval(result))
+    result = _evaluate_loudly(
+        evaluation.evaluate, args.qrels, args.run, measures, per_query=args.per_query, **options
+    )
+    sys.stdout.write(
+        json.dumps(result, indent=2) + "\n" if args.json else evaluation.format_trec_eval(result)
+    )
     return 0
 
 

@@ -34,7 +34,9 @@ def register(top, groups) -> None:
     p.add_argument("--weights", type=_weights, help="one weight per run, e.g. 1,0.5,0.5 (default: all 1)")
     p.add_argument("--depth", type=int, help="use only the top DEPTH documents of each run (default: all)")
     p.add_argument(
-        "--norm", choices=["minmax", "zscore", "none"], default="minmax",
+        "--norm",
+        choices=["minmax", "zscore", "none"],
+        default="minmax",
         help="per-query score normalization for combsum/combmnz/interpolate (default: minmax)",
     )
     p.add_argument("--alpha", type=float, help="weight of the first run for interpolate (second: 1-alpha)")

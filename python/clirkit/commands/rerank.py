@@ -82,11 +82,15 @@ def _rerank(args: argparse.Namespace) -> int:
     )
     write_run(args.output, run, args.tag)
     for failed in stats.failed_windows[:20]:
-        print(f"clirkit: warning: query '{failed.qid}' window at {failed.start} kept its order: "
-              f"{failed.reason}", file=sys.stderr)
+        print(
+            f"clirkit: warning: query '{failed.qid}' window at {failed.start} kept its order: "
+            f"{failed.reason}",
+            file=sys.stderr,
+        )
     if len(stats.failed_windows) > 20:
-        print(f"clirkit: warning: ... and {len(stats.failed_windows) - 20} more failed windows",
-              file=sys.stderr)
+        print(
+            f"clirkit: warning: ... and {len(stats.failed_windows) - 20} more failed windows", file=sys.stderr
+        )
     print(f"rerank: {stats.summary()}", file=sys.stderr)
     if args.stats:
         with open(args.stats, "w", encoding="utf-8") as f:
