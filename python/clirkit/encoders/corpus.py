@@ -15,7 +15,7 @@ together and an existing ``PREFIX.npy`` is always complete.
 
 With ``passages=(size, stride)`` every document is cut into windows of ``size`` tokens starting every
 ``stride`` tokens (see :meth:`OnnxEncoder.token_windows`), with ids ``docid#0``, ``docid#1``, ...; a
-search over them is turned into a document run by :func:`clirkit.passages.maxp`.
+search over them is turned into a document run by :func:`clirkit.encoders.passages.maxp`.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, Union
+from typing import Any, TextIO
 
 import numpy as np
 
+from clirkit._native import IndexFormatError, InvalidInputError
+from clirkit._types import PathLike
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl_from
-from clirkit.encoders import OnnxEncoder
-from clirkit.seen_ids import SeenIds
-
-PathLike = Union[str, "os.PathLike[str]"]
+from clirkit.encoders.onnx_encoder import OnnxEncoder
+from clirkit.encoders.seen_ids import SeenIds
 
 STATE_FORMAT = "clirkit-encode-state"
 STATE_VERSION = 1
@@ -63,7 +63,7 @@ def npy_header(dtype: np.dtype, rows: int, dim: int) -> bytes:
     body = f"{{'descr': '{dtype.str}', 'fortran_order': False, 'shape': ({rows}, {dim}), }}"
     header_len = HEADER_BYTES - 10
     if len(body) + 1 > header_len:
-        raise ValueError(f"shape ({rows}, {dim}) does not fit an .npy header of {HEADER_BYTES} bytes")
+        raise InvalidInputError(f"shape ({rows}, {dim}) does not fit an .npy header of {HEADER_BYTES} bytes")
     body = body.ljust(header_len - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + header_len.to_bytes(2, "little") + body.encode("latin1")
 
@@ -142,18 +142,19 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 
 
 def _load_resumable_state(paths: dict[str, Path], expected: dict[str, Any]) -> dict[str, Any] | None:
-    """The saved state if an earlier run can be continued; ``ValueError`` if one was started with
-    other settings (never silently mix vectors from two encoders)."""
+    """The saved state if an earlier run can be continued; :class:`InvalidInputError` if one was started
+    with other settings (never silently mix vectors from two encoders), :class:`IndexFormatError` if the
+    state file is unreadable."""
     if not paths["state"].exists():
         return None
     try:
         state = json.loads(paths["state"].read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise ValueError(
+        raise IndexFormatError(
             f"{paths['state']}: unreadable resume state ({err}); delete it to start over"
         ) from err
     if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-        raise ValueError(f"{paths['state']}: not a clirkit encode state of version {STATE_VERSION}")
+        raise IndexFormatError(f"{paths['state']}: not a clirkit encode state of version {STATE_VERSION}")
     for key in ("settings", "input"):
         if state.get(key) != expected[key]:
             changed = sorted(
@@ -161,7 +162,7 @@ def _load_resumable_state(paths: dict[str, Path], expected: dict[str, Any]) -> d
                 for k in set(state.get(key, {})) | set(expected[key])
                 if state.get(key, {}).get(k) != expected[key].get(k)
             )
-            raise ValueError(
+            raise InvalidInputError(
                 f"{paths['state']}: an interrupted encoding with a different {key} "
                 f"({', '.join(changed)}) is in progress; rerun with the same {key}, or restart "
                 f"(--restart / restart=True) to discard it"
@@ -186,7 +187,7 @@ def _check_partial_sizes(paths: dict[str, Path], state: dict[str, Any], row_byte
     ):
         size = paths[key].stat().st_size
         if size < recorded:
-            raise ValueError(
+            raise IndexFormatError(
                 f"{paths[key]}: holds {size} bytes but {paths['state']} records {recorded} bytes written; "
                 "the interrupted output is damaged: restart (--restart / restart=True) to encode from scratch"
             )
@@ -235,19 +236,19 @@ def encode_file(
     storage type (float32 or float16). Duplicate ids are an error naming both lines.
     """
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        raise InvalidInputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        raise InvalidInputError(f"chunk_size must be at least 1, got {chunk_size}")
     if passages is not None:
         if kind == "queries":
-            raise ValueError("passage windows apply to documents, not queries")
+            raise InvalidInputError("passage windows apply to documents, not queries")
         size, stride = passages
         if size < 1 or stride < 1 or stride > size:
-            raise ValueError(f"passages need 1 <= stride <= size, got {size}:{stride}")
+            raise InvalidInputError(f"passages need 1 <= stride <= size, got {size}:{stride}")
     if not separator:
-        raise ValueError("the passage id separator must not be empty")
+        raise InvalidInputError("the passage id separator must not be empty")
     queries = kind == "queries"
     fields = tuple(fields) if fields else (QUERY_FIELDS if queries else CORPUS_FIELDS)
     id_fields = tuple(id_fields) if id_fields else (QUERY_ID_FIELDS if queries else ID_FIELDS)
@@ -412,5 +413,7 @@ def load_embeddings(prefix: PathLike) -> tuple[np.ndarray, list[str]]:
     matrix = np.load(paths["npy"], mmap_mode="r")
     ids = paths["ids"].read_text(encoding="utf-8").splitlines()
     if matrix.ndim != 2 or matrix.shape[0] != len(ids):
-        raise ValueError(f"{paths['npy']} has shape {matrix.shape} but {paths['ids']} lists {len(ids)} ids")
+        raise IndexFormatError(
+            f"{paths['npy']} has shape {matrix.shape} but {paths['ids']} lists {len(ids)} ids"
+        )
     return matrix, ids

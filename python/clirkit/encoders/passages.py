@@ -7,14 +7,12 @@ Passage ids are ``docid`` + separator + anything (``clirkit encode --passages`` 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import Union
 
 from clirkit import _native
-from clirkit.runs import RunDict, read_run, write_run
-
-PathLike = Union[str, "os.PathLike[str]"]
+from clirkit._native import InvalidInputError
+from clirkit._types import PathLike, RunDict
+from clirkit.runs import read_run, write_run
 
 
 def maxp(run: Mapping[str, Mapping[str, float]], separator: str = "#", depth: int | None = None) -> RunDict:
@@ -24,7 +22,7 @@ def maxp(run: Mapping[str, Mapping[str, float]], separator: str = "#", depth: in
     ``depth`` keeps the top documents per query (after aggregation).
     """
     if depth is not None and depth < 1:
-        raise ValueError(f"depth must be at least 1, got {depth}")
+        raise InvalidInputError(f"depth must be at least 1, got {depth}")
     native = _native.maxp({q: dict(d) for q, d in run.items()}, separator, depth)
     return {qid: dict(docs) for qid, docs in native}
 

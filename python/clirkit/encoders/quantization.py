@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from clirkit._native import InvalidInputError
+
 QUANT_MAX = 255.0  # uint8 activations
 
 
@@ -26,7 +28,7 @@ def per_sequence_quantization(model: Any, mask_input: str = "attention_mask") ->
     quantization (see the module docstring). Returns the model, or ``None`` when it has no
     ``DynamicQuantizeLinear`` (nothing depends on the batch) or no ``mask_input``.
 
-    Raises ``ValueError`` for a quantized pattern it does not recognize, rather than guess.
+    Raises :class:`InvalidInputError` for a quantized pattern it does not recognize, rather than guess.
     """
     from onnx import helper, numpy_helper
 
@@ -98,11 +100,13 @@ def per_sequence_quantization(model: Any, mask_input: str = "attention_mask") ->
         ]
         for user in consumers.get(zp_out, []):
             if user.op_type != "MatMulInteger" or list(user.input).index(zp_out) != 2:
-                raise ValueError(f"unsupported use of a dynamic zero point by {user.op_type} '{user.name}'")
+                raise InvalidInputError(
+                    f"unsupported use of a dynamic zero point by {user.op_type} '{user.name}'"
+                )
             weight_name = user.input[1]
             weight_zp_name = user.input[3] if len(user.input) > 3 else ""
             if weight_name not in initializers or (weight_zp_name and weight_zp_name not in initializers):
-                raise ValueError(f"MatMulInteger '{user.name}': weights are not constant initializers")
+                raise InvalidInputError(f"MatMulInteger '{user.name}': weights are not constant initializers")
             weight = numpy_helper.to_array(initializers[weight_name]).astype(np.int64)
             if weight_zp_name:
                 weight = weight - numpy_helper.to_array(initializers[weight_zp_name]).astype(np.int64)

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from clirkit._native import DuplicateIdError
 from clirkit.datasets import ID_FIELDS, PositionedRecord, iter_jsonl_from
 
 HASH_MASK = (1 << 64) - 1
@@ -79,7 +80,7 @@ class SeenIds:
     def add(self, ids: Sequence[str], starts: Sequence[int], lines: Sequence[int]) -> None:
         """Record a batch of consecutive records: their ids, the offsets where each record's text starts
         (the end of the record before it; blank lines between are skipped when it is read again) and their
-        line numbers. ``ValueError`` names the first repeated id in file order, with both lines."""
+        line numbers. :class:`DuplicateIdError` names the first repeated id in file order, with both lines."""
         if not ids:
             return
         hashes = np.fromiter((self.hash_id(i) & HASH_MASK for i in ids), dtype=np.uint64, count=len(ids))
@@ -108,7 +109,7 @@ class SeenIds:
                 seen_at = earlier.line
             else:
                 seen_at = first_line[pos]
-            raise ValueError(
+            raise DuplicateIdError(
                 f"{self.source}:{lines[pos]}: duplicate id '{ids[pos]}' (first seen at line {seen_at})"
             )
         order = np.argsort(hashes, kind="stable")
