@@ -1,8 +1,6 @@
 """Type stubs for the Rust extension module ``clirkit._native``."""
 
-from typing import Dict, List, Optional, Tuple
-
-from typing_extensions import final
+from typing import Dict, List, Optional, Tuple, final
 
 __all__ = [
     "__version__",
