@@ -20,6 +20,8 @@
 //! | ar | `ArabicAnalyzer` | lowercase, decimal digits, stopwords, Arabic normalization, Arabic light stemmer |
 //! | fa | `PersianAnalyzer` | ZWNJ as space, lowercase, digits, Arabic + Persian normalization, stopwords (no stemmer, as in Lucene 9.9) |
 //! | hi | `HindiAnalyzer` | lowercase, digits, Indic + Hindi normalization, stopwords, Hindi stemmer |
+//! | bn | `BengaliAnalyzer` | lowercase, digits, Indic + Bengali normalization, stopwords, Bengali stemmer |
+//! | id | `IndonesianAnalyzer` | lowercase, stopwords, Indonesian stemmer (derivational) |
 //! | zh ja ko | `CJKAnalyzer` | width folding, lowercase, CJK bigrams, English stopwords |
 //! | th | `ThaiAnalyzer` | dictionary word segmentation (ICU4X), lowercase, digits, Thai stopwords |
 //! | vi | (none in Lucene) | standard tokenizer, lowercase, NFC: Vietnamese syllables are tokens |
@@ -31,6 +33,7 @@ mod arabic;
 mod cjk;
 mod greek;
 mod indic;
+mod indonesian;
 mod latin;
 mod porter;
 mod stopwords;
@@ -48,8 +51,8 @@ use tokenize::{fold_decimal_digits, push_lowercase, standard_tokens};
 
 /// Language codes with an analyzer.
 pub const SUPPORTED_LANGUAGES: &[&str] = &[
-    "ar", "da", "de", "el", "en", "es", "fa", "fi", "fr", "hi", "hu", "it", "ja", "ko", "nl", "no",
-    "pt", "ro", "ru", "sv", "th", "tr", "vi", "zh",
+    "ar", "bn", "da", "de", "el", "en", "es", "fa", "fi", "fr", "hi", "hu", "id", "it", "ja", "ko",
+    "nl", "no", "pt", "ro", "ru", "sv", "th", "tr", "vi", "zh",
 ];
 
 /// Version of the analysis chains; bump on any change that alters terms.
@@ -69,6 +72,8 @@ enum Chain {
     Arabic,
     Persian,
     Hindi,
+    Bengali,
+    Indonesian,
     Cjk,
     Thai,
     Vietnamese,
@@ -145,6 +150,8 @@ impl Analyzer {
             "ar" => (Chain::Arabic, sw::arabic(), None),
             "fa" => (Chain::Persian, sw::persian(), None),
             "hi" => (Chain::Hindi, sw::hindi(), None),
+            "bn" => (Chain::Bengali, sw::bengali(), None),
+            "id" => (Chain::Indonesian, sw::indonesian(), None),
             "zh" | "ja" | "ko" => (Chain::Cjk, sw::cjk(), None),
             "th" => (Chain::Thai, sw::thai(), None),
             "vi" => (Chain::Vietnamese, sw::none(), None),
@@ -354,6 +361,23 @@ impl Analyzer {
                 }
                 indic::hindi_stem(&mut scratch.chars);
             }
+            Chain::Bengali => {
+                push_lowercase(token, chars);
+                fold_decimal_digits(chars);
+                indic::indic_normalize(chars);
+                indic::bengali_normalize(chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                indic::bengali_stem(&mut scratch.chars);
+            }
+            Chain::Indonesian => {
+                push_lowercase(token, chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                indonesian::indonesian_stem(&mut scratch.chars);
+            }
             Chain::Vietnamese => {
                 push_lowercase(token, chars);
                 let text = scratch.load_text();
@@ -391,6 +415,7 @@ impl Analyzer {
 /// ISO 639-2/3 codes of the supported languages (bibliographic and terminological forms).
 const THREE_LETTER_CODES: &[(&str, &str)] = &[
     ("ara", "ar"),
+    ("ben", "bn"),
     ("dan", "da"),
     ("deu", "de"),
     ("ger", "de"),
@@ -405,6 +430,7 @@ const THREE_LETTER_CODES: &[(&str, &str)] = &[
     ("fre", "fr"),
     ("hin", "hi"),
     ("hun", "hu"),
+    ("ind", "id"),
     ("ita", "it"),
     ("jpn", "ja"),
     ("kor", "ko"),
@@ -542,6 +568,10 @@ mod tests {
         assert_eq!(analyze("ar", "والحسن ٣"), ["حسن", "3"]);
         assert_eq!(analyze("fa", "کتاب\u{200C}ها"), ["كتاب"]);
         assert_eq!(analyze("hi", "लडकों ने"), ["लडक"]);
+        assert_eq!(
+            analyze("id", "Buku-bukunya dan pembaruan"),
+            ["buku", "buku", "baru"]
+        );
         assert_eq!(analyze("vi", "Tiếng Việt"), ["tiếng", "việt"]);
         // Decomposed input composes to the same terms.
         assert_eq!(analyze("vi", "Tie\u{0302}\u{0301}ng"), ["tiếng"]);
