@@ -508,6 +508,8 @@ mod tests {
     fn ids_name_language_chain_and_version() {
         assert_eq!(Analyzer::for_lang("en").unwrap().id(), "en/lucene-porter/1");
         assert_eq!(Analyzer::for_lang("fa").unwrap().id(), "fa/lucene/1");
+        assert_eq!(Analyzer::for_lang("ben").unwrap().id(), "bn/lucene/1");
+        assert_eq!(Analyzer::for_lang("id-ID").unwrap().id(), "id/lucene/1");
         assert_eq!(
             Analyzer::for_lang("zh").unwrap().id(),
             "zh/lucene-cjk-bigram/1"
@@ -568,6 +570,7 @@ mod tests {
         assert_eq!(analyze("ar", "والحسن ٣"), ["حسن", "3"]);
         assert_eq!(analyze("fa", "کتاب\u{200C}ها"), ["كتاب"]);
         assert_eq!(analyze("hi", "लडकों ने"), ["लडक"]);
+        assert_eq!(analyze("bn", "মেয়েরা ও ১০টি বইগুলো"), ["মে", "10", "বই"]);
         assert_eq!(
             analyze("id", "Buku-bukunya dan pembaruan"),
             ["buku", "buku", "baru"]
