@@ -351,25 +351,23 @@ impl Analyzer {
                     return;
                 }
             }
-            Chain::Hindi => {
+            Chain::Hindi | Chain::Bengali => {
+                // Lucene's HindiAnalyzer and BengaliAnalyzer share the chain around their
+                // language's normalizer and stemmer.
+                let (normalize, stem): (fn(&mut Vec<char>), fn(&mut Vec<char>)) =
+                    if self.chain == Chain::Hindi {
+                        (indic::hindi_normalize, indic::hindi_stem)
+                    } else {
+                        (indic::bengali_normalize, indic::bengali_stem)
+                    };
                 push_lowercase(token, chars);
                 fold_decimal_digits(chars);
                 indic::indic_normalize(chars);
-                indic::hindi_normalize(chars);
+                normalize(chars);
                 if self.is_stopword(scratch) {
                     return;
                 }
-                indic::hindi_stem(&mut scratch.chars);
-            }
-            Chain::Bengali => {
-                push_lowercase(token, chars);
-                fold_decimal_digits(chars);
-                indic::indic_normalize(chars);
-                indic::bengali_normalize(chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                indic::bengali_stem(&mut scratch.chars);
+                stem(&mut scratch.chars);
             }
             Chain::Indonesian => {
                 push_lowercase(token, chars);
@@ -474,6 +472,16 @@ fn strip_possessive(token: &str) -> &str {
         .strip_suffix(['s', 'S'])
         .and_then(|rest| rest.strip_suffix(['\'', '\u{2019}', '\u{FF07}']))
         .unwrap_or(token)
+}
+
+/// Asserts that `f` maps each word of `cases` to its expected form (the filters' unit tests).
+#[cfg(test)]
+fn assert_maps(f: impl Fn(&mut Vec<char>), cases: &[(&str, &str)]) {
+    for &(word, expected) in cases {
+        let mut buf: Vec<char> = word.chars().collect();
+        f(&mut buf);
+        assert_eq!(buf.into_iter().collect::<String>(), expected, "{word}");
+    }
 }
 
 #[cfg(test)]
