@@ -55,6 +55,9 @@ pub const SUPPORTED_LANGUAGES: &[&str] = &[
     "nl", "no", "pt", "ro", "ru", "sv", "th", "tr", "vi", "zh",
 ];
 
+/// A filter that rewrites one token's characters in place.
+type CharFilter = fn(&mut Vec<char>);
+
 /// Version of the analysis chains; bump on any change that alters terms.
 const CHAIN_VERSION: u32 = 1;
 
@@ -354,12 +357,11 @@ impl Analyzer {
             Chain::Hindi | Chain::Bengali => {
                 // Lucene's HindiAnalyzer and BengaliAnalyzer share the chain around their
                 // language's normalizer and stemmer.
-                let (normalize, stem): (fn(&mut Vec<char>), fn(&mut Vec<char>)) =
-                    if self.chain == Chain::Hindi {
-                        (indic::hindi_normalize, indic::hindi_stem)
-                    } else {
-                        (indic::bengali_normalize, indic::bengali_stem)
-                    };
+                let (normalize, stem): (CharFilter, CharFilter) = if self.chain == Chain::Hindi {
+                    (indic::hindi_normalize, indic::hindi_stem)
+                } else {
+                    (indic::bengali_normalize, indic::bengali_stem)
+                };
                 push_lowercase(token, chars);
                 fold_decimal_digits(chars);
                 indic::indic_normalize(chars);
