@@ -11,11 +11,13 @@ pub mod eval;
 pub mod fusion;
 pub mod ids;
 pub mod io;
+pub mod parallel;
 pub mod passages;
 pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod rerank;
+pub mod rng;
 pub mod text;
 
 pub use error::{Error, Result};

@@ -17,14 +17,7 @@ pub fn with_threads<T: Send>(
     threads: Option<usize>,
     f: impl FnOnce() -> clirkit_core::Result<T> + Send,
 ) -> clirkit_core::Result<T> {
-    match threads {
-        Some(n) if n > 0 => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {n} threads: {e}")))?
-            .install(f),
-        _ => f(),
-    }
+    clirkit_core::parallel::install(threads.unwrap_or(0), |_| f())?
 }
 
 /// A run held in Rust: queries in first-appearance order, documents in canonical order.

@@ -492,13 +492,6 @@ impl Accumulator {
     }
 }
 
-fn thread_pool(threads: usize) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::invalid(format!("cannot start {threads} worker threads: {e}")))
-}
-
 /// Build a BM25 index over the JSONL corpus at `corpus`, written atomically to `index`.
 pub fn build(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<BuildSummary> {
     build_cancellable(corpus, index, opts, &AtomicBool::new(false))
@@ -512,7 +505,7 @@ pub fn build_cancellable(
     opts: &BuildOptions,
     cancel: &AtomicBool,
 ) -> Result<BuildSummary> {
-    thread_pool(opts.threads)?.install(|| build_in_pool(corpus, index, opts, cancel))
+    crate::parallel::install(opts.threads, |_| build_in_pool(corpus, index, opts, cancel))?
 }
 
 fn build_in_pool(

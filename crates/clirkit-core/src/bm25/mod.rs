@@ -432,11 +432,7 @@ impl Bm25Index {
             }
         };
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
-        let results = pool.install(|| {
+        let results = crate::parallel::install(threads, |_| {
             queries
                 .par_iter()
                 .zip(choice.par_iter())
@@ -447,7 +443,7 @@ impl Bm25Index {
                     hits
                 })
                 .collect()
-        });
+        })?;
         progress.finish_and_clear();
         Ok(results)
     }

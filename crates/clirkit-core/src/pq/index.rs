@@ -13,12 +13,14 @@ use super::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use super::flat;
 use super::ivf::{slot_layout, CoarseQuantizer, EMPTY_SLOT};
 use super::topk::{merge_slices, TopK};
-use super::{check_matrix, thread_count, with_pool, Metric, SplitMix64};
+use super::{check_matrix, Metric};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::{read_manifest, AtomicDir};
 use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::parallel;
 use crate::ranking::{Run, ScoredDoc};
+use crate::rng::SplitMix64;
 use rayon::prelude::*;
 use serde_json::json;
 use std::path::Path;
@@ -242,7 +244,9 @@ impl DenseIndex {
         }
         let pq = match opts.pq {
             None => None,
-            Some(m) => Some(with_pool(opts.threads, || build_pq(data, dim, m, opts))?),
+            Some(m) => Some(parallel::install(opts.threads, |_| {
+                build_pq(data, dim, m, opts)
+            })??),
         };
         Ok(DenseIndex {
             dim,
@@ -435,7 +439,6 @@ impl DenseIndex {
         if nq == 0 {
             return Ok(Vec::new());
         }
-        let threads = thread_count(opts.threads);
         match &self.pq {
             None => {
                 let data = self
@@ -443,18 +446,18 @@ impl DenseIndex {
                     .as_ref()
                     .expect("flat indexes keep vectors")
                     .get();
-                Ok(with_pool(threads, || {
+                parallel::install(opts.threads, |threads| {
                     flat::search(self.metric, data, self.dim, queries, opts.k, threads)
                         .into_iter()
                         .map(|t| t.into_sorted().iter().map(|h| (h.score, h.id)).collect())
                         .collect()
-                }))
+                })
             }
             Some(p) => {
                 let isa = Isa::select()?;
-                Ok(with_pool(threads, || {
+                parallel::install(opts.threads, |threads| {
                     self.search_pq(p, queries, nq, opts, threads, isa)
-                }))
+                })
             }
         }
     }
