@@ -11,6 +11,7 @@ pub mod eval;
 pub mod fusion;
 pub mod ids;
 pub mod io;
+pub mod options;
 pub mod parallel;
 pub mod passages;
 pub mod pq;

@@ -6,18 +6,13 @@
 //! `qid Q0 docid rank score [tag]`, blank lines skipped, a repeated (qid, docid) is an error
 //! naming both lines.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::eval::evaluator::RunQuery;
 use crate::eval::ranked::ScoredRef;
-use memmap2::Mmap;
+use crate::io::bytes::Bytes;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::{Path, PathBuf};
-
-enum Bytes {
-    Mapped(Mmap),
-    Empty,
-}
 
 /// An opened run file; [`RunFile::queries`] parses it.
 pub struct RunFile {
@@ -34,25 +29,14 @@ struct Located {
 impl RunFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = std::fs::File::open(&path).at(&path)?;
-        let len = file.metadata().at(&path)?.len();
-        let bytes = if len == 0 {
-            Bytes::Empty
-        } else {
-            // SAFETY: the mapping is read-only; a run file changed while being read gives wrong
-            // numbers or a parse error, never undefined behaviour in safe code we rely on.
-            // Populated up front: the whole file is read anyway, and one bulk fault is cheaper than
-            // a page fault per 4 KiB inside the parallel parse.
-            Bytes::Mapped(unsafe { memmap2::MmapOptions::new().populate().map(&file) }.at(&path)?)
-        };
+        // Populated up front: the whole file is read anyway, and one bulk fault is cheaper than
+        // a page fault per 4 KiB inside the parallel parse.
+        let bytes = Bytes::map(&path, true)?;
         Ok(RunFile { bytes, path })
     }
 
     fn data(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Mapped(m) => m,
-            Bytes::Empty => &[],
-        }
+        &self.bytes
     }
 
     fn line_of(&self, offset: usize) -> u64 {

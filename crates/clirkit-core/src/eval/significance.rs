@@ -190,6 +190,25 @@ pub fn randomization_test(
     })
 }
 
+crate::options::option_enum! {
+    /// A correction of p-values for multiple comparisons.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Correction("correction") {
+        Holm = "holm",
+        Bonferroni = "bonferroni",
+    }
+}
+
+impl Correction {
+    /// The adjusted p-values, in the input order.
+    pub fn adjust(self, p: &[f64]) -> Vec<f64> {
+        match self {
+            Correction::Holm => holm(p),
+            Correction::Bonferroni => bonferroni(p),
+        }
+    }
+}
+
 /// Bonferroni: p * m, capped at 1.
 pub fn bonferroni(p: &[f64]) -> Vec<f64> {
     let m = p.len() as f64;

@@ -10,6 +10,7 @@ use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, IoContext, Result};
 use crate::io::atomic::AtomicFile;
+use crate::io::bytes::Bytes;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::io::Write;
@@ -45,15 +46,11 @@ impl Chunk {
 /// canonical order.
 pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
     let path = path.as_ref();
-    let file = std::fs::File::open(path).at(path)?;
-    let len = file.metadata().at(path)?.len();
-    if len == 0 {
+    let bytes = Bytes::map(path, false)?;
+    if bytes.is_empty() {
         return Ok(RunLists::default());
     }
-    // SAFETY: the map is read-only and dropped before returning; a concurrent truncation of
-    // the file by another process is the usual mmap caveat, as for every reader of the crate.
-    let map = unsafe { memmap2::Mmap::map(&file) }.at(path)?;
-    parse_run_bytes(path, &map)
+    parse_run_bytes(path, &bytes)
 }
 
 /// Parse the bytes of a run file (`path` is used in error messages).

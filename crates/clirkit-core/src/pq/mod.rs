@@ -25,31 +25,14 @@ pub use index::{BuildOptions, DenseIndex, SearchOptions};
 
 use crate::error::{Error, Result};
 
-/// Similarity of a query to a vector.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Metric {
-    /// Inner product (cosine for normalized vectors).
-    InnerProduct,
-    /// Squared Euclidean distance, reported negated so that higher is better.
-    L2,
-}
-
-impl Metric {
-    pub fn parse(name: &str) -> Result<Metric> {
-        match name {
-            "ip" => Ok(Metric::InnerProduct),
-            "l2" => Ok(Metric::L2),
-            other => Err(Error::invalid(format!(
-                "unknown metric '{other}' (expected 'ip' or 'l2')"
-            ))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::InnerProduct => "ip",
-            Metric::L2 => "l2",
-        }
+crate::options::option_enum! {
+    /// Similarity of a query to a vector.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Metric("metric") {
+        /// Inner product (cosine for normalized vectors).
+        InnerProduct = "ip",
+        /// Squared Euclidean distance, reported negated so that higher is better.
+        L2 = "l2",
     }
 }
 
