@@ -7,3 +7,4 @@ pub mod format;
 pub mod jsonl;
 pub mod manifest;
 pub mod trec;
+pub mod trec_lines;
