@@ -14,7 +14,7 @@ pub(crate) fn unknown(what: &str, text: &str, names: &[&str]) -> Error {
     Error::invalid(format!("unknown {what} '{text}'; expected {expected}"))
 }
 
-/// Declares an enum of named options: `option_enum! { pub enum Metric("metric") { InnerProduct
+/// Declares an enum of named options (`Copy`, comparable, hashable): `option_enum! { pub enum Metric("metric") { InnerProduct
 /// = "ip", L2 = "l2" | "euclidean" } }`, the first name of each variant being the one printed.
 macro_rules! option_enum {
     (
@@ -24,6 +24,7 @@ macro_rules! option_enum {
         }
     ) => {
         $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         $vis enum $name {
             $( $(#[$vmeta])* $variant ),+
         }
@@ -77,7 +78,6 @@ pub(crate) use option_enum;
 #[cfg(test)]
 mod tests {
     option_enum! {
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         enum Shape("shape") {
             Round = "round" | "circle",
             Square = "square",

@@ -64,7 +64,6 @@ impl Bm25Params {
 
 crate::options::option_enum! {
 /// How to find the top k; every strategy returns exactly the same hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy("strategy") {
     /// Block-max MaxScore or exhaustive, whichever a simple cost model expects to be faster.
     Auto = "auto",

@@ -192,7 +192,6 @@ pub fn randomization_test(
 
 crate::options::option_enum! {
     /// A correction of p-values for multiple comparisons.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Correction("correction") {
         Holm = "holm",
         Bonferroni = "bonferroni",

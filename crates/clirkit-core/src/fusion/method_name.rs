@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 
 crate::options::option_enum! {
     /// The name of a fusion [`Method`], without its parameters.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum MethodName("fusion method") {
         Rrf = "rrf",
         CombSum = "combsum",

@@ -6,7 +6,6 @@
 
 crate::options::option_enum! {
     /// A normalization of one query's scores.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Norm("normalization") {
         /// Raw scores.
         None = "none",

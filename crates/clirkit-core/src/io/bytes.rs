@@ -190,10 +190,10 @@ mod tests {
 
     #[test]
     fn owned_and_mapped_bytes_read_alike() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("b");
         let values: Vec<u32> = vec![1, 2, 0xdead_beef];
         let owned = Array::from(values.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b");
         std::fs::write(&p, owned.as_bytes()).unwrap();
         for populate in [false, true] {
             let mapped = Bytes::map(&p, populate).unwrap();

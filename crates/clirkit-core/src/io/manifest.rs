@@ -112,8 +112,6 @@ mod tests {
 
     #[test]
     fn written_and_read_through_the_struct() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("idx");
         let manifest = DenseManifest {
             format: DenseManifest::FORMAT.into(),
             version: DenseManifest::VERSION,
@@ -125,6 +123,8 @@ mod tests {
             pq: Some(PqParams { m: 4, nbits: 4 }),
             ivf: None,
         };
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("idx");
         commit(AtomicDir::create(&dir).unwrap(), &manifest).unwrap();
         let text = std::fs::read_to_string(dir.join(MANIFEST)).unwrap();
         // Keys sorted, as the files written from `json!` literals were.

@@ -89,6 +89,20 @@ pub fn find_lines(bytes: &[u8], limit: usize, matches: impl Fn(&[&[u8]]) -> bool
     found
 }
 
+/// The first `N` fields of `line` and how many it has in all.
+#[inline]
+fn split_fields<const N: usize>(line: &str) -> ([&str; N], usize) {
+    let mut fields = [""; N];
+    let mut count = 0;
+    for field in line.split_ascii_whitespace() {
+        if count < N {
+            fields[count] = field;
+        }
+        count += 1;
+    }
+    (fields, count)
+}
+
 /// One line of a run file: `qid Q0 docid rank score [tag]` (the rank is ignored, as trec_eval
 /// ignores it; the tag may be missing).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,14 +141,7 @@ impl<'a> RunLine<'a> {
     /// Parse one line; `None` for a blank line.
     #[inline]
     pub fn parse(line: &'a str) -> std::result::Result<Option<Self>, String> {
-        let mut fields = [""; 6];
-        let mut count = 0;
-        for field in line.split_ascii_whitespace() {
-            if count < 6 {
-                fields[count] = field;
-            }
-            count += 1;
-        }
+        let (fields, count) = split_fields::<6>(line);
         if count == 0 {
             return Ok(None);
         }
@@ -208,14 +215,7 @@ impl QrelsLines {
         &mut self,
         line: &'a str,
     ) -> std::result::Result<Option<QrelsLine<'a>>, String> {
-        let mut f = [""; 4];
-        let mut count = 0;
-        for field in line.split_ascii_whitespace() {
-            if count < 4 {
-                f[count] = field;
-            }
-            count += 1;
-        }
+        let (f, count) = split_fields::<4>(line);
         let (qid, doc, rel) = match count {
             0 => return Ok(None),
             3 => (f[0], f[1], f[2]),

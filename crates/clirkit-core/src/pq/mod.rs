@@ -27,7 +27,6 @@ use crate::error::{Error, Result};
 
 crate::options::option_enum! {
     /// Similarity of a query to a vector.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Metric("metric") {
         /// Inner product (cosine for normalized vectors).
         InnerProduct = "ip",
