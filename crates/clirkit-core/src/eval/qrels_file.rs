@@ -63,16 +63,14 @@ fn first_line_of(text: &str, qid: &str, doc: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_file;
 
     #[test]
     fn same_grammar_as_the_generic_reader() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("q.tsv");
-        std::fs::write(
-            &p,
+        let (dir, p) = temp_file(
+            "q.tsv",
             "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\nq2\td1\t1.0\n",
-        )
-        .unwrap();
+        );
         let q = read_qrels_index(&p).unwrap();
         assert_eq!(q.len(), 2);
         assert_eq!(q.get("q1").unwrap().label(b"d1"), Some(2));
@@ -86,9 +84,7 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("q.trec");
-        std::fs::write(&p, "1 0 a 1\n2 0 a 1\n1 0 a 0\n").unwrap();
+        let (_dir, p) = temp_file("q.trec", "1 0 a 1\n2 0 a 1\n1 0 a 0\n");
         let e = read_qrels_index(&p).unwrap_err().to_string();
         assert!(
             e.ends_with("q.trec:3: duplicate judgement of 'a' for query '1' (first at line 1)"),

@@ -8,8 +8,8 @@
 
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
-use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::AtomicFile;
+use crate::error::{Error, Result};
+use crate::io::atomic::write_file_with;
 use crate::io::bytes::Bytes;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
@@ -200,10 +200,7 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
 
 /// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically.
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
-    let path = path.as_ref();
-    let mut file = AtomicFile::create(path)?;
-    write_run_lists_to(&mut file, lists, tag).at(path)?;
-    file.commit()
+    write_file_with(path, |file| write_run_lists_to(file, lists, tag))
 }
 
 /// Write `lists` as a TREC run to any writer; queries are formatted in parallel in batches.
@@ -245,6 +242,7 @@ pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_file;
     use crate::io::trec::read_run;
 
     #[test]
@@ -328,9 +326,7 @@ mod tests {
 
     #[test]
     fn empty_file_is_an_empty_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("e.trec");
-        std::fs::write(&p, "").unwrap();
+        let (_dir, p) = temp_file("e.trec", "");
         assert_eq!(read_run_lists(&p).unwrap().num_queries(), 0);
     }
 }

@@ -1,8 +1,8 @@
 //! TREC run files (`qid Q0 docid rank score tag`) and qrels, TREC (`qid 0 docid rel`) or BEIR
 //! TSV (`query-id<TAB>corpus-id<TAB>score` with a header line).
 
-use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::AtomicFile;
+use crate::error::{Error, Result};
+use crate::io::atomic::write_file_with;
 use crate::io::trec_lines::{duplicate_message, read_text, QrelsLines, RunLine};
 use crate::ranking::{Run, ScoredDoc};
 use std::collections::HashMap;
@@ -76,10 +76,7 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
 
 /// Write a run in canonical order with 1-based ranks, atomically.
 pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
-    let path = path.as_ref();
-    let mut file = AtomicFile::create(path)?;
-    write_run_to(&mut file, run, tag).at(path)?;
-    file.commit()
+    write_file_with(path, |file| write_run_to(file, run, tag))
 }
 
 /// Write a run to any writer (e.g. stdout). Documents must already be in canonical order, as
@@ -129,16 +126,14 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_file;
 
     #[test]
     fn run_round_trip_in_canonical_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.trec");
-        std::fs::write(
-            &p,
+        let (dir, p) = temp_file(
+            "r.trec",
             "q1 Q0 a 1 1.5 x\nq1 Q0 b 2 1.5 x\nq2 Q0 c 1 -0.25 x\nq1 Q0 c 3 2 x\n",
-        )
-        .unwrap();
+        );
         let run = read_run(&p).unwrap();
         let ids: Vec<&str> = run.queries[0].1.iter().map(|d| d.doc_id.as_str()).collect();
         assert_eq!(ids, ["c", "b", "a"]);
@@ -152,9 +147,7 @@ mod tests {
 
     #[test]
     fn run_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.trec");
-        std::fs::write(&p, "q1 Q0 a 1 1 x\nq1 Q0 a 2 0.5 x\n").unwrap();
+        let (_dir, p) = temp_file("r.trec", "q1 Q0 a 1 1 x\nq1 Q0 a 2 0.5 x\n");
         let e = read_run(&p).unwrap_err().to_string();
         assert!(
             e.contains("r.trec:2: duplicate document 'a' for query 'q1' (first at line 1)"),
@@ -169,9 +162,10 @@ mod tests {
 
     #[test]
     fn qrels_trec_and_beir() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("q.tsv");
-        std::fs::write(&p, "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n").unwrap();
+        let (dir, p) = temp_file(
+            "q.tsv",
+            "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n",
+        );
         let q = read_qrels(&p).unwrap();
         assert_eq!(
             q.queries[0].1,
