@@ -89,6 +89,7 @@ fn separator_mask(word: u64) -> u64 {
 
 /// Turns a chunk's fields into grouped queries.
 struct ChunkParser<'a> {
+    data: &'a [u8],
     text: &'a str,
     start: usize,
     segments: Vec<RunQuery<'a>>,
@@ -114,15 +115,16 @@ impl<'a> ChunkParser<'a> {
         if count == 0 {
             return Ok(());
         }
-        let (text, fields) = (self.text, self.fields);
-        let line = RunLine::from_fields(count, |k| &text[fields[k].0..fields[k].1]).map_err(
-            |message| LineError {
-                offset: self.start + line_start,
-                message,
-            },
-        )?;
-        let qid = line.qid.as_bytes();
-        let doc = ScoredRef::new(line.score, line.doc.as_bytes());
+        let (text, bytes, fields) = (self.text, self.data, self.fields);
+        let score =
+            RunLine::checked_score(count, &text[fields[4].0..fields[4].1]).map_err(|message| {
+                LineError {
+                    offset: self.start + line_start,
+                    message,
+                }
+            })?;
+        let qid = &bytes[fields[0].0..fields[0].1];
+        let doc = ScoredRef::new(score, &bytes[fields[2].0..fields[2].1]);
         match self.segments.last_mut() {
             Some(seg) if seg.qid.as_bytes() == qid => seg.docs.push(doc),
             last => {
@@ -133,7 +135,7 @@ impl<'a> ChunkParser<'a> {
                 let mut docs = Vec::with_capacity(self.capacity_hint);
                 docs.push(doc);
                 self.segments.push(RunQuery {
-                    qid: line.qid,
+                    qid: &text[fields[0].0..fields[0].1],
                     docs,
                 });
             }
@@ -151,6 +153,7 @@ fn parse_chunk(
     // Validated once here; fields are cut at ASCII separators, so each is valid UTF-8 too.
     let text = check_utf8(bytes, start)?;
     let mut p = ChunkParser {
+        data: bytes,
         text,
         start,
         segments: Vec::new(),

@@ -113,29 +113,22 @@ pub struct RunLine<'a> {
 }
 
 impl<'a> RunLine<'a> {
-    /// A line's fields, from their `count` and the text of field `k` (for parsers that find the
-    /// fields themselves); `field` is only asked for the first six.
+    /// The checks of a non-blank line with `count` fields, the fifth being `score_text`: the
+    /// score, for parsers that find the fields themselves (the qid and docid are the first and
+    /// third fields).
     #[inline]
-    pub fn from_fields(
-        count: usize,
-        field: impl Fn(usize) -> &'a str,
-    ) -> std::result::Result<Self, String> {
+    pub fn checked_score(count: usize, score_text: &str) -> std::result::Result<f64, String> {
         if !(5..=6).contains(&count) {
             return Err(format!(
                 "expected 6 columns 'qid Q0 docid rank score tag', found {count}"
             ));
         }
-        let score_text = field(4);
         let score = parse_score(score_text)
             .ok_or_else(|| format!("score '{score_text}' is not a number"))?;
         if !score.is_finite() {
             return Err(format!("score '{score_text}' is not finite"));
         }
-        Ok(RunLine {
-            qid: field(0),
-            doc: field(2),
-            score,
-        })
+        Ok(score)
     }
 
     /// Parse one line; `None` for a blank line.
@@ -145,7 +138,12 @@ impl<'a> RunLine<'a> {
         if count == 0 {
             return Ok(None);
         }
-        Self::from_fields(count, |k| fields[k]).map(Some)
+        let score = Self::checked_score(count, fields[4])?;
+        Ok(Some(RunLine {
+            qid: fields[0],
+            doc: fields[2],
+            score,
+        }))
     }
 }
 
