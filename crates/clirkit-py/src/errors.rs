@@ -53,6 +53,7 @@ pub fn to_py(err: Error) -> PyErr {
         Error::Format { .. } => IndexFormatError::new_err(msg),
         Error::UnknownLanguage { .. } => UnknownLanguageError::new_err(msg),
         Error::InvalidInput(_) => InvalidInputError::new_err(msg),
+        Error::ThreadPool { .. } => PyOSError::new_err(msg),
     }
 }
 
