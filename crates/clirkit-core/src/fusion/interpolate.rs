@@ -2,10 +2,6 @@
 //! CombSUM whose weights are (alpha, 1 − alpha). A document missing from one run gets 0 from it.
 //! For more than two runs or free weights, use CombSUM with weights.
 
-use super::accumulator::Accumulator;
-use super::combsum;
-use super::normalize::Norm;
-use super::run_lists::DocEntry;
 use crate::error::{Error, Result};
 
 /// The run weights for interpolation with `alpha` over `num_runs` runs (which must be two).
@@ -23,15 +19,6 @@ pub(crate) fn weights(alpha: f64, num_runs: usize) -> Result<Vec<f64>> {
     Ok(vec![alpha, 1.0 - alpha])
 }
 
-/// Add run `run`'s normalized score for one query, weighted by alpha or 1 − alpha (from
-/// [`weights`]): the weighted CombSUM that interpolation is.
-#[inline]
-pub(crate) fn accumulate(
-    run: usize,
-    list: &[DocEntry],
-    weight: f64,
-    norm: Norm,
-    acc: &mut Accumulator<'_>,
-) {
-    combsum::accumulate(run, list, weight, norm, acc);
-}
+/// Run `run`'s contribution for one query is CombSUM's with the weight alpha or 1 − alpha (from
+/// [`weights`]): interpolation is a weighted CombSUM.
+pub(crate) use super::combsum::accumulate;
