@@ -20,9 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-
 import clirkit._native as native
+import numpy as np
 
 BENCHES = Path(__file__).resolve().parent
 WORK = BENCHES / ".work" / "search_speed"
@@ -58,7 +57,7 @@ def prepare() -> None:
     for kind, pq in (("flat", None), ("pq", DIM // 2)):
         index = WORK / f"dense-{kind}"
         if not index.exists():
-            native.DenseIndex.build(docs, ids, pq=pq, keep_vectors=False, quiet=True).save(index)
+            native.DenseIndex.build(docs, ids, pq=pq, keep_vectors=pq is None, quiet=True).save(index)
     make_runs(2000, 1000)
 
 

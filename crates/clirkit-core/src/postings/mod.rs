@@ -6,8 +6,5 @@
 pub mod codec;
 pub mod cursor;
 
-pub use codec::{
-    decode_docs, decode_values, encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN,
-    POSTINGS_PADDING,
-};
+pub use codec::{encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, POSTINGS_PADDING};
 pub use cursor::{Cursor, PostingScorer, TermPostings, END};
