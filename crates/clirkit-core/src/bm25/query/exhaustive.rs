@@ -15,7 +15,10 @@ pub fn exhaustive<S: PostingScorer>(
     let mut sums = vec![0f64; ranks.num_docs()];
     for mut c in cursors {
         let scorer = *c.scorer();
-        c.drain(|doc, value| sums[doc as usize] += scorer.score(doc, value) as f64);
+        // Moved in, the slice and the scorer are the closure's own: the compiler can keep them
+        // in registers across the stores into `sums`.
+        let sums = &mut sums[..];
+        c.drain(move |doc, value| sums[doc as usize] += scorer.score(doc, value) as f64);
     }
     select_positive(&sums, k, |doc| ranks.rank(doc))
         .into_iter()
