@@ -27,7 +27,9 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import onnxruntime as ort
@@ -64,6 +66,27 @@ class NaiveEncoder:
             pooled = (hidden * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
             out.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
         return np.concatenate(out)
+
+
+def interleaved(
+    runners: dict[str, Callable[[], Any]], order: Sequence[str], count: int, unit: str
+) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+    """Run each runner in ``order`` (each name twice, mirrored, so load drift hits all alike), printing
+    each run; total wall and CPU seconds per runner, and each runner's last output."""
+    wall = dict.fromkeys(runners, 0.0)
+    cpu = dict.fromkeys(runners, 0.0)
+    outputs = {}
+    for name in order:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        outputs[name] = runners[name]()
+        took, took_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        wall[name] += took
+        cpu[name] += took_cpu
+        print(
+            f"  {name:12s} wall {took:7.1f}s ({count / took:6.2f} {unit}/s)  cpu {took_cpu:7.1f}s",
+            flush=True,
+        )
+    return wall, cpu, outputs
 
 
 class NaiveSparseEncoder:
@@ -108,19 +131,7 @@ def sparse_main(model_dir: Path, texts: list[str], threads: int) -> None:
     )
     naive = NaiveSparseEncoder(model_dir, threads, 256)
     runners = {"naive": lambda: naive.encode(texts), "clirkit": lambda: encoder.encode_passages(texts)}
-    wall = dict.fromkeys(runners, 0.0)
-    cpu = dict.fromkeys(runners, 0.0)
-    vectors = {}
-    for name in ("naive", "clirkit", "clirkit", "naive"):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        vectors[name] = runners[name]()
-        took, took_cpu = time.perf_counter() - start, time.process_time() - start_cpu
-        wall[name] += took
-        cpu[name] += took_cpu
-        print(
-            f"  {name:8s} wall {took:7.1f}s ({len(texts) / took:6.2f} docs/s)  cpu {took_cpu:7.1f}s",
-            flush=True,
-        )
+    wall, cpu, vectors = interleaved(runners, ("naive", "clirkit", "clirkit", "naive"), len(texts), "docs")
     same_terms = sum(a.keys() == b.keys() for a, b in zip(vectors["naive"], vectors["clirkit"]))
     largest = max(
         abs(a[t] - b[t]) for a, b in zip(vectors["naive"], vectors["clirkit"]) for t in a.keys() & b.keys()
@@ -167,19 +178,8 @@ def main() -> None:
         "clirkit": lambda: encoder.encode_passages(texts),
         "clirkit-fast": lambda: fast.encode_passages(texts),
     }
-    wall = dict.fromkeys(runners, 0.0)
-    cpu = dict.fromkeys(runners, 0.0)
-    vectors = {}
-    for name in ("naive", "clirkit", "clirkit-fast", "clirkit-fast", "clirkit", "naive"):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        vectors[name] = runners[name]()
-        took, took_cpu = time.perf_counter() - start, time.process_time() - start_cpu
-        wall[name] += took
-        cpu[name] += took_cpu
-        print(
-            f"  {name:12s} wall {took:7.1f}s ({len(texts) / took:6.2f} passages/s)  cpu {took_cpu:7.1f}s",
-            flush=True,
-        )
+    order = ("naive", "clirkit", "clirkit-fast", "clirkit-fast", "clirkit", "naive")
+    wall, cpu, vectors = interleaved(runners, order, len(texts), "passages")
     n = 2 * len(texts)
     for name in ("clirkit", "clirkit-fast"):
         cos = (vectors["naive"] * vectors[name]).sum(1)

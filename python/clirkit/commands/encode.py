@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import add_quiet, add_threads, threads
@@ -134,19 +135,7 @@ def run_encode(args: argparse.Namespace) -> int:
         fp16=args.fp16 or None,
         threads=threads(args),
     )
-    result = encode_file(
-        encoder,
-        args.corpus or args.queries,
-        args.output,
-        kind="queries" if args.queries else "passages",
-        fields=_fields(args),
-        passages=args.passages,
-        separator=args.separator,
-        dtype=args.dtype,
-        chunk_size=args.chunk_size,
-        restart=args.restart,
-        quiet=args.quiet,
-    )
+    result = encode_file(encoder, **_file_options(args), dtype=args.dtype)
     _warn_truncated(result.truncated, encoder.max_length)
     if not args.quiet:
         resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
@@ -185,18 +174,7 @@ def _run_sparse_encode(args: argparse.Namespace) -> int:
         device=args.device,
         threads=threads(args),
     )
-    result = encode_sparse_file(
-        encoder,
-        args.corpus or args.queries,
-        args.output,
-        kind="queries" if args.queries else "passages",
-        fields=_fields(args),
-        passages=args.passages,
-        separator=args.separator,
-        chunk_size=args.chunk_size,
-        restart=args.restart,
-        quiet=args.quiet,
-    )
+    result = encode_sparse_file(encoder, **_file_options(args))
     _warn_truncated(result.truncated, encoder.max_length)
     if not args.quiet:
         resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
@@ -208,10 +186,19 @@ def _run_sparse_encode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fields(args: argparse.Namespace) -> tuple[str, ...] | None:
-    if not args.fields:
-        return None
-    return tuple(f.strip() for f in args.fields.split(",") if f.strip())
+def _file_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What dense and sparse file encoding take alike: input, output, fields, passages, chunks."""
+    return {
+        "input_path": args.corpus or args.queries,
+        "output_prefix": args.output,
+        "kind": "queries" if args.queries else "passages",
+        "fields": tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None,
+        "passages": args.passages,
+        "separator": args.separator,
+        "chunk_size": args.chunk_size,
+        "restart": args.restart,
+        "quiet": args.quiet,
+    }
 
 
 def _warn_truncated(truncated: int, max_length: int) -> None:

@@ -271,35 +271,22 @@ def encode_file(
     paths = output_paths(output_prefix)
     np_dtype = np.dtype(dtype).newbyteorder("<")
     dim = encoder.dim
-    started = time.monotonic()
 
     def create_partials() -> None:
         with open(paths["npy_partial"], "wb") as f:
             f.write(npy_header(np_dtype, 0, dim))
         paths["ids_partial"].write_bytes(b"")
 
-    state = _start_or_resume(
+    counts = _encode_resumably(
         paths,
         ("npy", "ids"),
         _expected_state(encoder, source, reading, dtype),
         {"dim": dim, "ids_bytes": 0},
         create_partials,
+        lambda state: _encode_remaining(encoder, source, paths, state, np_dtype=np_dtype, **reading),
         restart,
     )
-    resumed_rows = int(state["rows"])
-    if not state.get("complete"):
-        _encode_remaining(encoder, source, paths, state, np_dtype=np_dtype, **reading)
-    _move_into_place(paths, ("npy", "ids"))
-    return EncodeResult(
-        embeddings_path=paths["npy"],
-        ids_path=paths["ids"],
-        rows=state["rows"],
-        dim=dim,
-        records=state["records"],
-        truncated=state["truncated"],
-        resumed_rows=resumed_rows,
-        seconds=time.monotonic() - started,
-    )
+    return EncodeResult(embeddings_path=paths["npy"], ids_path=paths["ids"], dim=dim, **counts)
 
 
 def encode_sparse_file(
@@ -323,28 +310,17 @@ def encode_sparse_file(
     reading = _reading_options(kind, fields, id_fields, passages, separator, chunk_size, quiet)
     source = _existing_file(input_path)
     paths = sparse_output_paths(output_prefix)
-    started = time.monotonic()
-    state = _start_or_resume(
+    counts = _encode_resumably(
         paths,
         ("vectors",),
         # Weights are float32 values, whatever their decimal form.
         _expected_state(encoder, source, reading, "float32"),
         {"vectors_bytes": 0},
         lambda: paths["vectors_partial"].write_bytes(b""),
+        lambda state: _encode_sparse_remaining(encoder, source, paths, state, **reading),
         restart,
     )
-    resumed_rows = int(state["rows"])
-    if not state.get("complete"):
-        _encode_sparse_remaining(encoder, source, paths, state, **reading)
-    _move_into_place(paths, ("vectors",))
-    return SparseEncodeResult(
-        vectors_path=paths["vectors"],
-        rows=state["rows"],
-        records=state["records"],
-        truncated=state["truncated"],
-        resumed_rows=resumed_rows,
-        seconds=time.monotonic() - started,
-    )
+    return SparseEncodeResult(vectors_path=paths["vectors"], **counts)
 
 
 def _reading_options(
@@ -400,35 +376,47 @@ def _expected_state(
     }
 
 
-def _start_or_resume(
+def _encode_resumably(
     paths: dict[str, Path],
     outputs: Sequence[str],
     expected: dict[str, Any],
     output_fields: dict[str, int],
     create_partials: Callable[[], Any],
+    encode_remaining: Callable[[dict[str, Any]], None],
     restart: bool,
 ) -> dict[str, Any]:
-    """The state of an interrupted run that can be continued, or a fresh one: its empty partial
-    outputs made by ``create_partials``, and ``output_fields`` (what the output needs recorded: bytes
-    written so far, the row width) in the state."""
+    """Continue the interrupted run whose state matches ``expected``, or start afresh (empty partial
+    outputs made by ``create_partials``; ``output_fields``, what the output needs recorded such as bytes
+    written so far, put in the state); ``encode_remaining(state)`` encodes what is left; then the
+    ``outputs`` are moved into place. Returns the counts of an encoding result."""
+    started = time.monotonic()
     paths["state"].parent.mkdir(parents=True, exist_ok=True)
     state = None if restart else _load_resumable_state(paths, outputs, expected)
-    if state is not None:
-        return state
-    state = {
-        "format": STATE_FORMAT,
-        "version": STATE_VERSION,
-        **expected,
-        **output_fields,
-        "rows": 0,
-        "offset": 0,
-        "line": 0,
-        "records": 0,
-        "truncated": 0,
+    if state is None:
+        state = {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            **expected,
+            **output_fields,
+            "rows": 0,
+            "offset": 0,
+            "line": 0,
+            "records": 0,
+            "truncated": 0,
+        }
+        create_partials()
+        _write_state(paths["state"], state)
+    resumed_rows = int(state["rows"])
+    if not state.get("complete"):
+        encode_remaining(state)
+    _move_into_place(paths, outputs)
+    return {
+        "rows": state["rows"],
+        "records": state["records"],
+        "truncated": state["truncated"],
+        "resumed_rows": resumed_rows,
+        "seconds": time.monotonic() - started,
     }
-    create_partials()
-    _write_state(paths["state"], state)
-    return state
 
 
 def _encode_remaining(
