@@ -19,6 +19,7 @@ from clirkit import DuplicateIdError, cli  # noqa: E402
 from clirkit.encoders import (  # noqa: E402
     OnnxEncoder,
     SparseEncoder,
+    encode_file,
     encode_sparse_file,
     is_sparse_model,
     sparse_output_paths,
@@ -129,6 +130,8 @@ def test_corpus_and_queries_are_written_as_anserini_json_vectors(splade, corpus,
     assert [line["contents"] for line in lines] == texts
     assert [line["vector"] for line in lines] == splade.encode_passages(texts)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["docs.vectors.jsonl"]
+    with pytest.raises(ValueError, match="use encode_sparse_file"):
+        encode_file(splade, corpus, tmp_path / "dense")
 
     queries = tmp_path / "queries.jsonl"
     queries.write_text('{"_id": "q1", "text": "aspirin"}\n{"_id": "q2", "text": "stem cells"}\n')
