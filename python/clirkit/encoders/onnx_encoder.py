@@ -42,17 +42,18 @@ import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
-from clirkit.encoders.pooling import POOLINGS, pool, pooling_from_config
+from clirkit.encoders.pooling import POOLINGS, is_sparse_config, pool, pooling_from_config
 from clirkit.encoders.session import import_runtime, open_session, pick_device
 from clirkit.encoders.tokenization import load_tokenizers, padded_batch, token_windows
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
+T = TypeVar("T")
 
 
 class OnnxEncoder:
@@ -93,11 +94,7 @@ class OnnxEncoder:
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ParseError(f"{config_path}: not valid JSON: {err}") from err
 
-        cfg_pooling, cfg_normalize = pooling_from_config(self.config)
-        self.pooling = pooling or cfg_pooling or "mean"
-        if self.pooling not in POOLINGS:
-            raise InvalidInputError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
-        self.normalize = bool(normalize if normalize is not None else (cfg_normalize is not False))
+        self._configure_output(pooling, normalize)
         self.query_prefix = query_prefix if query_prefix is not None else self.config.get("query_prefix", "")
         self.passage_prefix = (
             passage_prefix if passage_prefix is not None else self.config.get("passage_prefix", "")
@@ -144,6 +141,19 @@ class OnnxEncoder:
             )
         self._check_vocabulary()
 
+    def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
+        """Set :attr:`pooling` and :attr:`normalize` from the arguments, else from config.json."""
+        if is_sparse_config(self.config):
+            raise InvalidInputError(
+                f"{self.model_dir}: config.json declares a learned-sparse (SPLADE) model, which gives term "
+                "weights, not dense vectors: use clirkit.encoders.SparseEncoder"
+            )
+        cfg_pooling, cfg_normalize = pooling_from_config(self.config)
+        self.pooling = pooling or cfg_pooling or "mean"
+        if self.pooling not in POOLINGS:
+            raise InvalidInputError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        self.normalize = bool(normalize if normalize is not None else (cfg_normalize is not False))
+
     def _check_vocabulary(self) -> None:
         """A tokenizer that emits ids beyond the embedding table gives garbage or crashes mid-corpus:
         refuse it up front."""
@@ -175,7 +185,12 @@ class OnnxEncoder:
             st = (self.model_dir / name).stat()
             h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
         h.update((self.model_dir / "config.json").read_bytes())
-        settings = [
+        h.update(json.dumps(self._vector_settings()).encode())
+        return h.hexdigest()
+
+    def _vector_settings(self) -> list[Any]:
+        """The settings that change the vectors, for :meth:`fingerprint`."""
+        return [
             self.pooling,
             self.normalize,
             self.query_prefix,
@@ -186,8 +201,6 @@ class OnnxEncoder:
             self.graph_optimization,
             self.fp16,
         ]
-        h.update(json.dumps(settings).encode())
-        return h.hexdigest()
 
     @property
     def dim(self) -> int:
@@ -215,6 +228,18 @@ class OnnxEncoder:
         texts = [prefix + (t if t is not None else "") for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        batches, vectors = self._encode_batches(texts, self._embed)
+        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
+        for batch, rows in zip(batches, vectors):
+            out[batch] = rows
+        return out
+
+    def _encode_batches(
+        self, texts: list[str], embed: Callable[[np.ndarray, np.ndarray], T]
+    ) -> tuple[list[np.ndarray], list[T]]:
+        """Tokenize ``texts`` (counting truncations), form batches and apply ``embed(input ids, attention
+        mask)`` to each, concurrently where the session allows: (the text positions of each batch, what
+        ``embed`` returned for it)."""
         encodings = self.tokenizer.encode_batch(texts)
         self.truncated += sum(1 for e in encodings if e.overflowing)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
@@ -223,19 +248,16 @@ class OnnxEncoder:
         size = 1 if self.one_text_per_call else self.batch_size
         batches = [order[start : start + size] for start in range(0, len(order), size)]
 
-        def embed(batch: np.ndarray) -> np.ndarray:
-            return self._embed(*padded_batch(encodings, batch, self.pad_id))
+        def embed_batch(batch: np.ndarray) -> T:
+            return embed(*padded_batch(encodings, batch, self.pad_id))
 
         if self.workers > 1 and len(batches) > 1:
             # onnxruntime releases the GIL while it runs; one session serves concurrent calls.
             with ThreadPoolExecutor(min(self.workers, len(batches))) as executor:
-                vectors = list(executor.map(embed, batches))
+                results = list(executor.map(embed_batch, batches))
         else:
-            vectors = [embed(batch) for batch in batches]
-        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
-        for batch, rows in zip(batches, vectors):
-            out[batch] = rows
-        return out
+            results = [embed_batch(batch) for batch in batches]
+        return batches, results
 
     def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return pool(self._run(ids, mask).astype(np.float32, copy=False), mask, self.pooling, self.normalize)

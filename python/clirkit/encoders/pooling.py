@@ -1,4 +1,5 @@
-"""Pooling of a transformer's token states into one vector per text, and how ``config.json`` states it."""
+"""Pooling of a transformer's token states into one vector per text, and how ``config.json`` states it
+(or that the model is a learned-sparse one, pooled by :mod:`clirkit.encoders.sparse`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,17 @@ import numpy as np
 from clirkit._native import InvalidInputError
 
 POOLINGS = ("mean", "cls", "last")
+
+
+def is_sparse_config(config: dict[str, Any]) -> bool:
+    """Whether config.json declares a learned-sparse (SPLADE-family) model: a ``model_type`` naming
+    SPLADE, ``"sparse": true``, or SPLADE's ``"activation": "log1p_relu"``."""
+    model_type = config.get("model_type")
+    return (
+        config.get("sparse") is True
+        or (isinstance(model_type, str) and "splade" in model_type.lower())
+        or config.get("activation") == "log1p_relu"
+    )
 
 
 def pooling_from_config(config: dict[str, Any]) -> tuple[str | None, bool | None]:
