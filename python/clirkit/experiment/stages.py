@@ -1,0 +1,179 @@
+"""Stage actions shared by every system kind: documents, qrels, fusion, reranking, evaluation.
+Each action builds its artifact in the directory it is given (the store renames it into place)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from clirkit.experiment.config import FusionSpec, RerankSpec
+from clirkit.experiment.data import DocSet, Task, iter_documents
+from clirkit.experiment.plan import RunContext, Stage, model_identity
+from clirkit.rerankers import Backend
+
+RUN_FILE = "run.trec"
+EVAL_FILE = "eval.json"
+
+
+def write_documents(docs: DocSet):
+    """Action: the task's documents as one JSONL file, each with its analyzer language."""
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        seen: set[str] = set()
+        with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
+            for source in docs.sources:
+                for doc_id, title, text, lang in iter_documents(source):
+                    if doc_id in seen:
+                        raise ValueError(f"{source.path}: document id '{doc_id}' appears twice in {docs.describe()}")
+                    seen.add(doc_id)
+                    record = {"_id": doc_id, "title": title, "text": text, "lang": lang}
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    return action
+
+
+def write_qrels(task: Task):
+    """Action: the task's qrels restricted to its queries and searched documents (TREC format)."""
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        from clirkit.runs import read_qrels
+
+        wanted_docs = {doc_id for source in task.docs.sources for doc_id, *_ in iter_documents(source)}
+        wanted_queries = {q for q, _, _ in task.queries}
+        with open(out / "qrels.trec", "w", encoding="utf-8") as f:
+            for qid, judged in read_qrels(task.qrels).items():
+                if qid not in wanted_queries:
+                    continue
+                for doc_id, label in judged.items():
+                    if doc_id in wanted_docs:
+                        f.write(f"{qid} 0 {doc_id} {label}\n")
+
+    return action
+
+
+def fuse_stage(spec: FusionSpec, task: Task, inputs: tuple[Stage, ...]) -> Stage:
+    params = {
+        "method": spec.method,
+        "k": spec.k,
+        "weights": spec.weights,
+        "depth": spec.depth,
+        "norm": spec.norm,
+        "alpha": spec.alpha,
+        "top": spec.top,
+    }
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        from clirkit.fusion import fuse_native
+
+        fused = fuse_native(
+            [str(s.output / RUN_FILE) for s in inputs],
+            method=spec.method,
+            k=spec.k,
+            weights=spec.weights,
+            depth=spec.depth,
+            norm=spec.norm,
+            alpha=spec.alpha,
+            top=spec.top,
+            threads=ctx.threads,
+        )
+        fused.write(str(out / RUN_FILE), "clirkit-fuse", ctx.threads)
+
+    return Stage("fuse", f"{spec.name} {task.label}", params, inputs, None, action)
+
+
+def _rerank_backend(spec: RerankSpec, ctx: RunContext):
+    from clirkit.rerankers import OpenAIChatBackend, PointwiseBackend
+
+    if spec.backend == "openai":
+        return OpenAIChatBackend(
+            spec.options["base_url"], spec.options["model"], max_words=spec.options["max_words"]
+        )
+
+    def make():
+        from clirkit.encoders import OnnxEncoder
+
+        encoder = OnnxEncoder(spec.options["model"], threads=ctx.threads or None)
+        return PointwiseBackend.from_encoder(encoder, name=spec.options["model"])
+
+    # One backend per model for the whole run: its embedding memo carries over between tasks.
+    return ctx.cached(("pointwise", spec.options["model"]), make)
+
+
+class _SharedBackend(Backend):
+    """A backend that stays open after one task's reranking, so the next task reuses it."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.identity = backend.identity
+
+    def rank(self, requests):
+        return self.backend.rank(requests)
+
+
+def rerank_stage(
+    spec: RerankSpec, task: Task, source: Stage, docs_path: Path, docs_stage: Optional[Stage]
+) -> Stage:
+    model = spec.options["model"]
+    params = {
+        "backend": spec.backend,
+        "model": model_identity(model) if spec.backend == "pointwise" else model,
+        "base_url": spec.options.get("base_url"),
+        "depth": spec.depth,
+        "window": spec.window,
+        "stride": spec.stride,
+    }
+    inputs = (source,) if docs_stage is None else (source, docs_stage)
+    identity = {"queries": task.queries_digest, "docs": task.docs.identity()}
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        from clirkit.rerank import rerank
+        from clirkit.runs import write_run
+
+        backend = _rerank_backend(spec, ctx)
+        run, _ = rerank(
+            str(source.output / RUN_FILE),
+            {q: text for q, text, _ in task.queries},
+            str(docs_path),
+            backend if spec.backend == "openai" else _SharedBackend(backend),
+            depth=spec.depth,
+            window=spec.window,
+            stride=spec.stride,
+            cache=ctx.store.partial(stage.digest) / "answers.sqlite",
+            progress=not ctx.quiet,
+        )
+        write_run(out / RUN_FILE, run, "clirkit-rerank")
+
+    return Stage("rerank", f"{spec.name} {task.label}", params, inputs, identity, action)
+
+
+def eval_stage(task: Task, run: Stage, qrels: Path, qrels_stage: Optional[Stage]) -> Stage:
+    inputs = (run,) if qrels_stage is None else (run, qrels_stage)
+    identity = None if qrels_stage is not None else {"qrels": _qrels_identity(qrels)}
+    params = {"measures": list(task.measures)}
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        import warnings
+
+        from clirkit.evaluation import evaluate, measure_keys
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            per_query = evaluate(str(qrels), str(run.output / RUN_FILE), list(task.measures), per_query=True)
+        aggregate = per_query.pop("all")
+        keys = {m: measure_keys([m]) for m in task.measures}
+        with open(out / EVAL_FILE, "w", encoding="utf-8") as f:
+            json.dump({"keys": keys, "aggregate": aggregate, "per_query": per_query}, f)
+
+    return Stage("eval", f"eval {task.label}", params, inputs, identity, action)
+
+
+def _qrels_identity(path: Path) -> dict:
+    from clirkit.experiment.data import file_identity
+
+    return file_identity(str(path))
+
+
+def read_eval(stage: Stage) -> dict:
+    with open(stage.output / EVAL_FILE, encoding="utf-8") as f:
+        return json.load(f)
