@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from clirkit._native import InvalidInputError
 from clirkit.experiment.toml_source import ExperimentError, KeyPath, TomlSource, load_toml
 
 COLLECTION_FORMATS = ("beir", "neuclir")
@@ -307,8 +308,8 @@ def _check_measures(source: TomlSource, key: KeyPath, measures: tuple[str, ...])
     for i, m in enumerate(measures):
         try:
             measure_keys([m])
-        except Exception as err:  # the evaluator's own message lists the known measures
-            raise source.error((*key, i) if len(measures) > 1 else key, f"unknown measure '{m}': {err}") from None
+        except InvalidInputError as err:  # the evaluator's message names the measure and the known ones
+            raise source.error((*key, i) if len(measures) > 1 else key, str(err)) from None
 
 
 def _check_graph(source: TomlSource, config: dict[str, Any]) -> None:

@@ -96,7 +96,7 @@ class Results:
 
     def _footnotes(self) -> list[str]:
         lines = []
-        if self.baseline and self.significance:
+        if self.baseline and any(s["significant"] for s in self.significance):
             lines.append(f"{MARK}: significantly different from {self.baseline} (see significance.json)")
         for c in self.correlations:
             lines.append(

@@ -165,7 +165,7 @@ def eval_stage(task: Task, run: Stage, qrels: Path, qrels_stage: Optional[Stage]
         with open(out / EVAL_FILE, "w", encoding="utf-8") as f:
             json.dump({"keys": keys, "aggregate": aggregate, "per_query": per_query}, f)
 
-    return Stage("eval", f"eval {task.label}", params, inputs, identity, action)
+    return Stage("eval", f"eval {run.label}", params, inputs, identity, action)
 
 
 def _qrels_identity(path: Path) -> dict:

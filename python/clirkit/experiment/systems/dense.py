@@ -16,6 +16,7 @@ from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 
 EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
+QUERY_EMBEDDINGS = "queries.npy"
 SEPARATOR = "#"
 
 
@@ -110,16 +111,36 @@ class DenseKind:
                 build,
             )
         )
+
+        def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            vectors = _encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            np.save(out / QUERY_EMBEDDINGS, vectors)
+
+        # Tasks asking the same questions (e.g. English topics against each language) share this.
+        queries = plan.add(
+            Stage(
+                "encode-queries",
+                f"encode {len(task.queries)} queries of {task.label}",
+                {"model": model, "max_length": options["max_length"]},
+                (),
+                {"queries": task.queries_digest},
+                encode_queries,
+            )
+        )
         hits = options["hits"] or plan.config.hits
-        params = {**encode_params, "hits": hits, "drop_self_hits": task.drop_self_hits}
+        params = {"hits": hits, "maxp": options["passages"] is not None, "drop_self_hits": task.drop_self_hits}
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
             from clirkit.dense import DenseIndex
             from clirkit.runs import write_run
 
             opened = DenseIndex.open(index.output / "index")
             qids = [q for q, _, _ in task.queries]
-            vectors = _encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
             if task.drop_self_hits:
                 found = opened.search_run(vectors, qids, hits + 1, maxp=maxp, threads=ctx.threads)
@@ -129,7 +150,7 @@ class DenseKind:
                 opened.search_trec(vectors, qids, out / RUN_FILE, hits, maxp=maxp, threads=ctx.threads)
 
         return plan.add(
-            Stage("search", f"{spec.name} {task.label}", params, (index,), {"queries": task.queries_digest}, search)
+            Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search)
         )
 
 
