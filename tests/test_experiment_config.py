@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from clirkit.experiment import Experiment, ExperimentError, load_config
 
 SAMPLE = Path(__file__).resolve().parent.parent / "python" / "clirkit" / "data" / "sample"
@@ -71,7 +70,7 @@ def test_a_good_file_loads(tmp_path):
 
 
 def test_unknown_key(tmp_path):
-    text = GOOD.replace('k1 = 1.2', 'k1 = 1.2\nkl = 3')
+    text = GOOD.replace("k1 = 1.2", "k1 = 1.2\nkl = 3")
     _fails(tmp_path, text, "kl = 3", "systems.bm25-k12.kl", "unknown key")
 
 
@@ -112,12 +111,24 @@ def test_cycle(tmp_path):
 
 def test_unknown_measure(tmp_path):
     text = GOOD.replace('measures = ["nDCG@10", "Judged@10"]', 'measures = ["nDCG@10", "nDGC@10"]')
-    _fails(tmp_path, text, 'measures = ["nDCG', "evaluation.measures[1]", "unknown measure 'nDGC@10'; known measures: map")
+    _fails(
+        tmp_path,
+        text,
+        'measures = ["nDCG',
+        "evaluation.measures[1]",
+        "unknown measure 'nDGC@10'; known measures: map",
+    )
 
 
 def test_unknown_system_kind(tmp_path):
     text = GOOD.replace('kind = "bm25"\nk1', 'kind = "colbert"\nk1')
-    _fails(tmp_path, text, 'kind = "colbert"', "systems.bm25-k12.kind", "unknown system kind 'colbert'.*bm25, dense")
+    _fails(
+        tmp_path,
+        text,
+        'kind = "colbert"',
+        "systems.bm25-k12.kind",
+        "unknown system kind 'colbert'.*bm25, dense",
+    )
 
 
 def test_wrong_type(tmp_path):
@@ -128,5 +139,7 @@ def test_wrong_type(tmp_path):
 def test_toml_syntax_error_names_the_line(tmp_path):
     text = GOOD.replace("k = 60", "k = = 60")
     path = _write(tmp_path, text)
-    with pytest.raises(ExperimentError, match=rf"^{re.escape(str(path))}:{_line_of(text, 'k = = 60')}: invalid TOML"):
+    with pytest.raises(
+        ExperimentError, match=rf"^{re.escape(str(path))}:{_line_of(text, 'k = = 60')}: invalid TOML"
+    ):
         load_config(path)

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from clirkit.cli import main as cli
 from clirkit.experiment import Experiment, load_results
 
@@ -78,17 +77,34 @@ def test_table_equals_the_separate_cli_commands(tmp_path):
     index = cli_dir / "index"
     assert cli(["index", "bm25", "--corpus", str(SAMPLE / "corpus.jsonl"), "--index", str(index),
                 "--lang-field", "lang", "--fields", "text", "--quiet"]) == 0  # fmt: skip
-    queries = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+    queries = [
+        json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     for lang in LANGS:
         qfile = cli_dir / f"queries-{lang}.jsonl"
-        qfile.write_text("".join(json.dumps(q) + "\n" for q in queries if q["lang"] == lang), encoding="utf-8")
+        qfile.write_text(
+            "".join(json.dumps(q) + "\n" for q in queries if q["lang"] == lang), encoding="utf-8"
+        )
         runs = {}
         for system, k1, b in (("bm25", "0.9", "0.4"), ("bm25-lucene", "1.2", "0.75")):
             runs[system] = cli_dir / f"{system}-{lang}.trec"
             assert cli(["search", "bm25", "--index", str(index), "--queries", str(qfile),
                         "--output", str(runs[system]), "--k1", k1, "--b", b, "--quiet"]) == 0  # fmt: skip
         runs["rrf"] = cli_dir / f"rrf-{lang}.trec"
-        assert cli(["fuse", str(runs["bm25"]), str(runs["bm25-lucene"]), "--k", "60", "--output", str(runs["rrf"])]) == 0
+        assert (
+            cli(
+                [
+                    "fuse",
+                    str(runs["bm25"]),
+                    str(runs["bm25-lucene"]),
+                    "--k",
+                    "60",
+                    "--output",
+                    str(runs["rrf"]),
+                ]
+            )
+            == 0
+        )
         for system, run in runs.items():
             out = io.StringIO()
             sys_stdout, sys.stdout = sys.stdout, out
@@ -120,11 +136,18 @@ def test_rerun_recomputes_nothing_and_table_reprints(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("### nDCG@10\n") and "| rrf |" in out
     assert cli(["experiment", "plan", str(path), "--workdir", str(tmp_path / "work")]) == 0
-    assert capsys.readouterr().out.endswith(f"{len(first.plan.stages)} stages: {len(first.plan.stages)} cached, 0 to run\n")
+    assert capsys.readouterr().out.endswith(
+        f"{len(first.plan.stages)} stages: {len(first.plan.stages)} cached, 0 to run\n"
+    )
     assert load_results(tmp_path / "work").rows == first.rows
     pandas = pytest.importorskip("pandas")
     frame = second.dataframe()
-    assert isinstance(frame, pandas.DataFrame) and list(frame.columns) == ["system", "task", "measure", "value"]
+    assert isinstance(frame, pandas.DataFrame) and list(frame.columns) == [
+        "system",
+        "task",
+        "measure",
+        "value",
+    ]
 
 
 def test_changing_fusion_k_recomputes_only_fusion_rerank_and_evaluation(tmp_path, shared):
@@ -141,7 +164,9 @@ def test_changing_fusion_k_recomputes_only_fusion_rerank_and_evaluation(tmp_path
     # per task: the fused run, its reranking and their two evaluations
     assert len(recomputed) == 4 * tasks
     assert second.results is not None and first.results is not None
-    assert second.results.value("bm25", "mlir/en", "ndcg_cut_10") == first.results.value("bm25", "mlir/en", "ndcg_cut_10")
+    assert second.results.value("bm25", "mlir/en", "ndcg_cut_10") == first.results.value(
+        "bm25", "mlir/en", "ndcg_cut_10"
+    )
 
 
 def _stage_dirs(store: Path) -> list[Path]:
@@ -157,7 +182,17 @@ def test_killed_at_random_points_the_rerun_gives_the_same_table(tmp_path):
     rng = random.Random(12)
     points = sorted(rng.sample(range(1, total), 3))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "clirkit.cli", "experiment", "run", str(path), "--workdir", str(work), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "clirkit.cli",
+        "experiment",
+        "run",
+        str(path),
+        "--workdir",
+        str(work),
+        "--quiet",
+    ]
     kills = 0
     for point in points:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

@@ -6,7 +6,6 @@ import math
 import random
 
 import pytest
-
 from clirkit import InvalidInputError
 from clirkit.experiment import kendall_tau, spearman
 
@@ -32,7 +31,10 @@ def test_matches_scipy_on_random_inputs(seed):
     else:
         x = [rng.random() for _ in range(n)]
         y = [rng.random() for _ in range(n)]
-    for ours, theirs in ((spearman(x, y), stats.spearmanr(x, y)), (kendall_tau(x, y), stats.kendalltau(x, y))):
+    for ours, theirs in (
+        (spearman(x, y), stats.spearmanr(x, y)),
+        (kendall_tau(x, y), stats.kendalltau(x, y)),
+    ):
         assert _same(ours.statistic, float(theirs.statistic)), (n, ours, theirs)
         assert _same(ours.pvalue, float(theirs.pvalue)), (n, ours, theirs)
 
@@ -44,7 +46,9 @@ def test_edge_cases_match_scipy():
     reversed_ = ([1.0, 2.0, 3.0, 4.0, 5.0], [5.0, 4.0, 3.0, 2.0, 1.0])
     assert kendall_tau(*reversed_).statistic == -1.0
     constant = ([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])
-    assert all(math.isnan(v) for v in spearman(*constant)) and all(math.isnan(v) for v in kendall_tau(*constant))
+    assert all(math.isnan(v) for v in spearman(*constant)) and all(
+        math.isnan(v) for v in kendall_tau(*constant)
+    )
     with pytest.raises(InvalidInputError, match="same items"):
         spearman([1.0, 2.0, 3.0], [1.0, 2.0])
     with pytest.raises(InvalidInputError, match="at least 3"):

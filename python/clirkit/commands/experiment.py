@@ -23,7 +23,9 @@ def register(top, groups) -> None:
 
     run = sub.add_parser("run", help="run what is not cached and print the tables")
     run.add_argument("file", help="experiment TOML file")
-    run.add_argument("--workdir", help="where artifacts and tables go (default: FILE's stem + .work beside it)")
+    run.add_argument(
+        "--workdir", help="where artifacts and tables go (default: FILE's stem + .work beside it)"
+    )
     run.add_argument("--threads", type=int, help="worker threads (default: the file's, else all cores)")
     run.add_argument("--format", choices=FORMATS, default="text", help="table format on stdout")
     add_quiet(run)

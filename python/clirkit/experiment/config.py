@@ -297,7 +297,9 @@ def _tasks(source: TomlSource, raw: Any, collections: Mapping[str, Collection]) 
             if setting == "mlir-dt" and not coll.translations:
                 raise r.error("setting", f"'{name}' has no translations for mlir-dt")
         if coll.format == "beir" and setting in ("mono", "clir") and coll.lang_field is None:
-            raise r.error("setting", f"setting '{setting}' picks documents by language: give '{name}' a lang_field")
+            raise r.error(
+                "setting", f"setting '{setting}' picks documents by language: give '{name}' a lang_field"
+            )
         tasks.append(TaskSpec(name, setting, tuple(languages)))
     return tuple(tasks)
 
@@ -424,12 +426,12 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
             source,
             ("rerank", rname),
             table,
-            ("input", "backend", "model", "base_url", "depth", "window", "stride", "max_words"),
+            ("input", "backend", "model", "base_url", "depth", "window", "stride", "max_words", "fields"),
         )
         if rname in names_seen:
             raise source.error(("rerank", rname), f"name already used in [{names_seen[rname]}]")
         backend = r.choice("backend", RERANK_BACKENDS, "pointwise")
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"fields": list(r.strings("fields", ("title", "text")))}
         if backend == "pointwise":
             options["model"] = r.file("model", base, directory=True)
         else:

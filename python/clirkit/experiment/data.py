@@ -145,7 +145,9 @@ def _neuclir_topics(coll: Collection) -> dict[str, dict[str, str]]:
             lang = ISO3_TO_1.get(entry.get("lang"), entry.get("lang"))
             text = entry.get(coll.topic_field)
             if not isinstance(text, str):
-                raise ExperimentError(f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{coll.topic_field}'")
+                raise ExperimentError(
+                    f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{coll.topic_field}'"
+                )
             by_lang[lang] = text
         topics[str(tid)] = by_lang
     return topics
@@ -237,7 +239,9 @@ def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics:
     if setting in ("mlir", "mlir-dt"):
         files = coll.docs if setting == "mlir" else coll.translations
         sources = tuple(
-            DocSource(path, None, "en" if setting == "mlir-dt" else None, None if setting == "mlir-dt" else "lang")
+            DocSource(
+                path, None, "en" if setting == "mlir-dt" else None, None if setting == "mlir-dt" else "lang"
+            )
             for path in files.values()
         )
         query_lang = coll.query_language

@@ -106,7 +106,9 @@ class Plan:
             return None
         from clirkit.experiment.stages import write_documents
 
-        return self.add(Stage("docs", f"documents {docs.describe()}", {}, (), docs.identity(), write_documents(docs)))
+        return self.add(
+            Stage("docs", f"documents {docs.describe()}", {}, (), docs.identity(), write_documents(docs))
+        )
 
     def docs_file(self, docs: DocSet) -> tuple[Path, Optional[str], Optional[str]]:
         """(corpus file, fixed analyzer language, per-document language field) for ``docs``."""
@@ -129,7 +131,11 @@ class Plan:
                 f"qrels {task.label}",
                 {},
                 inputs,
-                {"qrels": file_identity(task.qrels), "queries": task.queries_digest, "docs": task.docs.identity()},
+                {
+                    "qrels": file_identity(task.qrels),
+                    "queries": task.queries_digest,
+                    "docs": task.docs.identity(),
+                },
                 write_qrels(task),
             )
         )

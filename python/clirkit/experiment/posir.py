@@ -70,7 +70,9 @@ def convert_spans(
     target = os.fspath(output)
     tmp = f"{target}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\t".join([*SPAN_COLUMNS, "doc_chars", *(["doc_tokens"] if tokens is not None else [])]) + "\n")
+        f.write(
+            "\t".join([*SPAN_COLUMNS, "doc_chars", *(["doc_tokens"] if tokens is not None else [])]) + "\n"
+        )
         for row in rows:
             f.write("\t".join(row) + "\n")
     os.replace(tmp, target)

@@ -67,7 +67,9 @@ class Results:
 
     def grid(self, measure: str) -> list[list[str]]:
         """Header plus one row per system, values to 4 places, '-' where absent."""
-        columns = [c for c in self.columns if any(self.value(s, c, measure) is not None for s in self.systems)]
+        columns = [
+            c for c in self.columns if any(self.value(s, c, measure) is not None for s in self.systems)
+        ]
         marked = self._marked()
         out = [["system", *columns]]
         for system in self.systems:
@@ -235,7 +237,10 @@ def significance_rows(
 
 
 def correlation_rows(
-    rows: list[dict[str, Any]], systems: Sequence[str], pairs: Sequence[tuple[str, str]], measures: Sequence[str]
+    rows: list[dict[str, Any]],
+    systems: Sequence[str],
+    pairs: Sequence[tuple[str, str]],
+    measures: Sequence[str],
 ) -> list[dict[str, Any]]:
     """Spearman and Kendall between the systems' values on two columns, per shared measure."""
     by_key = {(r["system"], r["task"], r["measure"]): r["value"] for r in rows}

@@ -64,6 +64,8 @@ class Experiment:
         self.plan: Plan = build_plan(self.config, self.store, self.tasks)
         self.ran = 0
         self.reused = 0
+        #: (stage kind, label, seconds) of every stage the last run computed
+        self.timings: list[tuple[str, str, float]] = []
         self.results: Optional[Results] = None
 
     # --- planning -----------------------------------------------------------------------------
@@ -90,6 +92,7 @@ class Experiment:
         pending = [s for s in self.plan.stages if not self.plan.cached(s)]
         self.reused = len(self.plan.stages) - len(pending)
         self.ran = 0
+        self.timings = []
         started = time.monotonic()
         print(
             f"experiment {self.config.name}: {len(self.plan.stages)} stages, {self.reused} cached, "
@@ -102,7 +105,8 @@ class Experiment:
             with self.store.building(stage.kind, stage.digest, stage.manifest()) as work:
                 stage.action(stage, work, ctx)
             self.ran += 1
-            print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: {time.monotonic() - t0:.1f} s", file=log)
+            self.timings.append((stage.kind, stage.label, time.monotonic() - t0))
+            print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: {self.timings[-1][2]:.1f} s", file=log)
         results = self._assemble()
         self._write(results)
         print(
@@ -133,7 +137,12 @@ class Experiment:
                         measure_names.setdefault(k, spec if len(evaluation["keys"][spec]) == 1 else k)
                 for k in keys:
                     rows.append(
-                        {"system": node, "task": task.label, "measure": k, "value": float(evaluation["aggregate"][k])}
+                        {
+                            "system": node,
+                            "task": task.label,
+                            "measure": k,
+                            "value": float(evaluation["aggregate"][k]),
+                        }
                     )
                 per_query[(node, task.label)] = evaluation["per_query"]
                 query_counts[(node, task.label)] = len(evaluation["per_query"])
@@ -141,11 +150,15 @@ class Experiment:
         groups: dict[str, list[str]] = {}
         for task in self.tasks:
             groups.setdefault(task.group, []).append(task.label)
-        averages, average_labels = average_rows(rows, nodes, groups, query_counts, self.config.evaluation.averages)
+        averages, average_labels = average_rows(
+            rows, nodes, groups, query_counts, self.config.evaluation.averages
+        )
         columns: list[str] = []
         for group, labels in groups.items():
             columns.extend(labels)
-            columns.extend(a for a in average_labels if a.startswith(f"{group}/") and a.rsplit("/", 1)[0] == group)
+            columns.extend(
+                a for a in average_labels if a.startswith(f"{group}/") and a.rsplit("/", 1)[0] == group
+            )
         all_rows = rows + averages
         ev = self.config.evaluation
         significance = []
@@ -162,7 +175,9 @@ class Experiment:
             )
         measures = list(dict.fromkeys(r["measure"] for r in rows))
         correlations = correlation_rows(all_rows, nodes, ev.correlations, measures)
-        return Results(nodes, columns, measures, measure_names, all_rows, significance, correlations, ev.baseline)
+        return Results(
+            nodes, columns, measures, measure_names, all_rows, significance, correlations, ev.baseline
+        )
 
     def _write(self, results: Results) -> None:
         w = self.workdir
@@ -203,16 +218,26 @@ class Experiment:
             for node, by_task in self.plan.runs.items()
         }
         groups = {t.label: t.language or t.label for t in self.tasks}
-        tables, per_task = posir.report(positions, runs, groups, spec.measure, spec.bins, spec.edges, spec.min_queries)
+        tables, per_task = posir.report(
+            positions, runs, groups, spec.measure, spec.bins, spec.edges, spec.min_queries
+        )
         aggregated = [
-            {"system": t.system, "psi": {b.label: b.psi for b in [t.overall, *t.buckets]}, "bins": t.to_records()}
+            {
+                "system": t.system,
+                "psi": {b.label: b.psi for b in [t.overall, *t.buckets]},
+                "bins": t.to_records(),
+            }
             for t in tables
         ]
         write_json_atomic(self.workdir / "posir.json", {"aggregated": aggregated, **per_task})
         write_text_atomic(self.workdir / "posir.txt", format_tables(tables))
         if spec.plot:
             try:
-                plot(tables, self.workdir / "posir.png", title=f"{self.config.name}: {spec.measure} by answer position")
+                plot(
+                    tables,
+                    self.workdir / "posir.png",
+                    title=f"{self.config.name}: {spec.measure} by answer position",
+                )
             except ImportError:
                 print("clirkit: warning: no matplotlib, posir.png not drawn", file=sys.stderr)
 

@@ -25,7 +25,9 @@ def write_documents(docs: DocSet):
             for source in docs.sources:
                 for doc_id, title, text, lang in iter_documents(source):
                     if doc_id in seen:
-                        raise ValueError(f"{source.path}: document id '{doc_id}' appears twice in {docs.describe()}")
+                        raise ValueError(
+                            f"{source.path}: document id '{doc_id}' appears twice in {docs.describe()}"
+                        )
                     seen.add(doc_id)
                     record = {"_id": doc_id, "title": title, "text": text, "lang": lang}
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -111,6 +113,13 @@ class _SharedBackend(Backend):
         return self.backend.rank(requests)
 
 
+def _document_texts(path: Path, fields: list[str]) -> dict[str, str]:
+    """``{doc id: the present fields joined by a space}`` (the reranker sees what the file names)."""
+    from clirkit.datasets import iter_jsonl
+
+    return {record.id: record.text for record in iter_jsonl(path, fields)}
+
+
 def rerank_stage(
     spec: RerankSpec, task: Task, source: Stage, docs_path: Path, docs_stage: Optional[Stage]
 ) -> Stage:
@@ -119,6 +128,7 @@ def rerank_stage(
         "backend": spec.backend,
         "model": model_identity(model) if spec.backend == "pointwise" else model,
         "base_url": spec.options.get("base_url"),
+        "fields": spec.options["fields"],
         "depth": spec.depth,
         "window": spec.window,
         "stride": spec.stride,
@@ -134,7 +144,7 @@ def rerank_stage(
         run, _ = rerank(
             str(source.output / RUN_FILE),
             {q: text for q, text, _ in task.queries},
-            str(docs_path),
+            _document_texts(docs_path, spec.options["fields"]),
             backend if spec.backend == "openai" else _SharedBackend(backend),
             depth=spec.depth,
             window=spec.window,

@@ -4,7 +4,11 @@ A stage builds into a private temporary directory and renames it into place when
 stage directory is either absent or whole: a run killed at any point leaves no partial output behind
 (only its temporary directory, removed by the next run), and rerunning recomputes exactly the stages
 whose directories are missing. Work that can resume inside one stage (encoding a corpus, a reranking
-cache) keeps its progress under ``partial/DIGEST`` until the stage completes."""
+cache) keeps its progress under ``partial/DIGEST`` until the stage completes.
+
+The rename makes a stage atomic for a killed process; stage directories are not flushed to disk one by
+one (that costs more than small stages themselves), so after a power failure a stage whose manifest
+did not reach the disk is not trusted and is recomputed."""
 
 from __future__ import annotations
 
@@ -41,7 +45,11 @@ class ArtifactStore:
         return self.root / kind / digest
 
     def has(self, kind: str, digest: str) -> bool:
-        return (self.path(kind, digest) / MANIFEST).is_file()
+        try:
+            with open(self.path(kind, digest) / MANIFEST, encoding="utf-8") as f:
+                return json.load(f).get("kind") == kind
+        except (OSError, ValueError):
+            return False
 
     def partial(self, digest: str) -> Path:
         """A directory for resumable progress of one stage, kept across killed runs."""
@@ -69,32 +77,17 @@ class ArtifactStore:
             yield work
             with open(work / MANIFEST, "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
             final = self.path(kind, digest)
             final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists():  # built meanwhile by a concurrent run: theirs is as good as ours
+            if self.has(kind, digest):  # built meanwhile by a concurrent run: theirs is as good as ours
                 shutil.rmtree(work, ignore_errors=True)
             else:
+                shutil.rmtree(final, ignore_errors=True)  # an unreadable leftover (see the module note)
                 os.rename(work, final)
-                _sync_dir(final.parent)
             shutil.rmtree(self.partial_root / digest, ignore_errors=True)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-
-
-def _sync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:

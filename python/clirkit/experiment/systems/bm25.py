@@ -78,7 +78,14 @@ class Bm25Kind:
                 results.to_trec(out / RUN_FILE)
 
         return plan.add(
-            Stage("search", f"{spec.name} {task.label}", params, (index,), {"queries": task.queries_digest}, search)
+            Stage(
+                "search",
+                f"{spec.name} {task.label}",
+                params,
+                (index,),
+                {"queries": task.queries_digest},
+                search,
+            )
         )
 
 

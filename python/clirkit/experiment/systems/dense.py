@@ -41,7 +41,9 @@ class DenseKind:
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         passages = r.get("passages", list)
-        if passages is not None and (len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)):
+        if passages is not None and (
+            len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)
+        ):
             raise r.error("passages", "must be [size, stride] in tokens")
         return {
             "model": r.file("model", base, directory=True),
@@ -71,7 +73,12 @@ class DenseKind:
                 prefix = ctx.store.partial(stage.digest) / EMBEDDINGS
                 passages = tuple(options["passages"]) if options["passages"] else None
                 encode_file(
-                    _encoder(ctx, options), path, prefix, fields=options["fields"], passages=passages, quiet=ctx.quiet
+                    _encoder(ctx, options),
+                    path,
+                    prefix,
+                    fields=options["fields"],
+                    passages=passages,
+                    quiet=ctx.quiet,
                 )
                 for kind, done in output_paths(prefix).items():
                     if kind in ("npy", "ids"):
@@ -98,7 +105,9 @@ class DenseKind:
                 matrices.append(np.asarray(matrix))
                 all_ids.extend(ids)
             embeddings = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
-            index = DenseIndex.build(embeddings, all_ids, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet)
+            index = DenseIndex.build(
+                embeddings, all_ids, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet
+            )
             index.save(out / "index")
 
         index = plan.add(
@@ -130,7 +139,11 @@ class DenseKind:
             )
         )
         hits = options["hits"] or plan.config.hits
-        params = {"hits": hits, "maxp": options["passages"] is not None, "drop_self_hits": task.drop_self_hits}
+        params = {
+            "hits": hits,
+            "maxp": options["passages"] is not None,
+            "drop_self_hits": task.drop_self_hits,
+        }
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
@@ -149,9 +162,7 @@ class DenseKind:
             else:
                 opened.search_trec(vectors, qids, out / RUN_FILE, hits, maxp=maxp, threads=ctx.threads)
 
-        return plan.add(
-            Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search)
-        )
+        return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
 
 
 register_system_kind(DenseKind())
