@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from clirkit.experiment import Experiment
 from clirkit.experiment.posir import convert_spans
 from clirkit.experiment.toml_source import ExperimentError

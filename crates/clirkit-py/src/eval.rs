@@ -6,8 +6,8 @@ use crate::errors::IntoPy;
 use clirkit_core::eval::position::{self, PositionTable};
 use clirkit_core::eval::qrels_file::read_qrels_index;
 use clirkit_core::eval::{
-    self as core_eval, correlation, parse_measures, significance, EvalOptions, Evaluation, QrelsIndex, RunFile,
-    RunQuery, ScoredRef,
+    self as core_eval, correlation, parse_measures, significance, EvalOptions, Evaluation,
+    QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
 use clirkit_core::Error;
 use pyo3::prelude::*;

@@ -24,9 +24,7 @@ fn check_pairs(x: &[f64], y: &[f64]) -> Result<()> {
         )));
     }
     if x.len() < 3 {
-        return Err(Error::invalid(
-            "rank correlation needs at least 3 items",
-        ));
+        return Err(Error::invalid("rank correlation needs at least 3 items"));
     }
     if let Some(bad) = x.iter().chain(y).find(|v| v.is_nan()) {
         return Err(Error::invalid(format!(
@@ -285,7 +283,10 @@ mod tests {
 
     #[test]
     fn average_ranks_share_ties() {
-        assert_eq!(average_ranks(&[10.0, 20.0, 10.0, 5.0]), [2.5, 4.0, 2.5, 1.0]);
+        assert_eq!(
+            average_ranks(&[10.0, 20.0, 10.0, 5.0]),
+            [2.5, 4.0, 2.5, 1.0]
+        );
     }
 
     #[test]
@@ -296,7 +297,10 @@ mod tests {
         assert!(close(r.p_value, 0.088_587_005_313_543_8), "{r:?}");
         let perfect = spearman(&[1.0, 2.0, 3.0], &[3.0, 4.0, 9.0]).unwrap();
         assert_eq!((perfect.coefficient, perfect.p_value), (1.0, 0.0));
-        assert!(spearman(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0]).unwrap().coefficient.is_nan());
+        assert!(spearman(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0])
+            .unwrap()
+            .coefficient
+            .is_nan());
         assert!(spearman(&[1.0, 2.0], &[1.0, 2.0]).is_err());
         assert!(spearman(&[1.0, 2.0, 3.0], &[1.0, 2.0]).is_err());
     }
@@ -308,7 +312,11 @@ mod tests {
         assert!(close(r.coefficient, -0.471_404_520_791_031_7), "{r:?}");
         assert!(close(r.p_value, 0.282_745_459_932_774_67), "{r:?}");
         // scipy.stats.kendalltau([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5]): no ties, exact p
-        let r = kendall_tau(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2.0, 1.0, 4.0, 3.0, 6.0, 5.0]).unwrap();
+        let r = kendall_tau(
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            &[2.0, 1.0, 4.0, 3.0, 6.0, 5.0],
+        )
+        .unwrap();
         assert!(close(r.coefficient, 0.6), "{r:?}");
         assert!(close(r.p_value, 0.136_111_111_111_111_1), "{r:?}");
     }
