@@ -143,3 +143,14 @@ def test_toml_syntax_error_names_the_line(tmp_path):
         ExperimentError, match=rf"^{re.escape(str(path))}:{_line_of(text, 'k = = 60')}: invalid TOML"
     ):
         load_config(path)
+
+
+def test_correlation_of_an_unknown_column(tmp_path):
+    text = GOOD.replace('baseline = "bm25"', 'baseline = "bm25"\ncorrelations = [["mlir/en", "mlir/fr"]]')
+    _fails(
+        tmp_path,
+        text,
+        "correlations =",
+        r"evaluation.correlations[0]",
+        "'mlir/fr' is not a task or average column",
+    )

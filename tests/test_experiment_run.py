@@ -56,6 +56,7 @@ k = {fusion_k}
 measures = ["nDCG@10", "R@100"]
 baseline = "bm25"
 averages = ["macro", "query-weighted"]
+correlations = [["mlir/en", "mlir/de"]]
 """
     path = tmp_path / "exp.toml"
     path.write_text(text, encoding="utf-8")
@@ -123,6 +124,14 @@ def test_table_equals_the_separate_cli_commands(tmp_path):
     assert results.value("rrf", "mlir/avg", "ndcg_cut_10") == pytest.approx(mean, abs=1e-15)
     assert results.value("rrf", "mlir/qavg", "ndcg_cut_10") is not None
     assert results.value("bm25", "mono/de", "ndcg_cut_10") is not None
+    # rank correlation of the three systems' orderings on two columns, per measure
+    from clirkit.experiment import kendall_tau, spearman
+
+    (ndcg,) = [c for c in results.correlations if c["measure"] == "ndcg_cut_10"]
+    x = [results.value(s, "mlir/en", "ndcg_cut_10") for s in ("bm25", "bm25-lucene", "rrf")]
+    y = [results.value(s, "mlir/de", "ndcg_cut_10") for s in ("bm25", "bm25-lucene", "rrf")]
+    assert ndcg["systems"] == 3 and ndcg["spearman"] == spearman(x, y).statistic
+    assert ndcg["kendall_p"] == kendall_tau(x, y).pvalue
 
 
 def test_rerun_recomputes_nothing_and_table_reprints(tmp_path, capsys):

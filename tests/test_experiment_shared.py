@@ -89,3 +89,48 @@ def test_convert_spans(tmp_path):
     spans.write_text("query-id\tcorpus-id\tspan_start\tspan_end\nq1\td9\t2\t4\n")
     with pytest.raises(ExperimentError, match=r"spans.tsv:2: document 'd9' is not in"):
         convert_spans(spans, corpus, out)
+
+
+@pytest.mark.slow
+def test_neuclir_example_equals_the_separate_cli_commands(tmp_path, shared):
+    """The whole example (BM25, e5, RRF); mono/zh recomputed with index/encode/search/fuse/eval."""
+    from clirkit.cli import main as cli
+
+    root = shared("data", "xquad-clir").parent.parent
+    model = shared("models", "multilingual-e5-small-int8")
+    data = root / "data" / "xquad-clir"
+    results = Experiment(
+        _example(tmp_path, "xquad-clir-neuclir.toml", (), root), tmp_path / "work", quiet=True
+    ).run(log=io.StringIO())
+    cli_dir = tmp_path / "cli"
+    cli_dir.mkdir()
+    queries = cli_dir / "queries.jsonl"
+    with open(data / "topics.jsonl", encoding="utf-8") as f, open(queries, "w", encoding="utf-8") as out:
+        for line in f:
+            topic = json.loads(line)
+            title = next(t["topic_title"] for t in topic["topics"] if t["lang"] == "zho")
+            out.write(
+                json.dumps({"_id": topic["topic_id"], "text": title, "lang": "zh"}, ensure_ascii=False) + "\n"
+            )
+    c = str(cli_dir)
+    steps = [
+        ["index", "bm25", "--corpus", str(data / "docs" / "zh.jsonl"), "--index", f"{c}/bm25", "--lang", "zh",
+         "--fields", "text", "--quiet"],
+        ["search", "bm25", "--index", f"{c}/bm25", "--queries", str(queries), "--output", f"{c}/bm25.trec", "--quiet"],
+        ["encode", "--model", str(model), "--corpus", str(data / "docs" / "zh.jsonl"), "--fields", "text",
+         "--max-length", "512", "--output", f"{c}/docs", "--quiet"],
+        ["encode", "--model", str(model), "--queries", str(queries), "--max-length", "512", "--output", f"{c}/q",
+         "--quiet"],
+        ["index", "dense", "--embeddings", f"{c}/docs.npy", "--ids", f"{c}/docs.ids.txt", "--index", f"{c}/dense"],
+        ["search", "dense", "--index", f"{c}/dense", "--queries", f"{c}/q.npy", "--qids", f"{c}/q.ids.txt",
+         "--output", f"{c}/e5.trec"],
+        ["fuse", f"{c}/bm25.trec", f"{c}/e5.trec", "--k", "60", "--output", f"{c}/rrf.trec"],
+    ]  # fmt: skip
+    for step in steps:
+        assert cli(step) == 0, step
+    from clirkit.evaluation import evaluate
+
+    for system in ("bm25", "e5", "rrf"):
+        expected = evaluate(str(data / "qrels" / "zh.txt"), f"{c}/{system}.trec", ["nDCG@20", "Judged@20"])
+        for key, value in expected.items():
+            assert results.value(system, "mono/zh", key) == value, (system, key)

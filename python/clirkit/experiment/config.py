@@ -125,6 +125,7 @@ class ExperimentConfig:
     rerank: Mapping[str, RerankSpec]
     evaluation: EvaluationSpec
     posir: Optional[PosirSpec]
+    source: Optional[TomlSource] = field(default=None, compare=False, repr=False)
 
     @property
     def base_dir(self) -> str:
@@ -522,4 +523,5 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         rerank,
         evaluation,
         posir,
+        source,
     )

@@ -246,18 +246,26 @@ def correlation_rows(
     by_key = {(r["system"], r["task"], r["measure"]): r["value"] for r in rows}
     out = []
     for a, b in pairs:
-        for measure in measures:
-            shared = [s for s in systems if (s, a, measure) in by_key and (s, b, measure) in by_key]
+        measures_a = [m for m in measures if any((s, a, m) in by_key for s in systems)]
+        measures_b = [m for m in measures if any((s, b, m) in by_key for s in systems)]
+        common = [m for m in measures_a if m in measures_b]
+        # Columns scored differently (e.g. nDCG@10 for QA, Recall@10 for long documents) are compared
+        # on their first measures.
+        compared = [(m, m) for m in common] or (
+            [(measures_a[0], measures_b[0])] if measures_a and measures_b else []
+        )
+        for measure_a, measure_b in compared:
+            shared = [s for s in systems if (s, a, measure_a) in by_key and (s, b, measure_b) in by_key]
             if len(shared) < 3:
                 continue
-            x = [by_key[(s, a, measure)] for s in shared]
-            y = [by_key[(s, b, measure)] for s in shared]
+            x = [by_key[(s, a, measure_a)] for s in shared]
+            y = [by_key[(s, b, measure_b)] for s in shared]
             rho, tau = spearman(x, y), kendall_tau(x, y)
             out.append(
                 {
                     "a": a,
                     "b": b,
-                    "measure": measure,
+                    "measure": measure_a if measure_a == measure_b else f"{measure_a} vs {measure_b}",
                     "systems": len(shared),
                     "spearman": _finite(rho.statistic),
                     "spearman_p": _finite(rho.pvalue),

@@ -21,6 +21,7 @@ from clirkit.experiment.results import (
 )
 from clirkit.experiment.stages import RUN_FILE, read_eval
 from clirkit.experiment.store import ArtifactStore, write_json_atomic, write_text_atomic
+from clirkit.experiment.toml_source import ExperimentError
 
 RESULTS_FILE = "results.json"  # rows {system, task, measure, value}
 REPORT_FILE = "report.json"  # everything the tables are made of
@@ -61,12 +62,29 @@ class Experiment:
         self.quiet = quiet
         self.store = ArtifactStore(self.workdir / "store")
         self.tasks: list[Task] = build_tasks(self.config)
+        self._check_correlations()
         self.plan: Plan = build_plan(self.config, self.store, self.tasks)
         self.ran = 0
         self.reused = 0
         #: (stage kind, label, seconds) of every stage the last run computed
         self.timings: list[tuple[str, str, float]] = []
         self.results: Optional[Results] = None
+
+    def _check_correlations(self) -> None:
+        """Correlated columns must be tasks or group averages of this experiment."""
+        columns = {t.label for t in self.tasks}
+        for task in self.tasks:
+            columns.update({f"{task.group}/avg", f"{task.group}/qavg"})
+        for i, pair in enumerate(self.config.evaluation.correlations):
+            for label in pair:
+                if label not in columns:
+                    message = (
+                        f"'{label}' is not a task or average column; columns: {', '.join(sorted(columns))}"
+                    )
+                    source = self.config.source
+                    if source is None:
+                        raise ExperimentError(f"{self.config.path}: evaluation.correlations[{i}]: {message}")
+                    raise source.error(("evaluation", "correlations", i), message)
 
     # --- planning -----------------------------------------------------------------------------
 
