@@ -1,8 +1,9 @@
 """Orchestration overhead of ``clirkit experiment``: what the experiment machinery adds to the work of
 its stages, on the embedded sample (so it runs anywhere).
 
-The experiment: 11 tasks (each language's questions against all 227 sample documents), two BM25
-systems (Lucene's and Anserini's k1/b), their RRF fusion and the evaluation of every run (67 stages).
+The experiment: ``clirkit demo``'s (11 tasks: each language's questions against all 227 sample
+documents) with a second BM25 system (Lucene's k1/b next to Anserini's), the RRF of the two and the
+evaluation of every run (67 stages).
 Measured side by side in one process:
 
 - ``hand``: the same work chained by hand through the Python API (one index, per language a query
@@ -33,33 +34,15 @@ from clirkit.experiment import Experiment
 SAMPLE = Path(clirkit.__file__).parent / "data" / "sample"
 LANGS = ["ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh"]
 SYSTEMS = {"bm25": (0.9, 0.4), "bm25-lucene": (1.2, 0.75)}
+MEASURES = ["nDCG@10", "R@100", "MRR"]
 
 
 def experiment_file(directory: Path) -> Path:
-    systems = "".join(
-        f'[systems.{name}]\nkind = "bm25"\nk1 = {k1}\nb = {b}\nfields = ["text"]\n\n'
-        for name, (k1, b) in SYSTEMS.items()
-    )
-    text = f"""[experiment]
-name = "overhead"
-hits = 100
-
-[collections.sample]
-path = "{SAMPLE}"
-qrels = "qrels.tsv"
-lang_field = "lang"
-
-[[tasks]]
-collection = "sample"
-setting = "mlir"
-languages = {json.dumps(LANGS)}
-
-{systems}[fusion.rrf]
-inputs = {json.dumps(list(SYSTEMS))}
-
-[evaluation]
-measures = ["nDCG@10", "R@100"]
-"""
+    """``clirkit demo``'s experiment plus a second BM25 system and the RRF of the two."""
+    text = (SAMPLE / "demo.toml").read_text(encoding="utf-8").replace('path = "."', f'path = "{SAMPLE}"')
+    k1, b = SYSTEMS["bm25-lucene"]
+    text += f'\n[systems.bm25-lucene]\nkind = "bm25"\nk1 = {k1}\nb = {b}\nfields = ["text"]\n'
+    text += f"\n[fusion.rrf]\ninputs = {json.dumps(list(SYSTEMS))}\n"
     path = directory / "overhead.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -81,10 +64,10 @@ def by_hand(work: Path) -> float:
             path = work / f"{name}-{lang}.trec"
             index.batch_search(triples, 100, k1=k1, b=b, quiet=True).to_trec(path)
             runs.append(path)
-            evaluate(qrels, str(path), ["nDCG@10", "R@100"], per_query=True)
+            evaluate(qrels, str(path), MEASURES, per_query=True)
         fused = work / f"rrf-{lang}.trec"
         fuse([str(r) for r in runs], output=fused)
-        evaluate(qrels, str(fused), ["nDCG@10", "R@100"], per_query=True)
+        evaluate(qrels, str(fused), MEASURES, per_query=True)
     return time.perf_counter() - started
 
 

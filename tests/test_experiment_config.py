@@ -7,23 +7,11 @@ from pathlib import Path
 
 import pytest
 from clirkit.experiment import Experiment, ExperimentError, load_config
+from conftest import SAMPLE, sample_experiment_head
 
-SAMPLE = Path(__file__).resolve().parent.parent / "python" / "clirkit" / "data" / "sample"
-
-GOOD = f"""\
-[experiment]
-name = "t"
-
-[collections.sample]
-path = "{SAMPLE}"
-qrels = "qrels.tsv"
-lang_field = "lang"
-
-[[tasks]]
-collection = "sample"
-setting = "mlir"
-languages = ["en", "de"]
-
+GOOD = (
+    sample_experiment_head("t", ["en", "de"])
+    + """
 [systems.bm25]
 kind = "bm25"
 fields = ["text"]
@@ -41,6 +29,7 @@ k = 60
 measures = ["nDCG@10", "Judged@10"]
 baseline = "bm25"
 """
+)
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -17,25 +17,15 @@ from pathlib import Path
 import pytest
 from clirkit.cli import main as cli
 from clirkit.experiment import Experiment, load_results
+from conftest import SAMPLE, sample_experiment_head
 
-SAMPLE = Path(__file__).resolve().parent.parent / "python" / "clirkit" / "data" / "sample"
 LANGS = ("en", "de", "zh")
 
 
 def _experiment_file(tmp_path: Path, fusion_k: int = 60, extra: str = "", langs=LANGS, mono=("de",)) -> Path:
-    text = f"""\
-[experiment]
-name = "sample-fusion"
-
-[collections.sample]
-path = "{SAMPLE}"
-qrels = "qrels.tsv"
-lang_field = "lang"
-
-[[tasks]]
-collection = "sample"
-setting = "mlir"
-languages = {json.dumps(list(langs))}
+    text = (
+        sample_experiment_head("sample-fusion", langs)
+        + f"""
 {"" if not mono else f'[[tasks]]{chr(10)}collection = "sample"{chr(10)}setting = "mono"{chr(10)}languages = {json.dumps(list(mono))}'}
 
 [systems.bm25]
@@ -58,6 +48,7 @@ baseline = "bm25"
 averages = ["macro", "query-weighted"]
 correlations = [["mlir/en", "mlir/de"]]
 """
+    )
     path = tmp_path / "exp.toml"
     path.write_text(text, encoding="utf-8")
     return path
