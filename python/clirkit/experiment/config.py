@@ -17,7 +17,7 @@ from typing import Any, Optional
 from clirkit._native import InvalidInputError
 from clirkit.experiment.toml_source import ExperimentError, KeyPath, TomlSource, load_toml
 
-COLLECTION_FORMATS = ("beir", "neuclir")
+COLLECTION_FORMATS = ("beir", "beir-group", "neuclir")
 #: Settings of a task: which documents are searched with which queries (see :mod:`.data`).
 BEIR_SETTINGS = ("all", "mono", "clir", "mlir")
 NEUCLIR_SETTINGS = ("mono", "clir-qt", "clir-dt", "clir", "mlir-dt", "mlir")
@@ -118,6 +118,7 @@ class ExperimentConfig:
     name: str
     threads: int
     hits: int
+    store: Optional[str]  # an artifact store shared with other experiments (None: WORKDIR/store)
     collections: Mapping[str, Collection]
     tasks: tuple[TaskSpec, ...]
     systems: Mapping[str, SystemSpec]
@@ -257,6 +258,65 @@ def _collection(source: TomlSource, name: str, table: Any, base: str) -> Collect
     )
 
 
+def _beir_group(source: TomlSource, name: str, table: Any, base: str) -> list[Collection]:
+    """``format = "beir-group"``: every BEIR dataset under ``path`` (a directory with corpus.jsonl,
+    queries.jsonl and qrels/test.tsv), or the ``datasets`` named; each becomes a collection named
+    after its directory, in group ``name``. ``drop_self_hits`` may list the datasets it applies to."""
+    key: KeyPath = ("collections", name)
+    allowed = (
+        "format",
+        "path",
+        "datasets",
+        "measures",
+        "drop_self_hits",
+        "lang",
+        "lang_field",
+        "query_language",
+    )
+    r = _Reader(source, key, table, allowed)
+    root = r.file("path", base, directory=True)
+    assert root is not None
+    found = sorted(
+        d
+        for d in os.listdir(root)
+        if all(
+            os.path.isfile(os.path.join(root, d, f))
+            for f in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+        )
+    )
+    chosen = r.strings("datasets")
+    for dataset in chosen or ():
+        if dataset not in found:
+            raise r.error(
+                "datasets", f"'{dataset}' is not a BEIR dataset under {root} (found: {', '.join(found)})"
+            )
+    drop = r.get("drop_self_hits", (bool, list), False)
+    if isinstance(drop, list) and not all(isinstance(d, str) and d in found for d in drop):
+        raise r.error("drop_self_hits", "must be true, false or a list of the group's datasets")
+    measures = r.strings("measures")
+    out = []
+    for dataset in chosen or found:
+        path = os.path.join(root, dataset)
+        out.append(
+            Collection(
+                name=dataset,
+                format="beir",
+                group=name,
+                measures=measures,
+                drop_self_hits=drop is True or (isinstance(drop, list) and dataset in drop),
+                lang=r.get("lang", str, "en"),
+                query_language=r.get("query_language", str, "en"),
+                lang_field=r.get("lang_field", str),
+                corpus=os.path.join(path, "corpus.jsonl"),
+                queries=os.path.join(path, "queries.jsonl"),
+                qrels=os.path.join(path, "qrels", "test.tsv"),
+            )
+        )
+    if not out:
+        raise r.error("path", f"no BEIR dataset (corpus.jsonl, queries.jsonl, qrels/test.tsv) under {root}")
+    return out
+
+
 def _tasks(source: TomlSource, raw: Any, collections: Mapping[str, Collection]) -> tuple[TaskSpec, ...]:
     if raw is None:
         if any(c.format == "neuclir" for c in collections.values()):
@@ -267,42 +327,49 @@ def _tasks(source: TomlSource, raw: Any, collections: Mapping[str, Collection]) 
     tasks = []
     for i, table in enumerate(raw):
         r = _Reader(source, ("tasks", i), table, ("collection", "setting", "languages"))
-        name = r.get("collection", str, required=True)
-        if name not in collections:
-            raise r.error("collection", f"collection '{name}' is not defined in [collections]")
-        coll = collections[name]
-        settings = NEUCLIR_SETTINGS if coll.format == "neuclir" else BEIR_SETTINGS
-        setting = r.choice("setting", settings, "all" if coll.format == "beir" else None)
-        languages = r.strings("languages")
-        beir_mlir_by_query_language = coll.format == "beir" and setting == "mlir" and languages
-        if setting in ("all", "mlir", "mlir-dt") and not beir_mlir_by_query_language:
-            if languages:
-                raise r.error("languages", f"setting '{setting}' covers every language; leave languages out")
-            languages = (None,)
-        elif not languages:
-            raise source.error(("tasks", i), f"setting '{setting}' needs languages = [...]")
-        if coll.format == "neuclir":
-            needed = {
-                "mono": coll.docs,
-                "clir-qt": coll.docs,
-                "clir": coll.docs,
-                "clir-dt": coll.translations,
-            }.get(setting)
-            for lang in languages:
-                if needed is not None and lang not in needed:
-                    which = "translations" if setting == "clir-dt" else "docs"
-                    raise r.error("languages", f"language '{lang}' has no file in {which} of '{name}'")
-                qrels_key = "mlir" if lang is None else lang
-                if qrels_key not in coll.qrels_by_language:
-                    raise r.error("languages", f"'{name}' has no qrels.{qrels_key} file")
-            if setting == "mlir-dt" and not coll.translations:
-                raise r.error("setting", f"'{name}' has no translations for mlir-dt")
-        if coll.format == "beir" and setting in ("mono", "clir") and coll.lang_field is None:
-            raise r.error(
-                "setting", f"setting '{setting}' picks documents by language: give '{name}' a lang_field"
-            )
-        tasks.append(TaskSpec(name, setting, tuple(languages)))
+        group_or_name = r.get("collection", str, required=True)
+        members = [
+            c.name for c in collections.values() if c.group == group_or_name and c.name != group_or_name
+        ]
+        if group_or_name not in collections and not members:
+            raise r.error("collection", f"collection '{group_or_name}' is not defined in [collections]")
+        for name in [group_or_name] if group_or_name in collections else members:
+            tasks.append(_task(source, r, i, name, collections[name]))
     return tuple(tasks)
+
+
+def _task(source: TomlSource, r: _Reader, i: int, name: str, coll: Collection) -> TaskSpec:
+    settings = NEUCLIR_SETTINGS if coll.format == "neuclir" else BEIR_SETTINGS
+    setting = r.choice("setting", settings, "all" if coll.format == "beir" else None)
+    languages = r.strings("languages")
+    beir_mlir_by_query_language = coll.format == "beir" and setting == "mlir" and languages
+    if setting in ("all", "mlir", "mlir-dt") and not beir_mlir_by_query_language:
+        if languages:
+            raise r.error("languages", f"setting '{setting}' covers every language; leave languages out")
+        languages = (None,)
+    elif not languages:
+        raise source.error(("tasks", i), f"setting '{setting}' needs languages = [...]")
+    if coll.format == "neuclir":
+        needed = {
+            "mono": coll.docs,
+            "clir-qt": coll.docs,
+            "clir": coll.docs,
+            "clir-dt": coll.translations,
+        }.get(setting)
+        for lang in languages:
+            if needed is not None and lang not in needed:
+                which = "translations" if setting == "clir-dt" else "docs"
+                raise r.error("languages", f"language '{lang}' has no file in {which} of '{name}'")
+            qrels_key = "mlir" if lang is None else lang
+            if qrels_key not in coll.qrels_by_language:
+                raise r.error("languages", f"'{name}' has no qrels.{qrels_key} file")
+        if setting == "mlir-dt" and not coll.translations:
+            raise r.error("setting", f"'{name}' has no translations for mlir-dt")
+    if coll.format == "beir" and setting in ("mono", "clir") and coll.lang_field is None:
+        raise r.error(
+            "setting", f"setting '{setting}' picks documents by language: give '{name}' a lang_field"
+        )
+    return TaskSpec(name, setting, tuple(languages))
 
 
 def _check_measures(source: TomlSource, key: KeyPath, measures: tuple[str, ...]) -> None:
@@ -357,15 +424,24 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         source.data,
         ("experiment", "collections", "tasks", "systems", "fusion", "rerank", "evaluation", "posir"),
     )
-    exp = _Reader(source, ("experiment",), top.get("experiment", dict, {}), ("name", "threads", "hits"))
+    exp = _Reader(source, ("experiment",), top.get("experiment", dict, {}), ("name", "threads", "hits", "store"))
     name = exp.get("name", str, os.path.splitext(os.path.basename(source.path))[0])
     threads = exp.positive("threads", 0, allow_zero=True)
     hits = exp.positive("hits", 1000)
+    store = exp.get("store", str)
 
     raw_collections = top.get("collections", dict, {})
     if not raw_collections:
         raise source.error(("collections",), "at least one collection is needed")
-    collections = {n: _collection(source, n, t, base) for n, t in raw_collections.items()}
+    collections: dict[str, Collection] = {}
+    for cname, table in raw_collections.items():
+        is_group = isinstance(table, dict) and table.get("format") == "beir-group"
+        for coll in (
+            _beir_group(source, cname, table, base) if is_group else [_collection(source, cname, table, base)]
+        ):
+            if coll.name in collections:
+                raise source.error(("collections", cname), f"collection '{coll.name}' is defined twice")
+            collections[coll.name] = coll
     tasks = _tasks(source, top.get("tasks", list), collections)
 
     names_seen: dict[str, str] = {}
@@ -516,6 +592,7 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         name,
         threads,
         hits,
+        None if store is None else os.path.normpath(os.path.join(base, store)),
         collections,
         tasks,
         systems,

@@ -60,7 +60,7 @@ class Experiment:
         self.config: ExperimentConfig = dataclasses.replace(config, **overrides) if overrides else config
         self.workdir = Path(workdir) if workdir is not None else default_workdir(path)
         self.quiet = quiet
-        self.store = ArtifactStore(self.workdir / "store")
+        self.store = ArtifactStore(self.config.store or self.workdir / "store")
         self.tasks: list[Task] = build_tasks(self.config)
         self._check_correlations()
         self.plan: Plan = build_plan(self.config, self.store, self.tasks)
