@@ -143,3 +143,29 @@ def test_correlation_of_an_unknown_column(tmp_path):
         r"evaluation.correlations[0]",
         "'mlir/fr' is not a task or average column",
     )
+
+
+def test_beir_group_expands_to_one_collection_per_dataset(tmp_path):
+    for name in ("arguana", "scifact"):
+        (tmp_path / "group" / name / "qrels").mkdir(parents=True)
+        for f in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+            (tmp_path / "group" / name / f).write_text("")
+    (tmp_path / "group" / "notes").mkdir()
+    text = """[collections.hindi]
+format = "beir-group"
+path = "group"
+drop_self_hits = ["arguana"]
+
+[[tasks]]
+collection = "hindi"
+
+[systems.bm25]
+kind = "bm25"
+"""
+    config = load_config(_write(tmp_path, text))
+    assert list(config.collections) == ["arguana", "scifact"]
+    assert [c.group for c in config.collections.values()] == ["hindi", "hindi"]
+    assert [c.drop_self_hits for c in config.collections.values()] == [True, False]
+    assert [(t.collection, t.setting) for t in config.tasks] == [("arguana", "all"), ("scifact", "all")]
+    bad = text.replace('path = "group"', 'path = "group"\ndatasets = ["scifact", "fiqa"]')
+    _fails(tmp_path, bad, "datasets =", "collections.hindi.datasets", "'fiqa' is not a BEIR dataset")

@@ -241,3 +241,24 @@ kind = "bm25"
     kept = (tmp_path / "work" / "runs" / "bm25" / "plain.trec").read_text()
     assert " q1 " not in dropped and " q1 " in kept
     assert exp.results is not None and "args/avg" in exp.results.columns
+
+
+def test_two_experiment_files_share_artifacts_through_one_store(tmp_path):
+    first_file = _experiment_file(tmp_path)
+    text = first_file.read_text().replace(
+        'name = "sample-fusion"\n', 'name = "sample-fusion"\nstore = "store"\n'
+    )
+    first_file.write_text(text)
+    first = _run(first_file, tmp_path / "first")
+    second_file = tmp_path / "second.toml"
+    # the same experiment plus one system: only that system's stages are new
+    second_file.write_text(text + '\n[systems.bm25-b1]\nkind = "bm25"\nb = 1.0\nfields = ["text"]\n')
+    second = _run(second_file, tmp_path / "second")
+    assert first.store.root == second.store.root == tmp_path / "store"
+    new = [
+        s
+        for s in second.plan.stages
+        if s not in first.plan.stages and s.digest not in {f.digest for f in first.plan.stages}
+    ]
+    assert second.ran == len(new) and {s.kind for s in new} == {"search", "eval"}
+    assert len(new) == 2 * (len(LANGS) + 1)
