@@ -424,7 +424,9 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         source.data,
         ("experiment", "collections", "tasks", "systems", "fusion", "rerank", "evaluation", "posir"),
     )
-    exp = _Reader(source, ("experiment",), top.get("experiment", dict, {}), ("name", "threads", "hits", "store"))
+    exp = _Reader(
+        source, ("experiment",), top.get("experiment", dict, {}), ("name", "threads", "hits", "store")
+    )
     name = exp.get("name", str, os.path.splitext(os.path.basename(source.path))[0])
     threads = exp.positive("threads", 0, allow_zero=True)
     hits = exp.positive("hits", 1000)
@@ -503,7 +505,18 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
             source,
             ("rerank", rname),
             table,
-            ("input", "backend", "model", "base_url", "depth", "window", "stride", "max_words", "fields"),
+            (
+                "input",
+                "backend",
+                "model",
+                "base_url",
+                "depth",
+                "window",
+                "stride",
+                "max_words",
+                "fields",
+                "max_length",
+            ),
         )
         if rname in names_seen:
             raise source.error(("rerank", rname), f"name already used in [{names_seen[rname]}]")
@@ -511,6 +524,7 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         options: dict[str, Any] = {"fields": list(r.strings("fields", ("title", "text")))}
         if backend == "pointwise":
             options["model"] = r.file("model", base, directory=True)
+            options["max_length"] = r.positive("max_length")
         else:
             options["model"] = r.get("model", str, required=True)
             options["base_url"] = r.get("base_url", str, required=True)

@@ -194,7 +194,8 @@ def build_plan(config: ExperimentConfig, store: ArtifactStore, tasks: list[Task]
                     continue
                 docs_path, _, _ = plan.docs_file(task.docs)
                 docs_stage = plan.docs(task.docs)
-                run = plan.add(st.rerank_stage(spec_r, task, source, docs_path, docs_stage))
+                seeds = st.reusable_embeddings(plan.stages, spec_r, task)
+                run = plan.add(st.rerank_stage(spec_r, task, source, docs_path, docs_stage, seeds))
             plan.runs.setdefault(name, {})[task.label] = run
             evaluation = st.eval_stage(task, run, qrels_path, qrels_stage)
             plan.evals.setdefault(name, {})[task.label] = plan.add(evaluation)

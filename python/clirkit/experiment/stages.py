@@ -4,6 +4,7 @@ Each action builds its artifact in the directory it is given (the store renames 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -84,22 +85,55 @@ def fuse_stage(spec: FusionSpec, task: Task, inputs: tuple[Stage, ...]) -> Stage
     return Stage("fuse", f"{spec.name} {task.label}", params, inputs, None, action)
 
 
+class _EmbeddingScorer:
+    """Cosine similarity (the dot product of L2-normalized vectors) from an encoder, as
+    :meth:`PointwiseBackend.from_encoder` computes it, memoizing every embedding; embeddings a dense
+    system already computed with the same model and settings are fed in instead of re-encoded."""
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+        self.memo: dict[str, dict[str, object]] = {"q": {}, "p": {}}
+
+    def seed(self, kind: str, texts: list[str], vectors) -> None:
+        memo = self.memo[kind]
+        for text, vector in zip(texts, vectors):
+            memo.setdefault(text, vector)
+
+    def embed(self, kind: str, texts: list[str]) -> list[object]:
+        memo = self.memo[kind]
+        missing = [t for t in dict.fromkeys(texts) if t not in memo]
+        if missing:
+            encode = self.encoder.encode_queries if kind == "q" else self.encoder.encode_passages
+            for text, vector in zip(missing, encode(missing)):
+                memo[text] = vector
+        return [memo[t] for t in texts]
+
+    def __call__(self, query: str, passages: list[str]) -> list[float]:
+        import numpy
+
+        (q,) = self.embed("q", [query])
+        return [float(numpy.dot(q, p)) for p in self.embed("p", passages)]
+
+
 def _rerank_backend(spec: RerankSpec, ctx: RunContext):
     from clirkit.rerankers import OpenAIChatBackend, PointwiseBackend
 
     if spec.backend == "openai":
         return OpenAIChatBackend(
             spec.options["base_url"], spec.options["model"], max_words=spec.options["max_words"]
-        )
+        ), None
 
     def make():
         from clirkit.encoders import OnnxEncoder
 
-        encoder = OnnxEncoder(spec.options["model"], threads=ctx.threads or None)
-        return PointwiseBackend.from_encoder(encoder, name=spec.options["model"])
+        encoder = OnnxEncoder(
+            spec.options["model"], max_length=spec.options["max_length"], threads=ctx.threads or None
+        )
+        scorer = _EmbeddingScorer(encoder)
+        return PointwiseBackend(scorer, name=spec.options["model"]), scorer
 
-    # One backend per model for the whole run: its embedding memo carries over between tasks.
-    return ctx.cached(("pointwise", spec.options["model"]), make)
+    # One backend per model for the whole run: its embeddings carry over between tasks.
+    return ctx.cached(("pointwise", spec.options["model"], spec.options["max_length"]), make)
 
 
 class _SharedBackend(Backend):
@@ -120,13 +154,59 @@ def _document_texts(path: Path, fields: list[str]) -> dict[str, str]:
     return {record.id: record.text for record in iter_jsonl(path, fields)}
 
 
+def reusable_embeddings(stages: list[Stage], spec: RerankSpec, task: Task) -> list[Stage]:
+    """Stages that encoded this task's documents or queries exactly as the pointwise reranker would
+    (same model, maximum length and fields, whole documents)."""
+    if spec.backend != "pointwise":
+        return []
+    model = model_identity(spec.options["model"])
+    max_length = spec.options["max_length"]
+    passages = {"model": model, "fields": spec.options["fields"], "passages": None, "max_length": max_length}
+    files = {os.path.abspath(source.path) for source in task.docs.sources}
+    out = []
+    for stage in stages:
+        if (
+            stage.kind == "encode"
+            and dict(stage.params) == passages
+            and stage.identity["file"]["path"] in files
+        ):
+            out.append(stage)
+        elif (
+            stage.kind == "encode-queries"
+            and dict(stage.params) == {"model": model, "max_length": max_length}
+            and stage.identity == {"queries": task.queries_digest}
+        ):
+            out.append(stage)
+    return out
+
+
+def _seed(scorer: _EmbeddingScorer, seeds: list[Stage], task: Task, doc_text: dict[str, str]) -> None:
+    import numpy as np
+
+    from clirkit.encode_corpus import load_embeddings
+
+    for stage in seeds:
+        if stage.kind == "encode-queries":
+            scorer.seed("q", [text for _, text, _ in task.queries], np.load(stage.output / "queries.npy"))
+        else:
+            matrix, ids = load_embeddings(stage.output / "embeddings")
+            rows = [n for n, doc_id in enumerate(ids) if doc_id in doc_text]
+            scorer.seed("p", [doc_text[ids[n]] for n in rows], matrix[rows])
+
+
 def rerank_stage(
-    spec: RerankSpec, task: Task, source: Stage, docs_path: Path, docs_stage: Optional[Stage]
+    spec: RerankSpec,
+    task: Task,
+    source: Stage,
+    docs_path: Path,
+    docs_stage: Optional[Stage],
+    seeds: list[Stage],
 ) -> Stage:
     model = spec.options["model"]
     params = {
         "backend": spec.backend,
         "model": model_identity(model) if spec.backend == "pointwise" else model,
+        "max_length": spec.options.get("max_length"),
         "base_url": spec.options.get("base_url"),
         "fields": spec.options["fields"],
         "depth": spec.depth,
@@ -140,11 +220,14 @@ def rerank_stage(
         from clirkit.rerank import rerank
         from clirkit.runs import write_run
 
-        backend = _rerank_backend(spec, ctx)
+        backend, scorer = _rerank_backend(spec, ctx)
+        doc_text = _document_texts(docs_path, spec.options["fields"])
+        if scorer is not None:
+            _seed(scorer, seeds, task, doc_text)
         run, _ = rerank(
             str(source.output / RUN_FILE),
             {q: text for q, text, _ in task.queries},
-            _document_texts(docs_path, spec.options["fields"]),
+            doc_text,
             backend if spec.backend == "openai" else _SharedBackend(backend),
             depth=spec.depth,
             window=spec.window,
