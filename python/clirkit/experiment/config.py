@@ -462,7 +462,11 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         allowed = ("kind", "settings", *kind.options)
         r = _Reader(source, key, table, allowed)
         options = kind.validate(r, base)
-        systems[sys_name] = SystemSpec(sys_name, kind_name, options, r.strings("settings"))
+        settings = r.strings("settings")
+        for setting in settings or ():
+            if setting not in BEIR_SETTINGS + NEUCLIR_SETTINGS:
+                raise r.error("settings", f"'{setting}' is not a task setting")
+        systems[sys_name] = SystemSpec(sys_name, kind_name, options, settings)
         names_seen[sys_name] = "systems"
     if not systems:
         raise source.error(("systems",), "at least one system is needed")
