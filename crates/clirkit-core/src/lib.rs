@@ -11,11 +11,14 @@ pub mod eval;
 pub mod fusion;
 pub mod ids;
 pub mod io;
+pub mod options;
+pub mod parallel;
 pub mod passages;
 pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod rerank;
+pub mod rng;
 pub mod text;
 
 pub use error::{Error, Result};

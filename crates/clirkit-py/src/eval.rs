@@ -283,14 +283,8 @@ fn randomization_test(
 /// Adjust p-values for multiple comparisons: method "holm" or "bonferroni".
 #[pyfunction]
 fn adjust_p_values(p: Vec<f64>, method: &str) -> PyResult<Vec<f64>> {
-    match method {
-        "holm" => Ok(significance::holm(&p)),
-        "bonferroni" => Ok(significance::bonferroni(&p)),
-        other => Err(Error::invalid(format!(
-            "unknown correction '{other}'; use 'holm' or 'bonferroni'"
-        )))
-        .py_err(),
-    }
+    let correction: significance::Correction = method.parse().py_err()?;
+    Ok(correction.adjust(&p))
 }
 
 /// Spearman's rho of two orderings of the same items: (rho, two-sided p, items).

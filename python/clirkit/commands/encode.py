@@ -93,8 +93,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
 
 
 def run_encode(args: argparse.Namespace) -> int:
-    from clirkit.encode_corpus import encode_file
-    from clirkit.encoders import OnnxEncoder
+    from clirkit.encoders import OnnxEncoder, encode_file
 
     encoder = OnnxEncoder(
         args.model,
@@ -141,7 +140,7 @@ def run_encode(args: argparse.Namespace) -> int:
 
 
 def run_maxp(args: argparse.Namespace) -> int:
-    from clirkit.passages import maxp_file
+    from clirkit.encoders import maxp_file
 
     maxp_file(args.run, args.output, args.separator, args.depth)
     return 0

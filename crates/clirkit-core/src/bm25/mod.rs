@@ -17,8 +17,8 @@ pub use searcher::Hit;
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::atomic::read_manifest;
 use crate::io::format::{read_u64, MappedFile};
+use crate::io::manifest::{self, Bm25Manifest};
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
 use format::{TermEntry, BLOCK_META_LEN, TERM_ENTRY_LEN};
@@ -62,15 +62,16 @@ impl Bm25Params {
     }
 }
 
+crate::options::option_enum! {
 /// How to find the top k; every strategy returns exactly the same hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
+pub enum Strategy("strategy") {
     /// Block-max MaxScore or exhaustive, whichever a simple cost model expects to be faster.
-    Auto,
+    Auto = "auto",
     /// Block-max MaxScore (dynamic pruning).
-    MaxScore,
+    MaxScore = "maxscore",
     /// Score every posting.
-    Exhaustive,
+    Exhaustive = "exhaustive",
+}
 }
 
 /// A query of a batch: its id, text and (optionally) its language.
@@ -84,7 +85,7 @@ pub struct BatchQuery {
 /// An opened (memory-mapped) BM25 index.
 pub struct Bm25Index {
     dir: PathBuf,
-    manifest: serde_json::Value,
+    manifest: Bm25Manifest,
     ids: IdTable,
     terms: MappedFile,
     postings: MappedFile,
@@ -97,35 +98,20 @@ pub struct Bm25Index {
     analyzers: BTreeMap<String, Analyzer>,
 }
 
-fn manifest_u64(meta: &serde_json::Value, dir: &Path, key: &str) -> Result<u64> {
-    meta.get(key)
-        .and_then(|v| v.as_u64())
-        .ok_or_else(|| Error::format(dir, format!("manifest lacks '{key}'")))
-}
-
 impl Bm25Index {
     /// Open an index; checks its format version, analyzer versions and file checksums (except
     /// the postings', which [`Bm25Index::verify`] checks: opening stays near-instant).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        let manifest = read_manifest(&dir, format::FORMAT, format::VERSION)?;
-        let num_docs = manifest_u64(&manifest, &dir, "num_docs")? as usize;
-        let num_terms = manifest_u64(&manifest, &dir, "num_terms")? as usize;
-        let doc_count = manifest_u64(&manifest, &dir, "doc_count")?;
-        let avgdl = manifest
-            .get("avgdl")
-            .and_then(|v| v.as_f64())
-            .ok_or_else(|| Error::format(&dir, "manifest lacks 'avgdl'"))?
-            as f32;
+        let manifest: Bm25Manifest = manifest::read(&dir)?;
+        let num_docs = manifest.num_docs as usize;
+        let num_terms = manifest.num_terms as usize;
+        let doc_count = manifest.doc_count;
+        let avgdl = manifest.avgdl;
         let mut analyzers = BTreeMap::new();
-        let recorded = manifest
-            .get("analyzers")
-            .and_then(|v| v.as_object())
-            .ok_or_else(|| Error::format(&dir, "manifest lacks 'analyzers'"))?;
-        for (lang, id) in recorded {
+        for (lang, built_with) in &manifest.analyzers {
             let analyzer = Analyzer::for_lang(lang)?;
-            let built_with = id.as_str().unwrap_or_default();
-            if analyzer.id() != built_with {
+            if analyzer.id() != *built_with {
                 return Err(Error::format(
                     &dir,
                     format!(
@@ -203,7 +189,7 @@ impl Bm25Index {
         &self.dir
     }
 
-    pub fn manifest(&self) -> &serde_json::Value {
+    pub fn manifest(&self) -> &Bm25Manifest {
         &self.manifest
     }
 
@@ -432,11 +418,7 @@ impl Bm25Index {
             }
         };
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
-        let results = pool.install(|| {
+        let results = crate::parallel::install(threads, |_| {
             queries
                 .par_iter()
                 .zip(choice.par_iter())
@@ -447,7 +429,7 @@ impl Bm25Index {
                     hits
                 })
                 .collect()
-        });
+        })?;
         progress.finish_and_clear();
         Ok(results)
     }

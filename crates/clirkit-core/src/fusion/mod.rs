@@ -16,6 +16,7 @@ pub mod combmnz;
 pub mod combsum;
 mod id_key;
 pub mod interpolate;
+pub mod method_name;
 pub mod normalize;
 mod order;
 pub mod rrf;

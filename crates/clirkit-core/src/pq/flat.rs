@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn flat_matches_naive_for_any_thread_count() {
-        let mut rng = crate::pq::SplitMix64::new(3);
+        let mut rng = crate::rng::SplitMix64::new(3);
         let d = 20;
         let data: Vec<f32> = (0..300 * d).map(|_| rng.unit() as f32 - 0.5).collect();
         let queries: Vec<f32> = (0..5 * d).map(|_| rng.unit() as f32 - 0.5).collect();
