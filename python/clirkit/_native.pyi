@@ -31,6 +31,8 @@ __all__ = [
     "paired_t_test",
     "randomization_test",
     "adjust_p_values",
+    "spearman",
+    "kendall_tau",
     "DenseIndex",
     "fastscan_kernels",
     "maxp",
