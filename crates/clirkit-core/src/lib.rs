@@ -14,11 +14,13 @@ pub mod io;
 pub mod options;
 pub mod parallel;
 pub mod passages;
+pub mod postings;
 pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod rerank;
 pub mod rng;
 pub mod text;
+pub mod topk;
 
 pub use error::{Error, Result};

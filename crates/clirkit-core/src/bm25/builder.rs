@@ -211,7 +211,7 @@ fn encode_range(runs: &[SortedRun], from: &[usize], to: &[usize], norms: &[u8]) 
         }
         join_postings(&lists[..members], &mut docs, &mut tfs);
         let start = out.bytes.len();
-        let blocks = format::encode_postings(&docs, &tfs, norms, &mut out.bytes);
+        let blocks = crate::postings::encode_postings(&docs, &tfs, norms, &mut out.bytes);
         out.terms
             .push((term.len() as u32, start, blocks, docs.len() as u32));
         out.texts.extend_from_slice(term);
@@ -277,7 +277,7 @@ fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> 
             postings.write(&range.bytes)?;
         }
     }
-    postings.write(&[0u8; format::POSTINGS_PADDING])?;
+    postings.write(&[0u8; crate::postings::POSTINGS_PADDING])?;
     postings.finish()?;
 
     let mut terms = FileWriter::create(

@@ -5,8 +5,8 @@
 //! (16 independent lanes, then a fixed reduction tree, no fused multiply-add): compiling the
 //! kernel for AVX2 or AVX-512 changes the register width, never the result.
 
-use super::topk::{merge_slices, TopK};
 use super::Metric;
+use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
 
 #[inline(always)]

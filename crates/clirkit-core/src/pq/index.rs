@@ -12,7 +12,6 @@ use super::codebook::ProductQuantizer;
 use super::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use super::flat;
 use super::ivf::{slot_layout, CoarseQuantizer, EMPTY_SLOT};
-use super::topk::{merge_slices, TopK};
 use super::{check_matrix, Metric};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
@@ -23,6 +22,7 @@ use crate::io::manifest::{self, DenseManifest, IvfParams, PqParams};
 use crate::parallel;
 use crate::ranking::{Run, ScoredDoc};
 use crate::rng::SplitMix64;
+use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
 use std::path::Path;
 

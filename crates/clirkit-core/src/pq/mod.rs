@@ -8,7 +8,7 @@
 //! - [`flat`]: exact blocked inner product / L2, the reference and the refine step.
 //! - [`ivf`]: optional coarse quantizer (nlist lists, nprobe scanned).
 //! - [`index`]: [`DenseIndex`] (flat | PQ [+ IVF] [+ stored vectors for refine]), save/open.
-//! - [`topk`]: bounded top-k with the one deterministic tie rule (higher score, then lower id).
+//! - top-k selection lives in [`crate::topk`] (shared with BM25; ties go to the lower id here).
 //!
 //! Scores are always "higher is better": inner product for `ip`, the negated squared L2
 //! distance for `l2`.
@@ -19,7 +19,6 @@ pub mod flat;
 pub mod index;
 pub mod ivf;
 pub mod kmeans;
-pub mod topk;
 
 pub use index::{BuildOptions, DenseIndex, SearchOptions};
 
