@@ -25,6 +25,7 @@ from clirkit.runs import read_qrels, read_run, write_run
 
 if TYPE_CHECKING:
     from clirkit.dense import DenseIndex, DenseRetriever
+    from clirkit.experiment import Experiment
 
 __all__ = [
     "__version__",
@@ -51,6 +52,8 @@ __all__ = [
     "fuse",
     "RelevanceEvaluator",
     "evaluate",
+    # experiments
+    "Experiment",
 ]
 
 
@@ -60,4 +63,8 @@ def __getattr__(name: str):
         from clirkit import dense
 
         return getattr(dense, name)
+    if name == "Experiment":
+        from clirkit.experiment import Experiment
+
+        return Experiment
     raise AttributeError(f"module 'clirkit' has no attribute {name!r}")

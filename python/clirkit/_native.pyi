@@ -31,6 +31,8 @@ __all__ = [
     "paired_t_test",
     "randomization_test",
     "adjust_p_values",
+    "spearman",
+    "kendall_tau",
     "DenseIndex",
     "fastscan_kernels",
     "maxp",
@@ -222,6 +224,8 @@ def randomization_test(
     a: List[float], b: List[float], permutations: int = 10000, seed: int = 0
 ) -> Tuple[float, float, float, int]: ...
 def adjust_p_values(p: List[float], method: str) -> List[float]: ...
+def spearman(x: List[float], y: List[float]) -> Tuple[float, float, int]: ...
+def kendall_tau(x: List[float], y: List[float]) -> Tuple[float, float, int]: ...
 
 # --- dense vector search (crates/clirkit-py/src/pq.rs) ---
 

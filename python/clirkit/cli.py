@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "clirkit.commands.dense",
     "clirkit.commands.encode",
     "clirkit.commands.demo",
+    "clirkit.commands.experiment",
 ]
 
 
