@@ -285,3 +285,20 @@ def stage_seeds(exp: Experiment, stage) -> list:
 
     task = next(t for t in exp.tasks if t.label == "mlir/en")
     return reusable_embeddings(exp.plan.stages, exp.config.rerank["bm25-minilm"], task)
+
+
+def test_a_stage_whose_files_did_not_fully_reach_the_disk_is_recomputed(tmp_path):
+    path = _experiment_file(tmp_path)
+    first = _run(path, tmp_path / "work")
+    store = tmp_path / "work" / "store"
+    damaged = next(
+        f
+        for d in _stage_dirs(store)
+        if d.parent.name == "search"
+        for f in d.rglob("*")
+        if f.suffix == ".trec"
+    )
+    damaged.write_bytes(damaged.read_bytes()[:-10])  # what a power cut before the data reached disk leaves
+    second = _run(path, tmp_path / "work")
+    assert second.ran >= 1
+    assert second.rows == first.rows

@@ -6,9 +6,10 @@ stage directory is either absent or whole: a run killed at any point leaves no p
 whose directories are missing. Work that can resume inside one stage (encoding a corpus, a reranking
 cache) keeps its progress under ``partial/DIGEST`` until the stage completes.
 
-The rename makes a stage atomic for a killed process; stage directories are not flushed to disk one by
-one (that costs more than small stages themselves), so after a power failure a stage whose manifest
-did not reach the disk is not trusted and is recomputed."""
+The rename makes a stage atomic for a killed process. Stage directories are not flushed to disk one by
+one (that costs more than small stages themselves); instead the manifest records the size of every file
+the stage wrote, and a stage is trusted only when its manifest reads back and every file has its recorded
+size, so after a power failure a stage that did not fully reach the disk is recomputed, not reused."""
 
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _file_sizes(directory: Path) -> dict[str, int]:
+    """Every regular file under ``directory`` (symbolic links excluded) with its size, by relative path."""
+    sizes = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            sizes[path.relative_to(directory).as_posix()] = path.stat().st_size
+    return sizes
+
+
 class ArtifactStore:
     """Stage outputs under ``root``: ``root/KIND/DIGEST/``, built in ``root/tmp/``."""
 
@@ -45,10 +55,15 @@ class ArtifactStore:
         return self.root / kind / digest
 
     def has(self, kind: str, digest: str) -> bool:
+        stage = self.path(kind, digest)
         try:
-            with open(self.path(kind, digest) / MANIFEST, encoding="utf-8") as f:
-                return json.load(f).get("kind") == kind
-        except (OSError, ValueError):
+            with open(stage / MANIFEST, encoding="utf-8") as f:
+                manifest = json.load(f)
+            if manifest.get("kind") != kind:
+                return False
+            sizes = manifest.get("file_sizes", {})
+            return all((stage / name).stat().st_size == size for name, size in sizes.items())
+        except (OSError, ValueError, AttributeError):
             return False
 
     def partial(self, digest: str) -> Path:
@@ -75,6 +90,7 @@ class ArtifactStore:
         work.mkdir()
         try:
             yield work
+            manifest = {**manifest, "file_sizes": _file_sizes(work)}
             with open(work / MANIFEST, "w", encoding="utf-8") as f:
                 json.dump(manifest, f, indent=1, sort_keys=True)
             final = self.path(kind, digest)
