@@ -6,26 +6,40 @@ use crate::dense::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use crate::dense::ivf::EMPTY_SLOT;
 use crate::topk::TopK;
 
+/// One work item: a chunk of queries against a slice of the code blocks.
+pub(super) struct ScanTask<'a> {
+    /// Float look-up tables of the chunk's queries, `m * ksub` values each.
+    pub luts: &'a [f32],
+    pub queries: &'a [f32],
+    /// Blocks `start..end` to scan without IVF (with IVF, the lists each query probes).
+    pub blocks: (usize, usize),
+    pub shortlist: usize,
+    pub nprobe: usize,
+}
+
 /// Bytes of codes scanned by all query groups of a task before moving on, so they stay in L2.
 const SUPER_BLOCK_BYTES: usize = 256 << 10;
 
 impl DenseIndex {
-    /// Lists (as block ranges) each query of a task scans: all of `b0..b1` without IVF.
-    fn lists_for(
-        &self,
-        p: &PqPart,
-        queries: &[f32],
-        b0: usize,
-        b1: usize,
-        nprobe: usize,
-    ) -> Vec<((usize, usize), Vec<usize>)> {
+    /// Whether `slot` holds a vector, not the padding of the last block or of an IVF list.
+    #[inline]
+    fn holds_vector(&self, p: &PqPart, slot: usize) -> bool {
+        match &p.coarse {
+            None => slot < self.ntotal,
+            Some(c) => c.slots.as_slice()[slot] != EMPTY_SLOT,
+        }
+    }
+
+    /// Lists (as block ranges) each query of a task scans: all of its blocks without IVF.
+    fn lists_for(&self, p: &PqPart, task: &ScanTask) -> Vec<((usize, usize), Vec<usize>)> {
+        let queries = task.queries;
         let nq = queries.len() / self.dim;
         match &p.coarse {
-            None => vec![((b0, b1), (0..nq).collect())],
+            None => vec![(task.blocks, (0..nq).collect())],
             Some(c) => {
                 let mut members: Vec<Vec<usize>> = vec![Vec::new(); c.quantizer.nlist];
                 for (i, q) in queries.chunks_exact(self.dim).enumerate() {
-                    for l in c.quantizer.probe(self.metric, q, nprobe) {
+                    for l in c.quantizer.probe(self.metric, q, task.nprobe) {
                         members[l as usize].push(i);
                     }
                 }
@@ -44,29 +58,17 @@ impl DenseIndex {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn scan4(
-        &self,
-        p: &PqPart,
-        luts: &[f32],
-        queries: &[f32],
-        qs: &[usize],
-        b0: usize,
-        b1: usize,
-        shortlist: usize,
-        nprobe: usize,
-        isa: Isa,
-    ) -> Vec<TopK<u32>> {
+    /// The 4-bit fast-scan of `task` with the `isa` kernel: per query, the `shortlist` best
+    /// slots by quantized score.
+    pub(super) fn scan4(&self, p: &PqPart, task: &ScanTask, isa: Isa) -> Vec<TopK<u32>> {
+        let luts = task.luts;
         let m = p.pq.m;
         let bb = layout::block_bytes(m);
         let group_bytes = layout::chunks(m) * QUERY_GROUP * 64;
         let codes = p.codes.as_slice();
-        let mut heaps: Vec<TopK<u32>> = qs.iter().map(|_| TopK::new(shortlist)).collect();
-        let valid = |slot: usize| match &p.coarse {
-            None => slot < self.ntotal,
-            Some(c) => c.slots.as_slice()[slot] != EMPTY_SLOT,
-        };
-        for ((l0, l1), members) in self.lists_for(p, queries, b0, b1, nprobe) {
+        let nq = task.queries.len() / self.dim;
+        let mut heaps: Vec<TopK<u32>> = (0..nq).map(|_| TopK::new(task.shortlist)).collect();
+        for ((l0, l1), members) in self.lists_for(p, task) {
             // Quantized tables of this list's queries, in groups of QUERY_GROUP (padding
             // queries have all-zero tables and a threshold no score reaches).
             let groups: Vec<(Vec<u8>, Vec<usize>)> = members
@@ -100,7 +102,7 @@ impl DenseIndex {
                                 let v = bits.trailing_zeros() as usize;
                                 bits &= bits - 1;
                                 let slot = (s0 + b) * BLOCK + v;
-                                if valid(slot) {
+                                if self.holds_vector(p, slot) {
                                     heap.push(scores[v], slot as u32);
                                 }
                             }
@@ -113,28 +115,16 @@ impl DenseIndex {
         heaps
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn scan8(
-        &self,
-        p: &PqPart,
-        luts: &[f32],
-        queries: &[f32],
-        b0: usize,
-        b1: usize,
-        shortlist: usize,
-        nprobe: usize,
-    ) -> Vec<TopK<f32>> {
+    /// The 8-bit scan of `task`: per query, the `shortlist` best slots by float table score.
+    pub(super) fn scan8(&self, p: &PqPart, task: &ScanTask) -> Vec<TopK<f32>> {
+        let luts = task.luts;
         let m = p.pq.m;
         let codes = p.codes.as_slice();
-        let nq = queries.len() / self.dim;
-        let mut heaps: Vec<TopK<f32>> = (0..nq).map(|_| TopK::new(shortlist)).collect();
-        for ((l0, l1), members) in self.lists_for(p, queries, b0, b1, nprobe) {
+        let nq = task.queries.len() / self.dim;
+        let mut heaps: Vec<TopK<f32>> = (0..nq).map(|_| TopK::new(task.shortlist)).collect();
+        for ((l0, l1), members) in self.lists_for(p, task) {
             for slot in l0 * BLOCK..l1 * BLOCK {
-                let ok = match &p.coarse {
-                    None => slot < self.ntotal,
-                    Some(c) => c.slots.as_slice()[slot] != EMPTY_SLOT,
-                };
-                if !ok {
+                if !self.holds_vector(p, slot) {
                     continue;
                 }
                 let code = &codes[slot * m..(slot + 1) * m];

@@ -1,6 +1,7 @@
 //! Search scheduling: argument checks, flat search or PQ work items (query chunks x block
 //! slices) run on the pool, and the re-scoring of the fast-scan shortlist.
 
+use super::scan::ScanTask;
 use super::{DenseIndex, Hits, PqPart, SearchOptions};
 use crate::dense::fastscan::{layout, Isa, BLOCK};
 use crate::dense::{check_matrix, flat};
@@ -114,20 +115,15 @@ impl DenseIndex {
                 let q0 = qc * query_chunk;
                 let q1 = (q0 + query_chunk).min(nq);
                 let b0 = (bc * block_chunk).min(nblocks);
-                let b1 = (b0 + block_chunk).min(nblocks);
-                let qs: Vec<usize> = (q0..q1).collect();
+                let task = ScanTask {
+                    luts: &luts[q0 * m * ksub..q1 * m * ksub],
+                    queries: &queries[q0 * d..q1 * d],
+                    blocks: (b0, (b0 + block_chunk).min(nblocks)),
+                    shortlist,
+                    nprobe: opts.nprobe,
+                };
                 if p.pq.nbits == 4 {
-                    let heaps = self.scan4(
-                        p,
-                        &luts[q0 * m * ksub..q1 * m * ksub],
-                        &queries[q0 * d..q1 * d],
-                        &qs,
-                        b0,
-                        b1,
-                        shortlist,
-                        opts.nprobe,
-                        isa,
-                    );
+                    let heaps = self.scan4(p, &task, isa);
                     // Promote quantized candidates to float scores by exact PQ scoring.
                     heaps
                         .into_iter()
@@ -152,15 +148,7 @@ impl DenseIndex {
                         })
                         .collect()
                 } else {
-                    self.scan8(
-                        p,
-                        &luts[q0 * m * ksub..q1 * m * ksub],
-                        &queries[q0 * d..q1 * d],
-                        b0,
-                        b1,
-                        shortlist,
-                        opts.nprobe,
-                    )
+                    self.scan8(p, &task)
                 }
             })
             .collect();
