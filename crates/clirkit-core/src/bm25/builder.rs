@@ -48,6 +48,8 @@ pub struct BuildOptions {
     pub memory_budget_bytes: usize,
     /// Lines read, parsed and analyzed together.
     pub batch_lines: usize,
+    /// Also write the forward index (`docvectors.bin`) that RM3 needs.
+    pub store_docvectors: bool,
 }
 
 impl Default for BuildOptions {
@@ -61,6 +63,7 @@ impl Default for BuildOptions {
             quiet: false,
             memory_budget_bytes: 1 << 30,
             batch_lines: 8192,
+            store_docvectors: false,
         }
     }
 }
@@ -604,6 +607,9 @@ fn build_in_pool(
     let sorted = ids.sorted_positions();
     write_docs(out.path(), &norms, &sorted)?;
     IdTable::write_unique(out.path().join(format::IDS_FILE), &ids, &sorted)?;
+    if opts.store_docvectors {
+        super::docvectors::write(out.path(), ids.len())?;
+    }
     progress.finish_and_clear();
 
     let recorded = analyzers.recorded();
@@ -628,6 +634,7 @@ fn build_in_pool(
             memory_budget_bytes: opts.memory_budget_bytes as u64,
             spilled_runs,
         },
+        docvectors: opts.store_docvectors,
     };
     manifest::commit(out, &manifest)?;
     Ok(BuildSummary {

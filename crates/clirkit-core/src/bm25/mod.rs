@@ -7,14 +7,17 @@
 //! opened index costs page cache, not heap.
 
 pub mod builder;
+pub mod docvectors;
 pub mod format;
 mod memory_index;
 pub mod query;
+pub mod rm3;
 pub mod scoring;
 mod sorted_run;
 
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use query::{Hit, Strategy};
+pub use rm3::{Expansion, Rm3Params};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
@@ -86,6 +89,8 @@ pub struct Bm25Index {
     doc_count: u64,
     avgdl: f32,
     analyzers: BTreeMap<String, Analyzer>,
+    /// The forward index, when the index was built with `store_docvectors`.
+    docvectors: Option<docvectors::DocVectors>,
 }
 
 impl Bm25Index {
@@ -122,6 +127,10 @@ impl Bm25Index {
         )?;
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
         let ids = IdTable::open(dir.join(format::IDS_FILE))?;
+        let docvectors = match manifest.docvectors {
+            true => Some(docvectors::DocVectors::open(&dir, num_docs)?),
+            false => None,
+        };
 
         let t = terms.payload();
         format::require_len(
@@ -161,6 +170,7 @@ impl Bm25Index {
             doc_count,
             avgdl,
             analyzers,
+            docvectors,
         })
     }
 
@@ -278,24 +288,31 @@ impl Bm25Index {
         bag
     }
 
+    /// The query's terms with their multiplicity as boost.
     fn cursors<'a>(
         &'a self,
         analyzer: &Analyzer,
         text: &str,
         cache: &'a NormCache,
     ) -> Vec<Cursor<'a, Bm25PostingScorer<'a>>> {
+        let bag = Self::bag_of_words(analyzer, text);
+        self.weighted_cursors(bag.iter().map(|(t, c)| (t.as_str(), *c as f32)), cache)
+    }
+
+    /// Each term's score scaled by its boost, as Lucene's `BoostQuery` does (`boost * idf`).
+    fn weighted_cursors<'a, 't>(
+        &'a self,
+        terms: impl Iterator<Item = (&'t str, f32)>,
+        cache: &'a NormCache,
+    ) -> Vec<Cursor<'a, Bm25PostingScorer<'a>>> {
         let p = self.postings.payload();
         let norms = self.norms();
-        Self::bag_of_words(analyzer, text)
-            .into_iter()
-            .filter_map(|(term, count)| {
-                let e = self.lookup(&term)?;
+        terms
+            .filter_map(|(term, boost)| {
+                let e = self.lookup(term)?;
                 let metas_at = e.postings_offset as usize;
                 let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
-                let term = TermScorer::new(
-                    count as f32,
-                    scoring::idf(e.doc_freq as u64, self.doc_count),
-                );
+                let term = TermScorer::new(boost, scoring::idf(e.doc_freq as u64, self.doc_count));
                 let postings = TermPostings {
                     metas: &p[metas_at..data_at],
                     data: &p[data_at..],
@@ -361,6 +378,21 @@ impl Bm25Index {
         threads: usize,
         quiet: bool,
     ) -> Result<Vec<Vec<Hit>>> {
+        let results = self.batch_search_with(queries, k, lang, params, None, threads, quiet)?;
+        Ok(results.into_iter().map(|(hits, _)| hits).collect())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn batch_search_with(
+        &self,
+        queries: &[BatchQuery],
+        k: usize,
+        lang: Option<&str>,
+        params: Bm25Params,
+        rm3: Option<&Rm3Params>,
+        threads: usize,
+        quiet: bool,
+    ) -> Result<Vec<(Vec<Hit>, Option<Expansion>)>> {
         let cache = self.cache(params)?;
         // Resolve every query's analyzer first, so a bad language fails before any work.
         let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
@@ -393,13 +425,15 @@ impl Bm25Index {
                 .par_iter()
                 .zip(choice.par_iter())
                 .map(|(q, key)| {
-                    let cursors = self.cursors(analyzer_for(key), &q.text, &cache);
-                    let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
+                    let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
                     progress.inc(1);
-                    hits
+                    result.map_err(|e| match e {
+                        Error::InvalidInput(m) => Error::invalid(format!("query '{}': {m}", q.id)),
+                        other => other,
+                    })
                 })
-                .collect()
-        })?;
+                .collect::<Result<Vec<_>>>()
+        })??;
         progress.finish_and_clear();
         Ok(results)
     }

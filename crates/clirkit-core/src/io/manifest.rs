@@ -57,6 +57,10 @@ pub struct Bm25Manifest {
     pub k1: f32,
     pub b: f32,
     pub build: Bm25BuildRecord,
+    /// Whether `docvectors.bin` (the forward index RM3 needs) was written; absent when not, so
+    /// the manifests of indexes without it are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub docvectors: bool,
 }
 
 /// How a BM25 index was built (recorded, not read back).
