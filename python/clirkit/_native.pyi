@@ -66,6 +66,7 @@ class SearchResults:
     def __contains__(self, qid: str, /) -> bool: ...
     def __getitem__(self, qid: str, /) -> List[Tuple[str, float]]: ...
     def qids(self) -> List[str]: ...
+    def expansion(self, qid: str) -> Optional[List[Tuple[str, float]]]: ...
     def to_trec(self, path: str, tag: str = "clirkit-bm25") -> None: ...
     def to_dict(self) -> Dict[str, Dict[str, float]]: ...
 
@@ -83,6 +84,7 @@ class Bm25Index:
         keep_first_duplicate: bool = False,
         quiet: bool = False,
         memory_budget_mb: int = 1024,
+        store_docvectors: bool = False,
     ) -> Bm25Index: ...
     @staticmethod
     def open(index: str) -> Bm25Index: ...
@@ -97,6 +99,17 @@ class Bm25Index:
     @property
     def manifest_json(self) -> str: ...
     def verify(self) -> None: ...
+    @property
+    def has_docvectors(self) -> bool: ...
+    def search_rm3(
+        self,
+        query: str,
+        rm3: Tuple[int, int, float, bool],
+        k: int = 10,
+        lang: Optional[str] = None,
+        k1: float = ...,  # clirkit.bm25.DEFAULT_K1
+        b: float = ...,  # clirkit.bm25.DEFAULT_B
+    ) -> Tuple[List[Tuple[str, float]], List[Tuple[str, float]]]: ...
     def search(
         self,
         query: str,
@@ -115,6 +128,7 @@ class Bm25Index:
         k1: float = ...,  # clirkit.bm25.DEFAULT_K1
         b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
+        rm3: Optional[Tuple[int, int, float, bool]] = None,
     ) -> SearchResults: ...
     def search_file(
         self,
@@ -125,6 +139,7 @@ class Bm25Index:
         k1: float = ...,  # clirkit.bm25.DEFAULT_K1
         b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
+        rm3: Optional[Tuple[int, int, float, bool]] = None,
     ) -> SearchResults: ...
 
 # --- fusion ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from clirkit import _native
@@ -30,6 +31,38 @@ Queries = Union[
 
 DEFAULT_K1 = 0.9
 DEFAULT_B = 0.4
+
+
+@dataclass(frozen=True)
+class RM3:
+    """RM3 pseudo-relevance feedback, as Anserini's ``Rm3Reranker`` (its defaults): the query is
+    expanded with the ``fb_terms`` heaviest terms of a relevance model of its top ``fb_docs``
+    documents, interpolated with weight ``original_weight`` for the original query, and searched
+    again. ``filter_terms`` keeps only ``[a-z0-9]`` feedback terms (Anserini's English filter).
+    Needs an index built with ``store_docvectors=True``."""
+
+    fb_docs: int = 10
+    fb_terms: int = 10
+    original_weight: float = 0.5
+    filter_terms: bool = True
+
+    def _native(self) -> tuple[int, int, float, bool]:
+        for name in ("fb_docs", "fb_terms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"RM3 {name} must be a positive integer, got {value!r}")
+        return (self.fb_docs, self.fb_terms, float(self.original_weight), bool(self.filter_terms))
+
+
+def _rm3(rm3: RM3 | bool | None) -> RM3 | None:
+    """``True`` means Anserini's defaults."""
+    if rm3 is True:
+        return RM3()
+    if rm3 is None or rm3 is False:
+        return None
+    if not isinstance(rm3, RM3):
+        raise InvalidInputError(f"rm3 must be an RM3, True or None, got {rm3!r}")
+    return rm3
 
 
 def _query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
@@ -70,6 +103,11 @@ class SearchResults:
         """Query ids in input order."""
         return self._native.qids()
 
+    def expansion(self, qid: str) -> list[tuple[str, float]] | None:
+        """The RM3 expansion of query ``qid``: (term, weight) pairs, heaviest first; None when the
+        batch was searched without RM3."""
+        return self._native.expansion(qid)
+
     def to_trec(self, path: PathLike, tag: str = "clirkit-bm25") -> None:
         """Write a TREC run file (``qid Q0 docid rank score tag``) in canonical order, atomically."""
         self._native.to_trec(os.fspath(path), tag)
@@ -99,13 +137,16 @@ class BM25Index:
         keep_first_duplicate: bool = False,
         quiet: bool = False,
         memory_budget_mb: int = 1024,
+        store_docvectors: bool = False,
     ) -> BM25Index:
         """Index a JSONL corpus into directory ``index`` (written atomically) and open it.
 
         ``lang`` picks one analyzer for every document (English when neither it nor ``lang_field``
         is given); ``lang_field`` names a JSON field with each document's language code. ``fields``
         are joined with a space into the indexed text. Duplicate ids are an error unless
-        ``keep_first_duplicate``. Postings beyond ``memory_budget_mb`` are spilled to disk."""
+        ``keep_first_duplicate``. Postings beyond ``memory_budget_mb`` are spilled to disk.
+        ``store_docvectors`` also writes each document's term vector (``docvectors.bin``), which
+        RM3 needs."""
         return BM25Index(
             _native.Bm25Index.build(
                 os.fspath(corpus),
@@ -117,6 +158,7 @@ class BM25Index:
                 keep_first_duplicate=keep_first_duplicate,
                 quiet=quiet,
                 memory_budget_mb=memory_budget_mb,
+                store_docvectors=store_docvectors,
             )
         )
 
@@ -150,6 +192,11 @@ class BM25Index:
         """The index's ``meta.json``: format, statistics, analyzers, fields, build parameters."""
         return json.loads(self._native.manifest_json)
 
+    @property
+    def has_docvectors(self) -> bool:
+        """Whether the index stores document vectors (built with ``store_docvectors``)."""
+        return self._native.has_docvectors
+
     def verify(self) -> None:
         """Check every file's checksum (reads the whole index); raises IndexFormatError if corrupt."""
         self._native.verify()
@@ -162,10 +209,29 @@ class BM25Index:
         lang: str | None = None,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
+        rm3: RM3 | bool | None = None,
     ) -> list[tuple[str, float]]:
         """The top ``k`` (doc id, score) pairs for ``query``, best first. ``lang`` is required only
-        for an index holding several languages."""
-        return self._native.search(query, k, lang, k1, b)
+        for an index holding several languages. ``rm3`` (an :class:`RM3`, or True for its
+        defaults) searches the query's RM3 expansion instead."""
+        feedback = _rm3(rm3)
+        if feedback is None:
+            return self._native.search(query, k, lang, k1, b)
+        return self._native.search_rm3(query, feedback._native(), k, lang, k1, b)[0]
+
+    def rm3_expansion(
+        self,
+        query: str,
+        rm3: RM3 | bool = True,
+        *,
+        lang: str | None = None,
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+    ) -> list[tuple[str, float]]:
+        """The RM3 expansion of ``query``: (term, weight) pairs, heaviest first (Pyserini's
+        ``get_feedback_terms``)."""
+        feedback = _rm3(rm3) or RM3()
+        return self._native.search_rm3(query, feedback._native(), 1, lang, k1, b)[1]
 
     def batch_search(
         self,
@@ -177,13 +243,23 @@ class BM25Index:
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
         quiet: bool = False,
+        rm3: RM3 | bool | None = None,
     ) -> SearchResults:
         """Search many queries in parallel (GIL released; results independent of ``threads``).
 
         ``queries`` is ``{qid: text}``, ``[(qid, text)]`` or ``[(qid, text, lang)]``. Each query is
-        analyzed with ``lang`` if given, else its own language, else the index's only language."""
+        analyzed with ``lang`` if given, else its own language, else the index's only language.
+        With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`)."""
+        feedback = _rm3(rm3)
         native = self._native.batch_search(
-            _query_triples(queries), k, checked_threads(threads), lang, k1, b, quiet
+            _query_triples(queries),
+            k,
+            checked_threads(threads),
+            lang,
+            k1,
+            b,
+            quiet,
+            None if feedback is None else feedback._native(),
         )
         return SearchResults(native)
 
@@ -197,11 +273,20 @@ class BM25Index:
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
         quiet: bool = False,
+        rm3: RM3 | bool | None = None,
     ) -> SearchResults:
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
-        (``id<TAB>text``, ``.tsv``/``.txt``)."""
+        (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` as in :meth:`batch_search`."""
+        feedback = _rm3(rm3)
         native = self._native.search_file(
-            os.fspath(queries_path), k, checked_threads(threads), lang, k1, b, quiet
+            os.fspath(queries_path),
+            k,
+            checked_threads(threads),
+            lang,
+            k1,
+            b,
+            quiet,
+            None if feedback is None else feedback._native(),
         )
         return SearchResults(native)
 

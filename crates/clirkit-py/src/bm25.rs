@@ -2,7 +2,9 @@
 //! Builds and searches run with the GIL released; results stay native until asked for.
 
 use crate::errors::IntoPy;
-use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit, Strategy};
+use clirkit_core::bm25::{
+    self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Expansion, Hit, Rm3Params, Strategy,
+};
 use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
 use pyo3::prelude::*;
@@ -18,6 +20,19 @@ pub struct PyBm25Index {
     inner: Arc<Bm25Index>,
 }
 
+/// RM3's parameters as the Python side passes them: (fb_docs, fb_terms, original_weight,
+/// filter_terms).
+type Rm3Tuple = (usize, usize, f32, bool);
+
+fn rm3_params((fb_docs, fb_terms, original_weight, filter_terms): Rm3Tuple) -> Rm3Params {
+    Rm3Params {
+        fb_docs,
+        fb_terms,
+        original_weight,
+        filter_terms,
+    }
+}
+
 fn hits_to_py(index: &Bm25Index, hits: &[Hit]) -> Vec<(String, f64)> {
     hits.iter()
         .map(|h| (index.doc_id(h.doc).to_string(), h.score as f64))
@@ -29,7 +44,8 @@ impl PyBm25Index {
     /// Build an index from a JSONL corpus (atomically) and open it.
     #[staticmethod]
     #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,
-                        keep_first_duplicate=false, quiet=false, memory_budget_mb=1024))]
+                        keep_first_duplicate=false, quiet=false, memory_budget_mb=1024,
+                        store_docvectors=false))]
     #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
@@ -42,6 +58,7 @@ impl PyBm25Index {
         keep_first_duplicate: bool,
         quiet: bool,
         memory_budget_mb: usize,
+        store_docvectors: bool,
     ) -> PyResult<Self> {
         let opts = BuildOptions {
             lang,
@@ -51,6 +68,7 @@ impl PyBm25Index {
             keep_first_duplicate,
             quiet,
             memory_budget_bytes: memory_budget_mb.max(1) << 20,
+            store_docvectors,
             ..BuildOptions::default()
         };
         // The build runs on its own thread while this one watches for Ctrl-C (Python handles
@@ -145,8 +163,38 @@ impl PyBm25Index {
         Ok(hits_to_py(&self.inner, &hits))
     }
 
+    /// Whether the index stores document vectors (what RM3 needs).
+    #[getter]
+    fn has_docvectors(&self) -> bool {
+        self.inner.has_docvectors()
+    }
+
+    /// RM3: top-k (doc id, score) pairs of the expanded query, and the expansion's
+    /// (term, weight) pairs.
+    #[pyo3(signature = (query, rm3, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B))]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn search_rm3(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        rm3: Rm3Tuple,
+        k: usize,
+        lang: Option<&str>,
+        k1: f32,
+        b: f32,
+    ) -> PyResult<(Vec<(String, f64)>, Expansion)> {
+        let params = Bm25Params { k1, b };
+        let (hits, expansion) = py
+            .detach(|| {
+                self.inner
+                    .search_rm3(query, lang, k, params, &rm3_params(rm3))
+            })
+            .py_err()?;
+        Ok((hits_to_py(&self.inner, &hits), expansion))
+    }
+
     /// Search (qid, text, lang-or-None) triples on `threads` threads.
-    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false))]
+    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
     #[allow(clippy::too_many_arguments)]
     fn batch_search(
         &self,
@@ -158,16 +206,26 @@ impl PyBm25Index {
         k1: f32,
         b: f32,
         quiet: bool,
+        rm3: Option<Rm3Tuple>,
     ) -> PyResult<PySearchResults> {
         let queries: Vec<BatchQuery> = queries
             .into_iter()
             .map(|(id, text, lang)| BatchQuery { id, text, lang })
             .collect();
-        self.run_batch(py, queries, k, threads, lang, Bm25Params { k1, b }, quiet)
+        self.run_batch(
+            py,
+            queries,
+            k,
+            threads,
+            lang,
+            Bm25Params { k1, b },
+            quiet,
+            rm3.map(rm3_params),
+        )
     }
 
     /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`.
-    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false))]
+    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_file(
         &self,
@@ -179,9 +237,19 @@ impl PyBm25Index {
         k1: f32,
         b: f32,
         quiet: bool,
+        rm3: Option<Rm3Tuple>,
     ) -> PyResult<PySearchResults> {
         let queries = py.detach(|| bm25::read_queries(&path)).py_err()?;
-        self.run_batch(py, queries, k, threads, lang, Bm25Params { k1, b }, quiet)
+        self.run_batch(
+            py,
+            queries,
+            k,
+            threads,
+            lang,
+            Bm25Params { k1, b },
+            quiet,
+            rm3.map(rm3_params),
+        )
     }
 }
 
@@ -196,6 +264,7 @@ impl PyBm25Index {
         lang: Option<String>,
         params: Bm25Params,
         quiet: bool,
+        rm3: Option<Rm3Params>,
     ) -> PyResult<PySearchResults> {
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
         let mut position = HashMap::with_capacity(qids.len());
@@ -206,16 +275,24 @@ impl PyBm25Index {
                 ))));
             }
         }
-        let hits = py
-            .detach(|| {
-                self.inner
-                    .batch_search(&queries, k, lang.as_deref(), params, threads, quiet)
+        let lang = lang.as_deref();
+        let (hits, expansions) = py
+            .detach(|| match &rm3 {
+                None => self
+                    .inner
+                    .batch_search(&queries, k, lang, params, threads, quiet)
+                    .map(|hits| (hits, None)),
+                Some(rm3) => self
+                    .inner
+                    .batch_search_rm3(&queries, k, lang, params, rm3, threads, quiet)
+                    .map(|(hits, expansions)| (hits, Some(expansions))),
             })
             .py_err()?;
         Ok(PySearchResults {
             index: Arc::clone(&self.inner),
             qids,
             hits,
+            expansions,
             position,
         })
     }
@@ -227,6 +304,8 @@ pub struct PySearchResults {
     index: Arc<Bm25Index>,
     qids: Vec<String>,
     hits: Vec<Vec<Hit>>,
+    /// Each query's RM3 expansion, when searched with RM3.
+    expansions: Option<Vec<Expansion>>,
     position: HashMap<String, usize>,
 }
 
@@ -244,6 +323,14 @@ impl PySearchResults {
     fn __getitem__(&self, qid: &str) -> PyResult<Vec<(String, f64)>> {
         match self.position.get(qid) {
             Some(&i) => Ok(hits_to_py(&self.index, &self.hits[i])),
+            None => Err(pyo3::exceptions::PyKeyError::new_err(qid.to_string())),
+        }
+    }
+
+    /// The RM3 expansion (term, weight) pairs of query `qid`; None without RM3.
+    fn expansion(&self, qid: &str) -> PyResult<Option<Expansion>> {
+        match self.position.get(qid) {
+            Some(&i) => Ok(self.expansions.as_ref().map(|e| e[i].clone())),
             None => Err(pyo3::exceptions::PyKeyError::new_err(qid.to_string())),
         }
     }

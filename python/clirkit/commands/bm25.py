@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
-from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, BM25Index
+from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
 from clirkit.commands.common import add_quiet, add_threads
 
 
@@ -19,6 +21,9 @@ def register(top, groups) -> None:
     p.add_argument("--fields", default="title,text", help="comma-separated text fields, joined with a space")
     p.add_argument("--keep-first-duplicate", action="store_true", help="keep the first of duplicate doc ids")
     p.add_argument("--memory-mb", type=int, default=1024, help="postings memory before spilling to disk")
+    p.add_argument(
+        "--store-docvectors", action="store_true", help="also store document term vectors (needed by --rm3)"
+    )
     add_threads(p)
     add_quiet(p)
     p.set_defaults(func=_index)
@@ -37,6 +42,13 @@ def register(top, groups) -> None:
     s.add_argument("--b", type=float, default=DEFAULT_B, help="BM25 b")
     s.add_argument("--lang", help="analyze every query in this language")
     s.add_argument("--tag", default="clirkit-bm25", help="run tag (6th column)")
+    rm3 = s.add_argument_group("RM3 pseudo-relevance feedback (Anserini's Rm3Reranker)")
+    rm3.add_argument("--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)")
+    rm3.add_argument("--fb-docs", type=int, default=RM3.fb_docs, help="feedback documents")
+    rm3.add_argument("--fb-terms", type=int, default=RM3.fb_terms, help="expansion terms")
+    rm3.add_argument("--original-weight", type=float, default=RM3.original_weight, help="original query's weight")
+    rm3.add_argument("--no-term-filter", action="store_true", help="allow feedback terms outside [a-z0-9]")
+    rm3.add_argument("--print-expansions", metavar="FILE", help="write each query's expansion as JSONL")
     add_threads(s)
     add_quiet(s)
     s.set_defaults(func=_search)
@@ -54,6 +66,7 @@ def _index(args: argparse.Namespace) -> int:
         keep_first_duplicate=args.keep_first_duplicate,
         quiet=args.quiet,
         memory_budget_mb=args.memory_mb,
+        store_docvectors=args.store_docvectors,
     )
     if not args.quiet:
         print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
@@ -61,6 +74,12 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
+    rm3_only = [flag for flag, given in _rm3_flags(args) if given]
+    if rm3_only and not args.rm3:
+        raise SystemExit(f"clirkit search bm25: {', '.join(rm3_only)} need --rm3")
+    rm3 = None
+    if args.rm3:
+        rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight, not args.no_term_filter)
     index = BM25Index.open(args.index)
     results = index.search_file(
         args.queries,
@@ -70,8 +89,37 @@ def _search(args: argparse.Namespace) -> int:
         k1=args.k1,
         b=args.b,
         quiet=args.quiet,
+        rm3=rm3,
     )
     results.to_trec(args.output, tag=args.tag)
+    if args.print_expansions:
+        _write_expansions(args.print_expansions, results)
     if not args.quiet:
         print(f"searched {len(results)} queries -> {args.output}", file=sys.stderr)
     return 0
+
+
+def _rm3_flags(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    """RM3's options, and whether each was changed from its default."""
+    return [
+        ("--fb-docs", args.fb_docs != RM3.fb_docs),
+        ("--fb-terms", args.fb_terms != RM3.fb_terms),
+        ("--original-weight", args.original_weight != RM3.original_weight),
+        ("--no-term-filter", args.no_term_filter),
+        ("--print-expansions", args.print_expansions is not None),
+    ]
+
+
+def _write_expansions(path: str, results) -> None:
+    """One JSON line per query, ``{"id": qid, "terms": [[term, weight], ...]}`` heaviest first,
+    written beside the target and renamed so that a failure leaves no partial file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for qid in results.qids():
+                terms = results.expansion(qid) or []
+                out.write(json.dumps({"id": qid, "terms": [[t, w] for t, w in terms]}, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

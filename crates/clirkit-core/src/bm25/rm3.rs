@@ -4,7 +4,7 @@
 //!
 //! 1. the top `fb_docs` documents of the BM25 query are the feedback documents;
 //! 2. each one's term vector keeps the terms of 2 to 20 UTF-16 units, made only of `[a-z0-9]`
-//!    (unless `filter_terms` is off), in at most 10% of the documents; it is pruned to its
+//!    (unless `filter_terms` is off), in at most 10% of the (non-empty) documents; it is pruned to its
 //!    `fb_terms` most frequent terms (ties by term) and L1-normalized;
 //! 3. a term's relevance weight is the sum over feedback documents of its normalized frequency
 //!    times the document's BM25 score; the model is pruned to `fb_terms` terms and L1-normalized;
@@ -112,7 +112,9 @@ impl Bm25Index {
     /// The pruned term vector of feedback document `doc` (`createdFeatureVector`).
     fn feedback_vector(&self, doc: u32, rm3: &Rm3Params) -> Result<Vec<(String, f32)>> {
         let vectors = self.docvectors.as_ref().expect("checked by the caller");
-        let num_docs = self.num_docs as f32;
+        // Lucene's `numDocs` counts the documents Anserini indexed, and Anserini skips those
+        // without text: the documents with a term are the closest count clirkit has.
+        let num_docs = self.doc_count as f32;
         let mut features = HashMap::new();
         for (term, tf) in vectors.terms(doc, self.num_terms)? {
             let e = self.term_entry(term as usize);
