@@ -155,6 +155,41 @@ impl Bm25Index {
         Ok(model)
     }
 
+    /// The top `n` documents of the query in Lucene's order, score descending and ties by doc
+    /// id ascending (Anserini's `BREAK_SCORE_TIES_BY_DOCID`; clirkit's runs break ties the other
+    /// way): which documents tie at the cut, and the order their weights are summed in, matter.
+    fn feedback_docs(
+        &self,
+        analyzer: &Analyzer,
+        text: &str,
+        cache: &NormCache,
+        n: usize,
+    ) -> Vec<Hit> {
+        let ranks = self.ranks();
+        let mut k = n;
+        let mut hits = loop {
+            let hits = query::top_k(
+                Strategy::Auto,
+                self.cursors(analyzer, text, cache),
+                k,
+                ranks,
+            );
+            // Widen until every document tied with the n-th is in.
+            let complete = hits.len() < k || hits[k - 1].score < hits[n - 1].score;
+            if complete {
+                break hits;
+            }
+            k *= 2;
+        };
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| ranks.rank(a.doc).cmp(&ranks.rank(b.doc)))
+        });
+        hits.truncate(n);
+        hits
+    }
+
     /// The RM3 expansion of the query `text` analyzed by `analyzer`.
     fn expand(
         &self,
@@ -163,12 +198,7 @@ impl Bm25Index {
         cache: &NormCache,
         rm3: &Rm3Params,
     ) -> Result<Expansion> {
-        let feedback = query::top_k(
-            Strategy::Auto,
-            self.cursors(analyzer, text, cache),
-            rm3.fb_docs,
-            self.ranks(),
-        );
+        let feedback = self.feedback_docs(analyzer, text, cache, rm3.fb_docs);
         let model = self.relevance_model(&feedback, rm3)?;
         let bag = Self::bag_of_words(analyzer, text);
         let mut original: Vec<(String, f32)> =
