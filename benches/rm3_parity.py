@@ -70,8 +70,12 @@ def pyserini_worker(argv: Sequence[str]) -> int:
         t0 = time.perf_counter()
         hits = searcher.batch_search(texts, qids, k=K, threads=a.threads)
         timings[job["run"]] = time.perf_counter() - t0
-        bc.write_trec(Path(job["run"]), {q: {h.docid: float(h.score) for h in hs} for q, hs in hits.items()}, "pyserini")
-        terms = {q: {t: float(w) for t, w in searcher.get_feedback_terms(text).items()} for q, text in queries}
+        bc.write_trec(
+            Path(job["run"]), {q: {h.docid: float(h.score) for h in hs} for q, hs in hits.items()}, "pyserini"
+        )
+        terms = {
+            q: {t: float(w) for t, w in searcher.get_feedback_terms(text).items()} for q, text in queries
+        }
         Path(job["terms"]).write_text(json.dumps(terms), encoding="utf-8")
     print("\nRESULT " + json.dumps({"search_s": timings}), flush=True)
     return 0
@@ -79,7 +83,9 @@ def pyserini_worker(argv: Sequence[str]) -> int:
 
 def same_expansion(ours: list, theirs: dict) -> bool:
     mine = dict(ours)
-    return mine.keys() == theirs.keys() and all(abs(mine[t] - w) <= WEIGHT_TOLERANCE for t, w in theirs.items())
+    return mine.keys() == theirs.keys() and all(
+        abs(mine[t] - w) <= WEIGHT_TOLERANCE for t, w in theirs.items()
+    )
 
 
 def main(argv: Sequence[str]) -> int:
@@ -102,12 +108,19 @@ def main(argv: Sequence[str]) -> int:
         work = a.workdir / name
         subprocess.run(["rm", "-rf", str(work)], check=True)
         (work / "pyserini-input").mkdir(parents=True)
-        docs = [(bc.doc_id(r), bc.joined_text(r, ("title", "text"))) for r in bc.iter_jsonl(d / "corpus.jsonl")]
+        docs = [
+            (bc.doc_id(r), bc.joined_text(r, ("title", "text"))) for r in bc.iter_jsonl(d / "corpus.jsonl")
+        ]
         with open(work / "pyserini-input" / "docs.jsonl", "w", encoding="utf-8") as f:
             f.writelines(json.dumps({"id": i, "contents": t}) + "\n" for i, t in docs)
         (work / "queries.json").write_text(json.dumps(queries), encoding="utf-8")
         index = BM25Index.build(
-            d / "corpus.jsonl", work / "index-clirkit", lang="en", threads=a.threads, quiet=True, store_docvectors=True
+            d / "corpus.jsonl",
+            work / "index-clirkit",
+            lang="en",
+            threads=a.threads,
+            quiet=True,
+            store_docvectors=True,
         )
         rm3 = RM3(FB_DOCS, FB_TERMS, ORIGINAL_WEIGHT)
         index.batch_search(queries[:20], k=K, threads=a.threads, k1=K1, b=B, quiet=True, rm3=rm3)

@@ -43,10 +43,14 @@ def register(top, groups) -> None:
     s.add_argument("--lang", help="analyze every query in this language")
     s.add_argument("--tag", default="clirkit-bm25", help="run tag (6th column)")
     rm3 = s.add_argument_group("RM3 pseudo-relevance feedback (Anserini's Rm3Reranker)")
-    rm3.add_argument("--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)")
+    rm3.add_argument(
+        "--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)"
+    )
     rm3.add_argument("--fb-docs", type=int, default=RM3.fb_docs, help="feedback documents")
     rm3.add_argument("--fb-terms", type=int, default=RM3.fb_terms, help="expansion terms")
-    rm3.add_argument("--original-weight", type=float, default=RM3.original_weight, help="original query's weight")
+    rm3.add_argument(
+        "--original-weight", type=float, default=RM3.original_weight, help="original query's weight"
+    )
     rm3.add_argument("--no-term-filter", action="store_true", help="allow feedback terms outside [a-z0-9]")
     rm3.add_argument("--print-expansions", metavar="FILE", help="write each query's expansion as JSONL")
     add_threads(s)
@@ -118,7 +122,9 @@ def _write_expansions(path: str, results) -> None:
         with open(tmp, "w", encoding="utf-8") as out:
             for qid in results.qids():
                 terms = results.expansion(qid) or []
-                out.write(json.dumps({"id": qid, "terms": [[t, w] for t, w in terms]}, ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps({"id": qid, "terms": [[t, w] for t, w in terms]}, ensure_ascii=False) + "\n"
+                )
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -240,3 +240,38 @@ fn docvectors_are_optional_in_the_manifest_and_checked() {
     let e = Bm25Index::open(&dir).err().unwrap().to_string();
     assert!(e.contains("docvectors.bin"), "{e}");
 }
+
+#[test]
+fn feedback_documents_tied_at_the_cut_are_taken_by_doc_id_ascending() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("ties.jsonl");
+    let mut f = std::fs::File::create(&p).unwrap();
+    // "b" and "a" score the same for "kiwi"; Anserini keeps "a" (ties by doc id ascending),
+    // although clirkit's runs list "b" first.
+    let mut docs = vec![("b", "kiwi fig".to_string()), ("a", "kiwi plum".to_string())];
+    docs.extend((0..18).map(|i| ("", format!("filler{i}"))));
+    for (i, (id, text)) in docs.iter().enumerate() {
+        let id = if id.is_empty() { format!("z{i}") } else { id.to_string() };
+        let line = serde_json::json!({"_id": id, "title": "", "text": text});
+        writeln!(f, "{line}").unwrap();
+    }
+    let opts = BuildOptions {
+        quiet: true,
+        store_docvectors: true,
+        ..BuildOptions::default()
+    };
+    build(&p, &tmp.path().join("idx"), &opts).unwrap();
+    let index = Bm25Index::open(tmp.path().join("idx")).unwrap();
+    let hits = index.search("kiwi", None, 2, Bm25Params::default()).unwrap();
+    assert_eq!(hits[0].score, hits[1].score);
+    assert_eq!(index.doc_id(hits[0].doc), "b");
+    let rm3 = Rm3Params {
+        fb_docs: 1,
+        ..Rm3Params::default()
+    };
+    let (_, expansion) = index
+        .search_rm3("kiwi", None, 10, Bm25Params::default(), &rm3)
+        .unwrap();
+    let terms: Vec<&str> = expansion.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(terms, ["kiwi", "plum"]);
+}
