@@ -248,10 +248,17 @@ fn feedback_documents_tied_at_the_cut_are_taken_by_doc_id_ascending() {
     let mut f = std::fs::File::create(&p).unwrap();
     // "b" and "a" score the same for "kiwi"; Anserini keeps "a" (ties by doc id ascending),
     // although clirkit's runs list "b" first.
-    let mut docs = vec![("b", "kiwi fig".to_string()), ("a", "kiwi plum".to_string())];
+    let mut docs = vec![
+        ("b", "kiwi fig".to_string()),
+        ("a", "kiwi plum".to_string()),
+    ];
     docs.extend((0..18).map(|i| ("", format!("filler{i}"))));
     for (i, (id, text)) in docs.iter().enumerate() {
-        let id = if id.is_empty() { format!("z{i}") } else { id.to_string() };
+        let id = if id.is_empty() {
+            format!("z{i}")
+        } else {
+            id.to_string()
+        };
         let line = serde_json::json!({"_id": id, "title": "", "text": text});
         writeln!(f, "{line}").unwrap();
     }
@@ -262,7 +269,9 @@ fn feedback_documents_tied_at_the_cut_are_taken_by_doc_id_ascending() {
     };
     build(&p, &tmp.path().join("idx"), &opts).unwrap();
     let index = Bm25Index::open(tmp.path().join("idx")).unwrap();
-    let hits = index.search("kiwi", None, 2, Bm25Params::default()).unwrap();
+    let hits = index
+        .search("kiwi", None, 2, Bm25Params::default())
+        .unwrap();
     assert_eq!(hits[0].score, hits[1].score);
     assert_eq!(index.doc_id(hits[0].doc), "b");
     let rm3 = Rm3Params {
