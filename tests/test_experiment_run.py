@@ -302,3 +302,30 @@ def test_a_stage_whose_files_did_not_fully_reach_the_disk_is_recomputed(tmp_path
     second = _run(path, tmp_path / "work")
     assert second.ran >= 1
     assert second.rows == first.rows
+
+
+def test_bm25_rm3_system_equals_the_cli_and_keeps_plain_bm25s_stages(tmp_path):
+    data = tmp_path / "data"
+    (data / "qrels").mkdir(parents=True)
+    docs = [(f"d{i}", f"apples pears{i % 3} plums{i}") for i in range(30)] + [("e1", "figs and dates")]
+    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in docs))
+    (data / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "pears1 plums4"}) + "\n")
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td4\t1\n")
+    plain = f'[collections.c]\npath = "{data}"\n\n[systems.bm25]\nkind = "bm25"\nfields = ["text"]\n'
+    path = tmp_path / "exp.toml"
+    path.write_text(plain)
+    before = _run(path, tmp_path / "plain")
+    rm3 = '\n[systems.bm25-rm3]\nkind = "bm25"\nfields = ["text"]\nrm3 = true\nfb_docs = 5\n'
+    path.write_text(plain + rm3)
+    exp = _run(path, tmp_path / "work")
+    assert exp.plan.runs["bm25"]["c"].digest == before.plan.runs["bm25"]["c"].digest
+    ours = (tmp_path / "work" / "runs" / "bm25-rm3" / "c.trec").read_text()
+    index, run = tmp_path / "idx", tmp_path / "cli.trec"
+    assert cli(["index", "bm25", "--corpus", str(data / "corpus.jsonl"), "--index", str(index),
+                "--fields", "text", "--store-docvectors", "--quiet"]) == 0  # fmt: skip
+    assert cli(["search", "bm25", "--index", str(index), "--queries", str(data / "queries.jsonl"),
+                "--output", str(run), "--rm3", "--fb-docs", "5", "--quiet"]) == 0  # fmt: skip
+    assert ours == run.read_text()
+    path.write_text(plain + '\n[systems.bad]\nkind = "bm25"\nfb_terms = 5\n')
+    with pytest.raises(Exception, match="set rm3 = true"):
+        Experiment(path, tmp_path / "bad")

@@ -1,5 +1,7 @@
 """``kind = "bm25"``: clirkit's Lucene-equal BM25. One index per document set (shared by every
-BM25 system over those documents, whatever their k1 and b), one search per task."""
+BM25 system over those documents, whatever their k1 and b; systems with ``rm3 = true`` share one
+with document vectors), one search per task. ``rm3 = true`` expands each query with RM3
+(Anserini's defaults; ``fb_docs``, ``fb_terms``, ``original_weight`` change them)."""
 
 from __future__ import annotations
 
@@ -18,16 +20,33 @@ def drop_self_hits(hits: list[tuple[str, float]], qid: str, k: int) -> list[tupl
 
 class Bm25Kind:
     name = "bm25"
-    options = ("k1", "b", "fields", "hits")
+    options = ("k1", "b", "fields", "hits", "rm3", "fb_docs", "fb_terms", "original_weight")
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
+        from clirkit.bm25 import RM3
+
         k1 = r.get("k1", (int, float), 0.9)
         b = r.get("b", (int, float), 0.4)
+        rm3 = None
+        if r.get("rm3", bool, False):
+            weight = float(r.get("original_weight", (int, float), RM3.original_weight))
+            if not 0.0 <= weight <= 1.0:
+                raise r.error("original_weight", f"must be in [0, 1], got {weight}")
+            rm3 = {
+                "fb_docs": r.positive("fb_docs", RM3.fb_docs),
+                "fb_terms": r.positive("fb_terms", RM3.fb_terms),
+                "original_weight": weight,
+            }
+        else:
+            for key in ("fb_docs", "fb_terms", "original_weight"):
+                if r.get(key, (int, float)) is not None:
+                    raise r.error(key, "is an RM3 option; set rm3 = true")
         return {
             "k1": float(k1),
             "b": float(b),
             "fields": list(r.strings("fields", ("title", "text"))),
             "hits": r.positive("hits"),
+            "rm3": rm3,
         }
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
@@ -35,6 +54,11 @@ class Bm25Kind:
         docs_path, lang, lang_field = plan.docs_file(task.docs)
         docs_stage = plan.docs(task.docs)
         fields = options["fields"]
+        rm3 = options["rm3"]
+        # Only RM3 needs document vectors: plain BM25 systems keep their index (and its digest).
+        index_params: dict[str, Any] = {"fields": fields}
+        if rm3 is not None:
+            index_params["docvectors"] = True
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.bm25 import BM25Index
@@ -47,13 +71,14 @@ class Bm25Kind:
                 fields=fields,
                 threads=ctx.threads,
                 quiet=ctx.quiet,
+                store_docvectors=rm3 is not None,
             )
 
         index = plan.add(
             Stage(
                 "bm25-index",
                 f"bm25 index {task.docs.describe()}",
-                {"fields": fields},
+                index_params,
                 () if docs_stage is None else (docs_stage,),
                 task.docs.identity() if docs_stage is None else None,
                 build,
@@ -61,15 +86,23 @@ class Bm25Kind:
         )
         hits = options["hits"] or plan.config.hits
         params = {"k1": options["k1"], "b": options["b"], "hits": hits, "drop_self_hits": task.drop_self_hits}
+        if rm3 is not None:
+            params["rm3"] = rm3
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
-            from clirkit.bm25 import BM25Index
+            from clirkit.bm25 import RM3, BM25Index
             from clirkit.runs import write_run
 
             opened = BM25Index.open(index.output / "index")
             k = hits + 1 if task.drop_self_hits else hits
             results = opened.batch_search(
-                list(task.queries), k, threads=ctx.threads, k1=options["k1"], b=options["b"], quiet=ctx.quiet
+                list(task.queries),
+                k,
+                threads=ctx.threads,
+                k1=options["k1"],
+                b=options["b"],
+                quiet=ctx.quiet,
+                rm3=None if rm3 is None else RM3(**rm3),
             )
             if task.drop_self_hits:
                 run = {q: dict(drop_self_hits(results[q], q, hits)) for q in results.qids()}
