@@ -276,6 +276,7 @@ impl Bm25Index {
     }
 
     /// [`Bm25Index::batch_search`] with RM3: each query's hits and expansion.
+    #[allow(clippy::too_many_arguments)]
     pub fn batch_search_rm3(
         &self,
         queries: &[super::BatchQuery],
