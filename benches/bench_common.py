@@ -168,6 +168,24 @@ def start_pyserini_jvm() -> None:
     import pyserini.pyclass  # noqa: F401  (configures the class path and starts the JVM)
 
 
+def pyserini_worker_jobs(argv: Sequence[str], prog: str) -> tuple[list[dict], int]:
+    """A Pyserini worker's ``--jobs`` file (a JSON list) and ``--threads``, with the JVM started."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--jobs", required=True)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args(argv)
+    start_pyserini_jvm()
+    return json.loads(Path(a.jobs).read_text(encoding="utf-8")), a.threads
+
+
+def anserini_index_args(input_dir: str, index: str, threads: int, *extra: str) -> list[str]:
+    """``IndexCollection`` arguments for a folder of ``id``/``contents`` JSONL (Anserini's defaults)."""
+    return ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+            "-input", input_dir, "-index", index, "-threads", str(threads), *extra]  # fmt: skip
+
+
 @contextlib.contextmanager
 def output_to(path: Path) -> Iterator[None]:
     """Send this process's stdout and stderr file descriptors (the JVM's too) to ``path`` meanwhile."""

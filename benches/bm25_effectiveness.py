@@ -52,20 +52,14 @@ def pyserini_worker(argv: Sequence[str]) -> int:
     """Runs in Pyserini's environment, one JVM for every job of ``--jobs`` (a JSON list of
     ``{input_dir, index, lang, queries, run}``): index the folder's ``id``/``contents`` JSONL with Lucene's
     analyzer for ``lang``, search the queries (JSON list of [qid, text]) and write the TREC run."""
-    p = argparse.ArgumentParser(prog="bm25_effectiveness.py pyserini")
-    p.add_argument("--jobs", required=True)
-    p.add_argument("--threads", type=int, default=2)
-    a = p.parse_args(argv)
-    bc.start_pyserini_jvm()
+    jobs, threads = bc.pyserini_worker_jobs(argv, "bm25_effectiveness.py pyserini")
     from jnius import JavaException, autoclass
     from pyserini.search.lucene import LuceneSearcher
 
     errors = {}
-    for job in json.loads(Path(a.jobs).read_text(encoding="utf-8")):
+    for job in jobs:
         log = Path(job["index"] + ".log")
-        args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-                "-input", job["input_dir"], "-index", job["index"], "-threads", str(a.threads),
-                "-language", job["lang"]]  # fmt: skip
+        args = bc.anserini_index_args(job["input_dir"], job["index"], threads, "-language", job["lang"])
         try:
             with bc.output_to(log):  # Anserini logs per-document failures instead of raising
                 autoclass("io.anserini.index.IndexCollection").main(args)
@@ -82,7 +76,7 @@ def pyserini_worker(argv: Sequence[str]) -> int:
             searcher.set_bm25(K1, B)
             queries = json.loads(Path(job["queries"]).read_text(encoding="utf-8"))
             hits = searcher.batch_search(
-                [t for _, t in queries], [q for q, _ in queries], k=K, threads=a.threads
+                [t for _, t in queries], [q for q, _ in queries], k=K, threads=threads
             )
         except JavaException as err:
             errors[job["run"]] = f"{err.classname}: {err.innermessage}"

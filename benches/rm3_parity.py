@@ -46,19 +46,13 @@ COLLECTIONS = {"scifact": "beir-scifact", "cranfield": "cranfield"}
 def pyserini_worker(argv: Sequence[str]) -> int:
     """Runs in Pyserini's environment: per job ``{input_dir, index, queries, run, terms}``, index with
     document vectors, RM3-search the queries (timed), and write the run and each query's feedback terms."""
-    p = argparse.ArgumentParser(prog="rm3_parity.py pyserini")
-    p.add_argument("--jobs", required=True)
-    p.add_argument("--threads", type=int, default=2)
-    a = p.parse_args(argv)
-    bc.start_pyserini_jvm()
+    jobs, threads = bc.pyserini_worker_jobs(argv, "rm3_parity.py pyserini")
     from jnius import autoclass
     from pyserini.search.lucene import LuceneSearcher
 
     timings = {}
-    for job in json.loads(Path(a.jobs).read_text(encoding="utf-8")):
-        args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-                "-input", job["input_dir"], "-index", job["index"], "-threads", str(a.threads),
-                "-storeDocvectors"]  # fmt: skip
+    for job in jobs:
+        args = bc.anserini_index_args(job["input_dir"], job["index"], threads, "-storeDocvectors")
         with bc.output_to(Path(job["index"] + ".log")):
             autoclass("io.anserini.index.IndexCollection").main(args)
         searcher = LuceneSearcher(job["index"])
@@ -66,9 +60,9 @@ def pyserini_worker(argv: Sequence[str]) -> int:
         searcher.set_rm3(FB_TERMS, FB_DOCS, ORIGINAL_WEIGHT)
         queries = json.loads(Path(job["queries"]).read_text(encoding="utf-8"))
         texts, qids = [t for _, t in queries], [q for q, _ in queries]
-        searcher.batch_search(texts[:20], qids[:20], k=K, threads=a.threads)  # warm the JVM
+        searcher.batch_search(texts[:20], qids[:20], k=K, threads=threads)  # warm the JVM
         t0 = time.perf_counter()
-        hits = searcher.batch_search(texts, qids, k=K, threads=a.threads)
+        hits = searcher.batch_search(texts, qids, k=K, threads=threads)
         timings[job["run"]] = time.perf_counter() - t0
         bc.write_trec(
             Path(job["run"]), {q: {h.docid: float(h.score) for h in hs} for q, hs in hits.items()}, "pyserini"

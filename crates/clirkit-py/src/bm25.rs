@@ -212,16 +212,8 @@ impl PyBm25Index {
             .into_iter()
             .map(|(id, text, lang)| BatchQuery { id, text, lang })
             .collect();
-        self.run_batch(
-            py,
-            queries,
-            k,
-            threads,
-            lang,
-            Bm25Params { k1, b },
-            quiet,
-            rm3.map(rm3_params),
-        )
+        let params = Bm25Params { k1, b };
+        self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
     }
 
     /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`.
@@ -240,16 +232,8 @@ impl PyBm25Index {
         rm3: Option<Rm3Tuple>,
     ) -> PyResult<PySearchResults> {
         let queries = py.detach(|| bm25::read_queries(&path)).py_err()?;
-        self.run_batch(
-            py,
-            queries,
-            k,
-            threads,
-            lang,
-            Bm25Params { k1, b },
-            quiet,
-            rm3.map(rm3_params),
-        )
+        let params = Bm25Params { k1, b };
+        self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
     }
 }
 
@@ -264,8 +248,9 @@ impl PyBm25Index {
         lang: Option<String>,
         params: Bm25Params,
         quiet: bool,
-        rm3: Option<Rm3Params>,
+        rm3: Option<Rm3Tuple>,
     ) -> PyResult<PySearchResults> {
+        let rm3 = rm3.map(rm3_params);
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
         let mut position = HashMap::with_capacity(qids.len());
         for (i, q) in qids.iter().enumerate() {

@@ -39,14 +39,8 @@ fn weights(expansion: &Expansion) -> BTreeMap<String, f32> {
     expansion.iter().cloned().collect()
 }
 
-fn close(a: f32, b: f64) -> bool {
-    (a as f64 - b).abs() < 1e-6
-}
-
-#[test]
-fn expansion_weights_match_the_hand_computation() {
-    let tmp = tempfile::tempdir().unwrap();
-    let index = index(tmp.path(), true);
+/// The BM25 scores of d0 and d1, the only documents with "kiwi".
+fn feedback_scores(index: &Bm25Index) -> (f64, f64) {
     let hits = index
         .search("kiwi", None, 10, Bm25Params::default())
         .unwrap();
@@ -57,7 +51,18 @@ fn expansion_weights_match_the_hand_computation() {
             .unwrap()
             .score as f64
     };
-    let (s0, s1) = (score("d0"), score("d1"));
+    (score("d0"), score("d1"))
+}
+
+fn close(a: f32, b: f64) -> bool {
+    (a as f64 - b).abs() < 1e-6
+}
+
+#[test]
+fn expansion_weights_match_the_hand_computation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = index(tmp.path(), true);
+    let (s0, s1) = feedback_scores(&index);
 
     let (_, expansion) = index
         .search_rm3(
@@ -97,16 +102,7 @@ fn expansion_weights_match_the_hand_computation() {
 fn pruning_keeps_the_heaviest_terms_with_ties_by_term() {
     let tmp = tempfile::tempdir().unwrap();
     let index = index(tmp.path(), true);
-    let hits = index
-        .search("kiwi", None, 10, Bm25Params::default())
-        .unwrap();
-    let score = |id: &str| {
-        hits.iter()
-            .find(|h| index.doc_id(h.doc) == id)
-            .unwrap()
-            .score as f64
-    };
-    let (s0, s1) = (score("d0"), score("d1"));
+    let (s0, s1) = feedback_scores(&index);
     let rm3 = Rm3Params {
         fb_terms: 2,
         original_weight: 0.25,
