@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
     "clirkit.commands.dense",
+    "clirkit.commands.multivector",
     "clirkit.commands.encode",
     "clirkit.commands.demo",
 ]
@@ -32,10 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"clirkit {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups = {
-        "index": top.add_parser("index", help="build an index (bm25 | dense)").add_subparsers(
+        "index": top.add_parser("index", help="build an index (bm25 | dense | multivector)").add_subparsers(
             dest="kind", metavar="KIND", required=True
         ),
-        "search": top.add_parser("search", help="search an index (bm25 | dense)").add_subparsers(
+        "search": top.add_parser("search", help="search an index (bm25 | dense | multivector)").add_subparsers(
             dest="kind", metavar="KIND", required=True
         ),
     }

@@ -11,6 +11,7 @@ pub mod eval;
 pub mod fusion;
 pub mod ids;
 pub mod io;
+pub mod multivector;
 pub mod passages;
 pub mod pq;
 pub mod progress;

@@ -8,6 +8,7 @@ mod errors;
 mod eval;
 mod fusion;
 mod io;
+mod multivector;
 mod passages;
 mod pq;
 mod rerank;
@@ -25,5 +26,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     eval::register(m)?;
     pq::register(m)?;
     passages::register(m)?;
+    multivector::register(m)?;
     Ok(())
 }
