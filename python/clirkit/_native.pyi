@@ -278,6 +278,7 @@ class MultiVectorIndex:
         centroid_score_threshold: float | None = None,
         ndocs: int | None = None,
         rerank: int | None = None,
+        refine: bool = False,
         exact: bool = False,
         threads: int = 0,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
@@ -291,6 +292,7 @@ class MultiVectorIndex:
         centroid_score_threshold: float | None = None,
         ndocs: int | None = None,
         rerank: int | None = None,
+        refine: bool = False,
         exact: bool = False,
         threads: int = 0,
         maxp: str | None = None,

@@ -10,7 +10,9 @@ at ``nbits`` (1, 2 or 4) bits per dimension, and inverted lists; ``keep_vectors=
 full vectors for exact search. Searching follows PLAID: candidates from the ``ncells`` centroids nearest
 each query token, approximate scores from centroid scores (pruned at ``centroid_score_threshold``, best
 ``ndocs`` kept, then unpruned), exact MaxSim over the decompressed tokens of the best ``rerank``. Budgets
-left ``None`` take PLAID's defaults for ``k``. ``exact=True`` scores every document with the full vectors.
+left ``None`` take PLAID's defaults for ``k``. With full vectors stored, ``refine=True`` scores those last
+``rerank`` documents with them instead (the ranking converges to exact MaxSim as the budgets grow), and
+``exact=True`` scores every document with them.
 Scores are MaxSim: the sum over query tokens of their best inner product with a document token.
 """
 
@@ -105,7 +107,7 @@ class MultiVectorIndex:
         """Top-``k`` per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
 
         Options: ``ncells``, ``centroid_score_threshold`` (``float("-inf")``: no pruning), ``ndocs``,
-        ``rerank``, ``exact``, ``threads``.
+        ``rerank``, ``refine``, ``exact``, ``threads``.
         """
         q, qo = _tokens(tokens, offsets, "queries")
         return self._native.search(q, qo, k, **options)

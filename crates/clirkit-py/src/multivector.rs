@@ -112,7 +112,7 @@ impl PyMultiVectorIndex {
 
     /// Top-k per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
     #[pyo3(signature = (tokens, offsets, k=1000, ncells=None, centroid_score_threshold=None,
-                        ndocs=None, rerank=None, exact=false, threads=0))]
+                        ndocs=None, rerank=None, refine=false, exact=false, threads=0))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -124,6 +124,7 @@ impl PyMultiVectorIndex {
         centroid_score_threshold: Option<f32>,
         ndocs: Option<usize>,
         rerank: Option<usize>,
+        refine: bool,
         exact: bool,
         threads: usize,
     ) -> PyResult<PyHits<'py>> {
@@ -134,6 +135,7 @@ impl PyMultiVectorIndex {
             centroid_score_threshold,
             ndocs,
             rerank,
+            refine,
             exact,
             threads,
         };
@@ -150,7 +152,7 @@ impl PyMultiVectorIndex {
     /// separator) `k` documents per query scored by their best passage; with `path`, write a TREC
     /// run file atomically instead and return nothing.
     #[pyo3(signature = (tokens, offsets, qids, k=1000, ncells=None, centroid_score_threshold=None,
-                        ndocs=None, rerank=None, exact=false, threads=0, maxp=None, path=None,
+                        ndocs=None, rerank=None, refine=false, exact=false, threads=0, maxp=None, path=None,
                         tag="clirkit-multivector"))]
     #[allow(clippy::too_many_arguments)]
     fn search_run(
@@ -164,6 +166,7 @@ impl PyMultiVectorIndex {
         centroid_score_threshold: Option<f32>,
         ndocs: Option<usize>,
         rerank: Option<usize>,
+        refine: bool,
         exact: bool,
         threads: usize,
         maxp: Option<&str>,
@@ -177,6 +180,7 @@ impl PyMultiVectorIndex {
             centroid_score_threshold,
             ndocs,
             rerank,
+            refine,
             exact,
             threads,
         };

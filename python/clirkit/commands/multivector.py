@@ -27,7 +27,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--kmeans-sample", type=int, default=None, help="tokens sampled for k-means (default 64 per centroid)")
     p.add_argument("--kmeans-iterations", type=int, default=4, help="k-means iterations (default 4, as PLAID)")
     p.add_argument("--seed", type=int, default=0, help="sampling and k-means seed (default 0)")
-    p.add_argument("--keep-vectors", action="store_true", help="also store the full token vectors (for --exact search)")
+    p.add_argument("--keep-vectors", action="store_true", help="also store the full token vectors (for --exact and --refine search)")
     add_threads(p)
     add_quiet(p)
     p.set_defaults(func=run_index)
@@ -49,6 +49,9 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--ndocs", type=int, default=None, help="candidates kept after approximate scoring")
     s.add_argument("--rerank", type=int, default=None, help="candidates scored with decompressed tokens")
+    s.add_argument(
+        "--refine", action="store_true", help="score the last stage with the full vectors (needs --keep-vectors)"
+    )
     s.add_argument("--exact", action="store_true", help="exact MaxSim over every document (needs --keep-vectors)")
     s.add_argument(
         "--maxp",
@@ -109,6 +112,7 @@ def run_search(args: argparse.Namespace) -> int:
         centroid_score_threshold=args.centroid_score_threshold,
         ndocs=args.ndocs,
         rerank=args.rerank,
+        refine=args.refine,
         exact=args.exact,
         threads=args.threads,
     )

@@ -1,4 +1,6 @@
-//! Building a multi-vector index: centroids by k-means over a seeded sample of token vectors, every
+//! Building a multi-vector index: centroids by k-means over a seeded sample of token vectors (Lloyd
+//! from seeded sample rows, as PLAID's FAISS k-means starts; [`crate::pq::kmeans`]'s k-means++
+//! seeding costs a pass over the sample per centroid, too slow for thousands of centroids), every
 //! token's nearest centroid, the residual codec trained on a second sample's residuals, packed
 //! residuals, and the inverted lists (centroid -> documents). Written into an index directory
 //! atomically; the result does not depend on the thread count.
@@ -14,15 +16,14 @@ use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::pq::flat::norm_sq;
-use crate::pq::kmeans::KMeans;
 use crate::pq::{with_pool, SplitMix64};
 use rayon::prelude::*;
 use std::path::Path;
 
 /// Training points per centroid when the sample size is not given.
 const SAMPLE_PER_CENTROID: usize = 64;
-/// Residual values sampled to place the codec's buckets.
-const CODEC_SAMPLE_VALUES: usize = 1 << 21;
+/// Tokens whose residuals place the codec's buckets.
+const CODEC_SAMPLE_TOKENS: usize = 1 << 14;
 /// Tokens assigned to centroids per matrix product.
 const ASSIGN_BLOCK: usize = 1024;
 
@@ -90,6 +91,46 @@ fn assign(data: &[f32], dim: usize, centroids: &[f32]) -> Vec<u16> {
             }
         });
     codes
+}
+
+/// Lloyd's k-means from `k` distinct sample rows drawn with `rng`. Assignment is by matrix products
+/// ([`assign`]); sums are accumulated in f64 in point order, so the result does not depend on the
+/// thread count. An emptied cluster keeps its centroid.
+fn kmeans(
+    sample: &[f32],
+    dim: usize,
+    k: usize,
+    iterations: usize,
+    rng: &mut SplitMix64,
+) -> Vec<f32> {
+    let mut centroids: Vec<f32> = rng
+        .sample(sample.len() / dim, k)
+        .iter()
+        .flat_map(|&r| sample[r * dim..(r + 1) * dim].iter().copied())
+        .collect();
+    for _ in 0..iterations {
+        let codes = assign(sample, dim, &centroids);
+        let mut sums = vec![0f64; k * dim];
+        let mut counts = vec![0usize; k];
+        for (x, &c) in sample.chunks_exact(dim).zip(&codes) {
+            counts[c as usize] += 1;
+            for (s, &v) in sums[c as usize * dim..].iter_mut().zip(x) {
+                *s += v as f64;
+            }
+        }
+        for ((centroid, sum), &count) in centroids
+            .chunks_exact_mut(dim)
+            .zip(sums.chunks_exact(dim))
+            .zip(&counts)
+        {
+            if count > 0 {
+                for (c, s) in centroid.iter_mut().zip(sum) {
+                    *c = (s / count as f64) as f32;
+                }
+            }
+        }
+    }
+    centroids
 }
 
 /// Per centroid, the increasing numbers of the documents holding a token of it: (offsets, docs).
@@ -168,12 +209,7 @@ impl MultiVectorIndex {
                 .iter()
                 .flat_map(|&r| data[r * dim..(r + 1) * dim].iter().copied())
                 .collect();
-            let kmeans = KMeans {
-                iterations: opts.kmeans_iterations,
-                max_points_per_centroid: sample_size.div_ceil(ncent),
-                ..KMeans::new(ncent, opts.seed)
-            };
-            let mut centroids = kmeans.train(&sample, dim)?;
+            let mut centroids = kmeans(&sample, dim, ncent, opts.kmeans_iterations, &mut rng);
             drop(sample);
             if normalized {
                 // Unit tokens are compared by inner product: unit centroids, as in PLAID.
@@ -185,7 +221,7 @@ impl MultiVectorIndex {
                 }
             }
             let codes = assign(data, dim, &centroids);
-            let held_out = rng.sample(ntokens, (CODEC_SAMPLE_VALUES / dim).clamp(1, ntokens));
+            let held_out = rng.sample(ntokens, CODEC_SAMPLE_TOKENS.min(ntokens));
             let residual_sample: Vec<f32> = held_out
                 .iter()
                 .flat_map(|&r| {
@@ -197,7 +233,7 @@ impl MultiVectorIndex {
                         .map(|(x, c)| x - c)
                 })
                 .collect();
-            let codec = ResidualCodec::train(dim, opts.nbits, residual_sample)?;
+            let codec = ResidualCodec::train(dim, opts.nbits, &residual_sample)?;
             let bpt = codec.bytes_per_token();
             let mut residuals = vec![0u8; ntokens * bpt];
             residuals.par_chunks_mut(bpt).enumerate().for_each_init(

@@ -1,8 +1,11 @@
-//! PLAID's residual codec. A token is stored as its nearest centroid and the residual (token minus
-//! centroid) quantized per dimension to `nbits` (1, 2 or 4) by one global set of buckets: the cutoffs
-//! are the `i / 2^nbits` quantiles of residual values over a sample, and a bucket decodes to its
-//! middle quantile `(i + 0.5) / 2^nbits`. Codes are packed `8 / nbits` dimensions per byte, the first
-//! dimension in the low bits; decoding goes through a table of the weights of every byte value.
+//! PLAID's residual codec, with buckets per dimension. A token is stored as its nearest centroid and
+//! the residual (token minus centroid) quantized per dimension to `nbits` (1, 2 or 4): in dimension
+//! `j` the cutoffs are the `i / 2^nbits` quantiles of dimension `j`'s residuals over a sample, and a
+//! bucket decodes to its middle quantile `(i + 0.5) / 2^nbits`. PLAID uses one set of buckets for all
+//! dimensions; per-dimension buckets cost `dim x (2^(nbits+1) - 1)` floats in all and matter for
+//! encoders whose dimensions differ in spread (off-the-shelf sentence encoders have a few dimensions
+//! far wider than the rest). Codes are packed `8 / nbits` dimensions per byte, the first dimension in
+//! the low bits.
 
 use crate::error::{Error, Result};
 
@@ -11,12 +14,10 @@ use crate::error::{Error, Result};
 pub struct ResidualCodec {
     nbits: usize,
     dim: usize,
-    /// `2^nbits - 1` increasing bucket boundaries.
+    /// Per dimension, `2^nbits - 1` increasing bucket boundaries.
     cutoffs: Vec<f32>,
-    /// `2^nbits` values, one a bucket.
+    /// Per dimension, `2^nbits` values, one a bucket.
     weights: Vec<f32>,
-    /// For each byte value, the weights of the dimensions it packs.
-    table: Vec<f32>,
 }
 
 /// The `q` quantile of sorted `values` with linear interpolation (as `torch.quantile`).
@@ -43,20 +44,23 @@ impl ResidualCodec {
         Ok(())
     }
 
-    /// Buckets from a sample of residual values (any order; sorted here).
-    pub fn train(dim: usize, nbits: usize, mut residuals: Vec<f32>) -> Result<Self> {
+    /// Buckets from a sample of residuals (row-major, `dim` columns).
+    pub fn train(dim: usize, nbits: usize, residuals: &[f32]) -> Result<Self> {
         Self::check_params(dim, nbits)?;
-        if residuals.is_empty() {
+        if residuals.len() < dim {
             return Err(Error::invalid("no residuals to train the codec on"));
         }
-        residuals.sort_unstable_by(f32::total_cmp);
         let buckets = 1usize << nbits;
-        let cutoffs = (1..buckets)
-            .map(|i| quantile(&residuals, i as f64 / buckets as f64))
-            .collect();
-        let weights = (0..buckets)
-            .map(|i| quantile(&residuals, (i as f64 + 0.5) / buckets as f64))
-            .collect();
+        let (mut cutoffs, mut weights) = (Vec::new(), Vec::new());
+        let mut column = Vec::with_capacity(residuals.len() / dim);
+        for j in 0..dim {
+            column.clear();
+            column.extend(residuals.iter().skip(j).step_by(dim));
+            column.sort_unstable_by(f32::total_cmp);
+            cutoffs.extend((1..buckets).map(|i| quantile(&column, i as f64 / buckets as f64)));
+            weights
+                .extend((0..buckets).map(|i| quantile(&column, (i as f64 + 0.5) / buckets as f64)));
+        }
         Self::from_parts(dim, nbits, cutoffs, weights)
     }
 
@@ -69,33 +73,29 @@ impl ResidualCodec {
     ) -> Result<Self> {
         Self::check_params(dim, nbits)?;
         let buckets = 1usize << nbits;
-        if cutoffs.len() != buckets - 1 || weights.len() != buckets {
+        if cutoffs.len() != dim * (buckets - 1) || weights.len() != dim * buckets {
             return Err(Error::invalid(format!(
-                "{nbits}-bit codec needs {} cutoffs and {buckets} weights, got {} and {}",
-                buckets - 1,
+                "a {nbits}-bit codec of dimension {dim} needs {} cutoffs and {} weights, got {} and {}",
+                dim * (buckets - 1),
+                dim * buckets,
                 cutoffs.len(),
                 weights.len()
             )));
         }
         if cutoffs.iter().chain(&weights).any(|v| !v.is_finite())
-            || cutoffs.windows(2).any(|w| w[0] > w[1])
+            || cutoffs
+                .chunks_exact(buckets - 1)
+                .any(|c| c.windows(2).any(|w| w[0] > w[1]))
         {
             return Err(Error::invalid(
                 "codec buckets must be finite with non-decreasing cutoffs",
             ));
         }
-        let per_byte = 8 / nbits;
-        let mask = (1usize << nbits) - 1;
-        let table = (0..256usize)
-            .flat_map(|byte| (0..per_byte).map(move |t| (byte >> (t * nbits)) & mask))
-            .map(|code| weights[code])
-            .collect();
         Ok(ResidualCodec {
             nbits,
             dim,
             cutoffs,
             weights,
-            table,
         })
     }
 
@@ -119,28 +119,29 @@ impl ResidualCodec {
     /// Quantize one residual (`dim` values) into `out` (`bytes_per_token` bytes).
     pub fn encode(&self, residual: &[f32], out: &mut [u8]) {
         let per_byte = 8 / self.nbits;
-        for (byte, values) in out.iter_mut().zip(residual.chunks_exact(per_byte)) {
-            let mut packed = 0u8;
-            for (t, &v) in values.iter().enumerate() {
-                // The bucket is the number of cutoffs below the value (torch.bucketize).
-                let code = self.cutoffs.partition_point(|&c| c < v) as u8;
-                packed |= code << (t * self.nbits);
-            }
-            *byte = packed;
+        let cuts = (1 << self.nbits) - 1;
+        out.fill(0);
+        for (j, &v) in residual.iter().enumerate() {
+            // The bucket is the number of cutoffs below the value (torch.bucketize).
+            let code = self.cutoffs[j * cuts..(j + 1) * cuts].partition_point(|&c| c < v) as u8;
+            out[j / per_byte] |= code << ((j % per_byte) * self.nbits);
         }
     }
 
     /// `centroid + decoded residual` into `out` (`dim` values).
     pub fn decode(&self, centroid: &[f32], packed: &[u8], out: &mut [f32]) {
         let per_byte = 8 / self.nbits;
-        for ((o, c), &byte) in out
+        let buckets = 1 << self.nbits;
+        let mask = buckets - 1;
+        let groups = out
             .chunks_exact_mut(per_byte)
             .zip(centroid.chunks_exact(per_byte))
-            .zip(packed)
-        {
-            let w = &self.table[byte as usize * per_byte..(byte as usize + 1) * per_byte];
+            .zip(self.weights.chunks_exact(per_byte * buckets))
+            .zip(packed);
+        for (((o, c), w), &byte) in groups {
             for t in 0..per_byte {
-                o[t] = c[t] + w[t];
+                let code = (byte as usize >> (t * self.nbits)) & mask;
+                o[t] = c[t] + w[t * buckets + code];
             }
         }
     }
@@ -160,7 +161,7 @@ mod tests {
         let centroid = vec![1.0f32; dim];
         let mut errors = Vec::new();
         for nbits in [1, 2, 4] {
-            let codec = ResidualCodec::train(dim, nbits, sample.clone()).unwrap();
+            let codec = ResidualCodec::train(dim, nbits, &sample).unwrap();
             assert_eq!(codec.bytes_per_token(), dim * nbits / 8);
             let mut packed = vec![0u8; codec.bytes_per_token()];
             codec.encode(&residual, &mut packed);
@@ -182,7 +183,10 @@ mod tests {
     fn rejects_bad_parameters() {
         assert!(ResidualCodec::check_params(6, 2).is_err());
         assert!(ResidualCodec::check_params(8, 3).is_err());
-        assert!(ResidualCodec::from_parts(8, 2, vec![0.0; 3], vec![0.0; 3]).is_err());
-        assert!(ResidualCodec::from_parts(8, 1, vec![f32::NAN], vec![0.0; 2]).is_err());
+        assert!(ResidualCodec::from_parts(8, 2, vec![0.0; 24], vec![0.0; 24]).is_err());
+        let mut nan = vec![0.0; 8];
+        nan[3] = f32::NAN;
+        assert!(ResidualCodec::from_parts(8, 1, nan, vec![0.0; 16]).is_err());
+        assert!(ResidualCodec::from_parts(8, 1, vec![0.0; 8], vec![0.0; 16]).is_ok());
     }
 }

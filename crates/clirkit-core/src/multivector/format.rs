@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `ids.bin` | the documents' (passages') string ids |
 //! | `centroids.bin` | `ncentroids x dim` f32 |
-//! | `buckets.bin` | the residual codec: `2^nbits - 1` cutoffs then `2^nbits` weights, f32 |
+//! | `buckets.bin` | the residual codec: per dimension `2^nbits - 1` cutoffs, then per dimension `2^nbits` weights, f32 |
 //! | `doc_offsets.bin` | `ndocs + 1` u64: document `i` owns tokens `offsets[i]..offsets[i + 1]` |
 //! | `codes.bin` | one u16 centroid number per token |
 //! | `residuals.bin` | `dim x nbits / 8` bytes per token |
@@ -183,8 +183,8 @@ impl MultiVectorIndex {
             ));
         }
         let centroids = Mapped::open(dir, CENTROIDS, m.ncentroids * m.dim, true)?;
-        let buckets: Mapped<f32> = Mapped::open(dir, BUCKETS, (2 << m.nbits) - 1, true)?;
-        let split = (1 << m.nbits) - 1;
+        let buckets: Mapped<f32> = Mapped::open(dir, BUCKETS, m.dim * ((2 << m.nbits) - 1), true)?;
+        let split = m.dim * ((1 << m.nbits) - 1);
         let codec = ResidualCodec::from_parts(
             m.dim,
             m.nbits,

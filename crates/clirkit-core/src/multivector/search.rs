@@ -8,7 +8,9 @@
 //! 4. Exact MaxSim over the decompressed tokens (centroid + residual, normalized again when the
 //!    input tokens had unit length).
 //!
-//! With `exact`, every document is scored with the stored full vectors instead. Passage indexes are
+//! With `refine`, stage 4 scores with the stored full vectors instead of decompressed ones (the
+//! ranking then converges to exact MaxSim as the budgets grow); with `exact`, every document is
+//! scored with them. Passage indexes are
 //! aggregated to documents by MaxP. Queries run in parallel; results do not depend on thread count.
 
 use super::exact::{self, check_dims, maxsim};
@@ -35,6 +37,8 @@ pub struct SearchOptions {
     pub ndocs: Option<usize>,
     /// Documents scored with decompressed tokens (stage 4).
     pub rerank: Option<usize>,
+    /// Score the stage-4 documents with the stored full vectors.
+    pub refine: bool,
     /// Score every document exactly with the stored full vectors.
     pub exact: bool,
     pub threads: usize,
@@ -48,6 +52,7 @@ impl Default for SearchOptions {
             centroid_score_threshold: None,
             ndocs: None,
             rerank: None,
+            refine: false,
             exact: false,
             threads: 0,
         }
@@ -159,14 +164,18 @@ impl MultiVectorIndex {
         if opts.k == 0 {
             return Err(Error::invalid("k must be at least 1"));
         }
-        if opts.exact {
-            let Some(vectors) = &self.vectors else {
+        let vectors = match &self.vectors {
+            Some(v) => Some(v.get()),
+            None if opts.exact || opts.refine => {
                 return Err(Error::invalid(format!(
-                    "{}: exact search needs the full token vectors; build the index with keep_vectors",
+                    "{}: exact search and refine need the full token vectors; build the index with keep_vectors",
                     self.dir.display()
-                )));
-            };
-            let docs = TokenMatrix::trusted(vectors.get(), self.dim(), self.doc_offsets.get());
+                )))
+            }
+            None => None,
+        };
+        if let Some(vectors) = vectors.filter(|_| opts.exact) {
+            let docs = TokenMatrix::trusted(vectors, self.dim(), self.doc_offsets.get());
             let depth = if all_scored { self.ndocs() } else { opts.k };
             return exact::search(&docs, queries, depth, opts.threads);
         }
@@ -177,12 +186,13 @@ impl MultiVectorIndex {
             ));
         }
         let keep = if all_scored { usize::MAX } else { opts.k };
+        let full = vectors.filter(|_| opts.refine);
         Ok(with_pool(opts.threads, || {
             (0..queries.len())
                 .into_par_iter()
                 .map_init(
                     || self.scratch(),
-                    |s, q| self.search_one(queries.item(q), &budget, keep, s),
+                    |s, q| self.search_one(queries.item(q), &budget, keep, full, s),
                 )
                 .collect()
         }))
@@ -202,11 +212,13 @@ impl MultiVectorIndex {
         }
     }
 
+    /// One query through the four stages; stage 4 reads `full` vectors when given.
     fn search_one(
         &self,
         query: &[f32],
         b: &Budget,
         keep: usize,
+        full: Option<&[f32]>,
         s: &mut Scratch,
     ) -> Vec<(f32, u32)> {
         let (dim, ncent) = (self.dim(), self.ncentroids());
@@ -274,11 +286,20 @@ impl MultiVectorIndex {
                 hit.id,
             );
         }
-        // Stage 4: MaxSim over the decompressed tokens.
+        // Stage 4: MaxSim over the decompressed (or full) tokens.
         let mut last = TopK::new(keep.min(b.rerank));
         for hit in stage3.iter() {
-            self.decompress(hit.id, &mut s.decoded);
-            last.push(maxsim(query, &s.decoded, dim, &mut s.sims), hit.id);
+            let tokens = match full {
+                Some(vectors) => {
+                    let (start, end) = self.token_range(hit.id);
+                    &vectors[start * dim..end * dim]
+                }
+                None => {
+                    self.decompress(hit.id, &mut s.decoded);
+                    &s.decoded[..]
+                }
+            };
+            last.push(maxsim(query, tokens, dim, &mut s.sims), hit.id);
         }
         last.into_sorted().iter().map(|h| (h.score, h.id)).collect()
     }

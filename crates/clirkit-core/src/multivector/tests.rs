@@ -116,6 +116,12 @@ fn compressed_search_agrees_with_exact_and_converges_with_budget() {
     };
     let small_hits = index.search(&queries, &small).unwrap();
     assert!(agreement(&small_hits) <= agreement(&full));
+    // Refining the largest budget with the full vectors is exact search.
+    let refined = SearchOptions {
+        refine: true,
+        ..everything.clone()
+    };
+    assert_eq!(index.search(&queries, &refined).unwrap(), reference);
     // Thread count does not change results.
     let one = SearchOptions {
         threads: 1,
