@@ -51,7 +51,7 @@ def synthetic(work: Path, tokens: int, dim: int, queries: int, seed: int = 0) ->
         lengths.pop()
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     matrix = np.empty((int(offsets[-1]), dim), dtype=np.float32)
-    for d, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
+    for a, b in zip(offsets[:-1], offsets[1:]):
         # Each document draws from a few topics of its own.
         own = topics[rng.integers(0, len(topics), 8)]
         rows = own[rng.integers(0, 8, b - a)] + 0.6 * rng.standard_normal((b - a, dim)).astype(np.float32)
@@ -60,9 +60,9 @@ def synthetic(work: Path, tokens: int, dim: int, queries: int, seed: int = 0) ->
     picks = rng.integers(0, len(lengths), queries)
     q = np.empty((queries * 32, dim), dtype=np.float32)
     for i, d in enumerate(picks):
-        rows = matrix[rng.integers(offsets[d], offsets[d + 1], 32)] + 0.5 * rng.standard_normal((32, dim)).astype(
-            np.float32
-        ) / np.sqrt(dim)
+        rows = matrix[rng.integers(offsets[d], offsets[d + 1], 32)] + 0.5 * rng.standard_normal(
+            (32, dim)
+        ).astype(np.float32) / np.sqrt(dim)
         q[i * 32 : (i + 1) * 32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
     save(qs, q, np.arange(0, queries * 32 + 1, 32), [f"q{i}" for i in range(queries)])
     return docs, qs
@@ -94,7 +94,9 @@ def scifact(work: Path, max_length: int, threads: int) -> tuple[Path, Path]:
     return docs, qs
 
 
-def numpy_maxsim(docs: np.ndarray, doff: np.ndarray, queries: np.ndarray, qoff: np.ndarray, k: int) -> np.ndarray:
+def numpy_maxsim(
+    docs: np.ndarray, doff: np.ndarray, queries: np.ndarray, qoff: np.ndarray, k: int
+) -> np.ndarray:
     """Top-k document numbers per query by exact MaxSim: one BLAS product per query, then a
     segmented max over each document's columns."""
     starts = doff[:-1].astype(np.int64)
@@ -152,7 +154,16 @@ print(json.dumps(out))
 def run_peer(python: str, docs: Path, qs: Path, work: Path, threads: int, nbits: int) -> dict | None:
     try:
         proc = subprocess.run(
-            [python, "-c", PEER, str(docs), str(qs), str(work / f"fastplaid-{docs.name}"), str(threads), str(nbits)],
+            [
+                python,
+                "-c",
+                PEER,
+                str(docs),
+                str(qs),
+                str(work / f"fastplaid-{docs.name}"),
+                str(threads),
+                str(nbits),
+            ],
             capture_output=True,
             text=True,
             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
@@ -169,7 +180,9 @@ def run_peer(python: str, docs: Path, qs: Path, work: Path, threads: int, nbits:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("collection", choices=["scifact", "synthetic"])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=int(THREADS))
@@ -192,25 +205,38 @@ def main() -> None:
     queries, qoff, _ = load_tokens(q_prefix)
     docs = np.ascontiguousarray(docs)
     nq, ntok, dim = len(qoff) - 1, len(docs), docs.shape[1]
-    print(f"# {args.collection}: {len(doff) - 1} documents, {ntok} tokens, d={dim}, {nq} queries, {args.threads} threads")
+    print(
+        f"# {args.collection}: {len(doff) - 1} documents, {ntok} tokens, d={dim}, {nq} queries, {args.threads} threads"
+    )
     rows = []
 
     numpy_s, exact_ids = timed(lambda: numpy_maxsim(docs, doff, queries, qoff, K))
     rows.append(("exact MaxSim, numpy/BLAS (f32 matrix)", nq / numpy_s, 4 * dim, 1.0, "-"))
-    clirkit_exact_s, (_, ids) = timed(lambda: maxsim_search(docs, doff, queries, qoff, K, threads=args.threads), 2)
-    rows.append(("exact MaxSim, clirkit (f32 matrix)", nq / clirkit_exact_s, 4 * dim, agreement(ids, exact_ids), "-"))
+    clirkit_exact_s, (_, ids) = timed(
+        lambda: maxsim_search(docs, doff, queries, qoff, K, threads=args.threads), 2
+    )
+    rows.append(
+        ("exact MaxSim, clirkit (f32 matrix)", nq / clirkit_exact_s, 4 * dim, agreement(ids, exact_ids), "-")
+    )
 
     for nbits in (2, 4):
         index_dir = args.work / f"index-{docs_prefix.name}-{nbits}"
         build_s, index = timed(
             lambda nbits=nbits, index_dir=index_dir: MultiVectorIndex.build(
-                docs, doff, [str(i) for i in range(len(doff) - 1)], index_dir,
-                nbits=nbits, centroids=args.centroids, threads=args.threads,
+                docs,
+                doff,
+                [str(i) for i in range(len(doff) - 1)],
+                index_dir,
+                nbits=nbits,
+                centroids=args.centroids,
+                threads=args.threads,
             )  # fmt: skip
         )
         per_token = index.compressed_bytes() / ntok
         for label, opts in (("k=10 defaults", {}), ("ndocs=1024", {"ncells": 2, "ndocs": 1024})):
-            search_s, (_, ids) = timed(lambda opts=opts: index.search(queries, qoff, K, threads=args.threads, **opts), 2)
+            search_s, (_, ids) = timed(
+                lambda opts=opts, index=index: index.search(queries, qoff, K, threads=args.threads, **opts), 2
+            )
             rows.append(
                 (
                     f"clirkit PLAID {nbits}-bit, {label} ({index.ncentroids} centroids)",

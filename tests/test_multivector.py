@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from clirkit import IndexFormatError, InvalidInputError
 from clirkit.cli import main
 from clirkit.multivector import MultiVectorIndex, load_tokens, maxsim_search
@@ -50,7 +49,15 @@ def scifact(tmp_path_factory: pytest.TempPathFactory) -> dict:
     docs, doff, ids = load_tokens(work / "docs")
     queries, qoff, qids = load_tokens(work / "queries")
     index = MultiVectorIndex.build(
-        docs, doff, ids, work / "index", nbits=4, centroids=512, kmeans_iterations=10, keep_vectors=True, threads=2
+        docs,
+        doff,
+        ids,
+        work / "index",
+        nbits=4,
+        centroids=512,
+        kmeans_iterations=10,
+        keep_vectors=True,
+        threads=2,
     )
     return {
         "work": work,
@@ -94,7 +101,9 @@ def test_compressed_top10_agrees_with_exact_and_converges(scifact: dict) -> None
     exact_scores, exact_ids = index.search(queries, qoff, K, exact=True)
     budgets = [dict(ncells=1, ndocs=K, rerank=K), dict(ncells=2, ndocs=64, rerank=32), {}]
     results = [agreement(index.search(queries, qoff, K, **b)[1], exact_ids) for b in budgets]
-    everything = dict(ncells=index.ncentroids, centroid_score_threshold=float("-inf"), ndocs=DOCS, rerank=DOCS)
+    everything = dict(
+        ncells=index.ncentroids, centroid_score_threshold=float("-inf"), ndocs=DOCS, rerank=DOCS
+    )
     full = agreement(index.search(queries, qoff, K, **everything)[1], exact_ids)
     assert results == sorted(results) and results[-1] <= full, (results, full)
     # PLAID's defaults for k = 10 (1 cell per query token, threshold 0.5, 256 candidates, 64 rescored).

@@ -36,9 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         "index": top.add_parser("index", help="build an index (bm25 | dense | multivector)").add_subparsers(
             dest="kind", metavar="KIND", required=True
         ),
-        "search": top.add_parser("search", help="search an index (bm25 | dense | multivector)").add_subparsers(
-            dest="kind", metavar="KIND", required=True
-        ),
+        "search": top.add_parser(
+            "search", help="search an index (bm25 | dense | multivector)"
+        ).add_subparsers(dest="kind", metavar="KIND", required=True),
     }
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(top, groups)

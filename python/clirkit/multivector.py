@@ -39,7 +39,9 @@ def _tokens(tokens: Any, offsets: Any, what: str) -> tuple[np.ndarray, np.ndarra
     """C-contiguous float32 tokens and uint64 offsets (no copy when they already are)."""
     arr = np.asarray(tokens)
     if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
-        raise InvalidInputError(f"{what}: tokens must be a 2-D float array (rows are token vectors), got {arr.dtype} {arr.shape}")
+        raise InvalidInputError(
+            f"{what}: tokens must be a 2-D float array (rows are token vectors), got {arr.dtype} {arr.shape}"
+        )
     off = np.asarray(offsets)
     if off.ndim != 1 or not np.issubdtype(off.dtype, np.integer):
         raise InvalidInputError(f"{what}: offsets must be a 1-D integer array, got {off.dtype} {off.shape}")
@@ -49,7 +51,13 @@ def _tokens(tokens: Any, offsets: Any, what: str) -> tuple[np.ndarray, np.ndarra
 
 
 def maxsim_search(
-    doc_tokens: Any, doc_offsets: Any, query_tokens: Any, query_offsets: Any, k: int = 1000, *, threads: int = 0
+    doc_tokens: Any,
+    doc_offsets: Any,
+    query_tokens: Any,
+    query_offsets: Any,
+    k: int = 1000,
+    *,
+    threads: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact MaxSim of every query against every document, without an index: (scores float32 (q, k),
     document numbers int64 (q, k)), -inf / -1 padded."""
@@ -103,7 +111,9 @@ class MultiVectorIndex:
         """Open an index directory; its files are memory-mapped."""
         return MultiVectorIndex(_native.MultiVectorIndex.open(Path(dir)))
 
-    def search(self, tokens: Any, offsets: Any, k: int = 1000, **options: Any) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, tokens: Any, offsets: Any, k: int = 1000, **options: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
 
         Options: ``ncells``, ``centroid_score_threshold`` (``float("-inf")``: no pruning), ``ndocs``,

@@ -79,7 +79,9 @@ class TokenEncoder:
                 return None
             found = tokenizer.token_to_id(token)
             if found is None:
-                raise ValueError(f"{encoder.model_dir}: config.json colbert.{key} {token!r} is not in the vocabulary")
+                raise ValueError(
+                    f"{encoder.model_dir}: config.json colbert.{key} {token!r} is not in the vocabulary"
+                )
             return int(found)
 
         self.query_marker = token_id("query_marker")
@@ -277,9 +279,7 @@ def encode_tokens_file(
             if not chunk:
                 break
             texts = [t for _, t in chunk]
-            matrices = (
-                token_encoder.encode_queries(texts) if query else token_encoder.encode_documents(texts)
-            )
+            matrices = token_encoder.encode_queries(texts) if query else token_encoder.encode_documents(texts)
             for (item_id, _), m in zip(chunk, matrices):
                 if len(m) == 0:
                     raise ValueError(f"{path}: {item_id!r} has no tokens left to store")

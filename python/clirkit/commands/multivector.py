@@ -18,16 +18,32 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         "by `clirkit encode --multivector --corpus ... --output PREFIX`: centroids by k-means over a seeded "
         "token sample, each token stored as its centroid plus an NBITS-per-dimension residual.",
     )
-    p.add_argument("--embeddings", required=True, metavar="PREFIX", help="token files prefix of the documents")
-    p.add_argument("--index", required=True, help="index directory to create")
-    p.add_argument("--nbits", type=int, default=2, choices=[1, 2, 4], help="residual bits per dimension (default 2)")
     p.add_argument(
-        "--centroids", type=int, default=None, metavar="N", help="k-means centroids (default: power of two <= 4 sqrt(tokens))"
+        "--embeddings", required=True, metavar="PREFIX", help="token files prefix of the documents"
     )
-    p.add_argument("--kmeans-sample", type=int, default=None, help="tokens sampled for k-means (default 64 per centroid)")
-    p.add_argument("--kmeans-iterations", type=int, default=4, help="k-means iterations (default 4, as PLAID)")
+    p.add_argument("--index", required=True, help="index directory to create")
+    p.add_argument(
+        "--nbits", type=int, default=2, choices=[1, 2, 4], help="residual bits per dimension (default 2)"
+    )
+    p.add_argument(
+        "--centroids",
+        type=int,
+        default=None,
+        metavar="N",
+        help="k-means centroids (default: power of two <= 4 sqrt(tokens))",
+    )
+    p.add_argument(
+        "--kmeans-sample", type=int, default=None, help="tokens sampled for k-means (default 64 per centroid)"
+    )
+    p.add_argument(
+        "--kmeans-iterations", type=int, default=4, help="k-means iterations (default 4, as PLAID)"
+    )
     p.add_argument("--seed", type=int, default=0, help="sampling and k-means seed (default 0)")
-    p.add_argument("--keep-vectors", action="store_true", help="also store the full token vectors (for --exact and --refine search)")
+    p.add_argument(
+        "--keep-vectors",
+        action="store_true",
+        help="also store the full token vectors (for --exact and --refine search)",
+    )
     add_threads(p)
     add_quiet(p)
     p.set_defaults(func=run_index)
@@ -50,9 +66,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     s.add_argument("--ndocs", type=int, default=None, help="candidates kept after approximate scoring")
     s.add_argument("--rerank", type=int, default=None, help="candidates scored with decompressed tokens")
     s.add_argument(
-        "--refine", action="store_true", help="score the last stage with the full vectors (needs --keep-vectors)"
+        "--refine",
+        action="store_true",
+        help="score the last stage with the full vectors (needs --keep-vectors)",
     )
-    s.add_argument("--exact", action="store_true", help="exact MaxSim over every document (needs --keep-vectors)")
+    s.add_argument(
+        "--exact", action="store_true", help="exact MaxSim over every document (needs --keep-vectors)"
+    )
     s.add_argument(
         "--maxp",
         action="store_true",
