@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import clirkit
 import numpy as np
 import pytest
 from clirkit import IndexFormatError, InvalidInputError
@@ -163,6 +164,7 @@ def test_bad_input_gives_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="3 ids for 4 items"):
         MultiVectorIndex.build(tokens, [0, 10, 20, 30, 40], ids[:3], tmp_path / "a", centroids=4)
     index = MultiVectorIndex.build(tokens, [0, 10, 20, 30, 40], ids, tmp_path / "a", centroids=4)
+    assert clirkit.MultiVectorIndex is MultiVectorIndex
     assert (index.ndocs, index.ntokens, index.dim, list(index.ids)) == (4, 40, 8, ids)
     with pytest.raises(InvalidInputError, match="dimension 16"):
         index.search(unit_tokens(3, dim=16), [0, 3], 2)

@@ -25,6 +25,7 @@ from clirkit.runs import read_qrels, read_run, write_run
 
 if TYPE_CHECKING:
     from clirkit.dense import DenseIndex, DenseRetriever
+    from clirkit.multivector import MultiVectorIndex
 
 __all__ = [
     "__version__",
@@ -43,6 +44,7 @@ __all__ = [
     "SearchResults",
     "DenseIndex",
     "DenseRetriever",
+    "MultiVectorIndex",
     # runs, fusion, evaluation
     "read_qrels",
     "read_run",
@@ -60,4 +62,8 @@ def __getattr__(name: str):
         from clirkit import dense
 
         return getattr(dense, name)
+    if name == "MultiVectorIndex":
+        from clirkit import multivector
+
+        return multivector.MultiVectorIndex
     raise AttributeError(f"module 'clirkit' has no attribute {name!r}")

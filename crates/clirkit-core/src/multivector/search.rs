@@ -21,9 +21,8 @@ use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
 use crate::passages;
 use crate::pq::with_pool;
-use crate::ranking::{Run, ScoredDoc};
+use crate::ranking::Run;
 use rayon::prelude::*;
-use std::collections::HashSet;
 
 /// How to search; `None` budgets take PLAID's defaults for `k` (see [`SearchOptions::resolve`]).
 #[derive(Clone, Debug)]
@@ -130,26 +129,7 @@ impl MultiVectorIndex {
 
     /// Hits with string ids; `qids` name the queries in order.
     pub fn to_run(&self, hits: Hits, qids: &[String]) -> Result<Run> {
-        if qids.len() != hits.len() {
-            return Err(Error::invalid(format!(
-                "{} query ids for {} queries: give exactly one id per query",
-                qids.len(),
-                hits.len()
-            )));
-        }
-        let mut seen = HashSet::with_capacity(qids.len());
-        if let Some(q) = qids.iter().find(|q| !seen.insert(q.as_str())) {
-            return Err(Error::invalid(format!("duplicate query id '{q}'")));
-        }
-        let mut run = Run::new();
-        for (q, hs) in qids.iter().zip(hits) {
-            let docs = hs
-                .into_iter()
-                .map(|(s, id)| ScoredDoc::new(self.ids.get(id), s as f64))
-                .collect();
-            run.push(q.clone(), docs);
-        }
-        Ok(run)
+        self.ids.run_from_hits(hits, qids)
     }
 
     /// Scored documents per query, best first: the top `k`, or with `all_scored` every document of
