@@ -132,7 +132,7 @@ qs = np.load(sys.argv[2] + ".tokens.npy"); qoff = np.load(sys.argv[2] + ".offset
 index_dir = sys.argv[3]
 shutil.rmtree(index_dir, ignore_errors=True)
 documents = [torch.from_numpy(np.ascontiguousarray(docs[a:b])) for a, b in zip(doff[:-1], doff[1:])]
-queries = torch.from_numpy(np.stack([qs[a:b] for a, b in zip(qoff[:-1], qoff[1:])]))
+queries = [torch.from_numpy(np.ascontiguousarray(qs[a:b])) for a, b in zip(qoff[:-1], qoff[1:])]
 out = {}
 start = time.perf_counter()
 fp = search.FastPlaid(index=index_dir, device="cpu")
@@ -183,7 +183,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("collection", choices=["scifact", "synthetic"])
+    parser.add_argument("collection", choices=["scifact", "synthetic", "files"])
+    parser.add_argument("--docs-prefix", type=Path, help="files: token files of the documents")
+    parser.add_argument("--queries-prefix", type=Path, help="files: token files of the queries")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=int(THREADS))
     parser.add_argument("--max-length", type=int, default=256, help="scifact: tokens per document")
@@ -192,6 +194,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="synthetic: queries")
     parser.add_argument("--centroids", type=int, default=None)
     parser.add_argument("--peer-python", help="a Python with fast-plaid installed")
+    parser.add_argument("--peer-nbits", type=int, nargs="+", default=[2], help="fast-plaid residual bits")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
 
@@ -199,6 +202,8 @@ def main() -> None:
 
     if args.collection == "scifact":
         docs_prefix, q_prefix = scifact(args.work, args.max_length, args.threads)
+    elif args.collection == "files":
+        docs_prefix, q_prefix = args.docs_prefix, args.queries_prefix
     else:
         docs_prefix, q_prefix = synthetic(args.work, args.tokens, args.dim, args.queries)
     docs, doff, _ = load_tokens(docs_prefix)
@@ -208,7 +213,15 @@ def main() -> None:
     print(
         f"# {args.collection}: {len(doff) - 1} documents, {ntok} tokens, d={dim}, {nq} queries, {args.threads} threads"
     )
-    rows = []
+    print("| system | QPS | bytes/token | top-10 agreement with exact | build s |")
+    print("|---|---:|---:|---:|---:|", flush=True)
+
+    class Rows(list):
+        def append(self, row: tuple) -> None:
+            name, qps, size, agree, build = row
+            print(f"| {name} | {qps:,.1f} | {size:.1f} | {agree:.3f} | {build} |", flush=True)
+
+    rows = Rows()
 
     numpy_s, exact_ids = timed(lambda: numpy_maxsim(docs, doff, queries, qoff, K))
     rows.append(("exact MaxSim, numpy/BLAS (f32 matrix)", nq / numpy_s, 4 * dim, 1.0, "-"))
@@ -247,7 +260,7 @@ def main() -> None:
                 )
             )
     if args.peer_python:
-        for nbits in (2, 4):
+        for nbits in args.peer_nbits:
             peer = run_peer(args.peer_python, docs_prefix, q_prefix, args.work, args.threads, nbits)
             if peer:
                 rows.append(
@@ -259,10 +272,6 @@ def main() -> None:
                         f"{peer['build_s']:.1f}",
                     )
                 )
-    print("| system | QPS | bytes/token | top-10 agreement with exact | build s |")
-    print("|---|---:|---:|---:|---:|")
-    for name, qps, size, agree, build in rows:
-        print(f"| {name} | {qps:,.1f} | {size:.1f} | {agree:.3f} | {build} |")
 
 
 if __name__ == "__main__":
