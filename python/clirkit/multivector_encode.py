@@ -44,12 +44,11 @@ from typing import Any, Union
 import numpy as np
 
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl
+from clirkit.encode_corpus import HEADER_BYTES, npy_header
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = ["TokenEncoder", "TokenFiles", "encode_tokens_file", "load_tokens", "token_paths"]
-
-HEADER_BYTES = 128  # fixed .npy header size, so the final shape can be written in place
 
 
 def token_paths(prefix: PathLike) -> dict[str, Path]:
@@ -183,14 +182,6 @@ class TokenEncoder:
         return np.ascontiguousarray(tokens / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-def _npy_header(dtype: np.dtype, rows: int, dim: int) -> bytes:
-    """A version-1.0 ``.npy`` header padded to exactly :data:`HEADER_BYTES` bytes."""
-    body = f"{{'descr': '{dtype.str}', 'fortran_order': False, 'shape': ({rows}, {dim}), }}"
-    header_len = HEADER_BYTES - 10
-    body = body.ljust(header_len - 1) + "\n"
-    return b"\x93NUMPY\x01\x00" + header_len.to_bytes(2, "little") + body.encode("latin1")
-
-
 @dataclass
 class TokenFiles:
     """What :func:`encode_tokens_file` wrote."""
@@ -288,7 +279,7 @@ def encode_tokens_file(
                 offsets.append(offsets[-1] + len(m))
                 ids_out.write(item_id + "\n")
         data.seek(0)
-        data.write(_npy_header(np_dtype, offsets[-1], dim))
+        data.write(npy_header(np_dtype, offsets[-1], dim))
         for f in (data, ids_out):
             f.flush()
             os.fsync(f.fileno())
