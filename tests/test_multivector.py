@@ -183,3 +183,54 @@ def test_load_tokens_checks_ids_against_offsets(tmp_path: Path) -> None:
     (tmp_path / "p.ids.txt").write_text("a\n")
     with pytest.raises(ValueError, match="1 ids but .* 3 offsets"):
         load_tokens(tmp_path / "p")
+
+
+def test_colbert_conventions_and_projection(tmp_path: Path) -> None:
+    """Markers, [MASK] query augmentation to query_maxlen, punctuation skipped in documents, and a
+    projection from the model directory."""
+    pytest.importorskip("onnxruntime")
+    import shutil
+
+    from clirkit.encoders import OnnxEncoder
+    from clirkit.multivector_encode import TokenEncoder
+
+    source = shared_path("models", "all-MiniLM-L6-v2-int8")
+    plain = TokenEncoder(OnnxEncoder(source, device="cpu", threads=2))
+    model = tmp_path / "colbert-minilm"
+    shutil.copytree(source, model)
+    config = json.loads((model / "config.json").read_text())
+    config["colbert"] = {
+        "query_marker": "[unused0]",
+        "doc_marker": "[unused1]",
+        "query_maxlen": 16,
+        "doc_maxlen": 32,
+        "mask_punctuation": True,
+    }
+    (model / "config.json").write_text(json.dumps(config))
+    np.save(model / "projection.npy", np.random.default_rng(0).standard_normal((64, 384)).astype(np.float32))
+    colbert = TokenEncoder(OnnxEncoder(model, device="cpu", threads=2))
+    queries = colbert.encode_queries(["what causes ulcers?", "a b c d e f g h i j k l m n o p q r s t"])
+    assert [q.shape for q in queries] == [(16, 64), (16, 64)]
+    np.testing.assert_allclose(np.linalg.norm(queries[0], axis=1), 1.0, atol=1e-5)
+    doc = "Ulcers, it seems, are caused by bacteria."
+    with_marks = colbert.encode_documents([doc])[0]
+    wordpieces = len(plain.encoder.tokenizer.encode(doc).ids)  # [CLS] ... [SEP]
+    assert plain.encode_documents([doc])[0].shape == (wordpieces, 384)
+    # The [D] marker added, the two commas and the full stop skipped.
+    assert with_marks.shape == (wordpieces + 1 - 3, 64)
+    assert colbert.encode_documents(["word " * 40])[0].shape == (32, 64)
+
+
+def test_passages_encode_to_ids_with_separator_and_maxp(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    model = shared_path("models", "all-MiniLM-L6-v2-int8")
+    corpus = shared_path("data", "beir-scifact", "corpus.jsonl")
+    with open(corpus, encoding="utf-8") as src:
+        (tmp_path / "c.jsonl").write_text("".join(next(src) for _ in range(4)), encoding="utf-8")
+    args = ["encode", "--multivector", "--model", str(model), "--corpus", str(tmp_path / "c.jsonl")]
+    assert main([*args, "--output", str(tmp_path / "p"), "--passages", "48:24", "--quiet"]) == 0
+    tokens, offsets, ids = load_tokens(tmp_path / "p")
+    assert len(ids) > 4 and all("#" in i for i in ids)
+    index = MultiVectorIndex.build(tokens, offsets, ids, tmp_path / "idx", centroids=16, keep_vectors=True)
+    run = index.search_run(tokens[: offsets[1]], [0, int(offsets[1])], ["q"], 10, exact=True, maxp=True)
+    assert len(run["q"]) == 4 and ids[0].split("#")[0] == next(iter(run["q"]))
