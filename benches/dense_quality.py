@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytrec_eval
 from clirkit import BM25Index, DenseIndex, fuse, read_qrels
-from clirkit.encode_corpus import load_embeddings
+from clirkit.encoders import load_embeddings
 
 CROSS_LANGUAGES = ("ar", "hi", "ru", "zh")
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Iterator, Sequence, Tuple
 
 from clirkit import __version__, write_run
-from clirkit.rerank import rerank
-from clirkit.rerankers import Backend, WindowRequest, WindowResult
+from clirkit.rerank import Backend, WindowRequest, WindowResult, rerank
 
 
 class InstantBackend(Backend):

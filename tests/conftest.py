@@ -8,6 +8,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+SAMPLE = REPO / "python" / "clirkit" / "data" / "sample"
+
+
+def sample_experiment_head(name: str, languages) -> str:
+    """The start of an experiment file over the embedded sample: each of ``languages``' questions
+    against every document (the ``mlir`` setting), absolute paths."""
+    quoted = ", ".join(f'"{lang}"' for lang in languages)
+    return (
+        f'[experiment]\nname = "{name}"\n\n[collections.sample]\npath = "{SAMPLE}"\nqrels = "qrels.tsv"\n'
+        f'lang_field = "lang"\n\n[[tasks]]\ncollection = "sample"\nsetting = "mlir"\nlanguages = [{quoted}]\n'
+    )
 
 
 @pytest.fixture(scope="session")

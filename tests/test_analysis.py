@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import clirkit
 import pytest
@@ -36,6 +37,10 @@ KNOWN_TERMS = [
     ("fa", "کتاب\u200cها", ["كتاب"]),
     # HindiAnalyzer (TestHindiStemmer, TestHindiNormalizer).
     ("hi", "लडकों अँगरेज़ी", ["लडक", "अंगरेज"]),
+    # BengaliAnalyzer (TestBengaliStemmer, TestBengaliNormalizer; digits folded, stopword removed).
+    ("bn", "করেছিলাম মেয়েদেরকে স্বদেশ দুঃখ ১৯৭১ এই", ["কর", "মে", "সদেস", "দুখখ", "1971"]),
+    # IndonesianAnalyzer (TestIndonesianStemmer, derivational stemming; "yang" is a stopword).
+    ("id", "Mempertanggungjawabkan penyalahgunaan yang Bukunya", ["tanggungjawab", "salahguna", "buku"]),
     # CJKAnalyzer (TestCJKAnalyzer): bigrams, Latin inside, stopwords, width folding.
     ("zh", "一二三四The 五六七八九十", ["一二", "二三", "三四", "五六", "六七", "七八", "八九", "九十"]),
     ("zh", "ＡＢＣ　中", ["abc", "中"]),
@@ -72,13 +77,13 @@ def test_language_code_forms():
 
 def test_supported_languages_and_ids():
     langs = clirkit.supported_languages()
-    for lang in ["ar", "de", "el", "en", "es", "fa", "fr", "hi", "ru", "th", "tr", "vi", "zh"]:
+    for lang in ["ar", "bn", "de", "el", "en", "es", "fa", "fr", "hi", "id", "ru", "th", "tr", "vi", "zh"]:
         assert lang in langs
     assert clirkit.analyzer_id("en") == "en/lucene-porter/1"
     assert len({clirkit.analyzer_id(lang) for lang in langs}) == len(langs)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh", "th", "ar", "hi"])
+@pytest.mark.parametrize("lang", ["en", "zh", "th", "ar", "hi", "bn", "id"])
 def test_empty_and_long_text(lang):
     assert clirkit.analyze("", lang) == []
     assert clirkit.analyze(" \t\n.,;", lang) == []
@@ -114,3 +119,14 @@ def test_cli_unknown_language_is_an_error():
     )
     assert proc.returncode == 2
     assert "clirkit: error: unknown language 'xx'; supported languages:" in proc.stderr
+
+
+def test_bengali_and_indonesian_match_recorded_lucene_terms():
+    # Lucene 9.9.1's BengaliAnalyzer and IndonesianAnalyzer terms, recorded by
+    # benches/analysis_parity.py --record: prose, every stopword, affix combinations, random words.
+    reference = Path(__file__).resolve().parent.parent / "benches/data/analysis_parity_bn_id.reference.jsonl"
+    with open(reference, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    assert {r["lang"] for r in records} == {"bn", "id"}
+    for record in records:
+        assert clirkit.analyze(record["text"], record["lang"]) == record["lucene"], record["text"][:60]

@@ -8,7 +8,7 @@ import pytest
 from clirkit import DenseIndex, IndexFormatError, InvalidInputError
 from clirkit.cli import main
 from clirkit.dense import fastscan_kernels
-from clirkit.passages import maxp
+from clirkit.encoders import maxp
 
 
 def clustered(n: int, d: int, seed: int, centers: int = 16) -> np.ndarray:

@@ -15,7 +15,8 @@ from conftest import shared_path
 ort = pytest.importorskip("onnxruntime")
 tokenizers = pytest.importorskip("tokenizers")
 
-from clirkit.encoders import OnnxEncoder, _pooling_from_config
+from clirkit.encoders import OnnxEncoder
+from clirkit.encoders.pooling import pooling_from_config
 
 MODELS = ["multilingual-e5-small-int8", "all-MiniLM-L6-v2-int8"]
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -106,7 +107,7 @@ def test_per_sequence_quantization_makes_padded_batches_equal_lone_texts():
     tokens gives, in one padded batch, what each text gives alone through the shipped graph (both at
     basic optimizations: extended fusions round int8 differently, by up to 1e-2 cosine on ``"x " * 40``)."""
     onnx = pytest.importorskip("onnx")
-    from clirkit.quantization import per_sequence_quantization
+    from clirkit.encoders.quantization import per_sequence_quantization
 
     model_dir = shared_path("models", "multilingual-e5-small-int8")
     rewritten = onnx.load(str(model_dir / "model.onnx"))
@@ -174,12 +175,12 @@ def test_cls_and_last_token_pooling_equal_a_numpy_reference(pooling, normalize):
 
 
 def test_pooling_parsed_from_prose_or_keys():
-    assert _pooling_from_config({"pooling": "mean over attention_mask, then L2 normalize"}) == ("mean", True)
-    assert _pooling_from_config({"pooling": "cls", "normalize": False}) == ("cls", False)
-    assert _pooling_from_config({"pooling": "last token"}) == ("last", None)
-    assert _pooling_from_config({}) == (None, None)
+    assert pooling_from_config({"pooling": "mean over attention_mask, then L2 normalize"}) == ("mean", True)
+    assert pooling_from_config({"pooling": "cls", "normalize": False}) == ("cls", False)
+    assert pooling_from_config({"pooling": "last token"}) == ("last", None)
+    assert pooling_from_config({}) == (None, None)
     with pytest.raises(ValueError, match="names none of"):
-        _pooling_from_config({"pooling": "max"})
+        pooling_from_config({"pooling": "max"})
 
 
 def test_long_inputs_truncate_with_a_count_and_empty_texts_encode():

@@ -19,11 +19,17 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
 import clirkit  # noqa: E402
-from clirkit import ClirkitError, cli  # noqa: E402
+from clirkit import ClirkitError, DuplicateIdError, cli  # noqa: E402
 from clirkit.datasets import iter_jsonl  # noqa: E402
-from clirkit.encode_corpus import encode_file, load_embeddings, output_paths  # noqa: E402
-from clirkit.encoders import OnnxEncoder  # noqa: E402
-from clirkit.passages import doc_id, maxp, maxp_file  # noqa: E402
+from clirkit.encoders import (  # noqa: E402
+    OnnxEncoder,
+    doc_id,
+    encode_file,
+    load_embeddings,
+    maxp,
+    maxp_file,
+    output_paths,
+)
 
 
 @pytest.fixture(scope="module")
@@ -248,14 +254,16 @@ def test_changed_input_is_refused_and_restart_discards(minilm, corpus, tmp_path)
 def test_duplicate_ids_and_empty_input(minilm, tmp_path):
     p = tmp_path / "dup.jsonl"
     p.write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": ""}\n{"_id": "a", "text": "z"}\n')
-    with pytest.raises(ValueError, match=r"dup.jsonl:3: duplicate id 'a' \(first seen at line 1\)"):
+    with pytest.raises(DuplicateIdError, match=r"dup.jsonl:3: duplicate id 'a' \(first seen at line 1\)"):
         encode_file(minilm, p, tmp_path / "d", quiet=True)
     assert not output_paths(tmp_path / "d")["npy"].exists()
     # A resumed run re-reads the ids before its offset, so it names the earlier line exactly.
     resumed = tmp_path / "resumed.jsonl"
     resumed.write_text("".join(f'{{"_id": "d{i}", "text": "t{i}"}}\n' for i in range(11)) + '{"_id": "d2"}\n')
     encode_until_interrupted(minilm, resumed, tmp_path / "r", 2)
-    with pytest.raises(ValueError, match=r"resumed.jsonl:12: duplicate id 'd2' \(first seen at line 3\)"):
+    with pytest.raises(
+        DuplicateIdError, match=r"resumed.jsonl:12: duplicate id 'd2' \(first seen at line 3\)"
+    ):
         encode_file(minilm, resumed, tmp_path / "r", chunk_size=5, quiet=True)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")

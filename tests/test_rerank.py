@@ -18,8 +18,15 @@ from typing import Dict, List, Sequence
 import clirkit
 import pytest
 from clirkit import _native
-from clirkit.rerank import RerankCache, rerank
-from clirkit.rerankers import CallableBackend, PointwiseBackend, WindowRequest, WindowResult, rankgpt_messages
+from clirkit.rerank import (
+    CallableBackend,
+    PointwiseBackend,
+    RerankCache,
+    WindowRequest,
+    WindowResult,
+    rankgpt_messages,
+    rerank,
+)
 from conftest import shared_path
 
 
@@ -399,7 +406,7 @@ def test_rerank_cli_argument_errors(tmp_path, sample_dir):
 
 
 def test_backend_that_skips_windows_cannot_hang_the_run(sample_dir):
-    from clirkit.rerankers import Backend
+    from clirkit.rerank import Backend
 
     class Forgetful(Backend):
         identity = "forgetful"
@@ -519,7 +526,7 @@ def test_callable_identity_is_the_same_in_every_process(tmp_path):
         "    return rank\n"
     )
     show = (
-        "from clirkit.rerankers import CallableBackend; import ranker_module; "
+        "from clirkit.rerank import CallableBackend; import ranker_module; "
         "print(CallableBackend(ranker_module.make(2)).identity)"
     )
     identities = set()

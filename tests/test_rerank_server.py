@@ -26,8 +26,7 @@ from typing import Callable, Dict, List, Set, Tuple
 import clirkit
 import pytest
 from clirkit import _native
-from clirkit.rerank import rerank
-from clirkit.rerankers import OpenAIChatBackend, WindowRequest, WindowResult, rankgpt_messages
+from clirkit.rerank import OpenAIChatBackend, WindowRequest, WindowResult, rankgpt_messages, rerank
 
 # Honest answers take milliseconds: seconds of margin even on a loaded 2-core machine. Only the
 # windows meant to time out wait this long, all in one step, so the suite waits for them once.

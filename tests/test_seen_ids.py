@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from clirkit.seen_ids import SeenIds
+from clirkit import DuplicateIdError
+from clirkit.encoders.seen_ids import SeenIds
 
 
 def jsonl(path: Path, ids: list[str]) -> Path:
@@ -45,7 +46,7 @@ def test_a_repeated_id_is_found_with_both_lines(tmp_path, hash_id, batch):
     ids[37] = "d9"
     path = jsonl(tmp_path / "dup.jsonl", ids)
     expected = rf"dup\.jsonl:{line_of(ids, 33)}: duplicate id 'd7' \(first seen at line {line_of(ids, 7)}\)"
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(DuplicateIdError, match=expected):
         read_all(path, batch, hash_id)
 
 
@@ -55,9 +56,9 @@ def test_repeat_inside_one_batch_and_across_merged_runs(tmp_path):
     expected = (
         rf"big\.jsonl:{line_of(ids, 1000)}: duplicate id 'doc-3' \(first seen at line {line_of(ids, 3)}\)"
     )
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(DuplicateIdError, match=expected):
         read_all(path, batch=7)  # 143 batches: runs merged many times before the repeat arrives
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(DuplicateIdError, match=expected):
         read_all(path, batch=2000)
 
 
@@ -68,7 +69,7 @@ def test_resumed_reader_knows_the_ids_before_its_offset(tmp_path):
     seen = SeenIds(path, hash_id=lambda _: 0)
     seen.add_input_before(offset_after_c, batch=2)
     assert len(seen) == 3
-    with pytest.raises(ValueError, match=r"r\.jsonl:6: duplicate id 'b' \(first seen at line 2\)"):
+    with pytest.raises(DuplicateIdError, match=r"r\.jsonl:6: duplicate id 'b' \(first seen at line 2\)"):
         seen.add(["b"], [offset_after_c], [6])
     seen.add(["d"], [offset_after_c], [5])
     assert len(seen) == 4

@@ -25,6 +25,7 @@ from clirkit.runs import read_qrels, read_run, write_run
 
 if TYPE_CHECKING:
     from clirkit.dense import DenseIndex, DenseRetriever
+    from clirkit.experiment import Experiment
     from clirkit.multivector import MultiVectorIndex
 
 __all__ = [
@@ -53,6 +54,8 @@ __all__ = [
     "fuse",
     "RelevanceEvaluator",
     "evaluate",
+    # experiments
+    "Experiment",
 ]
 
 
@@ -66,4 +69,8 @@ def __getattr__(name: str):
         from clirkit import multivector
 
         return multivector.MultiVectorIndex
+    if name == "Experiment":
+        from clirkit.experiment import Experiment
+
+        return Experiment
     raise AttributeError(f"module 'clirkit' has no attribute {name!r}")

@@ -1,10 +1,48 @@
 """Type stubs for the Rust extension module ``clirkit._native``."""
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, final
+
+__all__ = [
+    "__version__",
+    "ClirkitError",
+    "ParseError",
+    "DuplicateIdError",
+    "IndexFormatError",
+    "UnknownLanguageError",
+    "InvalidInputError",
+    "read_run",
+    "write_run",
+    "read_qrels",
+    "analyze",
+    "analyzer_id",
+    "supported_languages",
+    "Bm25Index",
+    "SearchResults",
+    "NativeRun",
+    "fuse",
+    "RerankState",
+    "parse_permutation",
+    "window_plan",
+    "load_texts",
+    "Evaluator",
+    "measure_keys",
+    "evaluate_files",
+    "position_bias",
+    "paired_t_test",
+    "randomization_test",
+    "adjust_p_values",
+    "spearman",
+    "kendall_tau",
+    "DenseIndex",
+    "fastscan_kernels",
+    "maxp",
+    "passage_doc_id",
+]
 
 __version__: str
 
-class ClirkitError(Exception): ...
+# ClirkitError subclasses ValueError (bad input); I/O failures are OSError.
+class ClirkitError(ValueError): ...
 class ParseError(ClirkitError): ...
 class DuplicateIdError(ClirkitError): ...
 class IndexFormatError(ClirkitError): ...
@@ -22,14 +60,16 @@ def analyzer_id(lang: str) -> str: ...
 def supported_languages() -> list[str]: ...
 
 # --- BM25 (clirkit.bm25 wraps these) --------------------------------------------------------
+@final
 class SearchResults:
     def __len__(self) -> int: ...
-    def __contains__(self, qid: str) -> bool: ...
-    def __getitem__(self, qid: str) -> List[Tuple[str, float]]: ...
+    def __contains__(self, qid: str, /) -> bool: ...
+    def __getitem__(self, qid: str, /) -> List[Tuple[str, float]]: ...
     def qids(self) -> List[str]: ...
     def to_trec(self, path: str, tag: str = "clirkit-bm25") -> None: ...
     def to_dict(self) -> Dict[str, Dict[str, float]]: ...
 
+@final
 class Bm25Index:
     @staticmethod
     def build(
@@ -62,8 +102,8 @@ class Bm25Index:
         query: str,
         k: int = 10,
         lang: Optional[str] = None,
-        k1: float = 0.9,
-        b: float = 0.4,
+        k1: float = ...,  # clirkit.bm25.DEFAULT_K1
+        b: float = ...,  # clirkit.bm25.DEFAULT_B
         strategy: str = "auto",
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
@@ -72,8 +112,8 @@ class Bm25Index:
         k: int = 1000,
         threads: int = 0,
         lang: Optional[str] = None,
-        k1: float = 0.9,
-        b: float = 0.4,
+        k1: float = ...,  # clirkit.bm25.DEFAULT_K1
+        b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
     ) -> SearchResults: ...
     def search_file(
@@ -82,14 +122,15 @@ class Bm25Index:
         k: int = 1000,
         threads: int = 0,
         lang: Optional[str] = None,
-        k1: float = 0.9,
-        b: float = 0.4,
+        k1: float = ...,  # clirkit.bm25.DEFAULT_K1
+        b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
     ) -> SearchResults: ...
 
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Sequence, Union  # noqa: E402
 
+@final
 class NativeRun:
     """A run held in Rust: queries in first-appearance order, documents in canonical order."""
     @staticmethod
@@ -117,11 +158,12 @@ def fuse(
 ) -> NativeRun: ...
 
 # --- reranking -------------------------------------------------------------------------------
+@final
 class RerankState:
     """Batched sliding-window reranking state (see clirkit.rerank)."""
-    def __init__(
-        self, candidates: List[Tuple[str, List[str]]], depth: int = 100, window: int = 20, stride: int = 10
-    ) -> None: ...
+    def __new__(
+        cls, candidates: List[Tuple[str, List[str]]], depth: int = 100, window: int = 20, stride: int = 10
+    ) -> RerankState: ...
     def pending(self) -> List[Tuple[int, int, int, List[str]]]: ...
     def apply(self, query: int, answer: Union[str, Sequence[int], None]) -> Tuple[str, int, int, int]: ...
     @property
@@ -144,15 +186,16 @@ def load_texts(path: str, ids: Optional[set] = None, queries: bool = False) -> D
 _Evaluation = Tuple[List[str], List[Tuple[str, List[float]]], List[float], int, int]
 _Bucket = Tuple[str, List[int], List[Optional[float]], Optional[float], Optional[float]]
 
+@final
 class Evaluator:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         qrels: Union[str, Dict[str, Dict[str, int]]],
         measures: List[str],
         relevance_level: int = 1,
         judged_docs_only: bool = False,
         complete: bool = False,
-    ) -> None: ...
+    ) -> Evaluator: ...
     def keys(self) -> List[str]: ...
     def evaluate_dict(self, run: Dict[str, Dict[str, float]]) -> _Evaluation: ...
     def evaluate_file(self, run: str) -> _Evaluation: ...
@@ -169,9 +212,9 @@ def evaluate_files(
 def position_bias(
     positions: str,
     run: Union[str, Dict[str, Dict[str, float]]],
-    measure: str = "ndcg_cut.10",
+    measure: str = ...,  # "ndcg_cut.10"
     bins: int = 20,
-    edges: List[int] = [0, 512, 1024, 1536, 2048],
+    edges: List[int] = ...,  # clirkit.position.DEFAULT_EDGES
     complete: bool = False,
     doc_tokens: Optional[Dict[str, int]] = None,
     min_queries: int = 1,
@@ -181,6 +224,8 @@ def randomization_test(
     a: List[float], b: List[float], permutations: int = 10000, seed: int = 0
 ) -> Tuple[float, float, float, int]: ...
 def adjust_p_values(p: List[float], method: str) -> List[float]: ...
+def spearman(x: List[float], y: List[float]) -> Tuple[float, float, int]: ...
+def kendall_tau(x: List[float], y: List[float]) -> Tuple[float, float, int]: ...
 
 # --- dense vector search (crates/clirkit-py/src/pq.rs) ---
 
@@ -191,6 +236,7 @@ import numpy.typing as _npt
 
 def fastscan_kernels() -> list[str]: ...
 
+@final
 class DenseIndex:
     @staticmethod
     def build(

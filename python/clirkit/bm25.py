@@ -18,8 +18,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from clirkit import _native
+from clirkit._native import InvalidInputError
+from clirkit._threads import checked_threads
+from clirkit._types import PathLike
 
-PathLike = Union[str, "os.PathLike[str]"]
 Queries = Union[
     Mapping[str, str],
     Sequence[tuple[str, str]],
@@ -41,7 +43,7 @@ def _query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
         elif len(item) == 3:
             triples.append((str(item[0]), item[1], item[2]))  # type: ignore[misc]
         else:
-            raise ValueError(f"a query must be (qid, text) or (qid, text, lang), got {item!r}")
+            raise InvalidInputError(f"a query must be (qid, text) or (qid, text, lang), got {item!r}")
     return triples
 
 
@@ -111,7 +113,7 @@ class BM25Index:
                 lang=lang,
                 lang_field=lang_field,
                 fields=list(fields),
-                threads=threads,
+                threads=checked_threads(threads),
                 keep_first_duplicate=keep_first_duplicate,
                 quiet=quiet,
                 memory_budget_mb=memory_budget_mb,
@@ -180,7 +182,9 @@ class BM25Index:
 
         ``queries`` is ``{qid: text}``, ``[(qid, text)]`` or ``[(qid, text, lang)]``. Each query is
         analyzed with ``lang`` if given, else its own language, else the index's only language."""
-        native = self._native.batch_search(_query_triples(queries), k, threads, lang, k1, b, quiet)
+        native = self._native.batch_search(
+            _query_triples(queries), k, checked_threads(threads), lang, k1, b, quiet
+        )
         return SearchResults(native)
 
     def search_file(
@@ -196,7 +200,9 @@ class BM25Index:
     ) -> SearchResults:
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
         (``id<TAB>text``, ``.tsv``/``.txt``)."""
-        native = self._native.search_file(os.fspath(queries_path), k, threads, lang, k1, b, quiet)
+        native = self._native.search_file(
+            os.fspath(queries_path), k, checked_threads(threads), lang, k1, b, quiet
+        )
         return SearchResults(native)
 
     def __repr__(self) -> str:

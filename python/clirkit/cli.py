@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "clirkit.commands.multivector",
     "clirkit.commands.encode",
     "clirkit.commands.demo",
+    "clirkit.commands.experiment",
 ]
 
 
@@ -49,7 +50,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except (ClirkitError, OSError, ValueError) as err:
+    except (ClirkitError, OSError) as err:  # bad input or an unreadable file; a bug shows its traceback
         print(f"clirkit: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,14 +1,14 @@
 """Streaming readers for corpora and query files (JSONL, BEIR layout), with file:line errors."""
 
-# ruff: noqa: TRY004  (malformed input data is a ValueError: the CLI reports those as input errors)
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
-PathLike = Union[str, "os.PathLike[str]"]
+from clirkit._native import InvalidInputError, ParseError
+from clirkit._types import PathLike
 
 ID_FIELDS = ("_id", "id", "docid", "doc_id")
 QUERY_ID_FIELDS = ("_id", "id", "qid", "query_id")
@@ -49,7 +49,7 @@ def iter_jsonl(
     ``text`` joins the present, non-empty ``fields`` with a space (missing fields count as empty),
     or with ``text_rule="first"`` is the first of ``fields`` present (queries: ``QUERY_FIELDS``);
     the id is the first of ``id_fields`` present (numbers are accepted and turned into strings).
-    Raises ``ValueError`` naming ``file:line`` for non-UTF-8 bytes, malformed JSON, a non-object,
+    Raises :class:`ParseError` naming ``file:line`` for non-UTF-8 bytes, malformed JSON, a non-object,
     a missing id, a non-string text field, or (``"first"``) no text field at all.
     """
     for positioned in iter_jsonl_from(path, fields, id_fields, lang_field, text_rule=text_rule):
@@ -68,7 +68,7 @@ def iter_jsonl_from(
     """Like :func:`iter_jsonl`, starting at byte ``offset`` (the start of line ``line + 1``) and
     yielding each record with the position just after it."""
     if text_rule not in TEXT_RULES:
-        raise ValueError(f"text_rule must be one of {', '.join(TEXT_RULES)}, not {text_rule!r}")
+        raise InvalidInputError(f"text_rule must be one of {', '.join(TEXT_RULES)}, not {text_rule!r}")
     where = os.fspath(path)
     with open(where, "rb") as f:
         f.seek(offset)
@@ -94,19 +94,19 @@ def parse_line(
     try:
         obj = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path}:{line}: not valid UTF-8 (byte {err.start})") from None
+        raise ParseError(f"{path}:{line}: not valid UTF-8 (byte {err.start})") from None
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{line}: malformed JSON: {err.msg} at column {err.colno}") from None
+        raise ParseError(f"{path}:{line}: malformed JSON: {err.msg} at column {err.colno}") from None
     if not isinstance(obj, dict):
-        raise ValueError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+        raise ParseError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
     doc_id = next((obj[k] for k in id_fields if obj.get(k) is not None), None)
     if doc_id is None:
-        raise ValueError(f"{path}:{line}: no id field (looked for {', '.join(id_fields)})")
+        raise ParseError(f"{path}:{line}: no id field (looked for {', '.join(id_fields)})")
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-        raise ValueError(f"{path}:{line}: id must be a string or an integer, got {doc_id!r}")
+        raise ParseError(f"{path}:{line}: id must be a string or an integer, got {doc_id!r}")
     doc_id = str(doc_id)
     if not doc_id or any(c.isspace() for c in doc_id):
-        raise ValueError(f"{path}:{line}: id {doc_id!r} is empty or contains whitespace")
+        raise ParseError(f"{path}:{line}: id {doc_id!r} is empty or contains whitespace")
     parts = []
     present = False
     for name in fields:
@@ -114,7 +114,7 @@ def parse_line(
         if value is None:
             continue
         if not isinstance(value, str):
-            raise ValueError(f"{path}:{line}: field '{name}' of '{doc_id}' must be a string")
+            raise ParseError(f"{path}:{line}: field '{name}' of '{doc_id}' must be a string")
         present = True
         value = value.strip()
         if value:
@@ -122,6 +122,6 @@ def parse_line(
         if text_rule == "first":
             break
     if text_rule == "first" and not present:
-        raise ValueError(f"{path}:{line}: '{doc_id}' has no text field (looked for {', '.join(fields)})")
+        raise ParseError(f"{path}:{line}: '{doc_id}' has no text field (looked for {', '.join(fields)})")
     lang = obj.get(lang_field)
     return Record(doc_id, " ".join(parts), lang if isinstance(lang, str) else None)

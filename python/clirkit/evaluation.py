@@ -28,10 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Union
 
 from clirkit import _native
+from clirkit._native import InvalidInputError
+from clirkit._types import QrelsInput, RunInput
 
-PathLike = Union[str, "os.PathLike[str]"]
-QrelsInput = Union[PathLike, Mapping[str, Mapping[str, int]]]
-RunInput = Union[PathLike, Mapping[str, Mapping[str, float]]]
 MeasureSpec = Union[str, Iterable[str]]
 
 #: Measure families (trec_eval names), like ``pytrec_eval.supported_measures``.
@@ -207,11 +206,11 @@ def evaluate_pairs(
 
     Returns ``{label: {measure_key: value}, ..., "average": {measure_key: mean over labels}}``."""
     if not pairs:
-        raise ValueError("evaluate_pairs needs at least one (label, qrels, run) pair")
+        raise InvalidInputError("evaluate_pairs needs at least one (label, qrels, run) pair")
     labels = [label for label, _, _ in pairs]
     duplicated = sorted({label for label in labels if labels.count(label) > 1})
     if duplicated or "average" in labels:
-        raise ValueError(f"pair labels must be unique and not 'average': {duplicated or ['average']}")
+        raise InvalidInputError(f"pair labels must be unique and not 'average': {duplicated or ['average']}")
     table: dict[str, dict[str, float]] = {}
     for label, qrels, run in pairs:
         table[label] = evaluate(qrels, run, measures, False, judged_docs_only, complete, relevance_level)

@@ -25,20 +25,21 @@ from typing import Mapping, Optional, Sequence, Union
 
 from clirkit import _native
 from clirkit._native import NativeRun
-from clirkit.runs import RunDict
+from clirkit._threads import checked_threads
+from clirkit._types import PathLike, RunDict, RunInput
 
-RunSource = Union[str, "os.PathLike[str]", Mapping[str, Mapping[str, float]], NativeRun]
+RunSource = Union[RunInput, NativeRun]
 
 __all__ = ["NativeRun", "fuse", "fuse_native", "load_run"]
 
 
-def load_run(source: RunSource, threads: Optional[int] = None) -> NativeRun:
-    """A run held in Rust, from a run-file path, a ``dict[qid, dict[docid, score]]`` or a
-    :class:`NativeRun` (returned as is)."""
+def load_run(source: RunSource, threads: int = 0) -> NativeRun:
+    """A run held in Rust, from a run-file path (read on ``threads`` workers, 0 for all cores), a
+    ``dict[qid, dict[docid, score]]`` or a :class:`NativeRun` (returned as is)."""
     if isinstance(source, NativeRun):
         return source
     if isinstance(source, (str, os.PathLike)):
-        return NativeRun.read(os.fspath(source), threads)
+        return NativeRun.read(os.fspath(source), checked_threads(threads))
     if isinstance(source, Mapping):
         as_dict = source if isinstance(source, dict) else dict(source)
         return NativeRun.from_dict({q: d if isinstance(d, dict) else dict(d) for q, d in as_dict.items()})
@@ -61,7 +62,7 @@ def fuse_native(
     norm: str = "minmax",
     alpha: Optional[float] = None,
     top: Optional[int] = None,
-    threads: Optional[int] = None,
+    threads: int = 0,
 ) -> NativeRun:
     """Fuse ``runs`` and keep the result in Rust (see :func:`fuse` for the parameters).
 
@@ -75,7 +76,7 @@ def fuse_native(
         norm=norm,
         alpha=None if alpha is None else float(alpha),
         top=top,
-        threads=threads,
+        threads=checked_threads(threads),
     )
 
 
@@ -88,9 +89,9 @@ def fuse(
     norm: str = "minmax",
     alpha: Optional[float] = None,
     top: Optional[int] = None,
-    output: Optional[Union[str, "os.PathLike[str]"]] = None,
+    output: Optional[PathLike] = None,
     tag: str = "clirkit-fuse",
-    threads: Optional[int] = None,
+    threads: int = 0,
 ) -> Optional[RunDict]:
     """Fuse several runs into one.
 
@@ -106,7 +107,7 @@ def fuse(
         top: keep the top ``top`` fused documents per query.
         output: if given, write the fused run there (atomically) and return None.
         tag: run tag (6th column) for ``output``.
-        threads: worker threads (default: all cores); the result does not depend on it.
+        threads: worker threads (0, the default: all cores); the result does not depend on it.
 
     Returns:
         The fused run as ``dict[qid, dict[docid, score]]`` iterating in canonical order, with
@@ -114,6 +115,6 @@ def fuse(
     """
     fused = fuse_native(runs, method, k, weights, depth, norm, alpha, top, threads)
     if output is not None:
-        fused.write(os.fspath(output), tag, threads)
+        fused.write(os.fspath(output), tag, checked_threads(threads))
         return None
     return {qid: dict(docs) for qid, docs in fused.to_list()}

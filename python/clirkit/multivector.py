@@ -27,7 +27,7 @@ import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
-from clirkit.dense import _Ids
+from clirkit.dense.index import _Ids
 from clirkit.multivector_encode import load_tokens
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -44,7 +44,7 @@ from typing import Any, Union
 import numpy as np
 
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl
-from clirkit.encode_corpus import HEADER_BYTES, npy_header
+from clirkit.encoders.corpus import HEADER_BYTES, npy_header
 
 PathLike = Union[str, "os.PathLike[str]"]
 

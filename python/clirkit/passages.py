@@ -1,47 +1,5 @@
-"""Long documents as passages: MaxP turns a passage run into a document run (in Rust).
+"""Old import path of :mod:`clirkit.encoders.passages`, kept so that existing code keeps working."""
 
-Passage ids are ``docid`` + separator + anything (``clirkit encode --passages`` writes ``docid#0``,
-``docid#1``, ...); the document id is everything before the LAST separator, so ``a#b#3`` belongs to
-``a#b``. An id without the separator is a whole document.
-"""
+from clirkit.encoders.passages import doc_id, maxp, maxp_file
 
-from __future__ import annotations
-
-import os
-from collections.abc import Mapping
-from typing import Union
-
-from clirkit import _native
-from clirkit.runs import RunDict, read_run, write_run
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-
-def maxp(run: Mapping[str, Mapping[str, float]], separator: str = "#", depth: int | None = None) -> RunDict:
-    """Document run from a passage run: each document's score is the max over its passages.
-
-    Each query's documents iterate in canonical order (score descending, then doc id descending);
-    ``depth`` keeps the top documents per query (after aggregation).
-    """
-    if depth is not None and depth < 1:
-        raise ValueError(f"depth must be at least 1, got {depth}")
-    native = _native.maxp({q: dict(d) for q, d in run.items()}, separator, depth)
-    return {qid: dict(docs) for qid, docs in native}
-
-
-def doc_id(passage_id: str, separator: str = "#") -> str:
-    """The document a passage id belongs to."""
-    return _native.passage_doc_id(passage_id, separator)
-
-
-def maxp_file(
-    passage_run: PathLike,
-    output: PathLike,
-    separator: str = "#",
-    depth: int | None = None,
-    tag: str = "clirkit-maxp",
-) -> RunDict:
-    """Read a TREC passage run, aggregate it with :func:`maxp`, write the document run atomically."""
-    docs = maxp(read_run(passage_run), separator, depth)
-    write_run(output, docs, tag)
-    return docs
+__all__ = ["doc_id", "maxp", "maxp_file"]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clirkit import _native
-from clirkit.evaluation import RunInput, _is_path, _warn_no_overlap
+from clirkit._types import RunInput
+from clirkit.evaluation import _is_path, _warn_no_overlap
 
 DEFAULT_EDGES = (0, 512, 1024, 1536, 2048)
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, Mapping, Union
+from typing import Mapping
 
 from clirkit import _native
+from clirkit._types import PathLike, QrelsDict, RunDict
 
-PathLike = Union[str, "os.PathLike[str]"]
-RunDict = Dict[str, Dict[str, float]]
-QrelsDict = Dict[str, Dict[str, int]]
+__all__ = ["PathLike", "QrelsDict", "RunDict", "read_qrels", "read_run", "write_run"]
 
 
 def read_run(path: PathLike) -> RunDict:

@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clirkit import _native
-from clirkit.evaluation import QrelsInput, RunInput, evaluate, measure_keys
+from clirkit._native import InvalidInputError
+from clirkit._types import QrelsInput, RunInput
+from clirkit.evaluation import evaluate, measure_keys
 
 TESTS = ("t", "perm")
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -75,14 +77,14 @@ def compare_runs(
     """Compare every run with the first one (the baseline) on ``measure``; p-values are corrected
     across the comparisons."""
     if test not in TESTS:
-        raise ValueError(f"unknown test '{test}'; use one of {', '.join(TESTS)}")
+        raise InvalidInputError(f"unknown test '{test}'; use one of {', '.join(TESTS)}")
     if correction not in CORRECTIONS:
-        raise ValueError(f"unknown correction '{correction}'; use one of {', '.join(CORRECTIONS)}")
+        raise InvalidInputError(f"unknown correction '{correction}'; use one of {', '.join(CORRECTIONS)}")
     if len(runs) < 2:
-        raise ValueError("compare needs at least two runs (the first is the baseline)")
+        raise InvalidInputError("compare needs at least two runs (the first is the baseline)")
     keys = measure_keys(measure)
     if len(keys) != 1:
-        raise ValueError(f"compare needs exactly one measure, '{measure}' names {len(keys)}")
+        raise InvalidInputError(f"compare needs exactly one measure, '{measure}' names {len(keys)}")
     key = keys[0]
     complete = {
         name: evaluate(qrels, run, [measure], per_query=True, complete=True, relevance_level=relevance_level)

@@ -37,6 +37,9 @@ pub enum Error {
     /// Arguments or data that violate a precondition (dimension mismatch, NaN vectors, ...).
     #[error("{0}")]
     InvalidInput(String),
+    /// A worker pool the system would not start (out of threads or memory).
+    #[error("cannot start {threads} worker threads: {message}")]
+    ThreadPool { threads: usize, message: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

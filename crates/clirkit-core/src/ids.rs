@@ -6,6 +6,7 @@
 //! time and lives in the page cache.
 
 use crate::error::{Error, Result};
+use crate::io::bytes::Bytes;
 use crate::io::format::{read_u32, read_u64, write_checked, Kind, MappedFile};
 use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
@@ -15,11 +16,6 @@ use std::path::Path;
 
 const KIND: Kind = *b"IDTABLE\0";
 const VERSION: u32 = 1;
-
-enum Bytes {
-    Mapped(MappedFile),
-    Owned(Vec<u8>),
-}
 
 /// A read-only id table, memory-mapped from disk or built in memory.
 pub struct IdTable {
@@ -132,7 +128,7 @@ impl IdTable {
         let mut sorted: Vec<u32> = (0..ids.len() as u32).collect();
         sorted.sort_unstable_by(|&a, &b| ids[a as usize].cmp(&ids[b as usize]));
         Ok(IdTable {
-            bytes: Bytes::Owned(encode(ids.len(), |i| ids[i].as_bytes(), &sorted)),
+            bytes: Bytes::from(encode(ids.len(), |i| ids[i].as_bytes(), &sorted)),
             len: ids.len(),
         })
     }
@@ -166,16 +162,13 @@ impl IdTable {
             return Err(Error::format(path, "id table is inconsistent"));
         }
         Ok(IdTable {
-            bytes: Bytes::Mapped(file),
+            bytes: file.into_payload(),
             len,
         })
     }
 
     fn raw(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Mapped(f) => f.payload(),
-            Bytes::Owned(v) => v,
-        }
+        &self.bytes
     }
 
     pub fn len(&self) -> usize {

@@ -12,11 +12,16 @@ pub mod fusion;
 pub mod ids;
 pub mod io;
 pub mod multivector;
+pub mod options;
+pub mod parallel;
 pub mod passages;
+pub mod postings;
 pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod rerank;
+pub mod rng;
 pub mod text;
+pub mod topk;
 
 pub use error::{Error, Result};

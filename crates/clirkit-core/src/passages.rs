@@ -220,7 +220,7 @@ mod tests {
     /// `docs` documents of 1 to `max_passages` passages each (ids `d{i}#{j}`), the passages of a
     /// document near one another, so that the top passages of a query crowd into few documents.
     fn passage_index(docs: usize, max_passages: usize, dim: usize) -> DenseIndex {
-        let mut rng = crate::pq::SplitMix64::new(11);
+        let mut rng = crate::rng::SplitMix64::new(11);
         let (mut data, mut ids) = (Vec::new(), Vec::new());
         for d in 0..docs {
             let center: Vec<f32> = (0..dim).map(|_| rng.unit() as f32 - 0.5).collect();
@@ -233,7 +233,7 @@ mod tests {
     }
 
     fn random_queries(n: usize, dim: usize) -> (Vec<f32>, Vec<String>) {
-        let mut rng = crate::pq::SplitMix64::new(5);
+        let mut rng = crate::rng::SplitMix64::new(5);
         let data = (0..n * dim).map(|_| rng.unit() as f32 - 0.5).collect();
         (data, (0..n).map(|q| format!("q{q}")).collect())
     }

@@ -3,6 +3,7 @@
 
 use crate::errors::IntoPy;
 use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Hit, Strategy};
+use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -114,7 +115,7 @@ impl PyBm25Index {
     /// The index's manifest (meta.json) as a JSON string.
     #[getter]
     fn manifest_json(&self) -> String {
-        self.inner.manifest().to_string()
+        self.inner.manifest().to_json()
     }
 
     /// Check every file's checksum, postings included.
@@ -137,16 +138,7 @@ impl PyBm25Index {
         strategy: &str,
     ) -> PyResult<Vec<(String, f64)>> {
         let params = Bm25Params { k1, b };
-        let strategy = match strategy {
-            "auto" => Strategy::Auto,
-            "maxscore" => Strategy::MaxScore,
-            "exhaustive" => Strategy::Exhaustive,
-            other => {
-                return Err(crate::errors::to_py(clirkit_core::Error::invalid(format!(
-                    "unknown strategy '{other}' (auto, maxscore, exhaustive)"
-                ))))
-            }
-        };
+        let strategy: Strategy = strategy.parse().py_err()?;
         let hits = py
             .detach(|| self.inner.search_by(strategy, query, lang, k, params))
             .py_err()?;

@@ -1,15 +1,16 @@
-//! One Python exception per core error kind, all under `ClirkitError`, each also a subclass of
-//! the builtin that fits (so `except ValueError` and `except OSError` work as users expect).
+//! One Python exception per core error kind, all under `ClirkitError`, which subclasses
+//! `ValueError` (as pydantic-core's `ValidationError` does): bad input is a `ValueError` to code
+//! that knows nothing of clirkit. I/O failures are `OSError`, not `ClirkitError`.
 
 use clirkit_core::Error;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
     clirkit,
     ClirkitError,
-    PyException,
+    PyValueError,
     "Base class of clirkit's errors."
 );
 create_exception!(
@@ -52,6 +53,7 @@ pub fn to_py(err: Error) -> PyErr {
         Error::Format { .. } => IndexFormatError::new_err(msg),
         Error::UnknownLanguage { .. } => UnknownLanguageError::new_err(msg),
         Error::InvalidInput(_) => InvalidInputError::new_err(msg),
+        Error::ThreadPool { .. } => PyOSError::new_err(msg),
     }
 }
 

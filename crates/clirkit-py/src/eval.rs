@@ -6,8 +6,8 @@ use crate::errors::IntoPy;
 use clirkit_core::eval::position::{self, PositionTable};
 use clirkit_core::eval::qrels_file::read_qrels_index;
 use clirkit_core::eval::{
-    self as core_eval, parse_measures, significance, EvalOptions, Evaluation, QrelsIndex, RunFile,
-    RunQuery, ScoredRef,
+    self as core_eval, correlation, parse_measures, significance, EvalOptions, Evaluation,
+    QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
 use clirkit_core::Error;
 use pyo3::prelude::*;
@@ -283,14 +283,22 @@ fn randomization_test(
 /// Adjust p-values for multiple comparisons: method "holm" or "bonferroni".
 #[pyfunction]
 fn adjust_p_values(p: Vec<f64>, method: &str) -> PyResult<Vec<f64>> {
-    match method {
-        "holm" => Ok(significance::holm(&p)),
-        "bonferroni" => Ok(significance::bonferroni(&p)),
-        other => Err(Error::invalid(format!(
-            "unknown correction '{other}'; use 'holm' or 'bonferroni'"
-        )))
-        .py_err(),
-    }
+    let correction: significance::Correction = method.parse().py_err()?;
+    Ok(correction.adjust(&p))
+}
+
+/// Spearman's rho of two orderings of the same items: (rho, two-sided p, items).
+#[pyfunction]
+fn spearman(x: Vec<f64>, y: Vec<f64>) -> PyResult<(f64, f64, usize)> {
+    let r = correlation::spearman(&x, &y).py_err()?;
+    Ok((r.coefficient, r.p_value, r.items))
+}
+
+/// Kendall's tau-b of two orderings of the same items: (tau, two-sided p, items).
+#[pyfunction]
+fn kendall_tau(x: Vec<f64>, y: Vec<f64>) -> PyResult<(f64, f64, usize)> {
+    let r = correlation::kendall_tau(&x, &y).py_err()?;
+    Ok((r.coefficient, r.p_value, r.items))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -301,5 +309,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(paired_t_test, m)?)?;
     m.add_function(wrap_pyfunction!(randomization_test, m)?)?;
     m.add_function(wrap_pyfunction!(adjust_p_values, m)?)?;
+    m.add_function(wrap_pyfunction!(spearman, m)?)?;
+    m.add_function(wrap_pyfunction!(kendall_tau, m)?)?;
     Ok(())
 }

@@ -6,7 +6,6 @@ use crate::io::PyRun;
 use clirkit_core::fusion::normalize::Norm;
 use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
 use clirkit_core::fusion::{fuse as core_fuse, FusionOptions, Method, RunLists, RunListsBuilder};
-use clirkit_core::Error;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -17,14 +16,7 @@ pub fn with_threads<T: Send>(
     threads: Option<usize>,
     f: impl FnOnce() -> clirkit_core::Result<T> + Send,
 ) -> clirkit_core::Result<T> {
-    match threads {
-        Some(n) if n > 0 => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {n} threads: {e}")))?
-            .install(f),
-        _ => f(),
-    }
+    clirkit_core::parallel::install(threads.unwrap_or(0), |_| f())?
 }
 
 /// A run held in Rust: queries in first-appearance order, documents in canonical order.
@@ -125,27 +117,6 @@ impl NativeRun {
     }
 }
 
-fn parse_method(
-    method: &str,
-    k: f64,
-    norm: &str,
-    alpha: Option<f64>,
-) -> clirkit_core::Result<Method> {
-    let norm = Norm::parse(norm)?;
-    match method.to_ascii_lowercase().as_str() {
-        "rrf" => Ok(Method::Rrf { k }),
-        "combsum" => Ok(Method::CombSum { norm }),
-        "combmnz" => Ok(Method::CombMnz { norm }),
-        "interpolate" | "interpolation" => match alpha {
-            Some(alpha) => Ok(Method::Interpolate { alpha, norm }),
-            None => Err(Error::invalid("method 'interpolate' needs alpha")),
-        },
-        other => Err(Error::invalid(format!(
-            "unknown fusion method '{other}'; expected rrf, combsum, combmnz or interpolate"
-        ))),
-    }
-}
-
 /// Fuse runs given as `NativeRun`s or run-file paths (read in Rust).
 #[pyfunction]
 #[pyo3(signature = (runs, method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
@@ -162,7 +133,8 @@ fn fuse(
     top: Option<usize>,
     threads: Option<usize>,
 ) -> PyResult<NativeRun> {
-    let mut options = FusionOptions::new(parse_method(method, k, norm, alpha).py_err()?);
+    let norm: Norm = norm.parse().py_err()?;
+    let mut options = FusionOptions::new(Method::from_name(method, k, norm, alpha).py_err()?);
     options.weights = weights;
     options.depth = depth;
     options.top = top;

@@ -78,7 +78,7 @@ impl PyDenseIndex {
             pq,
             nbits,
             ivf,
-            metric: Metric::parse(metric).py_err()?,
+            metric: metric.parse::<Metric>().py_err()?,
             train_size,
             seed,
             threads,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
+
+from clirkit._threads import worker_count
 
 
 def add_threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=0, help="worker threads (default: all cores)")
+    p.add_argument("--threads", type=int, default=0, help="worker threads (default 0: all cores)")
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
@@ -15,4 +16,5 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
 
 
 def threads(args: argparse.Namespace) -> int:
-    return args.threads if args.threads and args.threads > 0 else (os.cpu_count() or 1)
+    """The number of workers ``--threads`` asks for (0: all cores; negative: InvalidInputError)."""
+    return worker_count(args.threads)

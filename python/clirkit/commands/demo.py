@@ -1,21 +1,23 @@
-"""`clirkit demo`: the main job on the embedded sample collection.
+"""`clirkit demo`: the main job on the embedded sample collection, as an experiment.
 
-Builds one multilingual BM25 index over the sample (each document analyzed in its own language), searches
-every query with its own language's analyzer, writes the run, evaluates it with clirkit's trec_eval-equal
-evaluator and prints one column per language, as multilingual papers tabulate results."""
+Runs the sample's experiment file (``clirkit/data/sample/demo.toml``, also ``examples/sample.toml``): one
+multilingual BM25 index over the sample (each document analyzed in its own language), every query
+searched with its own language's analyzer, each language's run evaluated with clirkit's trec_eval-equal
+evaluator, and a table with one column per language plus the average, as multilingual papers tabulate
+results. With ``--workdir`` the artifacts stay there and a second demo reuses them."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import io
+import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
-from clirkit.commands.common import add_quiet, add_threads, threads
+from clirkit.commands.common import add_quiet, add_threads
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
-MEASURES = {"nDCG@10": "ndcg_cut_10", "R@100": "recall_100", "MRR": "recip_rank"}
+EXPERIMENT = SAMPLE / "demo.toml"
 
 
 def register(top, groups) -> None:
@@ -25,7 +27,7 @@ def register(top, groups) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--workdir", help="keep the index and run here (default: a temporary directory)")
+    p.add_argument("--workdir", help="keep the artifacts and tables here (default: a temporary directory)")
     p.add_argument("--k", type=int, default=100, help="documents retrieved per query (default 100)")
     add_threads(p)
     add_quiet(p)
@@ -40,52 +42,12 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _run(work: Path, args: argparse.Namespace) -> int:
-    from clirkit.bm25 import BM25Index
-    from clirkit.evaluation import RelevanceEvaluator
-    from clirkit.runs import read_qrels
+    from clirkit.experiment import Experiment
 
-    work.mkdir(parents=True, exist_ok=True)
-    index = BM25Index.build(
-        SAMPLE / "corpus.jsonl",
-        work / "bm25-index",
-        lang_field="lang",
-        fields=("text",),
-        threads=threads(args),
-        quiet=args.quiet,
-    )
-    results = index.search_file(SAMPLE / "queries.jsonl", k=args.k, threads=threads(args), quiet=args.quiet)
-    run_path = work / "bm25.trec"
-    results.to_trec(run_path)
-    print(
-        f"indexed {index.num_docs} documents in {len(index.languages)} languages; "
-        f"searched {len(results)} queries -> {run_path if args.workdir else 'bm25.trec'}"
-    )
-
-    lang_of = {}
-    with open(SAMPLE / "queries.jsonl", encoding="utf-8") as f:
-        for line in f:
-            q = json.loads(line)
-            lang_of[q["_id"]] = q["lang"]
-    per_query = RelevanceEvaluator(read_qrels(SAMPLE / "qrels.tsv"), set(MEASURES.values())).evaluate(
-        results.to_dict()
-    )
-    by_lang: dict = defaultdict(list)
-    for qid, values in per_query.items():
-        by_lang[lang_of[qid]].append(values)
-    print(_table(by_lang))
+    threads = args.threads if args.threads and args.threads > 0 else None
+    exp = Experiment(EXPERIMENT, work, threads=threads, hits=args.k, quiet=args.quiet)
+    results = exp.run(log=io.StringIO() if args.quiet else sys.stderr)
+    sys.stdout.write(results.text())
+    if args.workdir:
+        print(f"tables and runs in {work}")
     return 0
-
-
-def _table(by_lang: dict) -> str:
-    langs = sorted(by_lang)
-    header = ["measure"] + langs + ["avg"]
-    rows = [header, ["queries"] + [str(len(by_lang[lang])) for lang in langs] + [""]]
-    for label, key in MEASURES.items():
-        means = [sum(v[key] for v in by_lang[lang]) / len(by_lang[lang]) for lang in langs]
-        rows.append([label] + [f"{m:.4f}" for m in means] + [f"{sum(means) / len(means):.4f}"])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths)))
-        for r in rows
-    ]
-    return "\n".join(lines)

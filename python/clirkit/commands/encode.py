@@ -1,11 +1,14 @@
-"""``clirkit encode``: ONNX-encode a corpus or a query file to PREFIX.npy + PREFIX.ids.txt, and
-``clirkit maxp``: turn a passage run into a document run."""
+"""``clirkit encode``: ONNX-encode a corpus or a query file to PREFIX.npy + PREFIX.ids.txt (dense) or
+PREFIX.vectors.jsonl (a SPLADE-family sparse model), and ``clirkit maxp``: turn a passage run into a
+document run."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
+from clirkit._native import InvalidInputError
 from clirkit.commands.common import add_quiet, add_threads, threads
 
 
@@ -31,17 +34,24 @@ def _positive(value: str) -> int:
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p = top.add_parser(
         "encode",
-        help="encode a corpus or queries with an ONNX model to PREFIX.npy + PREFIX.ids.txt",
+        help="encode a corpus or queries with an ONNX model to PREFIX.npy + PREFIX.ids.txt "
+        "(or PREFIX.vectors.jsonl for a sparse model)",
         description="Encode a JSONL corpus (documents, optionally cut into token windows) or a JSONL "
         "query file with an ONNX encoder directory (model.onnx, tokenizer.json, config.json). Writes "
-        "PREFIX.npy (one row per document/passage/query) and PREFIX.ids.txt (one id per row). An "
-        "interrupted run resumes when started again with the same arguments.",
+        "PREFIX.npy (one row per document/passage/query) and PREFIX.ids.txt (one id per row). A "
+        "learned-sparse (SPLADE-family) model, as its config.json declares, writes PREFIX.vectors.jsonl "
+        'instead: one {"id", "contents", "vector": {term: weight}} line per row (Anserini\'s JSON '
+        "vector layout). An interrupted run resumes when started again with the same arguments.",
     )
     p.add_argument("--model", required=True, help="model directory (model.onnx, tokenizer.json, config.json)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", help="documents (JSONL: _id, title, text)")
     source.add_argument("--queries", help="queries (JSONL: _id, text)")
-    p.add_argument("--output", required=True, help="output prefix: writes PREFIX.npy and PREFIX.ids.txt")
+    p.add_argument(
+        "--output",
+        required=True,
+        help="output prefix: writes PREFIX.npy and PREFIX.ids.txt (sparse: PREFIX.vectors.jsonl)",
+    )
     p.add_argument(
         "--fields", help="comma-separated text fields (default: title,text for a corpus, text for queries)"
     )
@@ -53,18 +63,28 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     p.add_argument("--separator", default="#", help="between doc id and passage number (default '#')")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--fp16", action="store_true", help="float16 inference on CUDA")
-    p.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="storage type")
+    p.add_argument("--fp16", action="store_true", help="float16 inference on CUDA (dense models)")
+    p.add_argument(
+        "--dtype", choices=("float32", "float16"), default="float32", help="storage type (dense models)"
+    )
     p.add_argument(
         "--batch-size",
         type=_positive,
-        default=32,
-        help="texts per model call (default 32; a dynamically quantized model on CPU runs one text per "
-        "call, --threads at a time, so that no text's vector depends on its batch-mates)",
+        help="texts per model call (default 32, sparse models 8: their output is batch x tokens x "
+        "vocabulary; a dynamically quantized model on CPU runs one text per call, --threads at a time, "
+        "so that no text's vector depends on its batch-mates)",
     )
     p.add_argument("--max-length", type=_positive, help="tokens per input (default: the model's limit)")
-    p.add_argument("--pooling", choices=("mean", "cls", "last"), help="override config.json")
-    p.add_argument("--no-normalize", action="store_true", help="do not L2-normalize embeddings")
+    p.add_argument("--pooling", choices=("mean", "cls", "last"), help="override config.json (dense models)")
+    p.add_argument(
+        "--no-normalize", action="store_true", help="do not L2-normalize embeddings (dense models)"
+    )
+    p.add_argument(
+        "--top-terms",
+        type=_positive,
+        metavar="N",
+        help="sparse models: keep the N largest term weights of each vector (default all)",
+    )
     p.add_argument(
         "--query-prefix",
         help="prepended to every query (overrides config.json's query_prefix; '' for none)",
@@ -102,8 +122,15 @@ def run_encode(args: argparse.Namespace) -> int:
         from clirkit.commands.multivector import run_encode_multivector
 
         return run_encode_multivector(args)
-    from clirkit.encode_corpus import encode_file
-    from clirkit.encoders import OnnxEncoder
+    from clirkit.encoders import is_sparse_model
+
+    if is_sparse_model(args.model):
+        return _run_sparse_encode(args)
+    if args.top_terms is not None:
+        raise InvalidInputError(
+            f"--top-terms applies to learned-sparse models; {args.model}/config.json declares none"
+        )
+    from clirkit.encoders import OnnxEncoder, encode_file
 
     encoder = OnnxEncoder(
         args.model,
@@ -112,33 +139,13 @@ def run_encode(args: argparse.Namespace) -> int:
         query_prefix=args.query_prefix,
         passage_prefix=args.passage_prefix,
         max_length=args.max_length,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size or 32,
         device=args.device,
         fp16=args.fp16 or None,
         threads=threads(args),
     )
-    fields: tuple[str, ...] | None = (
-        tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
-    )
-    result = encode_file(
-        encoder,
-        args.corpus or args.queries,
-        args.output,
-        kind="queries" if args.queries else "passages",
-        fields=fields,
-        passages=args.passages,
-        separator=args.separator,
-        dtype=args.dtype,
-        chunk_size=args.chunk_size,
-        restart=args.restart,
-        quiet=args.quiet,
-    )
-    if result.truncated:
-        print(
-            f"clirkit: warning: {result.truncated} inputs were longer than {encoder.max_length} tokens "
-            "and were truncated",
-            file=sys.stderr,
-        )
+    result = encode_file(encoder, **_file_options(args), dtype=args.dtype)
+    _warn_truncated(result.truncated, encoder.max_length)
     if not args.quiet:
         resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
         print(
@@ -149,8 +156,70 @@ def run_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_sparse_encode(args: argparse.Namespace) -> int:
+    from clirkit.encoders import SparseEncoder, encode_sparse_file
+
+    dense_only = [
+        option
+        for option, given in (
+            ("--pooling", args.pooling is not None),
+            ("--no-normalize", args.no_normalize),
+            ("--fp16", args.fp16),
+            ("--dtype", args.dtype != "float32"),
+        )
+        if given
+    ]
+    if dense_only:
+        raise InvalidInputError(
+            f"{', '.join(dense_only)} applies to dense models; {args.model} is a learned-sparse model"
+        )
+    encoder = SparseEncoder(
+        args.model,
+        top_terms=args.top_terms,
+        query_prefix=args.query_prefix,
+        passage_prefix=args.passage_prefix,
+        max_length=args.max_length,
+        batch_size=args.batch_size or 8,
+        device=args.device,
+        threads=threads(args),
+    )
+    result = encode_sparse_file(encoder, **_file_options(args))
+    _warn_truncated(result.truncated, encoder.max_length)
+    if not args.quiet:
+        resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
+        print(
+            f"encoded {result.records} records -> {result.rows} sparse vectors ({encoder.device}) in "
+            f"{result.seconds:.1f}s{resumed}: {result.vectors_path}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _file_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What dense and sparse file encoding take alike: input, output, fields, passages, chunks."""
+    return {
+        "input_path": args.corpus or args.queries,
+        "output_prefix": args.output,
+        "kind": "queries" if args.queries else "passages",
+        "fields": tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None,
+        "passages": args.passages,
+        "separator": args.separator,
+        "chunk_size": args.chunk_size,
+        "restart": args.restart,
+        "quiet": args.quiet,
+    }
+
+
+def _warn_truncated(truncated: int, max_length: int) -> None:
+    if truncated:
+        print(
+            f"clirkit: warning: {truncated} inputs were longer than {max_length} tokens and were truncated",
+            file=sys.stderr,
+        )
+
+
 def run_maxp(args: argparse.Namespace) -> int:
-    from clirkit.passages import maxp_file
+    from clirkit.encoders import maxp_file
 
     maxp_file(args.run, args.output, args.separator, args.depth)
     return 0

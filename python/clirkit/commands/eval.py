@@ -17,6 +17,7 @@ import sys
 import warnings
 
 from clirkit import evaluation, position, significance
+from clirkit._native import InvalidInputError
 
 EPILOG = (
     "measures: trec_eval names (map, map_cut.k, P.k, recall.k, ndcg, ndcg_cut.k, recip_rank, Rprec, bpref, "
@@ -108,7 +109,7 @@ def _labelled(specs: list[str]) -> dict[str, str]:
         if not sep or not label:
             label, path = os.path.basename(spec), spec
         if label in out:
-            raise ValueError(f"run label '{label}' given twice; use LABEL=RUN to tell them apart")
+            raise InvalidInputError(f"run label '{label}' given twice; use LABEL=RUN to tell them apart")
         out[label] = path
     return out
 
@@ -128,19 +129,19 @@ def _eval(args: argparse.Namespace) -> int:
     options = {"judged_docs_only": args.judged_only, "complete": args.complete, "relevance_level": args.level}
     if args.pair:
         if args.qrels or args.run:
-            raise ValueError("use either --qrels/--run or --pair, not both")
+            raise InvalidInputError("use either --qrels/--run or --pair, not both")
         pairs = []
         for spec in args.pair:
             label, sep, rest = spec.partition("=")
             qrels, comma, run = rest.partition(",")
             if not (sep and comma and label and qrels and run):
-                raise ValueError(f"--pair '{spec}': expected LABEL=QRELS,RUN")
+                raise InvalidInputError(f"--pair '{spec}': expected LABEL=QRELS,RUN")
             pairs.append((label, qrels, run))
         table = _evaluate_loudly(evaluation.evaluate_pairs, pairs, measures, **options)
         sys.stdout.write(json.dumps(table, indent=2) + "\n" if args.json else _format_pairs(table))
         return 0
     if not (args.qrels and args.run):
-        raise ValueError("clirkit eval needs --qrels and --run (or --pair LABEL=QRELS,RUN)")
+        raise InvalidInputError("clirkit eval needs --qrels and --run (or --pair LABEL=QRELS,RUN)")
     result = _evaluate_loudly(
         evaluation.evaluate, args.qrels, args.run, measures, per_query=args.per_query, **options
     )
@@ -165,7 +166,7 @@ def _position(args: argparse.Namespace) -> int:
     doc_tokens = None
     if args.corpus or args.tokenizer:
         if not (args.corpus and args.tokenizer):
-            raise ValueError("--corpus and --tokenizer go together (token lengths of the documents)")
+            raise InvalidInputError("--corpus and --tokenizer go together (token lengths of the documents)")
         doc_tokens = position.token_lengths(args.corpus, args.tokenizer)
     tables = _evaluate_loudly(
         position.position_bias,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional
+from typing import List
 
+from clirkit._threads import checked_threads
 from clirkit.commands.common import add_threads
 from clirkit.fusion import fuse_native
 
@@ -47,7 +48,6 @@ def register(top, groups) -> None:
 
 
 def _fuse(args: argparse.Namespace) -> int:
-    threads: Optional[int] = args.threads if args.threads and args.threads > 0 else None
     fused = fuse_native(
         args.runs,
         method=args.method,
@@ -57,7 +57,7 @@ def _fuse(args: argparse.Namespace) -> int:
         norm=args.norm,
         alpha=args.alpha,
         top=args.top,
-        threads=threads,
+        threads=args.threads,
     )
-    fused.write(args.output, args.tag, threads)
+    fused.write(args.output, args.tag, checked_threads(args.threads))
     return 0

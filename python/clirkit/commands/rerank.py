@@ -7,9 +7,9 @@ import argparse
 import json
 import sys
 
+from clirkit._native import InvalidInputError
 from clirkit.commands.common import add_quiet
-from clirkit.rerank import rerank
-from clirkit.rerankers import Backend, OpenAIChatBackend, PointwiseBackend
+from clirkit.rerank import Backend, OpenAIChatBackend, PointwiseBackend, rerank
 from clirkit.runs import write_run
 
 
@@ -48,7 +48,7 @@ def register(top, groups) -> None:
 def _backend(args: argparse.Namespace) -> Backend:
     if args.backend == "openai":
         if not args.base_url or not args.model:
-            raise ValueError("--backend openai needs --base-url and --model")
+            raise InvalidInputError("--backend openai needs --base-url and --model")
         return OpenAIChatBackend(
             args.base_url,
             args.model,
@@ -59,11 +59,11 @@ def _backend(args: argparse.Namespace) -> Backend:
             max_words=args.max_words,
         )
     if not args.model_dir:
-        raise ValueError("--backend pointwise needs --model-dir (an ONNX encoder directory)")
+        raise InvalidInputError("--backend pointwise needs --model-dir (an ONNX encoder directory)")
     try:
-        from clirkit.encoders import OnnxEncoder  # type: ignore[attr-defined]
+        from clirkit.encoders import OnnxEncoder
     except ImportError as err:
-        raise ValueError(f"--backend pointwise needs clirkit.encoders (ONNX encoders): {err}") from err
+        raise InvalidInputError(f"--backend pointwise needs clirkit.encoders (ONNX encoders): {err}") from err
     return PointwiseBackend.from_encoder(OnnxEncoder(args.model_dir), name=args.model_dir)
 
 

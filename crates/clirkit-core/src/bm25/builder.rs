@@ -23,6 +23,7 @@ use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
+use crate::io::manifest::{self, Bm25BuildRecord, Bm25Manifest};
 use crate::text::Analyzer;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -210,7 +211,7 @@ fn encode_range(runs: &[SortedRun], from: &[usize], to: &[usize], norms: &[u8]) 
         }
         join_postings(&lists[..members], &mut docs, &mut tfs);
         let start = out.bytes.len();
-        let blocks = format::encode_postings(&docs, &tfs, norms, &mut out.bytes);
+        let blocks = crate::postings::encode_postings(&docs, &tfs, norms, &mut out.bytes);
         out.terms
             .push((term.len() as u32, start, blocks, docs.len() as u32));
         out.texts.extend_from_slice(term);
@@ -276,7 +277,7 @@ fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> 
             postings.write(&range.bytes)?;
         }
     }
-    postings.write(&[0u8; format::POSTINGS_PADDING])?;
+    postings.write(&[0u8; crate::postings::POSTINGS_PADDING])?;
     postings.finish()?;
 
     let mut terms = FileWriter::create(
@@ -492,13 +493,6 @@ impl Accumulator {
     }
 }
 
-fn thread_pool(threads: usize) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::invalid(format!("cannot start {threads} worker threads: {e}")))
-}
-
 /// Build a BM25 index over the JSONL corpus at `corpus`, written atomically to `index`.
 pub fn build(corpus: &Path, index: &Path, opts: &BuildOptions) -> Result<BuildSummary> {
     build_cancellable(corpus, index, opts, &AtomicBool::new(false))
@@ -512,7 +506,7 @@ pub fn build_cancellable(
     opts: &BuildOptions,
     cancel: &AtomicBool,
 ) -> Result<BuildSummary> {
-    thread_pool(opts.threads)?.install(|| build_in_pool(corpus, index, opts, cancel))
+    crate::parallel::install(opts.threads, |_| build_in_pool(corpus, index, opts, cancel))?
 }
 
 fn build_in_pool(
@@ -613,30 +607,29 @@ fn build_in_pool(
     progress.finish_and_clear();
 
     let recorded = analyzers.recorded();
-    let languages: Vec<&String> = recorded.keys().collect();
-    let manifest = serde_json::json!({
-        "format": format::FORMAT,
-        "version": format::VERSION,
-        "num_docs": ids.len(),
-        "doc_count": docs_with_terms,
-        "sum_total_term_freq": sum_lengths,
-        "avgdl": super::scoring::avg_length(sum_lengths, docs_with_terms),
-        "num_terms": num_terms,
-        "languages": languages,
-        "analyzers": recorded,
-        "lang_field": opts.lang_field,
-        "fields": opts.fields,
-        "k1": super::DEFAULT_K1,
-        "b": super::DEFAULT_B,
-        "build": {
-            "corpus": corpus.display().to_string(),
-            "keep_first_duplicate": opts.keep_first_duplicate,
-            "skipped_duplicates": skipped,
-            "memory_budget_bytes": opts.memory_budget_bytes,
-            "spilled_runs": spilled_runs,
+    let manifest = Bm25Manifest {
+        format: format::FORMAT.into(),
+        version: format::VERSION,
+        num_docs: ids.len() as u64,
+        doc_count: docs_with_terms,
+        sum_total_term_freq: sum_lengths,
+        avgdl: super::scoring::avg_length(sum_lengths, docs_with_terms),
+        num_terms,
+        languages: recorded.keys().cloned().collect(),
+        analyzers: recorded,
+        lang_field: opts.lang_field.clone(),
+        fields: opts.fields.clone(),
+        k1: super::DEFAULT_K1,
+        b: super::DEFAULT_B,
+        build: Bm25BuildRecord {
+            corpus: corpus.display().to_string(),
+            keep_first_duplicate: opts.keep_first_duplicate,
+            skipped_duplicates: skipped,
+            memory_budget_bytes: opts.memory_budget_bytes as u64,
+            spilled_runs,
         },
-    });
-    out.commit(&manifest)?;
+    };
+    manifest::commit(out, &manifest)?;
     Ok(BuildSummary {
         num_docs: ids.len() as u64,
         num_terms,

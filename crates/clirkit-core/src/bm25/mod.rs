@@ -1,6 +1,7 @@
 //! BM25 retrieval with Lucene's scoring: a memory-bounded parallel index builder
-//! ([`builder`]), the on-disk format and postings codec ([`format`]), Lucene's BM25 arithmetic
-//! ([`scoring`]) and block-max MaxScore top-k search ([`searcher`]).
+//! ([`builder`]), the on-disk format ([`format`]; its postings are [`crate::postings`] with term
+//! frequencies as values), Lucene's BM25 arithmetic ([`scoring`]) and the top-k query
+//! algorithms ([`query`]: block-max MaxScore, exhaustive, and the cost model between them).
 //!
 //! An index is opened by memory-mapping its files; searching borrows from the mapping, so an
 //! opened index costs page cache, not heap.
@@ -8,23 +9,24 @@
 pub mod builder;
 pub mod format;
 mod memory_index;
+pub mod query;
 pub mod scoring;
-pub mod searcher;
 mod sorted_run;
 
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
-pub use searcher::Hit;
+pub use query::{Hit, Strategy};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::atomic::read_manifest;
 use crate::io::format::{read_u64, MappedFile};
+use crate::io::manifest::{self, Bm25Manifest};
+use crate::postings::{Cursor, TermPostings, BLOCK_META_LEN};
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
-use format::{TermEntry, BLOCK_META_LEN, TERM_ENTRY_LEN};
+use format::{TermEntry, TERM_ENTRY_LEN};
+use query::DocRanks;
 use rayon::prelude::*;
-use scoring::{NormCache, TermScorer};
-use searcher::{Cursor, DocData, TermPostings};
+use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -62,17 +64,6 @@ impl Bm25Params {
     }
 }
 
-/// How to find the top k; every strategy returns exactly the same hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
-    /// Block-max MaxScore or exhaustive, whichever a simple cost model expects to be faster.
-    Auto,
-    /// Block-max MaxScore (dynamic pruning).
-    MaxScore,
-    /// Score every posting.
-    Exhaustive,
-}
-
 /// A query of a batch: its id, text and (optionally) its language.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BatchQuery {
@@ -84,7 +75,7 @@ pub struct BatchQuery {
 /// An opened (memory-mapped) BM25 index.
 pub struct Bm25Index {
     dir: PathBuf,
-    manifest: serde_json::Value,
+    manifest: Bm25Manifest,
     ids: IdTable,
     terms: MappedFile,
     postings: MappedFile,
@@ -97,35 +88,20 @@ pub struct Bm25Index {
     analyzers: BTreeMap<String, Analyzer>,
 }
 
-fn manifest_u64(meta: &serde_json::Value, dir: &Path, key: &str) -> Result<u64> {
-    meta.get(key)
-        .and_then(|v| v.as_u64())
-        .ok_or_else(|| Error::format(dir, format!("manifest lacks '{key}'")))
-}
-
 impl Bm25Index {
     /// Open an index; checks its format version, analyzer versions and file checksums (except
     /// the postings', which [`Bm25Index::verify`] checks: opening stays near-instant).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        let manifest = read_manifest(&dir, format::FORMAT, format::VERSION)?;
-        let num_docs = manifest_u64(&manifest, &dir, "num_docs")? as usize;
-        let num_terms = manifest_u64(&manifest, &dir, "num_terms")? as usize;
-        let doc_count = manifest_u64(&manifest, &dir, "doc_count")?;
-        let avgdl = manifest
-            .get("avgdl")
-            .and_then(|v| v.as_f64())
-            .ok_or_else(|| Error::format(&dir, "manifest lacks 'avgdl'"))?
-            as f32;
+        let manifest: Bm25Manifest = manifest::read(&dir)?;
+        let num_docs = manifest.num_docs as usize;
+        let num_terms = manifest.num_terms as usize;
+        let doc_count = manifest.doc_count;
+        let avgdl = manifest.avgdl;
         let mut analyzers = BTreeMap::new();
-        let recorded = manifest
-            .get("analyzers")
-            .and_then(|v| v.as_object())
-            .ok_or_else(|| Error::format(&dir, "manifest lacks 'analyzers'"))?;
-        for (lang, id) in recorded {
+        for (lang, built_with) in &manifest.analyzers {
             let analyzer = Analyzer::for_lang(lang)?;
-            let built_with = id.as_str().unwrap_or_default();
-            if analyzer.id() != built_with {
+            if analyzer.id() != *built_with {
                 return Err(Error::format(
                     &dir,
                     format!(
@@ -203,7 +179,7 @@ impl Bm25Index {
         &self.dir
     }
 
-    pub fn manifest(&self) -> &serde_json::Value {
+    pub fn manifest(&self) -> &Bm25Manifest {
         &self.manifest
     }
 
@@ -229,14 +205,15 @@ impl Bm25Index {
         self.ids.get(doc)
     }
 
-    fn doc_data(&self) -> DocData<'_> {
-        let d = self.docs.payload();
-        let norms_end = 8 + self.num_docs;
-        let ranks_start = norms_end.div_ceil(4) * 4;
-        DocData {
-            norms: &d[8..norms_end],
-            ranks: &d[ranks_start..ranks_start + 4 * self.num_docs],
-        }
+    /// Each document's one-byte norm.
+    fn norms(&self) -> &[u8] {
+        &self.docs.payload()[8..8 + self.num_docs]
+    }
+
+    /// Each document's doc-id rank, the top-k's tie key.
+    fn ranks(&self) -> DocRanks<'_> {
+        let ranks_start = (8 + self.num_docs).div_ceil(4) * 4;
+        DocRanks::new(&self.docs.payload()[ranks_start..ranks_start + 4 * self.num_docs])
     }
 
     fn term_entry(&self, i: usize) -> TermEntry {
@@ -301,15 +278,21 @@ impl Bm25Index {
         bag
     }
 
-    fn cursors(&self, analyzer: &Analyzer, text: &str, cache: &NormCache) -> Vec<Cursor<'_>> {
+    fn cursors<'a>(
+        &'a self,
+        analyzer: &Analyzer,
+        text: &str,
+        cache: &'a NormCache,
+    ) -> Vec<Cursor<'a, Bm25PostingScorer<'a>>> {
         let p = self.postings.payload();
+        let norms = self.norms();
         Self::bag_of_words(analyzer, text)
             .into_iter()
             .filter_map(|(term, count)| {
                 let e = self.lookup(&term)?;
                 let metas_at = e.postings_offset as usize;
                 let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
-                let scorer = TermScorer::new(
+                let term = TermScorer::new(
                     count as f32,
                     scoring::idf(e.doc_freq as u64, self.doc_count),
                 );
@@ -317,9 +300,9 @@ impl Bm25Index {
                     metas: &p[metas_at..data_at],
                     data: &p[data_at..],
                     blocks: e.blocks as usize,
-                    scorer,
                 };
-                Some(Cursor::new(postings, cache))
+                let scorer = Bm25PostingScorer { term, cache, norms };
+                Some(Cursor::new(postings, scorer))
             })
             .collect()
     }
@@ -363,34 +346,7 @@ impl Bm25Index {
         let cache = self.cache(params)?;
         let analyzer = self.query_analyzer(lang)?;
         let cursors = self.cursors(&analyzer, query, &cache);
-        Ok(self.top_k(strategy, cursors, k, &cache))
-    }
-
-    fn top_k(
-        &self,
-        strategy: Strategy,
-        cursors: Vec<Cursor<'_>>,
-        k: usize,
-        cache: &NormCache,
-    ) -> Vec<Hit> {
-        let docs = self.doc_data();
-        let exhaustive = match strategy {
-            Strategy::MaxScore => false,
-            Strategy::Exhaustive => true,
-            Strategy::Auto => {
-                // Pruning cannot pay for document-at-a-time traversal when k is a sizeable share
-                // of the candidates (measured: exhaustive wins at k=1000 on SciFact and on 50k
-                // generated docs, MaxScore at k=10 and on 1M docs), and the dense accumulator costs
-                // no more than the postings when the collection is small next to them.
-                let postings: usize = cursors.iter().map(|c| c.doc_freq()).sum();
-                k.saturating_mul(16) >= postings && self.num_docs <= postings.saturating_mul(8)
-            }
-        };
-        if exhaustive {
-            searcher::exhaustive(cursors, k, cache, &docs)
-        } else {
-            searcher::maxscore(cursors, k, cache, &docs)
-        }
+        Ok(query::top_k(strategy, cursors, k, self.ranks()))
     }
 
     /// Search many queries on `threads` threads (0 = all cores). Each query is analyzed with
@@ -432,22 +388,18 @@ impl Bm25Index {
             }
         };
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .map_err(|e| Error::invalid(format!("cannot start {threads} threads: {e}")))?;
-        let results = pool.install(|| {
+        let results = crate::parallel::install(threads, |_| {
             queries
                 .par_iter()
                 .zip(choice.par_iter())
                 .map(|(q, key)| {
                     let cursors = self.cursors(analyzer_for(key), &q.text, &cache);
-                    let hits = self.top_k(Strategy::Auto, cursors, k, &cache);
+                    let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
                     progress.inc(1);
                     hits
                 })
                 .collect()
-        });
+        })?;
         progress.finish_and_clear();
         Ok(results)
     }

@@ -2,6 +2,8 @@
 //! norm (`SmallFloat.intToByte4`), and every score is computed in `f32` with Lucene's operation
 //! order, so rankings (ties included) match Anserini's.
 
+use crate::postings::{BlockMeta, PostingScorer};
+
 /// Lucene's `SmallFloat.longToInt4`: a 4-bit-mantissa float of a non-negative integer.
 fn long_to_int4(i: u64) -> u32 {
     let num_bits = 64 - i.leading_zeros();
@@ -99,6 +101,30 @@ impl TermScorer {
     #[inline(always)]
     pub fn score(&self, freq: u32, norm_inverse: f32) -> f32 {
         self.weight - self.weight / (1f32 + freq as f32 * norm_inverse)
+    }
+}
+
+/// A query term's [`PostingScorer`] over a BM25 index: a posting's value is its term frequency,
+/// and the document's length comes from the index's norms.
+#[derive(Clone, Copy)]
+pub struct Bm25PostingScorer<'a> {
+    pub term: TermScorer,
+    pub cache: &'a NormCache,
+    pub norms: &'a [u8],
+}
+
+impl PostingScorer for Bm25PostingScorer<'_> {
+    #[inline(always)]
+    fn score(&self, doc: u32, tf: u32) -> f32 {
+        let norm = self.norms[doc as usize];
+        self.term.score(tf, self.cache.inverse[norm as usize])
+    }
+
+    /// The block's max tf and min norm: [`TermScorer::score`] is monotone in both.
+    #[inline(always)]
+    fn block_bound(&self, meta: &BlockMeta) -> f32 {
+        self.term
+            .score(meta.max_value, self.cache.inverse[meta.min_norm as usize])
     }
 }
 

@@ -11,6 +11,7 @@
 //! entries (in doc order) and bytes end at `entry_ends[r]` and `term_ends[r]`.
 
 use crate::error::Result;
+use crate::io::bytes::Bytes;
 use crate::io::format::{read_u32, read_u64, write_checked, Kind, MappedFile};
 use std::path::Path;
 
@@ -19,11 +20,6 @@ const RUN_VERSION: u32 = 1;
 const HEADER: usize = 32;
 /// An entry's tf field when the real tf is in `large`.
 pub(super) const TF_ESCAPE: u32 = 255;
-
-enum Bytes {
-    Owned(Vec<u8>),
-    Mapped(MappedFile),
-}
 
 /// A sorted run (see the module documentation).
 pub(super) struct SortedRun {
@@ -71,14 +67,11 @@ impl SortedRun {
             bytes.extend_from_slice(&(e as u32).to_le_bytes());
         }
         bytes.extend_from_slice(&text);
-        Self::from_bytes(Bytes::Owned(bytes))
+        Self::from_bytes(Bytes::from(bytes))
     }
 
     fn from_bytes(bytes: Bytes) -> Self {
-        let b = match &bytes {
-            Bytes::Owned(v) => v.as_slice(),
-            Bytes::Mapped(m) => m.payload(),
-        };
+        let b = &bytes;
         let num_terms = read_u64(b, 0) as usize;
         let num_entries = read_u64(b, 8) as usize;
         let num_large = read_u64(b, 16) as usize;
@@ -100,20 +93,17 @@ impl SortedRun {
 
     /// Writes the run to `path` and maps it back, so its memory goes to the page cache.
     pub fn spill(self, path: &Path) -> Result<Self> {
-        if let Bytes::Owned(bytes) = &self.bytes {
-            write_checked(path, RUN_KIND, RUN_VERSION, bytes)?;
+        if !self.bytes.is_mapped() {
+            write_checked(path, RUN_KIND, RUN_VERSION, &self.bytes)?;
         }
         drop(self);
         // Written just now by this build: the checksum is not read back.
         let mapped = MappedFile::open(path, RUN_KIND, RUN_VERSION, false)?;
-        Ok(Self::from_bytes(Bytes::Mapped(mapped)))
+        Ok(Self::from_bytes(mapped.into_payload()))
     }
 
     fn bytes(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Owned(v) => v,
-            Bytes::Mapped(m) => m.payload(),
-        }
+        &self.bytes
     }
 
     pub fn num_terms(&self) -> usize {

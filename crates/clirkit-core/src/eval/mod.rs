@@ -1,8 +1,10 @@
 //! Evaluation with trec_eval's numbers: measures ([`measure`] names, [`measures`] one family per
 //! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
 //! run-file reader ([`run_file`]), the [`evaluator`] that ties them together, position-bias
-//! tables ([`position`]) and paired significance tests ([`significance`]).
+//! tables ([`position`]), paired significance tests ([`significance`]) and rank correlation
+//! ([`correlation`]).
 
+pub mod correlation;
 pub mod evaluator;
 pub mod measure;
 pub mod measures;

@@ -1,23 +1,19 @@
 //! A fast TREC run reader for evaluation: the file is memory-mapped and parsed in parallel
-//! chunks without copying ids (documents borrow their ids from the mapping), scores take a
-//! fast exact path for plain decimals. Same grammar and errors as [`crate::io::trec::read_run`]
+//! chunks without copying ids (documents borrow their ids from the mapping). The line grammar is
+//! [`crate::io::trec_lines::RunLine`], as for [`crate::io::trec::read_run`]
 //! (fields are split on ASCII whitespace, found 8 bytes at a time; other control characters
 //! also separate, which sane run files never contain):
 //! `qid Q0 docid rank score [tag]`, blank lines skipped, a repeated (qid, docid) is an error
 //! naming both lines.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::eval::evaluator::RunQuery;
 use crate::eval::ranked::ScoredRef;
-use memmap2::Mmap;
+use crate::io::bytes::Bytes;
+use crate::io::trec_lines::{self, check_utf8, duplicate_message, line_of, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::{Path, PathBuf};
-
-enum Bytes {
-    Mapped(Mmap),
-    Empty,
-}
 
 /// An opened run file; [`RunFile::queries`] parses it.
 pub struct RunFile {
@@ -25,51 +21,30 @@ pub struct RunFile {
     path: PathBuf,
 }
 
-/// A parse failure located by byte offset (turned into a line number only when reported).
-struct Located {
-    offset: usize,
-    message: String,
-}
-
 impl RunFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = std::fs::File::open(&path).at(&path)?;
-        let len = file.metadata().at(&path)?.len();
-        let bytes = if len == 0 {
-            Bytes::Empty
-        } else {
-            // SAFETY: the mapping is read-only; a run file changed while being read gives wrong
-            // numbers or a parse error, never undefined behaviour in safe code we rely on.
-            // Populated up front: the whole file is read anyway, and one bulk fault is cheaper than
-            // a page fault per 4 KiB inside the parallel parse.
-            Bytes::Mapped(unsafe { memmap2::MmapOptions::new().populate().map(&file) }.at(&path)?)
-        };
+        // Populated up front: the whole file is read anyway, and one bulk fault is cheaper than
+        // a page fault per 4 KiB inside the parallel parse.
+        let bytes = Bytes::map(&path, true)?;
         Ok(RunFile { bytes, path })
     }
 
     fn data(&self) -> &[u8] {
-        match &self.bytes {
-            Bytes::Mapped(m) => m,
-            Bytes::Empty => &[],
-        }
+        &self.bytes
     }
 
-    fn line_of(&self, offset: usize) -> u64 {
-        memchr::memchr_iter(b'\n', &self.data()[..offset]).count() as u64 + 1
-    }
-
-    fn error(&self, e: Located) -> Error {
-        Error::parse(&self.path, self.line_of(e.offset), e.message)
+    fn error(&self, e: LineError) -> Error {
+        e.locate(&self.path, self.data())
     }
 
     /// Parse into queries (first-appearance order; documents in file order).
     pub fn queries(&self) -> Result<Vec<RunQuery<'_>>> {
         let data = self.data();
-        let chunks = split_chunks(data, rayon::current_num_threads() * 4);
-        let parsed: Vec<std::result::Result<Vec<RunQuery>, Located>> = chunks
-            .par_iter()
-            .map(|&(start, end)| parse_chunk(data, start, end))
+        let chunks = trec_lines::chunks(data, rayon::current_num_threads() * 4);
+        let parsed: Vec<std::result::Result<Vec<RunQuery>, LineError>> = chunks
+            .into_par_iter()
+            .map(|r| parse_chunk(data, r.start, r.end))
             .collect();
         let mut queries: Vec<RunQuery> = Vec::new();
         let mut index: FxHashMap<&str, usize> = FxHashMap::default();
@@ -95,22 +70,6 @@ impl RunFile {
         }
         Ok(queries)
     }
-}
-
-/// Chunk boundaries at line starts.
-fn split_chunks(data: &[u8], n: usize) -> Vec<(usize, usize)> {
-    let target = (data.len() / n.max(1)).max(1 << 16);
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < data.len() {
-        let mut end = (start + target).min(data.len());
-        if end < data.len() {
-            end = memchr::memchr(b'\n', &data[end..]).map_or(data.len(), |p| end + p + 1);
-        }
-        out.push((start, end));
-        start = end;
-    }
-    out
 }
 
 /// Separator bytes: ASCII whitespace and control characters (0x00-0x20), found 8 bytes at a time.
@@ -150,28 +109,20 @@ impl<'a> ChunkParser<'a> {
     }
 
     #[inline]
-    fn end_line(&mut self, next_line: usize) -> std::result::Result<(), Located> {
+    fn end_line(&mut self, next_line: usize) -> std::result::Result<(), LineError> {
         let count = std::mem::replace(&mut self.count, 0);
         let line_start = std::mem::replace(&mut self.line_start, next_line);
         if count == 0 {
             return Ok(());
         }
-        let located = |message: String| Located {
-            offset: self.start + line_start,
-            message,
-        };
-        if !(5..=6).contains(&count) {
-            return Err(located(format!(
-                "expected 6 columns 'qid Q0 docid rank score tag', found {count}"
-            )));
-        }
         let (text, bytes, fields) = (self.text, self.data, self.fields);
-        let field = |k: usize| &text[fields[k].0..fields[k].1];
-        let score = parse_score(field(4))
-            .ok_or_else(|| located(format!("score '{}' is not a number", field(4))))?;
-        if !score.is_finite() {
-            return Err(located(format!("score '{}' is not finite", field(4))));
-        }
+        let score =
+            RunLine::checked_score(count, &text[fields[4].0..fields[4].1]).map_err(|message| {
+                LineError {
+                    offset: self.start + line_start,
+                    message,
+                }
+            })?;
         let qid = &bytes[fields[0].0..fields[0].1];
         let doc = ScoredRef::new(score, &bytes[fields[2].0..fields[2].1]);
         match self.segments.last_mut() {
@@ -184,7 +135,7 @@ impl<'a> ChunkParser<'a> {
                 let mut docs = Vec::with_capacity(self.capacity_hint);
                 docs.push(doc);
                 self.segments.push(RunQuery {
-                    qid: field(0),
+                    qid: &text[fields[0].0..fields[0].1],
                     docs,
                 });
             }
@@ -197,13 +148,10 @@ fn parse_chunk(
     data: &[u8],
     start: usize,
     end: usize,
-) -> std::result::Result<Vec<RunQuery<'_>>, Located> {
+) -> std::result::Result<Vec<RunQuery<'_>>, LineError> {
     let bytes = &data[start..end];
     // Validated once here; fields are cut at ASCII separators, so each is valid UTF-8 too.
-    let text = std::str::from_utf8(bytes).map_err(|e| Located {
-        offset: start + e.valid_up_to(),
-        message: "not valid UTF-8".to_string(),
-    })?;
+    let text = check_utf8(bytes, start)?;
     let mut p = ChunkParser {
         data: bytes,
         text,
@@ -215,7 +163,7 @@ fn parse_chunk(
         line_start: 0,
     };
     let mut field_start = 0;
-    let mut on_separator = |p: &mut ChunkParser, at: usize| -> std::result::Result<(), Located> {
+    let mut on_separator = |p: &mut ChunkParser, at: usize| -> std::result::Result<(), LineError> {
         if at > field_start {
             p.field(field_start, at);
         }
@@ -247,69 +195,21 @@ fn parse_chunk(
     Ok(p.segments)
 }
 
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
-/// Parse a score as C's `atof` would (correctly rounded double). Plain decimals with at most 15
-/// significant digits take an exact fast path (mantissa and power of ten are exact doubles, so
-/// one division rounds correctly); everything else goes to the standard parser.
-#[inline]
-pub fn parse_score(s: &str) -> Option<f64> {
-    let b = s.as_bytes();
-    let (neg, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        Some(b'+') => (false, &b[1..]),
-        _ => (false, b),
-    };
-    let mut mantissa: u64 = 0;
-    let mut n_digits = 0;
-    let mut frac_digits = 0;
-    let mut seen_dot = false;
-    let mut plain = !digits.is_empty();
-    for &c in digits {
-        match c {
-            b'0'..=b'9' => {
-                mantissa = mantissa.wrapping_mul(10).wrapping_add((c - b'0') as u64);
-                n_digits += 1;
-                if seen_dot {
-                    frac_digits += 1;
-                }
-            }
-            b'.' if !seen_dot => seen_dot = true,
-            _ => {
-                plain = false;
-                break;
-            }
-        }
-    }
-    if plain && n_digits > 0 && n_digits <= 15 {
-        let v = mantissa as f64 / POW10[frac_digits];
-        return Some(if neg { -v } else { v });
-    }
-    s.parse::<f64>().ok()
-}
-
 fn find_duplicate<'a>(
     data: &[u8],
     q: &RunQuery<'a>,
     seen: &mut FxHashSet<&'a [u8]>,
-) -> Option<Located> {
+) -> Option<LineError> {
     seen.clear();
-    let mut first_dup: Option<Located> = None;
+    let mut first_dup: Option<LineError> = None;
     for d in &q.docs {
         if let Some(first) = seen.get(d.id) {
             let offset = d.id.as_ptr() as usize - data.as_ptr() as usize;
             let first_offset = first.as_ptr() as usize - data.as_ptr() as usize;
-            let first_line = memchr::memchr_iter(b'\n', &data[..first_offset]).count() + 1;
             let doc = String::from_utf8_lossy(d.id);
-            first_dup = Some(Located {
+            first_dup = Some(LineError {
                 offset,
-                message: format!(
-                    "duplicate document '{doc}' for query '{}' (first at line {first_line})",
-                    q.qid
-                ),
+                message: duplicate_message("document", &doc, q.qid, line_of(data, first_offset)),
             });
             break;
         }
@@ -437,35 +337,5 @@ mod tests {
         assert_eq!(q0.docs.last().unwrap().score, 7.0);
         assert_eq!(q0.docs[1].id, b"doc7");
         assert_eq!(q0.docs[1].score, 7.5);
-    }
-
-    #[test]
-    fn fast_score_path_is_exact() {
-        for s in [
-            "0",
-            "1.5",
-            "-0.25",
-            "12.345678",
-            "0.1",
-            "123456789012345",
-            "3.14159265358979",
-            "+7",
-            "1e-3",
-            "1.",
-            ".5",
-        ] {
-            assert_eq!(parse_score(s), s.parse::<f64>().ok(), "{s}");
-        }
-        assert_eq!(parse_score("1.2.3"), None);
-        assert_eq!(parse_score("-"), None);
-        let mut x: u64 = 12345;
-        for _ in 0..100_000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let v = (x >> 11) as f64 / (1u64 << 53) as f64 * 100.0;
-            let s = format!("{v:.6}");
-            assert_eq!(parse_score(&s), s.parse::<f64>().ok(), "{s}");
-        }
     }
 }

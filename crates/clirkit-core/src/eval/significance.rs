@@ -4,6 +4,7 @@
 //! Bonferroni and Holm corrections for comparing several systems.
 
 use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
 use rayon::prelude::*;
 
 /// A paired test's outcome.
@@ -144,16 +145,6 @@ fn beta_continued_fraction(a: f64, b: f64, x: f64) -> f64 {
     h
 }
 
-/// SplitMix64: a tiny, well-mixed generator; one stream per permutation makes the test's result
-/// independent of thread count.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Two-sided paired randomization test: under the null hypothesis each query's two values are
 /// exchangeable, so the sign of each difference is flipped at random `permutations` times; the
 /// p-value is (1 + permutations with |mean| >= observed |mean|) / (1 + permutations).
@@ -176,12 +167,14 @@ pub fn randomization_test(
     let extreme: usize = (0..permutations)
         .into_par_iter()
         .map(|i| {
-            let mut state = seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            // One stream per permutation makes the result independent of thread count.
+            let mut rng =
+                SplitMix64::from_state(seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
             let mut sum = 0.0;
             let mut bits = 0u64;
             for (j, x) in d.iter().enumerate() {
                 if j % 64 == 0 {
-                    bits = splitmix64(&mut state);
+                    bits = rng.next_u64();
                 }
                 sum += if bits & 1 == 1 { -x } else { *x };
                 bits >>= 1;
@@ -195,6 +188,24 @@ pub fn randomization_test(
         p_value: (1 + extreme) as f64 / (1 + permutations) as f64,
         queries: d.len(),
     })
+}
+
+crate::options::option_enum! {
+    /// A correction of p-values for multiple comparisons.
+    pub enum Correction("correction") {
+        Holm = "holm",
+        Bonferroni = "bonferroni",
+    }
+}
+
+impl Correction {
+    /// The adjusted p-values, in the input order.
+    pub fn adjust(self, p: &[f64]) -> Vec<f64> {
+        match self {
+            Correction::Holm => holm(p),
+            Correction::Bonferroni => bonferroni(p),
+        }
+    }
 }
 
 /// Bonferroni: p * m, capped at 1.

@@ -9,7 +9,8 @@
 
 use super::id_key::IdKey;
 use super::order::CanonicalOrder;
-use super::{combmnz, prefault, DocEntry, Method};
+use super::run_lists::{prefault, DocEntry};
+use super::{combmnz, Method};
 use std::hash::BuildHasher;
 
 /// A table position that holds no document.

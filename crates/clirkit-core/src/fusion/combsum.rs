@@ -2,8 +2,9 @@
 //! runs that retrieved it; a run that did not retrieve it adds nothing. Normalization is fitted
 //! per query on the documents that take part (the top `depth`).
 
+use super::accumulator::Accumulator;
 use super::normalize::Norm;
-use super::{Accumulator, DocEntry};
+use super::run_lists::DocEntry;
 
 /// Add run `run`'s normalized, weighted scores for one query.
 pub(crate) fn accumulate(

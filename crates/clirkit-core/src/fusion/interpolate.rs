@@ -18,3 +18,7 @@ pub(crate) fn weights(alpha: f64, num_runs: usize) -> Result<Vec<f64>> {
     }
     Ok(vec![alpha, 1.0 - alpha])
 }
+
+/// Run `run`'s contribution for one query is CombSUM's with the weight alpha or 1 − alpha (from
+/// [`weights`]): interpolation is a weighted CombSUM.
+pub(crate) use super::combsum::accumulate;

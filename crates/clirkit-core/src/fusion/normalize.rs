@@ -4,32 +4,19 @@
 //! (s - min) / (max - min); z-score maps them to (s - mean) / std with the population standard
 //! deviation. A query whose scores are all equal normalizes to 0 under both.
 
-use crate::error::{Error, Result};
-
-/// A normalization of one query's scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Norm {
-    /// Raw scores.
-    None,
-    /// (s - min) / (max - min).
-    MinMax,
-    /// (s - mean) / std (population standard deviation).
-    ZScore,
+crate::options::option_enum! {
+    /// A normalization of one query's scores.
+    pub enum Norm("normalization") {
+        /// Raw scores.
+        None = "none",
+        /// (s - min) / (max - min).
+        MinMax = "minmax" | "min-max",
+        /// (s - mean) / std (population standard deviation).
+        ZScore = "zscore" | "z-score" | "zmuv",
+    }
 }
 
 impl Norm {
-    /// Parse `none`, `minmax` (or `min-max`) or `zscore` (or `z-score`, `zmuv`).
-    pub fn parse(name: &str) -> Result<Norm> {
-        match name.to_ascii_lowercase().as_str() {
-            "none" => Ok(Norm::None),
-            "minmax" | "min-max" => Ok(Norm::MinMax),
-            "zscore" | "z-score" | "zmuv" => Ok(Norm::ZScore),
-            other => Err(Error::invalid(format!(
-                "unknown normalization '{other}'; expected none, minmax or zscore"
-            ))),
-        }
-    }
-
     /// The affine map for one query's scores (given in any order).
     pub fn fit(self, scores: impl Iterator<Item = f64> + Clone) -> Normalizer {
         match self {
@@ -108,6 +95,6 @@ mod tests {
         let flat = [3.0, 3.0];
         assert_eq!(Norm::MinMax.fit(flat.iter().copied()).apply(3.0), 0.0);
         assert_eq!(Norm::ZScore.fit(flat.iter().copied()).apply(3.0), 0.0);
-        assert!(Norm::parse("l2").is_err());
+        assert!("l2".parse::<Norm>().is_err());
     }
 }

@@ -8,18 +8,14 @@
 
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
-use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::AtomicFile;
+use crate::error::{Error, Result};
+use crate::io::atomic::write_file_with;
+use crate::io::bytes::Bytes;
+use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::Path;
-
-/// A line-level problem, located by byte offset (turned into a line number only on error).
-struct Failure {
-    offset: usize,
-    message: String,
-}
 
 /// The parse of one chunk: its own arena (query ids, long doc ids), its entries, and runs of
 /// consecutive lines with the same query as (query id span, end index into `docs`).
@@ -45,111 +41,51 @@ impl Chunk {
 /// canonical order.
 pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
     let path = path.as_ref();
-    let file = std::fs::File::open(path).at(path)?;
-    let len = file.metadata().at(path)?.len();
-    if len == 0 {
+    let bytes = Bytes::map(path, false)?;
+    if bytes.is_empty() {
         return Ok(RunLists::default());
     }
-    // SAFETY: the map is read-only and dropped before returning; a concurrent truncation of
-    // the file by another process is the usual mmap caveat, as for every reader of the crate.
-    let map = unsafe { memmap2::Mmap::map(&file) }.at(path)?;
-    parse_run_bytes(path, &map)
+    parse_run_bytes(path, &bytes)
 }
 
 /// Parse the bytes of a run file (`path` is used in error messages).
 pub fn parse_run_bytes(path: &Path, bytes: &[u8]) -> Result<RunLists> {
-    let bounds = chunk_bounds(bytes, rayon::current_num_threads() * 4);
-    let chunks: Vec<std::result::Result<Chunk, Failure>> = bounds
-        .par_windows(2)
-        .map(|w| parse_chunk(&bytes[w[0]..w[1]], w[0]))
+    let ranges = trec_lines::chunks(bytes, rayon::current_num_threads() * 4);
+    let chunks: Vec<std::result::Result<Chunk, LineError>> = ranges
+        .into_par_iter()
+        .map(|r| parse_chunk(&bytes[r.clone()], r.start))
         .collect();
     let mut parsed = Vec::with_capacity(chunks.len());
     for chunk in chunks {
-        parsed.push(chunk.map_err(|f| Error::parse(path, line_of(bytes, f.offset), f.message))?);
+        parsed.push(chunk.map_err(|e| e.locate(path, bytes))?);
     }
     let lists = stitch(parsed)?;
     check_duplicates(path, bytes, lists)
 }
 
-/// Cut `bytes` into about `pieces` ranges, each ending just after a newline (or at the end).
-fn chunk_bounds(bytes: &[u8], pieces: usize) -> Vec<usize> {
-    let step = (bytes.len() / pieces.max(1)).max(1 << 16);
-    let mut bounds = vec![0];
-    let mut at = 0;
-    while at < bytes.len() {
-        let target = (at + step).min(bytes.len());
-        let end = match memchr::memchr(b'\n', &bytes[target.saturating_sub(1)..]) {
-            Some(i) if target < bytes.len() => target.saturating_sub(1) + i + 1,
-            _ => bytes.len(),
-        };
-        bounds.push(end);
-        at = end;
-    }
-    bounds
-}
-
-fn line_of(bytes: &[u8], offset: usize) -> u64 {
-    memchr::memchr_iter(b'\n', &bytes[..offset.min(bytes.len())]).count() as u64 + 1
-}
-
-fn parse_chunk(bytes: &[u8], base: usize) -> std::result::Result<Chunk, Failure> {
-    if let Err(e) = std::str::from_utf8(bytes) {
-        return Err(Failure {
-            offset: base + e.valid_up_to(),
-            message: "not valid UTF-8".into(),
-        });
-    }
+fn parse_chunk(bytes: &[u8], base: usize) -> std::result::Result<Chunk, LineError> {
+    let text = check_utf8(bytes, base)?;
     let mut chunk = Chunk::default();
     let mut current_qid: &[u8] = &[];
     let mut line_start = 0;
-    for line_end in memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len())) {
-        if line_start > bytes.len() {
-            break;
-        }
-        let line = &bytes[line_start..line_end];
+    for line in text.split('\n') {
         let offset = base + line_start;
-        line_start = line_end + 1;
-        let mut fields: [&[u8]; 6] = [&[]; 6];
-        let mut n = 0;
-        for field in line
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|f| !f.is_empty())
-        {
-            if n < 6 {
-                fields[n] = field;
-            }
-            n += 1;
-        }
-        if n == 0 {
+        line_start += line.len() + 1;
+        let parsed = RunLine::parse(line).map_err(|message| LineError { offset, message })?;
+        let Some(RunLine { qid, doc, score }) = parsed else {
             continue;
-        }
-        if !(5..=6).contains(&n) {
-            return Err(Failure {
-                offset,
-                message: format!("expected 6 columns 'qid Q0 docid rank score tag', found {n}"),
-            });
-        }
-        let score_text = std::str::from_utf8(fields[4]).unwrap_or_default();
-        let score: f64 = score_text.parse().map_err(|_| Failure {
-            offset,
-            message: format!("score '{score_text}' is not a number"),
-        })?;
-        if !score.is_finite() {
-            return Err(Failure {
-                offset,
-                message: format!("score '{score_text}' is not finite"),
-            });
-        }
-        if chunk.groups.is_empty() || fields[0] != current_qid {
+        };
+        let qid = qid.as_bytes();
+        if chunk.groups.is_empty() || qid != current_qid {
             if let Some(last) = chunk.groups.last_mut() {
                 last.1 = chunk.docs.len();
             }
-            let qid = chunk.push_query_id(fields[0]);
-            chunk.groups.push((qid, 0));
-            current_qid = fields[0];
+            let span = chunk.push_query_id(qid);
+            chunk.groups.push((span, 0));
+            current_qid = qid;
         }
-        let id = IdKey::encode(fields[2], &mut chunk.arena)
-            .map_err(|message| Failure { offset, message })?;
+        let id = IdKey::encode(doc.as_bytes(), &mut chunk.arena)
+            .map_err(|message| LineError { offset, message })?;
         chunk.docs.push(DocEntry { id, score });
     }
     if let Some(last) = chunk.groups.last_mut() {
@@ -245,18 +181,7 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
     let Some(q) = found else { return Ok(lists) };
     let doc = first_duplicate(&lists.arena, lists.doc_entries(q)).unwrap_or_default();
     let qid = lists.bytes(lists.queries[q].qid);
-    let mut lines = Vec::new();
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let mut fields = line
-            .split(|b| b.is_ascii_whitespace())
-            .filter(|f| !f.is_empty());
-        if fields.next() == Some(qid) && fields.nth(1) == Some(doc) {
-            lines.push(i as u64 + 1);
-            if lines.len() == 2 {
-                break;
-            }
-        }
-    }
+    let lines = find_lines(bytes, 2, |f| f.len() > 2 && f[0] == qid && f[2] == doc);
     let (first, second) = (
         lines.first().copied().unwrap_or(0),
         lines.get(1).copied().unwrap_or(0),
@@ -264,20 +189,18 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
     Err(Error::parse(
         path,
         second,
-        format!(
-            "duplicate document '{}' for query '{}' (first at line {first})",
-            String::from_utf8_lossy(doc),
-            String::from_utf8_lossy(qid)
+        duplicate_message(
+            "document",
+            &String::from_utf8_lossy(doc),
+            &String::from_utf8_lossy(qid),
+            first,
         ),
     ))
 }
 
 /// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically.
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
-    let path = path.as_ref();
-    let mut file = AtomicFile::create(path)?;
-    write_run_lists_to(&mut file, lists, tag).at(path)?;
-    file.commit()
+    write_file_with(path, |file| write_run_lists_to(file, lists, tag))
 }
 
 /// Write `lists` as a TREC run to any writer; queries are formatted in parallel in batches.
@@ -319,6 +242,7 @@ pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_file;
     use crate::io::trec::read_run;
 
     #[test]
@@ -402,9 +326,7 @@ mod tests {
 
     #[test]
     fn empty_file_is_an_empty_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("e.trec");
-        std::fs::write(&p, "").unwrap();
+        let (_dir, p) = temp_file("e.trec", "");
         assert_eq!(read_run_lists(&p).unwrap().num_queries(), 0);
     }
 }

@@ -149,9 +149,18 @@ impl Drop for AtomicFile {
 
 /// Write a whole file atomically.
 pub fn write_file(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create(path.as_ref())?;
-    f.write_all(bytes).at(path.as_ref())?;
-    f.commit()
+    write_file_with(path, |f| f.write_all(bytes))
+}
+
+/// Write a file atomically with `write`; the file appears only if every write succeeds.
+pub fn write_file_with(
+    path: impl AsRef<Path>,
+    write: impl FnOnce(&mut AtomicFile) -> std::io::Result<()>,
+) -> Result<()> {
+    let path = path.as_ref();
+    let mut file = AtomicFile::create(path)?;
+    write(&mut file).at(path)?;
+    file.commit()
 }
 
 /// An index directory under construction. Files go into a temporary sibling directory; on

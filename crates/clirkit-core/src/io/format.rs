@@ -7,8 +7,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::io::atomic::AtomicFile;
-use memmap2::Mmap;
-use std::fs::File;
+use crate::io::bytes::Bytes;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -105,7 +104,7 @@ pub fn write_checked(
 
 /// A memory-mapped checked file; [`MappedFile::payload`] is what followed the header.
 pub struct MappedFile {
-    mmap: Mmap,
+    payload: Bytes,
     path: PathBuf,
 }
 
@@ -113,10 +112,7 @@ impl MappedFile {
     /// Map `path` and check magic, kind and version; with `verify`, also the payload checksum.
     pub fn open(path: impl AsRef<Path>, kind: Kind, version: u32, verify: bool) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).at(&path)?;
-        // SAFETY: the file is opened read-only; clirkit never modifies a finished file in place
-        // (writes go to a temporary file renamed over it), so the mapping stays valid.
-        let mmap = unsafe { Mmap::map(&file) }.at(&path)?;
+        let mmap = Bytes::map(&path, false)?;
         if mmap.len() < HEADER_LEN || &mmap[0..8] != MAGIC {
             return Err(Error::format(&path, "not a clirkit file (bad magic bytes)"));
         }
@@ -159,11 +155,19 @@ impl MappedFile {
                 ));
             }
         }
-        Ok(MappedFile { mmap, path })
+        Ok(MappedFile {
+            payload: mmap.skip(HEADER_LEN),
+            path,
+        })
     }
 
     pub fn payload(&self) -> &[u8] {
-        &self.mmap[HEADER_LEN..]
+        &self.payload
+    }
+
+    /// The payload, for a reader that keeps only the bytes.
+    pub fn into_payload(self) -> Bytes {
+        self.payload
     }
 
     pub fn path(&self) -> &Path {

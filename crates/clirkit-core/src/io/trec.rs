@@ -1,22 +1,13 @@
 //! TREC run files (`qid Q0 docid rank score tag`) and qrels, TREC (`qid 0 docid rel`) or BEIR
 //! TSV (`query-id<TAB>corpus-id<TAB>score` with a header line).
 
-use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::AtomicFile;
+use crate::error::{Error, Result};
+use crate::io::atomic::write_file_with;
+use crate::io::trec_lines::{duplicate_message, read_text, QrelsLines, RunLine};
 use crate::ranking::{Run, ScoredDoc};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-
-fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).at(path)?;
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let bytes = e.as_bytes();
-        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-        Error::parse(path, line, "not valid UTF-8")
-    })
-}
 
 /// Groups (qid, doc) lines by query in first-appearance order, refusing a repeated pair.
 struct ByQuery<'a, T> {
@@ -46,7 +37,7 @@ impl<'a, T> ByQuery<'a, T> {
             return Err(Error::parse(
                 self.path,
                 line,
-                format!("duplicate {what} '{doc}' for query '{qid}' (first at line {first})"),
+                duplicate_message(what, doc, qid, first),
             ));
         }
         entry.1.push(item);
@@ -70,34 +61,10 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
     let mut groups = ByQuery::new(path);
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
-        let mut fields = line.split_ascii_whitespace();
-        let Some(qid) = fields.next() else { continue };
-        let rest: Vec<&str> = fields.collect();
-        if rest.len() < 4 || rest.len() > 5 {
-            return Err(Error::parse(
-                path,
-                line_no,
-                format!(
-                    "expected 6 columns 'qid Q0 docid rank score tag', found {}",
-                    rest.len() + 1
-                ),
-            ));
-        }
-        let doc = rest[1];
-        let score: f64 = rest[3].parse().map_err(|_| {
-            Error::parse(
-                path,
-                line_no,
-                format!("score '{}' is not a number", rest[3]),
-            )
-        })?;
-        if !score.is_finite() {
-            return Err(Error::parse(
-                path,
-                line_no,
-                format!("score '{}' is not finite", rest[3]),
-            ));
-        }
+        let parsed = RunLine::parse(line).map_err(|m| Error::parse(path, line_no, m))?;
+        let Some(RunLine { qid, doc, score }) = parsed else {
+            continue;
+        };
         groups.push(qid, doc, line_no, ScoredDoc::new(doc, score), "document")?;
     }
     let mut run = Run::new();
@@ -109,10 +76,7 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
 
 /// Write a run in canonical order with 1-based ranks, atomically.
 pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
-    let path = path.as_ref();
-    let mut file = AtomicFile::create(path)?;
-    write_run_to(&mut file, run, tag).at(path)?;
-    file.commit()
+    write_file_with(path, |file| write_run_to(file, run, tag))
 }
 
 /// Write a run to any writer (e.g. stdout). Documents must already be in canonical order, as
@@ -138,45 +102,21 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
     let path = path.as_ref();
     let text = read_text(path)?;
     let mut groups = ByQuery::new(path);
-    let mut first_content_line = true;
+    let mut lines = QrelsLines::default();
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
-        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-        if fields.is_empty() {
-            continue;
-        }
-        let is_first = std::mem::replace(&mut first_content_line, false);
-        let (qid, doc, rel) = match fields.len() {
-            3 | 4 => (
-                fields[0],
-                fields[fields.len() - 2],
-                fields[fields.len() - 1],
-            ),
-            n => {
-                return Err(Error::parse(
-                    path,
-                    line_no,
-                    format!(
-                    "expected 'qid 0 docid rel' or 'query-id corpus-id score', found {n} columns"
-                ),
-                ))
-            }
-        };
-        let rel: i32 = match rel.parse::<i32>() {
-            Ok(r) => r,
-            Err(_) if is_first && fields.len() == 3 => continue, // BEIR header
-            Err(_) => match rel.parse::<f64>() {
-                Ok(r) if r.fract() == 0.0 => r as i32,
-                _ => {
-                    return Err(Error::parse(
-                        path,
-                        line_no,
-                        format!("relevance '{rel}' is not an integer"),
-                    ))
-                }
-            },
-        };
-        groups.push(qid, doc, line_no, (doc.to_string(), rel), "judgement of")?;
+        let parsed = lines
+            .parse(line)
+            .map_err(|m| Error::parse(path, line_no, m))?;
+        let Some(judgement) = parsed else { continue };
+        let (qid, doc) = (judgement.qid, judgement.doc);
+        groups.push(
+            qid,
+            doc,
+            line_no,
+            (doc.to_string(), judgement.label),
+            "judgement of",
+        )?;
     }
     Ok(Qrels {
         queries: groups.finish(),
@@ -186,16 +126,14 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_file;
 
     #[test]
     fn run_round_trip_in_canonical_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.trec");
-        std::fs::write(
-            &p,
+        let (dir, p) = temp_file(
+            "r.trec",
             "q1 Q0 a 1 1.5 x\nq1 Q0 b 2 1.5 x\nq2 Q0 c 1 -0.25 x\nq1 Q0 c 3 2 x\n",
-        )
-        .unwrap();
+        );
         let run = read_run(&p).unwrap();
         let ids: Vec<&str> = run.queries[0].1.iter().map(|d| d.doc_id.as_str()).collect();
         assert_eq!(ids, ["c", "b", "a"]);
@@ -209,9 +147,7 @@ mod tests {
 
     #[test]
     fn run_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.trec");
-        std::fs::write(&p, "q1 Q0 a 1 1 x\nq1 Q0 a 2 0.5 x\n").unwrap();
+        let (_dir, p) = temp_file("r.trec", "q1 Q0 a 1 1 x\nq1 Q0 a 2 0.5 x\n");
         let e = read_run(&p).unwrap_err().to_string();
         assert!(
             e.contains("r.trec:2: duplicate document 'a' for query 'q1' (first at line 1)"),
@@ -226,9 +162,10 @@ mod tests {
 
     #[test]
     fn qrels_trec_and_beir() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("q.tsv");
-        std::fs::write(&p, "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n").unwrap();
+        let (dir, p) = temp_file(
+            "q.tsv",
+            "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n",
+        );
         let q = read_qrels(&p).unwrap();
         assert_eq!(
             q.queries[0].1,

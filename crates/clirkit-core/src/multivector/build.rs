@@ -7,16 +7,18 @@
 
 use super::codec::ResidualCodec;
 use super::format::{
-    write_array, Manifest, MultiVectorIndex, BUCKETS, CENTROIDS, CODES, DOC_OFFSETS, FORMAT, IDS,
-    IVF_DOCS, IVF_OFFSETS, MAX_CENTROIDS, RESIDUALS, VECTORS, VERSION,
+    write_array, MultiVectorIndex, MultiVectorManifest, BUCKETS, CENTROIDS, CODES, DOC_OFFSETS,
+    FORMAT, IDS, IVF_DOCS, IVF_OFFSETS, MAX_CENTROIDS, RESIDUALS, VECTORS, VERSION,
 };
 use super::matmul::dot_rows;
 use super::TokenMatrix;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
+use crate::io::manifest;
+use crate::parallel;
 use crate::pq::flat::norm_sq;
-use crate::pq::{with_pool, SplitMix64};
+use crate::rng::SplitMix64;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -199,7 +201,7 @@ impl MultiVectorIndex {
         let out = AtomicDir::create(dir.as_ref())?;
         let tmp = out.path().to_path_buf();
         let data = tokens.data();
-        let manifest = with_pool(opts.threads, || -> Result<Manifest> {
+        let built = parallel::install(opts.threads, |_| -> Result<MultiVectorManifest> {
             let normalized = data
                 .par_chunks_exact(dim)
                 .all(|t| (norm_sq(t) - 1.0).abs() < 1e-3);
@@ -265,7 +267,7 @@ impl MultiVectorIndex {
             if opts.keep_vectors {
                 write_array(&tmp, VECTORS, data)?;
             }
-            Ok(Manifest {
+            Ok(MultiVectorManifest {
                 format: FORMAT.to_string(),
                 version: VERSION,
                 dim,
@@ -280,10 +282,9 @@ impl MultiVectorIndex {
                 kmeans_sample: sample_size,
                 kmeans_iterations: opts.kmeans_iterations,
             })
-        })?;
-        let value = serde_json::to_value(&manifest).expect("the manifest serializes");
+        })??;
         let final_path = out.final_path().to_path_buf();
-        out.commit(&value)?;
+        manifest::commit(out, &built)?;
         MultiVectorIndex::open(final_path)
     }
 }

@@ -150,7 +150,7 @@ impl ResidualCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pq::SplitMix64;
+    use crate::rng::SplitMix64;
 
     #[test]
     fn round_trip_error_shrinks_with_more_bits() {

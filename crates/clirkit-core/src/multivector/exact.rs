@@ -5,7 +5,7 @@ use super::matmul::dot_rows;
 use super::topk::TopK;
 use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
-use crate::pq::with_pool;
+use crate::parallel;
 use rayon::prelude::*;
 
 /// Documents scored by one task of a query's scan.
@@ -43,7 +43,7 @@ pub fn search(docs: &TokenMatrix, queries: &TokenMatrix, k: usize, threads: usiz
         return Err(Error::invalid("k must be at least 1"));
     }
     let tasks = docs.len().div_ceil(DOCS_PER_TASK);
-    Ok(with_pool(threads, || scan(docs, queries, k, tasks)))
+    parallel::install(threads, |_| scan(docs, queries, k, tasks))
 }
 
 fn scan(docs: &TokenMatrix, queries: &TokenMatrix, k: usize, tasks: usize) -> Hits {
@@ -83,7 +83,7 @@ fn scan(docs: &TokenMatrix, queries: &TokenMatrix, k: usize, tasks: usize) -> Hi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pq::SplitMix64;
+    use crate::rng::SplitMix64;
 
     fn naive(q: &[f32], d: &[f32], dim: usize) -> f32 {
         q.chunks(dim)

@@ -19,10 +19,11 @@
 use super::codec::ResidualCodec;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::atomic::{read_manifest, MANIFEST};
+use crate::io::atomic::MANIFEST;
+use crate::io::bytes::{Array, Plain};
 use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::io::manifest;
 use serde::{Deserialize, Serialize};
-use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "clirkit-multivector";
@@ -44,7 +45,7 @@ pub(crate) const VECTORS: File = ("vectors.bin", *b"MVVECTRS");
 
 /// What `meta.json` records.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Manifest {
+pub struct MultiVectorManifest {
     pub format: String,
     pub version: u64,
     pub dim: usize,
@@ -62,88 +63,40 @@ pub struct Manifest {
     pub kmeans_iterations: usize,
 }
 
-/// Plain little-endian numbers that can be viewed in a mapped file.
-pub(crate) trait Plain: Copy + 'static {}
-impl Plain for u8 {}
-impl Plain for u16 {}
-impl Plain for u32 {}
-impl Plain for u64 {}
-impl Plain for f32 {}
-
-/// Bytes of a plain slice, for writing.
-pub(crate) fn as_bytes<T: Plain>(values: &[T]) -> &[u8] {
-    // SAFETY: plain numbers have no padding and any byte is readable.
-    unsafe {
-        std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
-    }
-}
-
 /// Write `values` as one checked file in `dir`.
 pub(crate) fn write_array<T: Plain>(dir: &Path, file: File, values: &[T]) -> Result<()> {
     let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
-    for chunk in as_bytes(values).chunks(1 << 24) {
+    for chunk in Array::from(values.to_vec()).as_bytes().chunks(1 << 24) {
         w.write(chunk)?;
     }
     w.finish()
 }
 
-/// A mapped checked file viewed as `count` values of `T`.
-pub(crate) struct Mapped<T: Plain> {
-    file: MappedFile,
-    len: usize,
-    _values: PhantomData<T>,
-}
-
-impl<T: Plain> Mapped<T> {
-    pub fn open(dir: &Path, file: File, count: usize, verify: bool) -> Result<Self> {
-        let path = dir.join(file.0);
-        let mapped = MappedFile::open(&path, file.1, FILE_VERSION, verify)?;
-        let bytes = mapped.payload();
-        let want = count.checked_mul(std::mem::size_of::<T>());
-        if want != Some(bytes.len()) {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "holds {} bytes, the manifest implies {count} values of {} bytes",
-                    bytes.len(),
-                    std::mem::size_of::<T>()
-                ),
-            ));
-        }
-        if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
-            return Err(Error::format(&path, "payload is not aligned"));
-        }
-        Ok(Mapped {
-            file: mapped,
-            len: count,
-            _values: PhantomData,
-        })
-    }
-
-    pub fn get(&self) -> &[T] {
-        // SAFETY: `open` checked the length and alignment; T is a plain number type and the file
-        // is little endian like the host (checked by `MultiVectorIndex::open`).
-        unsafe { std::slice::from_raw_parts(self.file.payload().as_ptr() as *const T, self.len) }
-    }
-
-    pub fn path(&self) -> &Path {
-        self.file.path()
-    }
+/// Map the checked file `file` of `dir` as exactly `count` values of `T`.
+fn map_array<T: Plain>(dir: &Path, file: File, count: usize, verify: bool) -> Result<Array<T>> {
+    let path = dir.join(file.0);
+    let payload = MappedFile::open(&path, file.1, FILE_VERSION, verify)?.into_payload();
+    Array::view(payload, count, &path)
 }
 
 /// A multi-vector index opened from its directory; search is in [`super::search`].
 pub struct MultiVectorIndex {
     pub(crate) dir: PathBuf,
-    pub(crate) manifest: Manifest,
+    pub(crate) manifest: MultiVectorManifest,
     pub(crate) ids: IdTable,
-    pub(crate) centroids: Mapped<f32>,
+    pub(crate) centroids: Array<f32>,
     pub(crate) codec: ResidualCodec,
-    pub(crate) doc_offsets: Mapped<u64>,
-    pub(crate) codes: Mapped<u16>,
-    pub(crate) residuals: Mapped<u8>,
-    pub(crate) ivf_offsets: Mapped<u64>,
-    pub(crate) ivf_docs: Mapped<u32>,
-    pub(crate) vectors: Option<Mapped<f32>>,
+    pub(crate) doc_offsets: Array<u64>,
+    pub(crate) codes: Array<u16>,
+    pub(crate) residuals: Array<u8>,
+    pub(crate) ivf_offsets: Array<u64>,
+    pub(crate) ivf_docs: Array<u32>,
+    pub(crate) vectors: Option<Array<f32>>,
+}
+
+impl manifest::Manifest for MultiVectorManifest {
+    const FORMAT: &'static str = FORMAT;
+    const VERSION: u64 = VERSION;
 }
 
 /// Offsets that start at 0, never decrease and end at `end`.
@@ -156,16 +109,8 @@ fn offsets_ok(offsets: &[u64], end: usize) -> bool {
 impl MultiVectorIndex {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        if cfg!(target_endian = "big") {
-            return Err(Error::format(
-                dir,
-                "multi-vector indexes are little endian; this host is not",
-            ));
-        }
         let meta_path = dir.join(MANIFEST);
-        let value = read_manifest(dir, FORMAT, VERSION)?;
-        let m: Manifest = serde_json::from_value(value)
-            .map_err(|e| Error::format(&meta_path, format!("invalid manifest: {e}")))?;
+        let m: MultiVectorManifest = manifest::read(dir)?;
         let bad = |what: &str| Error::format(&meta_path, format!("invalid manifest: {what}"));
         ResidualCodec::check_params(m.dim, m.nbits).map_err(|e| bad(&e.to_string()))?;
         if m.ncentroids == 0 || m.ncentroids > MAX_CENTROIDS || m.ndocs == 0 {
@@ -182,49 +127,49 @@ impl MultiVectorIndex {
                 ),
             ));
         }
-        let centroids = Mapped::open(dir, CENTROIDS, m.ncentroids * m.dim, true)?;
-        let buckets: Mapped<f32> = Mapped::open(dir, BUCKETS, m.dim * ((2 << m.nbits) - 1), true)?;
+        let centroids = map_array(dir, CENTROIDS, m.ncentroids * m.dim, true)?;
+        let buckets: Array<f32> = map_array(dir, BUCKETS, m.dim * ((2 << m.nbits) - 1), true)?;
         let split = m.dim * ((1 << m.nbits) - 1);
         let codec = ResidualCodec::from_parts(
             m.dim,
             m.nbits,
-            buckets.get()[..split].to_vec(),
-            buckets.get()[split..].to_vec(),
+            buckets.as_slice()[..split].to_vec(),
+            buckets.as_slice()[split..].to_vec(),
         )
-        .map_err(|e| Error::format(buckets.path(), e.to_string()))?;
-        let doc_offsets: Mapped<u64> = Mapped::open(dir, DOC_OFFSETS, m.ndocs + 1, true)?;
-        if !offsets_ok(doc_offsets.get(), m.ntokens)
-            || doc_offsets.get().windows(2).any(|w| w[0] == w[1])
+        .map_err(|e| Error::format(dir.join(BUCKETS.0), e.to_string()))?;
+        let doc_offsets: Array<u64> = map_array(dir, DOC_OFFSETS, m.ndocs + 1, true)?;
+        if !offsets_ok(doc_offsets.as_slice(), m.ntokens)
+            || doc_offsets.as_slice().windows(2).any(|w| w[0] == w[1])
         {
             return Err(Error::format(
-                doc_offsets.path(),
+                dir.join(DOC_OFFSETS.0),
                 "document offsets are inconsistent with the token count",
             ));
         }
-        let codes: Mapped<u16> = Mapped::open(dir, CODES, m.ntokens, true)?;
-        if codes.get().iter().any(|&c| c as usize >= m.ncentroids) {
+        let codes: Array<u16> = map_array(dir, CODES, m.ntokens, true)?;
+        if codes.as_slice().iter().any(|&c| c as usize >= m.ncentroids) {
             return Err(Error::format(
-                codes.path(),
+                dir.join(CODES.0),
                 "a centroid number is out of range",
             ));
         }
-        let residuals = Mapped::open(dir, RESIDUALS, m.ntokens * codec.bytes_per_token(), true)?;
-        let ivf_offsets: Mapped<u64> = Mapped::open(dir, IVF_OFFSETS, m.ncentroids + 1, true)?;
-        if !offsets_ok(ivf_offsets.get(), m.ivf_entries) {
+        let residuals = map_array(dir, RESIDUALS, m.ntokens * codec.bytes_per_token(), true)?;
+        let ivf_offsets: Array<u64> = map_array(dir, IVF_OFFSETS, m.ncentroids + 1, true)?;
+        if !offsets_ok(ivf_offsets.as_slice(), m.ivf_entries) {
             return Err(Error::format(
-                ivf_offsets.path(),
+                dir.join(IVF_OFFSETS.0),
                 "inverted list offsets are inconsistent",
             ));
         }
-        let ivf_docs: Mapped<u32> = Mapped::open(dir, IVF_DOCS, m.ivf_entries, true)?;
-        if ivf_docs.get().iter().any(|&d| d as usize >= m.ndocs) {
+        let ivf_docs: Array<u32> = map_array(dir, IVF_DOCS, m.ivf_entries, true)?;
+        if ivf_docs.as_slice().iter().any(|&d| d as usize >= m.ndocs) {
             return Err(Error::format(
-                ivf_docs.path(),
+                dir.join(IVF_DOCS.0),
                 "a document number is out of range",
             ));
         }
         let vectors = if m.vectors {
-            Some(Mapped::open(dir, VECTORS, m.ntokens * m.dim, false)?)
+            Some(map_array(dir, VECTORS, m.ntokens * m.dim, false)?)
         } else {
             None
         };
@@ -243,7 +188,7 @@ impl MultiVectorIndex {
         })
     }
 
-    pub fn manifest(&self) -> &Manifest {
+    pub fn manifest(&self) -> &MultiVectorManifest {
         &self.manifest
     }
 
@@ -282,7 +227,7 @@ impl MultiVectorIndex {
 
     /// Tokens `start..end` of document `doc`.
     pub(crate) fn token_range(&self, doc: u32) -> (usize, usize) {
-        let o = self.doc_offsets.get();
+        let o = self.doc_offsets.as_slice();
         (o[doc as usize] as usize, o[doc as usize + 1] as usize)
     }
 

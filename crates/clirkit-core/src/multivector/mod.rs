@@ -27,7 +27,7 @@ pub mod tokens;
 
 /// The shared bounded top-k (score descending, then lower internal id); the one import to repoint
 /// when it moves.
-use crate::pq::topk;
+use crate::topk;
 
 pub use build::BuildOptions;
 pub use format::MultiVectorIndex;

@@ -19,8 +19,8 @@ use super::matmul::dot_rows;
 use super::topk::TopK;
 use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
+use crate::parallel;
 use crate::passages;
-use crate::pq::with_pool;
 use crate::ranking::Run;
 use rayon::prelude::*;
 
@@ -145,7 +145,7 @@ impl MultiVectorIndex {
             return Err(Error::invalid("k must be at least 1"));
         }
         let vectors = match &self.vectors {
-            Some(v) => Some(v.get()),
+            Some(v) => Some(v.as_slice()),
             None if opts.exact || opts.refine => {
                 return Err(Error::invalid(format!(
                     "{}: exact search and refine need the full token vectors; build the index with keep_vectors",
@@ -155,7 +155,7 @@ impl MultiVectorIndex {
             None => None,
         };
         if let Some(vectors) = vectors.filter(|_| opts.exact) {
-            let docs = TokenMatrix::trusted(vectors, self.dim(), self.doc_offsets.get());
+            let docs = TokenMatrix::trusted(vectors, self.dim(), self.doc_offsets.as_slice());
             let depth = if all_scored { self.ndocs() } else { opts.k };
             return exact::search(&docs, queries, depth, opts.threads);
         }
@@ -167,7 +167,7 @@ impl MultiVectorIndex {
         }
         let keep = if all_scored { usize::MAX } else { opts.k };
         let full = vectors.filter(|_| opts.refine);
-        Ok(with_pool(opts.threads, || {
+        parallel::install(opts.threads, |_| {
             (0..queries.len())
                 .into_par_iter()
                 .map_init(
@@ -175,7 +175,7 @@ impl MultiVectorIndex {
                     |s, q| self.search_one(queries.item(q), &budget, keep, full, s),
                 )
                 .collect()
-        }))
+        })
     }
 
     fn scratch(&self) -> Scratch {
@@ -204,7 +204,7 @@ impl MultiVectorIndex {
         let (dim, ncent) = (self.dim(), self.ncentroids());
         let nq = query.len() / dim;
         s.by_token.resize(nq * ncent, 0.0);
-        dot_rows(query, self.centroids.get(), dim, &mut s.by_token);
+        dot_rows(query, self.centroids.as_slice(), dim, &mut s.by_token);
         s.by_centroid.resize(ncent * nq, 0.0);
         for (i, row) in s.by_token.chunks_exact(ncent).enumerate() {
             for (c, &v) in row.iter().enumerate() {
@@ -230,7 +230,7 @@ impl MultiVectorIndex {
                 }
             }
         }
-        let (ivf_offsets, ivf_docs) = (self.ivf_offsets.get(), self.ivf_docs.get());
+        let (ivf_offsets, ivf_docs) = (self.ivf_offsets.as_slice(), self.ivf_docs.as_slice());
         s.candidates.clear();
         for &c in &probed {
             s.probed[c as usize] = false;
@@ -296,7 +296,7 @@ impl MultiVectorIndex {
         let nq = best.len();
         best.fill(f32::NEG_INFINITY);
         let (start, end) = self.token_range(doc);
-        for &c in &self.codes.get()[start..end] {
+        for &c in &self.codes.as_slice()[start..end] {
             let c = c as usize;
             if keep.is_some_and(|k| !k[c]) {
                 continue;
@@ -313,8 +313,11 @@ impl MultiVectorIndex {
         let dim = self.dim();
         let (start, end) = self.token_range(doc);
         let bpt = self.codec.bytes_per_token();
-        let (centroids, codes, residuals) =
-            (self.centroids.get(), self.codes.get(), self.residuals.get());
+        let (centroids, codes, residuals) = (
+            self.centroids.as_slice(),
+            self.codes.as_slice(),
+            self.residuals.as_slice(),
+        );
         out.resize((end - start) * dim, 0.0);
         for (t, row) in (start..end).zip(out.chunks_exact_mut(dim)) {
             let c = codes[t] as usize;

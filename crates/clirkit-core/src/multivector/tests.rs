@@ -2,7 +2,7 @@
 //! MaxP, and corrupt files.
 
 use super::*;
-use crate::pq::SplitMix64;
+use crate::rng::SplitMix64;
 use std::path::Path;
 
 const DIM: usize = 16;

@@ -160,7 +160,7 @@ impl ProductQuantizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pq::SplitMix64;
+    use crate::rng::SplitMix64;
 
     #[test]
     fn encode_reconstructs_closely_and_lut_matches_decoding() {

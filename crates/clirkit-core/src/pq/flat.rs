@@ -5,8 +5,8 @@
 //! (16 independent lanes, then a fixed reduction tree, no fused multiply-add): compiling the
 //! kernel for AVX2 or AVX-512 changes the register width, never the result.
 
-use super::topk::{merge_slices, TopK};
 use super::Metric;
+use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
 
 #[inline(always)]
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn flat_matches_naive_for_any_thread_count() {
-        let mut rng = crate::pq::SplitMix64::new(3);
+        let mut rng = crate::rng::SplitMix64::new(3);
         let d = 20;
         let data: Vec<f32> = (0..300 * d).map(|_| rng.unit() as f32 - 0.5).collect();
         let queries: Vec<f32> = (0..5 * d).map(|_| rng.unit() as f32 - 0.5).collect();

@@ -12,15 +12,18 @@ use super::codebook::ProductQuantizer;
 use super::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use super::flat;
 use super::ivf::{slot_layout, CoarseQuantizer, EMPTY_SLOT};
-use super::topk::{merge_slices, TopK};
-use super::{check_matrix, thread_count, with_pool, Metric, SplitMix64};
+use super::{check_matrix, Metric};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::atomic::{read_manifest, AtomicDir};
+use crate::io::atomic::{AtomicDir, MANIFEST};
+use crate::io::bytes::{Array, Plain};
 use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::io::manifest::{self, DenseManifest, IvfParams, PqParams};
+use crate::parallel;
 use crate::ranking::Run;
+use crate::rng::SplitMix64;
+use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
-use serde_json::json;
 use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-dense";
@@ -96,76 +99,30 @@ impl Default for SearchOptions {
     }
 }
 
-/// Plain little-endian values that can be viewed in a mapped file.
-trait Plain: Copy + 'static {}
-impl Plain for u8 {}
-impl Plain for u32 {}
-impl Plain for u64 {}
-impl Plain for f32 {}
-
-enum Stored<T: Plain> {
-    Owned(Vec<T>),
-    Mapped(MappedFile),
+/// Map `dir/file` as exactly `count` values of `T`.
+fn map_array<T: Plain>(
+    dir: &Path,
+    file: (&str, Kind),
+    count: usize,
+    verify: bool,
+) -> Result<Array<T>> {
+    let path = dir.join(file.0);
+    let payload = MappedFile::open(&path, file.1, FILE_VERSION, verify)?.into_payload();
+    Array::view(payload, count, &path)
 }
 
-impl<T: Plain> Stored<T> {
-    fn get(&self) -> &[T] {
-        match self {
-            Stored::Owned(v) => v,
-            Stored::Mapped(f) => {
-                let p = f.payload();
-                // SAFETY: `map` checked alignment and length; T is a plain number type and the
-                // file is little endian like the host (checked in `open`).
-                unsafe {
-                    std::slice::from_raw_parts(
-                        p.as_ptr() as *const T,
-                        p.len() / std::mem::size_of::<T>(),
-                    )
-                }
-            }
-        }
+fn save_array<T: Plain>(values: &Array<T>, dir: &Path, file: (&str, Kind)) -> Result<()> {
+    let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
+    for chunk in values.as_bytes().chunks(1 << 24) {
+        w.write(chunk)?;
     }
-
-    fn bytes(&self) -> &[u8] {
-        let v = self.get();
-        // SAFETY: any plain number slice is readable as bytes.
-        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-    }
-
-    fn map(dir: &Path, file: (&str, Kind), count: usize, verify: bool) -> Result<Self> {
-        let path = dir.join(file.0);
-        let f = MappedFile::open(&path, file.1, FILE_VERSION, verify)?;
-        let p = f.payload();
-        let size = std::mem::size_of::<T>();
-        if p.len() != count * size {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "holds {} bytes, the manifest implies {}",
-                    p.len(),
-                    count * size
-                ),
-            ));
-        }
-        if !(p.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
-            return Err(Error::format(&path, "payload is not aligned"));
-        }
-        Ok(Stored::Mapped(f))
-    }
-
-    fn save(&self, dir: &Path, file: (&str, Kind)) -> Result<()> {
-        let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
-        for chunk in self.bytes().chunks(1 << 24) {
-            w.write(chunk)?;
-        }
-        w.finish()
-    }
+    w.finish()
 }
 
 struct Coarse {
     quantizer: CoarseQuantizer,
     /// Slot -> internal id ([`EMPTY_SLOT`] for padding).
-    slots: Stored<u32>,
+    slots: Array<u32>,
     /// First block of each list, plus the end.
     block_starts: Vec<u64>,
 }
@@ -173,7 +130,7 @@ struct Coarse {
 struct PqPart {
     pq: ProductQuantizer,
     /// 4 bits: packed blocks in slot order; 8 bits: `m` bytes per slot.
-    codes: Stored<u8>,
+    codes: Array<u8>,
     coarse: Option<Coarse>,
 }
 
@@ -183,7 +140,7 @@ pub struct DenseIndex {
     ntotal: usize,
     metric: Metric,
     ids: IdTable,
-    vectors: Option<Stored<f32>>,
+    vectors: Option<Array<f32>>,
     pq: Option<PqPart>,
 }
 
@@ -242,14 +199,16 @@ impl DenseIndex {
         }
         let pq = match opts.pq {
             None => None,
-            Some(m) => Some(with_pool(opts.threads, || build_pq(data, dim, m, opts))?),
+            Some(m) => Some(parallel::install(opts.threads, |_| {
+                build_pq(data, dim, m, opts)
+            })??),
         };
         Ok(DenseIndex {
             dim,
             ntotal: n,
             metric: opts.metric,
             ids: table,
-            vectors: opts.keep_vectors.then(|| Stored::Owned(data.to_vec())),
+            vectors: opts.keep_vectors.then(|| Array::from(data.to_vec())),
             pq,
         })
     }
@@ -260,64 +219,48 @@ impl DenseIndex {
         let tmp = out.path().to_path_buf();
         self.ids.save(tmp.join("ids.bin"))?;
         if let Some(v) = &self.vectors {
-            v.save(&tmp, VECTORS)?;
+            save_array(v, &tmp, VECTORS)?;
         }
-        let mut manifest = json!({
-            "format": FORMAT,
-            "version": VERSION,
-            "kind": self.kind(),
-            "dim": self.dim,
-            "ntotal": self.ntotal,
-            "metric": self.metric.name(),
-            "vectors": self.vectors.is_some(),
-            "pq": null,
-            "ivf": null,
-        });
+        let mut manifest = DenseManifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            kind: self.kind(),
+            dim: self.dim,
+            ntotal: self.ntotal,
+            metric: self.metric,
+            vectors: self.vectors.is_some(),
+            pq: None,
+            ivf: None,
+        };
         if let Some(p) = &self.pq {
-            Stored::Owned(p.pq.centroids.clone()).save(&tmp, CODEBOOK)?;
-            p.codes.save(&tmp, CODES)?;
-            manifest["pq"] = json!({"m": p.pq.m, "nbits": p.pq.nbits});
+            save_array(&Array::from(p.pq.centroids.clone()), &tmp, CODEBOOK)?;
+            save_array(&p.codes, &tmp, CODES)?;
+            manifest.pq = Some(PqParams {
+                m: p.pq.m,
+                nbits: p.pq.nbits,
+            });
             if let Some(c) = &p.coarse {
-                Stored::Owned(c.quantizer.centroids.clone()).save(&tmp, IVF_CENTROIDS)?;
-                Stored::Owned(c.block_starts.clone()).save(&tmp, IVF_LISTS)?;
-                c.slots.save(&tmp, IVF_SLOTS)?;
-                manifest["ivf"] = json!({"nlist": c.quantizer.nlist});
+                save_array(
+                    &Array::from(c.quantizer.centroids.clone()),
+                    &tmp,
+                    IVF_CENTROIDS,
+                )?;
+                save_array(&Array::from(c.block_starts.clone()), &tmp, IVF_LISTS)?;
+                save_array(&c.slots, &tmp, IVF_SLOTS)?;
+                manifest.ivf = Some(IvfParams {
+                    nlist: c.quantizer.nlist,
+                });
             }
         }
-        out.commit(&manifest)
+        manifest::commit(out, &manifest)
     }
 
     /// Open an index directory; vectors and codes are memory-mapped. Checksums are verified
     /// for every file except the full vectors (which can be tens of GB; their size is checked).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        if cfg!(target_endian = "big") {
-            return Err(Error::format(
-                dir,
-                "dense indexes are little endian; this host is not",
-            ));
-        }
-        let meta = read_manifest(dir, FORMAT, VERSION)?;
-        let bad = |what: &str| {
-            Error::format(
-                dir.join("meta.json"),
-                format!("missing or invalid '{what}'"),
-            )
-        };
-        let num = |key: &str| {
-            meta.get(key)
-                .and_then(|v| v.as_u64())
-                .map(|v| v as usize)
-                .ok_or_else(|| bad(key))
-        };
-        let dim = num("dim")?;
-        let ntotal = num("ntotal")?;
-        let metric = Metric::parse(
-            meta.get("metric")
-                .and_then(|v| v.as_str())
-                .ok_or_else(|| bad("metric"))?,
-        )
-        .map_err(|_| bad("metric"))?;
+        let meta: DenseManifest = manifest::read(dir)?;
+        let (dim, ntotal, metric) = (meta.dim, meta.ntotal, meta.metric);
         let ids = IdTable::open(dir.join("ids.bin"))?;
         if ids.len() != ntotal || dim == 0 {
             return Err(Error::format(
@@ -325,51 +268,34 @@ impl DenseIndex {
                 format!("ids.bin has {} ids, the manifest says {ntotal}", ids.len()),
             ));
         }
-        let vectors = if meta
-            .get("vectors")
-            .and_then(|v| v.as_bool())
-            .ok_or_else(|| bad("vectors"))?
-        {
-            Some(Stored::map(dir, VECTORS, ntotal * dim, false)?)
+        let vectors = if meta.vectors {
+            Some(map_array(dir, VECTORS, ntotal * dim, false)?)
         } else {
             None
         };
-        let pq = match meta.get("pq").filter(|v| !v.is_null()) {
+        let pq = match meta.pq {
             None => None,
-            Some(p) => {
-                let m = p
-                    .get("m")
-                    .and_then(|v| v.as_u64())
-                    .ok_or_else(|| bad("pq.m"))? as usize;
-                let nbits = p
-                    .get("nbits")
-                    .and_then(|v| v.as_u64())
-                    .ok_or_else(|| bad("pq.nbits"))? as usize;
-                ProductQuantizer::check_params(dim, m, nbits).map_err(|_| bad("pq"))?;
-                let centroids: Stored<f32> = Stored::map(dir, CODEBOOK, dim << nbits, true)?;
+            Some(PqParams { m, nbits }) => {
+                ProductQuantizer::check_params(dim, m, nbits)
+                    .map_err(|_| Error::format(dir.join(MANIFEST), "missing or invalid 'pq'"))?;
+                let centroids: Array<f32> = map_array(dir, CODEBOOK, dim << nbits, true)?;
                 let pq = ProductQuantizer {
                     d: dim,
                     m,
                     nbits,
-                    centroids: centroids.get().to_vec(),
+                    centroids: centroids.as_slice().to_vec(),
                 };
-                let (coarse, nslots) = match meta.get("ivf").filter(|v| !v.is_null()) {
+                let (coarse, nslots) = match meta.ivf {
                     None => (None, ntotal.div_ceil(BLOCK) * BLOCK),
-                    Some(i) => {
-                        let nlist = i
-                            .get("nlist")
-                            .and_then(|v| v.as_u64())
-                            .ok_or_else(|| bad("ivf.nlist"))?
-                            as usize;
-                        let cents: Stored<f32> =
-                            Stored::map(dir, IVF_CENTROIDS, nlist * dim, true)?;
-                        let lists: Stored<u64> = Stored::map(dir, IVF_LISTS, nlist + 1, true)?;
-                        let block_starts = lists.get().to_vec();
+                    Some(IvfParams { nlist }) => {
+                        let cents: Array<f32> = map_array(dir, IVF_CENTROIDS, nlist * dim, true)?;
+                        let lists: Array<u64> = map_array(dir, IVF_LISTS, nlist + 1, true)?;
+                        let block_starts = lists.as_slice().to_vec();
                         let nslots = *block_starts.last().unwrap() as usize * BLOCK;
-                        let slots: Stored<u32> = Stored::map(dir, IVF_SLOTS, nslots, true)?;
+                        let slots: Array<u32> = map_array(dir, IVF_SLOTS, nslots, true)?;
                         if block_starts.windows(2).any(|w| w[0] > w[1])
                             || slots
-                                .get()
+                                .as_slice()
                                 .iter()
                                 .any(|&s| s != EMPTY_SLOT && s as usize >= ntotal)
                         {
@@ -381,7 +307,7 @@ impl DenseIndex {
                         let quantizer = CoarseQuantizer {
                             nlist,
                             d: dim,
-                            centroids: cents.get().to_vec(),
+                            centroids: cents.as_slice().to_vec(),
                         };
                         (
                             Some(Coarse {
@@ -398,7 +324,7 @@ impl DenseIndex {
                 } else {
                     nslots * m
                 };
-                let codes = Stored::map(dir, CODES, code_len, true)?;
+                let codes = map_array(dir, CODES, code_len, true)?;
                 Some(PqPart { pq, codes, coarse })
             }
         };
@@ -435,26 +361,25 @@ impl DenseIndex {
         if nq == 0 {
             return Ok(Vec::new());
         }
-        let threads = thread_count(opts.threads);
         match &self.pq {
             None => {
                 let data = self
                     .vectors
                     .as_ref()
                     .expect("flat indexes keep vectors")
-                    .get();
-                Ok(with_pool(threads, || {
+                    .as_slice();
+                parallel::install(opts.threads, |threads| {
                     flat::search(self.metric, data, self.dim, queries, opts.k, threads)
                         .into_iter()
                         .map(|t| t.into_sorted().iter().map(|h| (h.score, h.id)).collect())
                         .collect()
-                }))
+                })
             }
             Some(p) => {
                 let isa = Isa::select()?;
-                Ok(with_pool(threads, || {
+                parallel::install(opts.threads, |threads| {
                     self.search_pq(p, queries, nq, opts, threads, isa)
-                }))
+                })
             }
         }
     }
@@ -467,7 +392,7 @@ impl DenseIndex {
     fn slot_to_id(&self, p: &PqPart, slot: u32) -> u32 {
         match &p.coarse {
             None => slot,
-            Some(c) => c.slots.get()[slot as usize],
+            Some(c) => c.slots.as_slice()[slot as usize],
         }
     }
 
@@ -536,7 +461,7 @@ impl DenseIndex {
                         .enumerate()
                         .map(|(i, h)| {
                             let lut = &luts[(q0 + i) * m * ksub..(q0 + i + 1) * m * ksub];
-                            let codes = p.codes.get();
+                            let codes = p.codes.as_slice();
                             let bb = layout::block_bytes(m);
                             let mut out = TopK::new(shortlist);
                             for hit in h.iter() {
@@ -577,7 +502,7 @@ impl DenseIndex {
                     .map(|h| {
                         let id = self.slot_to_id(p, h.id);
                         if opts.refine > 0 {
-                            let v = self.vectors.as_ref().expect("checked above").get();
+                            let v = self.vectors.as_ref().expect("checked above").as_slice();
                             (
                                 flat::score(
                                     self.metric,
@@ -648,11 +573,11 @@ impl DenseIndex {
         let m = p.pq.m;
         let bb = layout::block_bytes(m);
         let group_bytes = layout::chunks(m) * QUERY_GROUP * 64;
-        let codes = p.codes.get();
+        let codes = p.codes.as_slice();
         let mut heaps: Vec<TopK<u32>> = qs.iter().map(|_| TopK::new(shortlist)).collect();
         let valid = |slot: usize| match &p.coarse {
             None => slot < self.ntotal,
-            Some(c) => c.slots.get()[slot] != EMPTY_SLOT,
+            Some(c) => c.slots.as_slice()[slot] != EMPTY_SLOT,
         };
         for ((l0, l1), members) in self.lists_for(p, queries, b0, b1, nprobe) {
             // Quantized tables of this list's queries, in groups of QUERY_GROUP (padding
@@ -713,14 +638,14 @@ impl DenseIndex {
         nprobe: usize,
     ) -> Vec<TopK<f32>> {
         let m = p.pq.m;
-        let codes = p.codes.get();
+        let codes = p.codes.as_slice();
         let nq = queries.len() / self.dim;
         let mut heaps: Vec<TopK<f32>> = (0..nq).map(|_| TopK::new(shortlist)).collect();
         for ((l0, l1), members) in self.lists_for(p, queries, b0, b1, nprobe) {
             for slot in l0 * BLOCK..l1 * BLOCK {
                 let ok = match &p.coarse {
                     None => slot < self.ntotal,
-                    Some(c) => c.slots.get()[slot] != EMPTY_SLOT,
+                    Some(c) => c.slots.as_slice()[slot] != EMPTY_SLOT,
                 };
                 if !ok {
                     continue;
@@ -793,12 +718,12 @@ fn build_pq(data: &[f32], dim: usize, m: usize, opts: &BuildOptions) -> Result<P
     };
     let coarse = coarse.map(|quantizer| Coarse {
         quantizer,
-        slots: Stored::Owned(slots),
+        slots: Array::from(slots),
         block_starts,
     });
     Ok(PqPart {
         pq,
-        codes: Stored::Owned(codes),
+        codes: Array::from(codes),
         coarse,
     })
 }

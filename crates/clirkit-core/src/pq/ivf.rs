@@ -8,9 +8,9 @@
 
 use super::flat::score;
 use super::kmeans::KMeans;
-use super::topk::TopK;
 use super::Metric;
 use crate::error::Result;
+use crate::topk::TopK;
 use rayon::prelude::*;
 
 /// Slot value of block padding.

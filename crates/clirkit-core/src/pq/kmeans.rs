@@ -6,8 +6,8 @@
 //! point order, so results are identical for any thread count.
 
 use super::flat::{dot, norm_sq};
-use super::SplitMix64;
 use crate::error::{Error, Result};
+use crate::rng::SplitMix64;
 use rayon::prelude::*;
 
 /// Parameters of one k-means run.

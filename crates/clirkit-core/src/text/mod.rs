@@ -20,6 +20,8 @@
 //! | ar | `ArabicAnalyzer` | lowercase, decimal digits, stopwords, Arabic normalization, Arabic light stemmer |
 //! | fa | `PersianAnalyzer` | ZWNJ as space, lowercase, digits, Arabic + Persian normalization, stopwords (no stemmer, as in Lucene 9.9) |
 //! | hi | `HindiAnalyzer` | lowercase, digits, Indic + Hindi normalization, stopwords, Hindi stemmer |
+//! | bn | `BengaliAnalyzer` | lowercase, digits, Indic + Bengali normalization, stopwords, Bengali stemmer |
+//! | id | `IndonesianAnalyzer` | lowercase, stopwords, Indonesian stemmer (derivational) |
 //! | zh ja ko | `CJKAnalyzer` | width folding, lowercase, CJK bigrams, English stopwords |
 //! | th | `ThaiAnalyzer` | dictionary word segmentation (ICU4X), lowercase, digits, Thai stopwords |
 //! | vi | (none in Lucene) | standard tokenizer, lowercase, NFC: Vietnamese syllables are tokens |
@@ -31,6 +33,7 @@ mod arabic;
 mod cjk;
 mod greek;
 mod indic;
+mod indonesian;
 mod latin;
 mod porter;
 mod stopwords;
@@ -48,9 +51,12 @@ use tokenize::{fold_decimal_digits, push_lowercase, standard_tokens};
 
 /// Language codes with an analyzer.
 pub const SUPPORTED_LANGUAGES: &[&str] = &[
-    "ar", "da", "de", "el", "en", "es", "fa", "fi", "fr", "hi", "hu", "it", "ja", "ko", "nl", "no",
-    "pt", "ro", "ru", "sv", "th", "tr", "vi", "zh",
+    "ar", "bn", "da", "de", "el", "en", "es", "fa", "fi", "fr", "hi", "hu", "id", "it", "ja", "ko",
+    "nl", "no", "pt", "ro", "ru", "sv", "th", "tr", "vi", "zh",
 ];
+
+/// A filter that rewrites one token's characters in place.
+type CharFilter = fn(&mut Vec<char>);
 
 /// Version of the analysis chains; bump on any change that alters terms.
 const CHAIN_VERSION: u32 = 1;
@@ -69,6 +75,8 @@ enum Chain {
     Arabic,
     Persian,
     Hindi,
+    Bengali,
+    Indonesian,
     Cjk,
     Thai,
     Vietnamese,
@@ -145,6 +153,8 @@ impl Analyzer {
             "ar" => (Chain::Arabic, sw::arabic(), None),
             "fa" => (Chain::Persian, sw::persian(), None),
             "hi" => (Chain::Hindi, sw::hindi(), None),
+            "bn" => (Chain::Bengali, sw::bengali(), None),
+            "id" => (Chain::Indonesian, sw::indonesian(), None),
             "zh" | "ja" | "ko" => (Chain::Cjk, sw::cjk(), None),
             "th" => (Chain::Thai, sw::thai(), None),
             "vi" => (Chain::Vietnamese, sw::none(), None),
@@ -344,15 +354,29 @@ impl Analyzer {
                     return;
                 }
             }
-            Chain::Hindi => {
+            Chain::Hindi | Chain::Bengali => {
+                // Lucene's HindiAnalyzer and BengaliAnalyzer share the chain around their
+                // language's normalizer and stemmer.
+                let (normalize, stem): (CharFilter, CharFilter) = if self.chain == Chain::Hindi {
+                    (indic::hindi_normalize, indic::hindi_stem)
+                } else {
+                    (indic::bengali_normalize, indic::bengali_stem)
+                };
                 push_lowercase(token, chars);
                 fold_decimal_digits(chars);
                 indic::indic_normalize(chars);
-                indic::hindi_normalize(chars);
+                normalize(chars);
                 if self.is_stopword(scratch) {
                     return;
                 }
-                indic::hindi_stem(&mut scratch.chars);
+                stem(&mut scratch.chars);
+            }
+            Chain::Indonesian => {
+                push_lowercase(token, chars);
+                if self.is_stopword(scratch) {
+                    return;
+                }
+                indonesian::indonesian_stem(&mut scratch.chars);
             }
             Chain::Vietnamese => {
                 push_lowercase(token, chars);
@@ -391,6 +415,7 @@ impl Analyzer {
 /// ISO 639-2/3 codes of the supported languages (bibliographic and terminological forms).
 const THREE_LETTER_CODES: &[(&str, &str)] = &[
     ("ara", "ar"),
+    ("ben", "bn"),
     ("dan", "da"),
     ("deu", "de"),
     ("ger", "de"),
@@ -405,6 +430,7 @@ const THREE_LETTER_CODES: &[(&str, &str)] = &[
     ("fre", "fr"),
     ("hin", "hi"),
     ("hun", "hu"),
+    ("ind", "id"),
     ("ita", "it"),
     ("jpn", "ja"),
     ("kor", "ko"),
@@ -450,6 +476,16 @@ fn strip_possessive(token: &str) -> &str {
         .unwrap_or(token)
 }
 
+/// Asserts that `f` maps each word of `cases` to its expected form (the filters' unit tests).
+#[cfg(test)]
+fn assert_maps(f: impl Fn(&mut Vec<char>), cases: &[(&str, &str)]) {
+    for &(word, expected) in cases {
+        let mut buf: Vec<char> = word.chars().collect();
+        f(&mut buf);
+        assert_eq!(buf.into_iter().collect::<String>(), expected, "{word}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +518,8 @@ mod tests {
     fn ids_name_language_chain_and_version() {
         assert_eq!(Analyzer::for_lang("en").unwrap().id(), "en/lucene-porter/1");
         assert_eq!(Analyzer::for_lang("fa").unwrap().id(), "fa/lucene/1");
+        assert_eq!(Analyzer::for_lang("ben").unwrap().id(), "bn/lucene/1");
+        assert_eq!(Analyzer::for_lang("id-ID").unwrap().id(), "id/lucene/1");
         assert_eq!(
             Analyzer::for_lang("zh").unwrap().id(),
             "zh/lucene-cjk-bigram/1"
@@ -542,6 +580,11 @@ mod tests {
         assert_eq!(analyze("ar", "والحسن ٣"), ["حسن", "3"]);
         assert_eq!(analyze("fa", "کتاب\u{200C}ها"), ["كتاب"]);
         assert_eq!(analyze("hi", "लडकों ने"), ["लडक"]);
+        assert_eq!(analyze("bn", "মেয়েরা ও ১০টি বইগুলো"), ["মে", "10", "বই"]);
+        assert_eq!(
+            analyze("id", "Buku-bukunya dan pembaruan"),
+            ["buku", "buku", "baru"]
+        );
         assert_eq!(analyze("vi", "Tiếng Việt"), ["tiếng", "việt"]);
         // Decomposed input composes to the same terms.
         assert_eq!(analyze("vi", "Tie\u{0302}\u{0301}ng"), ["tiếng"]);

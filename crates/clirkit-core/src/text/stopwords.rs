@@ -74,6 +74,8 @@ stop_set!(cjk, plain_list, include_str!("stopwords/cjk.txt"));
 stop_set!(arabic, plain_list, include_str!("stopwords/ar.txt"));
 stop_set!(persian, plain_list, include_str!("stopwords/fa.txt"));
 stop_set!(hindi, plain_list, include_str!("stopwords/hi.txt"));
+stop_set!(bengali, plain_list, include_str!("stopwords/bn.txt"));
+stop_set!(indonesian, plain_list, include_str!("stopwords/id.txt"));
 stop_set!(greek, plain_list, include_str!("stopwords/el.txt"));
 stop_set!(thai, plain_list, include_str!("stopwords/th.txt"));
 stop_set!(turkish, plain_list, include_str!("stopwords/tr.txt"));

@@ -105,7 +105,7 @@ impl Isa {
 mod tests {
     use super::super::{layout, lut, BLOCK};
     use super::*;
-    use crate::pq::SplitMix64;
+    use crate::rng::SplitMix64;
 
     /// All scores of all vectors for one query group, through `isa`.
     fn all_scores(isa: Isa, codes: &[u8], m: usize, luts: &[u8]) -> Vec<u32> {

@@ -22,22 +22,21 @@ the canonical order (score descending) is exactly the reranked order.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import operator
 import os
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from clirkit import _native
+from clirkit._native import InvalidInputError
+from clirkit._types import PathLike, RunDict, RunInput
 from clirkit.fusion import load_run
-from clirkit.rerankers import Backend, CallableBackend, WindowRequest, WindowResult
-from clirkit.runs import PathLike, RunDict
+from clirkit.rerank.backends import Backend, CallableBackend, WindowRequest, WindowResult
+from clirkit.rerank.cache import RerankCache
 
-__all__ = ["FailedWindow", "RerankCache", "RerankStats", "rerank"]
+__all__ = ["FailedWindow", "RerankStats", "rerank"]
 
 
 @dataclass
@@ -90,49 +89,6 @@ class RerankStats:
         out = dict(self.__dict__)
         out["failed_windows"] = [f.__dict__ for f in self.failed_windows]
         return out
-
-
-class RerankCache:
-    """Answers of past windows, in an SQLite file; each answer is committed when it arrives.
-
-    WAL journaling keeps committed answers through a killed process."""
-
-    def __init__(self, path: PathLike) -> None:
-        self.path = os.fspath(path)
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS windows (key TEXT PRIMARY KEY, answer TEXT, error TEXT,"
-            " prompt_tokens INTEGER, completion_tokens INTEGER)"
-        )
-
-    @staticmethod
-    def key(identity: str, query: str, doc_ids: Sequence[str]) -> str:
-        blob = json.dumps([identity, query, list(doc_ids)], ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> Optional[WindowResult]:
-        row = self.db.execute(
-            "SELECT answer, error, prompt_tokens, completion_tokens FROM windows WHERE key = ?", (key,)
-        ).fetchone()
-        if row is None:
-            return None
-        answer = None if row[0] is None else json.loads(row[0])
-        return WindowResult(answer, error=row[1], calls=0, prompt_tokens=row[2], completion_tokens=row[3])
-
-    def put(self, key: str, result: WindowResult) -> None:
-        answer = None if result.answer is None else json.dumps(result.answer, ensure_ascii=False)
-        self.db.execute(
-            "INSERT OR REPLACE INTO windows VALUES (?, ?, ?, ?, ?)",
-            (key, answer, result.error, result.prompt_tokens, result.completion_tokens),
-        )
-
-    def __len__(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
-
-    def close(self) -> None:
-        self.db.close()
 
 
 class _Progress:
@@ -191,7 +147,7 @@ def _texts(source: Union[PathLike, Mapping[str, str]], ids: set, queries: bool) 
 
 
 def rerank(
-    run: Union[PathLike, Mapping[str, Mapping[str, float]]],
+    run: RunInput,
     queries: Union[PathLike, Mapping[str, str]],
     corpus: Union[PathLike, Mapping[str, str]],
     backend: Union[Backend, Callable],
@@ -209,9 +165,9 @@ def rerank(
         queries: queries JSONL/TSV path or ``dict[qid, text]``.
         corpus: corpus JSONL/TSV path (only the candidates' texts are loaded; ``title`` and
             ``text`` joined) or ``dict[docid, text]``.
-        backend: a :class:`~clirkit.rerankers.Backend` or a callable (wrapped in
-            :class:`~clirkit.rerankers.CallableBackend`; with a cache, a callable whose identity
-            cannot be derived raises ValueError: wrap it with an explicit ``identity``).
+        backend: a :class:`~clirkit.rerank.backends.Backend` or a callable (wrapped in
+            :class:`~clirkit.rerank.backends.CallableBackend`; with a cache, a callable whose identity
+            cannot be derived raises :class:`InvalidInputError`: wrap it with an explicit ``identity``).
         depth, window, stride: the window plan.
         cache: SQLite cache path (created if needed) or an open :class:`RerankCache`.
         retry_failed: ask the backend again for windows whose cached answer is a failure.
@@ -235,10 +191,10 @@ def rerank(
     doc_text = _texts(corpus, wanted, False)
     for qid, docs in candidates:
         if docs and qid not in query_text:
-            raise ValueError(f"query '{qid}' of the run has no text in the queries")
+            raise InvalidInputError(f"query '{qid}' of the run has no text in the queries")
         missing = next((d for d in docs[:depth] if d not in doc_text), None)
         if missing is not None:
-            raise ValueError(f"document '{missing}' (query '{qid}') is not in the corpus")
+            raise InvalidInputError(f"document '{missing}' (query '{qid}') is not in the corpus")
 
     own_cache = cache is not None and not isinstance(cache, RerankCache)
     store: Optional[RerankCache] = RerankCache(cache) if own_cache else cache  # type: ignore[arg-type]

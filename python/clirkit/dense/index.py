@@ -14,59 +14,23 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union, overload
+from typing import Any, overload
 
 import numpy as np
 
 from clirkit import _native
-from clirkit._native import InvalidInputError
+from clirkit._threads import checked_threads
+from clirkit._types import PathLike, RunDict
+from clirkit.dense.vectors import as_matrix
 
-if TYPE_CHECKING:
-    from clirkit.encoders import OnnxEncoder
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-__all__ = ["DenseIndex", "DenseRetriever", "fastscan_kernels", "load_matrix", "read_ids"]
+__all__ = ["DenseIndex", "fastscan_kernels"]
 
 
 def fastscan_kernels() -> list[str]:
     """The fast-scan kernels this CPU can run (``scalar``, ``avx2``, ``avx512``), slowest first."""
     return list(_native.fastscan_kernels())
-
-
-def _matrix(a: Any, what: str) -> np.ndarray:
-    """A C-contiguous float32 2-D view of ``a`` (no copy when it already is one)."""
-    arr = np.asarray(a)
-    if arr.ndim == 1 and what == "queries":
-        arr = arr.reshape(1, -1)
-    if arr.ndim != 2:
-        raise InvalidInputError(f"{what} must be a 2-D array (rows are vectors), got shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.floating):
-        raise InvalidInputError(f"{what} must hold floats (float32 or float16), got {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.float32)
-
-
-def load_matrix(path: PathLike) -> np.ndarray:
-    """Memory-map a ``.npy`` matrix; float32 stays mapped, float16/float64 are converted."""
-    arr = np.load(os.fspath(path), mmap_mode="r")
-    return _matrix(arr, f"{path}")
-
-
-def read_ids(path: PathLike) -> list[str]:
-    """One id per line (UTF-8); blank lines and surrounding whitespace in ids are errors."""
-    ids: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.rstrip("\r\n")
-            if not text.strip() or text != text.strip():
-                raise InvalidInputError(
-                    f"{path}:{lineno}: an id line must be a non-empty id without surrounding spaces"
-                )
-            ids.append(text)
-    return ids
 
 
 class _Ids(Sequence):
@@ -126,7 +90,7 @@ class DenseIndex:
         65,536 rows); ``keep_vectors`` stores full vectors for ``refine``; ``seed`` makes
         training reproducible; ``threads=0`` uses all cores.
         """
-        data = _matrix(embeddings, "embeddings")
+        data = as_matrix(embeddings, "embeddings")
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
         native = _native.DenseIndex.build(
             data,
@@ -137,7 +101,7 @@ class DenseIndex:
             metric=metric,
             train_size=train_size,
             seed=seed,
-            threads=threads,
+            threads=checked_threads(threads),
             keep_vectors=keep_vectors,
             quiet=quiet,
         )
@@ -169,7 +133,7 @@ class DenseIndex:
         ``0`` always returns PQ scores.
         """
         return self._native.search(
-            _matrix(queries, "queries"), k, nprobe, self._refine_depth(k, refine), threads
+            as_matrix(queries, "queries"), k, nprobe, self._refine_depth(k, refine), checked_threads(threads)
         )
 
     def _refine_depth(self, k: int, refine: int | None) -> int:
@@ -179,6 +143,14 @@ class DenseIndex:
         if refine is not None:
             return refine
         return k if self.kind != "flat" and self._native.has_vectors else 0
+
+    def _search_options(self, k: int, options: dict[str, Any]) -> dict[str, Any]:
+        """The keyword options of :meth:`search` as the native search takes them."""
+        return {
+            **options,
+            "refine": self._refine_depth(k, options.get("refine")),
+            "threads": checked_threads(options.get("threads", 0)),
+        }
 
     @property
     def has_vectors(self) -> bool:
@@ -194,18 +166,18 @@ class DenseIndex:
         maxp: bool = False,
         separator: str = "#",
         **kw: Any,
-    ) -> dict[str, dict[str, float]]:
+    ) -> RunDict:
         """Search and return ``{qid: {docid: score}}`` (keyword options as :meth:`search`).
 
         ``maxp=True`` searches an index of passages (ids ``docid#k``, as ``clirkit encode --passages``
         writes them; ``separator`` splits them at its last occurrence) and returns ``k`` documents per
         query, each scored by its best passage: passages are fetched until ``k`` documents are certain or
         the index runs out (on a flat index, exactly what searching every passage and then
-        :func:`clirkit.passages.maxp` give).
+        :func:`clirkit.encoders.passages.maxp` give).
         """
-        kw["refine"] = self._refine_depth(k, kw.get("refine"))
+        kw = self._search_options(k, kw)
         pairs = self._native.search_run(
-            _matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
+            as_matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
         )
         return {q: dict(docs) for q, docs in pairs}
 
@@ -222,9 +194,9 @@ class DenseIndex:
         **kw: Any,
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
-        kw["refine"] = self._refine_depth(k, kw.get("refine"))
+        kw = self._search_options(k, kw)
         self._native.search_trec(
-            _matrix(queries, "queries"),
+            as_matrix(queries, "queries"),
             list(qids),
             Path(path),
             k,
@@ -260,64 +232,3 @@ class DenseIndex:
 
     def __repr__(self) -> str:
         return f"DenseIndex(kind={self.kind!r}, dim={self.dim}, ntotal={self.ntotal}, metric={self.metric!r})"
-
-
-class DenseRetriever:
-    """An ONNX encoder with the dense index of what it encoded: query texts in, runs out.
-
-    >>> retriever = DenseRetriever.build("models/e5", "corpus.jsonl", "work/docs", passages=(180, 90))  # doctest: +SKIP
-    >>> retriever.search({"q1": "what causes ulcers"}, k=100)  # {qid: {docid: score}}  # doctest: +SKIP
-
-    ``maxp=True`` when the index holds passages (``docid#k``): :meth:`search` then returns ``k`` documents
-    per query scored by their best passage (see :meth:`DenseIndex.search_run`).
-    """
-
-    def __init__(
-        self, encoder: OnnxEncoder, index: DenseIndex, *, maxp: bool = False, separator: str = "#"
-    ) -> None:
-        self.encoder = encoder
-        self.index = index
-        self.maxp = maxp
-        self.separator = separator
-
-    @staticmethod
-    def build(
-        model: PathLike,
-        corpus: PathLike,
-        output_prefix: PathLike,
-        *,
-        passages: tuple[int, int] | None = None,
-        fields: Sequence[str] | None = None,
-        pq: int | None = None,
-        index_dir: PathLike | None = None,
-        device: str = "auto",
-        threads: int = 0,
-        quiet: bool = False,
-        **encoder_options: Any,
-    ) -> DenseRetriever:
-        """Encode the JSONL ``corpus`` with the model directory ``model`` into ``PREFIX.npy`` +
-        ``PREFIX.ids.txt`` (streamed and resumable: :func:`clirkit.encode_corpus.encode_file`), optionally
-        as ``passages=(size, stride)`` token windows, and index the vectors (flat, or ``pq=M``); the index
-        is saved to ``index_dir`` when given. ``encoder_options`` go to :class:`clirkit.encoders.OnnxEncoder`
-        (pooling, prefixes, max_length, batch_size, fp16, ...)."""
-        from clirkit.encode_corpus import encode_file, load_embeddings
-        from clirkit.encoders import OnnxEncoder
-
-        encoder = OnnxEncoder(model, device=device, threads=threads or None, **encoder_options)
-        encode_file(encoder, corpus, output_prefix, fields=fields, passages=passages, quiet=quiet)
-        embeddings, ids = load_embeddings(output_prefix)
-        index = DenseIndex.build(embeddings, ids, pq=pq, threads=threads, quiet=quiet)
-        if index_dir is not None:
-            index.save(index_dir)
-        return DenseRetriever(encoder, index, maxp=passages is not None)
-
-    def search(
-        self, queries: Mapping[str, str], k: int = 1000, **search_options: Any
-    ) -> dict[str, dict[str, float]]:
-        """Encode ``{qid: text}`` with the query prefix and return the top ``k`` per query as
-        ``{qid: {docid: score}}`` (documents by MaxP when :attr:`maxp`; options as :meth:`DenseIndex.search`)."""
-        qids = list(queries)
-        vectors = self.encoder.encode_queries([queries[q] for q in qids])
-        return self.index.search_run(
-            vectors, qids, k, maxp=self.maxp, separator=self.separator, **search_options
-        )

@@ -1,0 +1,82 @@
+//! Block-max MaxScore, document at a time.
+//!
+//! Terms are sorted by their largest score; those whose bounds together cannot reach the
+//! current k-th score are non-essential: they are only probed, block bound first, for documents
+//! an essential term holds. Upper bounds are sums of f32 block bounds, which bound every
+//! posting (see [`PostingScorer::block_bound`]). A document is skipped only when its bound,
+//! rounded to f32 like a real score, is strictly below the current k-th score: at equality it
+//! may still win the doc-id tie-break.
+
+use super::{DocRanks, Hit};
+use crate::postings::{Cursor, PostingScorer, END};
+use crate::topk::{HigherKeyFirst, TopKBuffer};
+
+/// Could a document whose score is at most `bound` still enter the top k?
+#[inline]
+fn may_enter(bound: f64, threshold: Option<f32>) -> bool {
+    match threshold {
+        None => true,
+        // The nudge covers any rounding in the bound's own summation.
+        Some(t) => ((bound * (1.0 + 1e-9)) as f32) >= t,
+    }
+}
+
+/// Block-max MaxScore over the query's term cursors.
+pub fn maxscore<S: PostingScorer>(
+    mut cursors: Vec<Cursor<'_, S>>,
+    k: usize,
+    ranks: DocRanks<'_>,
+) -> Vec<Hit> {
+    if k == 0 || cursors.is_empty() {
+        return Vec::new();
+    }
+    cursors.sort_by(|a, b| a.max_score.total_cmp(&b.max_score));
+    let n = cursors.len();
+    // prefix[i]: the most terms 0..=i can add together.
+    let mut prefix = Vec::with_capacity(n);
+    let mut acc = 0f64;
+    for c in &cursors {
+        acc += c.max_score as f64;
+        prefix.push(acc);
+    }
+    let mut top: TopKBuffer<f32, HigherKeyFirst> = TopKBuffer::new(k);
+    let mut threshold = None;
+    let mut non_essential = 0;
+    let mut current = cursors.iter().map(|c| c.doc).min().unwrap_or(END);
+    while non_essential < n && current != END {
+        let mut score = 0f64;
+        let mut next = END;
+        for c in &mut cursors[non_essential..] {
+            if c.doc == current {
+                score += c.score() as f64;
+                c.next();
+            }
+            next = next.min(c.doc);
+        }
+        let mut alive = true;
+        for i in (0..non_essential).rev() {
+            if !may_enter(score + prefix[i], threshold) {
+                alive = false;
+                break;
+            }
+            let rest = if i > 0 { prefix[i - 1] } else { 0.0 };
+            let c = &mut cursors[i];
+            if !may_enter(score + c.block_bound(current) as f64 + rest, threshold) {
+                alive = false;
+                break;
+            }
+            c.advance(current);
+            if c.doc == current {
+                score += c.score() as f64;
+            }
+        }
+        if alive && top.push(score as f32, current, || ranks.rank(current)) {
+            threshold = top.threshold();
+            while non_essential < n && !may_enter(prefix[non_essential], threshold) {
+                non_essential += 1;
+            }
+        }
+        current = next;
+    }
+    top.into_sorted().into_iter().map(Hit::from).collect()
+}

@@ -1,0 +1,222 @@
+//! Bytes that are either owned or memory-mapped, and typed views over them: the one place where
+//! file bytes become `&[u8]` or `&[T]`, so the `unsafe` and its argument are written once.
+//!
+//! [`Bytes`] holds a `Vec<u8>` or a read-only mapping (optionally starting past a header).
+//! [`Array<T>`] is a slice of plain numbers (`u8`, `u32`, `u64`, `f32`), owned as a `Vec<T>` or
+//! viewed in [`Bytes`] after its length and alignment are checked.
+
+use crate::error::{Error, IoContext, Result};
+use memmap2::{Mmap, MmapOptions};
+use std::fs::File;
+use std::ops::Deref;
+use std::path::Path;
+
+enum Storage {
+    Owned(Vec<u8>),
+    Mapped(Mmap),
+}
+
+/// Owned or memory-mapped bytes (see the module documentation); derefs to `[u8]`.
+pub struct Bytes {
+    storage: Storage,
+    start: usize,
+}
+
+impl Bytes {
+    /// Map the whole file at `path` read-only (an empty file gives empty bytes). With `populate`,
+    /// the pages are read in up front: cheaper than one fault per page when every byte is read.
+    pub fn map(path: impl AsRef<Path>, populate: bool) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::open(path).at(path)?;
+        if file.metadata().at(path)?.len() == 0 {
+            return Ok(Bytes::from(Vec::new()));
+        }
+        let mut options = MmapOptions::new();
+        if populate {
+            options.populate();
+        }
+        // SAFETY: the mapping is read-only. clirkit never changes a finished file in place (its
+        // writes go to a temporary file renamed over the old one), so the bytes stay as they
+        // were; a file another program truncates or rewrites while mapped is the usual mmap
+        // caveat: wrong numbers, a parse error or SIGBUS, the same for every reader here.
+        let map = unsafe { options.map(&file) }.at(path)?;
+        Ok(Bytes {
+            storage: Storage::Mapped(map),
+            start: 0,
+        })
+    }
+
+    /// These bytes without their first `n` (a header already checked).
+    pub fn skip(mut self, n: usize) -> Self {
+        assert!(n <= self.len(), "cannot skip {n} of {} bytes", self.len());
+        self.start += n;
+        self
+    }
+
+    /// Whether the bytes live in a mapping (rather than in memory of their own).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.storage, Storage::Mapped(_))
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        let all: &[u8] = match &self.storage {
+            Storage::Owned(v) => v,
+            Storage::Mapped(m) => m,
+        };
+        &all[self.start..]
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Self {
+        Bytes {
+            storage: Storage::Owned(v),
+            start: 0,
+        }
+    }
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+/// Numbers that any bit pattern of their size is a valid value of, without padding, so a byte
+/// slice of the right length and alignment can be read as a slice of them.
+///
+/// # Safety
+/// Only for types with no padding and no invalid bit patterns.
+pub unsafe trait Plain: Copy + 'static {}
+// SAFETY: plain integers and floats: no padding, every bit pattern a value.
+unsafe impl Plain for u8 {}
+// SAFETY: as above.
+unsafe impl Plain for u16 {}
+// SAFETY: as above.
+unsafe impl Plain for u32 {}
+// SAFETY: as above.
+unsafe impl Plain for u64 {}
+// SAFETY: as above.
+unsafe impl Plain for f32 {}
+
+enum Elements<T> {
+    Owned(Vec<T>),
+    View(Bytes),
+}
+
+/// A slice of little-endian plain numbers, owned or viewed in [`Bytes`]; derefs to `[T]`.
+pub struct Array<T: Plain> {
+    elements: Elements<T>,
+}
+
+impl<T: Plain> Array<T> {
+    /// View `bytes` (read from `path`, named in errors) as exactly `count` values of `T`.
+    pub fn view(bytes: Bytes, count: usize, path: impl AsRef<Path>) -> Result<Self> {
+        let size = std::mem::size_of::<T>();
+        if bytes.len() != count * size {
+            return Err(Error::format(
+                path,
+                format!(
+                    "holds {} bytes, the manifest implies {}",
+                    bytes.len(),
+                    count * size
+                ),
+            ));
+        }
+        if !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) {
+            return Err(Error::format(path, "payload is not aligned"));
+        }
+        if cfg!(target_endian = "big") && size > 1 {
+            return Err(Error::format(
+                path,
+                "clirkit files are little endian; this host is not",
+            ));
+        }
+        Ok(Array {
+            elements: Elements::View(bytes),
+        })
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        match &self.elements {
+            Elements::Owned(v) => v,
+            Elements::View(bytes) => {
+                // SAFETY: `view` checked that the bytes hold exactly `len / size_of::<T>()`
+                // values, are aligned for `T`, and are little endian like the host; `T: Plain`
+                // makes every bit pattern a value; the slice borrows `self`, which owns the bytes
+                // (a mapping never moves while it lives).
+                unsafe {
+                    std::slice::from_raw_parts(
+                        bytes.as_ptr() as *const T,
+                        bytes.len() / std::mem::size_of::<T>(),
+                    )
+                }
+            }
+        }
+    }
+
+    /// The values' bytes (little endian), as they are stored in a file.
+    pub fn as_bytes(&self) -> &[u8] {
+        let values = self.as_slice();
+        // SAFETY: a slice of plain numbers is readable as its bytes: no padding, u8 has
+        // alignment 1, and the length is the slice's size in bytes.
+        unsafe {
+            std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
+        }
+    }
+}
+
+impl<T: Plain> From<Vec<T>> for Array<T> {
+    fn from(v: Vec<T>) -> Self {
+        Array {
+            elements: Elements::Owned(v),
+        }
+    }
+}
+
+impl<T: Plain> Deref for Array<T> {
+    type Target = [T];
+
+    #[inline]
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_and_mapped_bytes_read_alike() {
+        let values: Vec<u32> = vec![1, 2, 0xdead_beef];
+        let owned = Array::from(values.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b");
+        std::fs::write(&p, owned.as_bytes()).unwrap();
+        for populate in [false, true] {
+            let mapped = Bytes::map(&p, populate).unwrap();
+            assert!(mapped.is_mapped());
+            assert_eq!(&mapped[..], owned.as_bytes());
+            let view: Array<u32> = Array::view(mapped, 3, &p).unwrap();
+            assert_eq!(&view[..], &values[..]);
+        }
+        let e = Array::<u32>::view(Bytes::map(&p, false).unwrap(), 4, &p)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("holds 12 bytes, the manifest implies 16"), "{e}");
+        std::fs::write(&p, [&[0u8][..], owned.as_bytes()].concat()).unwrap();
+        let e = Array::<u32>::view(Bytes::map(&p, false).unwrap().skip(1), 3, &p)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not aligned"), "{e}");
+        std::fs::write(&p, b"").unwrap();
+        assert!(Bytes::map(&p, true).unwrap().is_empty());
+        assert_eq!(&Bytes::from(b"header+body".to_vec()).skip(7)[..], b"body");
+    }
+}

@@ -1,0 +1,343 @@
+//! The one TREC line layer under every run and qrels reader: cutting a file into chunks at
+//! newlines (for parallel parsers), errors located by byte offset and reported with file and
+//! line, and the grammar of a run line ([`RunLine`]) and a qrels line ([`QrelsLines`]). Each
+//! reader keeps its own representation; none re-implements the grammar.
+//!
+//! Fields are separated by ASCII whitespace; a blank line is skipped.
+
+use crate::error::{Error, IoContext, Result};
+use std::ops::Range;
+use std::path::Path;
+
+/// Read a whole file as UTF-8 text; invalid UTF-8 is a parse error naming its line.
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).at(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let line = line_of(e.as_bytes(), e.utf8_error().valid_up_to());
+        Error::parse(path, line, "not valid UTF-8")
+    })
+}
+
+/// Cut `bytes` into about `pieces` ranges of at least 64 KiB, each ending just after a newline
+/// (or at the end), so each can be parsed on its own.
+pub fn chunks(bytes: &[u8], pieces: usize) -> Vec<Range<usize>> {
+    let step = (bytes.len() / pieces.max(1)).max(1 << 16);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < bytes.len() {
+        let target = start + step;
+        let end = if target >= bytes.len() {
+            bytes.len()
+        } else {
+            memchr::memchr(b'\n', &bytes[target - 1..]).map_or(bytes.len(), |i| target + i)
+        };
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// The 1-based line holding byte `offset`.
+pub fn line_of(bytes: &[u8], offset: usize) -> u64 {
+    memchr::memchr_iter(b'\n', &bytes[..offset.min(bytes.len())]).count() as u64 + 1
+}
+
+/// A problem on a line, located by byte offset: counting lines is left until one is reported.
+#[derive(Debug)]
+pub struct LineError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl LineError {
+    /// The crate error naming `path` and the line of `bytes` (the whole file) at fault.
+    pub fn locate(self, path: &Path, bytes: &[u8]) -> Error {
+        Error::parse(path, line_of(bytes, self.offset), self.message)
+    }
+}
+
+/// `chunk` (starting at byte `base` of its file) as text.
+pub fn check_utf8(chunk: &[u8], base: usize) -> std::result::Result<&str, LineError> {
+    std::str::from_utf8(chunk).map_err(|e| LineError {
+        offset: base + e.valid_up_to(),
+        message: "not valid UTF-8".into(),
+    })
+}
+
+/// The message for a (query, document) pair seen twice; `what` is "document" for runs and
+/// "judgement of" for qrels.
+pub fn duplicate_message(what: &str, doc: &str, qid: &str, first_line: u64) -> String {
+    format!("duplicate {what} '{doc}' for query '{qid}' (first at line {first_line})")
+}
+
+/// The 1-based numbers of the first `limit` lines whose fields satisfy `matches` (used to word
+/// an error, so it may take its time).
+pub fn find_lines(bytes: &[u8], limit: usize, matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u64> {
+    let mut found = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let fields: Vec<&[u8]> = line
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|f| !f.is_empty())
+            .collect();
+        if matches(&fields) {
+            found.push(i as u64 + 1);
+            if found.len() == limit {
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// The first `N` fields of `line` and how many it has in all.
+#[inline]
+fn split_fields<const N: usize>(line: &str) -> ([&str; N], usize) {
+    let mut fields = [""; N];
+    let mut count = 0;
+    for field in line.split_ascii_whitespace() {
+        if count < N {
+            fields[count] = field;
+        }
+        count += 1;
+    }
+    (fields, count)
+}
+
+/// One line of a run file: `qid Q0 docid rank score [tag]` (the rank is ignored, as trec_eval
+/// ignores it; the tag may be missing).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunLine<'a> {
+    pub qid: &'a str,
+    pub doc: &'a str,
+    pub score: f64,
+}
+
+impl<'a> RunLine<'a> {
+    /// The checks of a non-blank line with `count` fields, the fifth being `score_text`: the
+    /// score, for parsers that find the fields themselves (the qid and docid are the first and
+    /// third fields).
+    #[inline]
+    pub fn checked_score(count: usize, score_text: &str) -> std::result::Result<f64, String> {
+        if !(5..=6).contains(&count) {
+            return Err(format!(
+                "expected 6 columns 'qid Q0 docid rank score tag', found {count}"
+            ));
+        }
+        let score = parse_score(score_text)
+            .ok_or_else(|| format!("score '{score_text}' is not a number"))?;
+        if !score.is_finite() {
+            return Err(format!("score '{score_text}' is not finite"));
+        }
+        Ok(score)
+    }
+
+    /// Parse one line; `None` for a blank line.
+    #[inline]
+    pub fn parse(line: &'a str) -> std::result::Result<Option<Self>, String> {
+        let (fields, count) = split_fields::<6>(line);
+        if count == 0 {
+            return Ok(None);
+        }
+        let score = Self::checked_score(count, fields[4])?;
+        Ok(Some(RunLine {
+            qid: fields[0],
+            doc: fields[2],
+            score,
+        }))
+    }
+}
+
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// Parse a score as C's `atof` would (correctly rounded double). Plain decimals with at most 15
+/// significant digits take an exact fast path (mantissa and power of ten are exact doubles, so
+/// one division rounds correctly); everything else goes to the standard parser.
+#[inline]
+pub fn parse_score(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let mut mantissa: u64 = 0;
+    let mut n_digits = 0;
+    let mut frac_digits = 0;
+    let mut seen_dot = false;
+    let mut plain = !digits.is_empty();
+    for &c in digits {
+        match c {
+            b'0'..=b'9' => {
+                mantissa = mantissa.wrapping_mul(10).wrapping_add((c - b'0') as u64);
+                n_digits += 1;
+                if seen_dot {
+                    frac_digits += 1;
+                }
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            _ => {
+                plain = false;
+                break;
+            }
+        }
+    }
+    if plain && n_digits > 0 && n_digits <= 15 {
+        let v = mantissa as f64 / POW10[frac_digits];
+        return Some(if neg { -v } else { v });
+    }
+    s.parse::<f64>().ok()
+}
+
+/// One judgement of a qrels file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QrelsLine<'a> {
+    pub qid: &'a str,
+    pub doc: &'a str,
+    pub label: i32,
+}
+
+/// Parses the lines of a qrels file in order: TREC `qid iter docid rel` or BEIR TSV `query-id
+/// corpus-id score`, whose header is recognised as a first non-blank line of three columns with
+/// a non-numeric label. Labels are integers (or floats without a fraction, within `i32`).
+#[derive(Debug, Default)]
+pub struct QrelsLines {
+    seen_content: bool,
+}
+
+impl QrelsLines {
+    /// The judgement on `line`; `None` for a blank line or the BEIR header.
+    pub fn parse<'a>(
+        &mut self,
+        line: &'a str,
+    ) -> std::result::Result<Option<QrelsLine<'a>>, String> {
+        let (f, count) = split_fields::<4>(line);
+        let (qid, doc, rel) = match count {
+            0 => return Ok(None),
+            3 => (f[0], f[1], f[2]),
+            4 => (f[0], f[2], f[3]),
+            n => {
+                return Err(format!(
+                    "expected 'qid 0 docid rel' or 'query-id corpus-id score', found {n} columns"
+                ))
+            }
+        };
+        let is_first = !std::mem::replace(&mut self.seen_content, true);
+        match parse_label(rel) {
+            Some(label) => Ok(Some(QrelsLine { qid, doc, label })),
+            None if is_first && count == 3 && rel.parse::<f64>().is_err() => Ok(None),
+            None => Err(format!("relevance '{rel}' is not an integer")),
+        }
+    }
+}
+
+fn parse_label(text: &str) -> Option<i32> {
+    text.parse::<i32>()
+        .ok()
+        .or_else(|| match text.parse::<f64>() {
+            Ok(r) if r.fract() == 0.0 && r.abs() <= i32::MAX as f64 => Some(r as i32),
+            _ => None,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_end_after_newlines_and_cover_everything() {
+        let mut text = Vec::new();
+        for i in 0..20_000 {
+            text.extend_from_slice(format!("q{i} Q0 d{i} 1 0.5 t\n").as_bytes());
+        }
+        text.extend_from_slice(b"last line without newline");
+        let ranges = chunks(&text, 8);
+        assert!(ranges.len() > 1);
+        assert_eq!(ranges[0].start, 0);
+        assert_eq!(ranges.last().unwrap().end, text.len());
+        for w in ranges.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+            assert_eq!(text[w[0].end - 1], b'\n');
+        }
+        assert!(chunks(b"", 4).is_empty());
+    }
+
+    #[test]
+    fn run_lines() {
+        assert_eq!(
+            RunLine::parse("q1\tQ0 d7  3 -0.25").unwrap(),
+            Some(RunLine {
+                qid: "q1",
+                doc: "d7",
+                score: -0.25
+            })
+        );
+        assert_eq!(RunLine::parse(" \r").unwrap(), None);
+        let e = RunLine::parse("q Q0 d 1").unwrap_err();
+        assert_eq!(
+            e,
+            "expected 6 columns 'qid Q0 docid rank score tag', found 4"
+        );
+        assert_eq!(
+            RunLine::parse("q Q0 d 1 high x").unwrap_err(),
+            "score 'high' is not a number"
+        );
+        assert_eq!(
+            RunLine::parse("q Q0 d 1 inf x").unwrap_err(),
+            "score 'inf' is not finite"
+        );
+    }
+
+    #[test]
+    fn qrels_lines_and_the_beir_header() {
+        let mut lines = QrelsLines::default();
+        assert_eq!(lines.parse("").unwrap(), None);
+        assert_eq!(lines.parse("query-id\tcorpus-id\tscore").unwrap(), None);
+        let j = lines.parse("q1\td1\t2.0").unwrap().unwrap();
+        assert_eq!((j.qid, j.doc, j.label), ("q1", "d1", 2));
+        assert!(lines.parse("query-id corpus-id score").is_err());
+        let mut lines = QrelsLines::default();
+        assert_eq!(lines.parse("1 0 184 -1").unwrap().unwrap().label, -1);
+        assert!(lines
+            .parse("1 0 184 1.5")
+            .unwrap_err()
+            .contains("not an integer"));
+        assert!(lines.parse("1 0 184 1e10").is_err());
+        assert!(lines
+            .parse("1 0 1 2 3")
+            .unwrap_err()
+            .contains("found 5 columns"));
+    }
+
+    #[test]
+    fn fast_score_path_is_exact() {
+        for s in [
+            "0",
+            "1.5",
+            "-0.25",
+            "12.345678",
+            "0.1",
+            "123456789012345",
+            "3.14159265358979",
+            "+7",
+            "1e-3",
+            "1.",
+            ".5",
+        ] {
+            assert_eq!(parse_score(s), s.parse::<f64>().ok(), "{s}");
+        }
+        assert_eq!(parse_score("1.2.3"), None);
+        assert_eq!(parse_score("-"), None);
+        let mut x: u64 = 12345;
+        for _ in 0..100_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = (x >> 11) as f64 / (1u64 << 53) as f64 * 100.0;
+            let s = format!("{v:.6}");
+            assert_eq!(parse_score(&s), s.parse::<f64>().ok(), "{s}");
+        }
+    }
+}

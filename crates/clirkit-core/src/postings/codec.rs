@@ -1,0 +1,209 @@
+//! The block-max postings codec. A term's postings are `[BlockMeta; blocks]` followed by the
+//! blocks' data. A block holds up to [`BLOCK_LEN`] postings: doc-id gaps then `value - 1`, each
+//! bit-packed with the block's own width. Its `BlockMeta` keeps the last doc id (for skipping),
+//! the block's largest value and smallest document norm (an upper bound on any score in it for a
+//! scorer monotone in both), and where its data starts.
+//!
+//! A posting's value is what the scorer reads: the term frequency in a BM25 index, an integer
+//! impact in an impact-scored one; the codec does not interpret it.
+
+use crate::io::format::read_u32;
+
+pub const BLOCK_LEN: usize = 128;
+pub const BLOCK_META_LEN: usize = 16;
+/// Zero bytes after the last block, so unpacking may read a full word past a block's end.
+pub const POSTINGS_PADDING: usize = 8;
+
+/// Skip information for one block of postings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockMeta {
+    pub last_doc: u32,
+    /// Offset of the block's data from the start of its term's data.
+    pub offset: u32,
+    /// The largest value in the block.
+    pub max_value: u32,
+    /// The smallest document norm in the block (from the `norms` given to the encoder).
+    pub min_norm: u8,
+    pub doc_bits: u8,
+    pub value_bits: u8,
+    /// Number of postings, 1..=128.
+    pub len: u8,
+}
+
+impl BlockMeta {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.last_doc.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.max_value.to_le_bytes());
+        out.extend_from_slice(&[self.min_norm, self.doc_bits, self.value_bits, self.len]);
+    }
+
+    #[inline]
+    pub fn decode(bytes: &[u8], index: usize) -> Self {
+        let at = index * BLOCK_META_LEN;
+        BlockMeta {
+            last_doc: read_u32(bytes, at),
+            offset: read_u32(bytes, at + 4),
+            max_value: read_u32(bytes, at + 8),
+            min_norm: bytes[at + 12],
+            doc_bits: bytes[at + 13],
+            value_bits: bytes[at + 14],
+            len: bytes[at + 15],
+        }
+    }
+}
+
+fn bits_needed(max: u32) -> u8 {
+    (32 - max.leading_zeros()) as u8
+}
+
+/// Append `values` bit-packed with `bits` bits each (little endian bit order).
+fn pack(values: &[u32], bits: u8, out: &mut Vec<u8>) {
+    if bits == 0 {
+        return;
+    }
+    let mut acc: u64 = 0;
+    let mut filled = 0u32;
+    for &v in values {
+        acc |= (v as u64) << filled;
+        filled += bits as u32;
+        while filled >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            filled -= 8;
+        }
+    }
+    if filled > 0 {
+        out.push(acc as u8);
+    }
+}
+
+fn packed_len(count: usize, bits: u8) -> usize {
+    (count * bits as usize).div_ceil(8)
+}
+
+/// Unpack `out.len()` values of `bits` bits each from `bytes`, which must extend at least 8
+/// bytes past the packed data (the postings file's padding guarantees it).
+#[inline]
+fn unpack(bytes: &[u8], bits: u8, out: &mut [u32]) {
+    if bits == 0 {
+        out.fill(0);
+        return;
+    }
+    let mask = (1u64 << bits) - 1;
+    let need = packed_len(out.len(), bits) + 8;
+    let bytes = &bytes[..need];
+    let mut bit = 0usize;
+    for slot in out.iter_mut() {
+        let byte = bit >> 3;
+        let word = u64::from_le_bytes(bytes[byte..byte + 8].try_into().unwrap());
+        *slot = ((word >> (bit & 7)) & mask) as u32;
+        bit += bits as usize;
+    }
+}
+
+/// Encode one term's postings (doc ids strictly increasing, values >= 1) into block metadata
+/// followed by block data; `norms` gives each doc's norm for the blocks' bounds.
+pub fn encode_postings(docs: &[u32], values: &[u32], norms: &[u8], out: &mut Vec<u8>) -> u32 {
+    debug_assert_eq!(docs.len(), values.len());
+    let blocks = docs.len().div_ceil(BLOCK_LEN);
+    let meta_start = out.len();
+    out.resize(meta_start + blocks * BLOCK_META_LEN, 0);
+    let data_start = out.len();
+    let mut metas = Vec::with_capacity(blocks * BLOCK_META_LEN);
+    let mut gaps = [0u32; BLOCK_LEN];
+    let mut value_minus_one = [0u32; BLOCK_LEN];
+    let mut prev = u32::MAX; // so the first gap is doc - 0 after wrapping
+    for (b, (doc_chunk, value_chunk)) in docs
+        .chunks(BLOCK_LEN)
+        .zip(values.chunks(BLOCK_LEN))
+        .enumerate()
+    {
+        let n = doc_chunk.len();
+        let mut max_gap = 0;
+        let mut max_value = 0;
+        let mut min_norm = u8::MAX;
+        for i in 0..n {
+            gaps[i] = doc_chunk[i].wrapping_sub(prev).wrapping_sub(1);
+            prev = doc_chunk[i];
+            max_gap = max_gap.max(gaps[i]);
+            value_minus_one[i] = value_chunk[i] - 1;
+            max_value = max_value.max(value_chunk[i]);
+            min_norm = min_norm.min(norms[doc_chunk[i] as usize]);
+        }
+        let meta = BlockMeta {
+            last_doc: prev,
+            offset: (out.len() - data_start) as u32,
+            max_value,
+            min_norm,
+            doc_bits: bits_needed(max_gap),
+            value_bits: bits_needed(max_value - 1),
+            len: n as u8,
+        };
+        debug_assert!(b < blocks);
+        pack(&gaps[..n], meta.doc_bits, out);
+        pack(&value_minus_one[..n], meta.value_bits, out);
+        meta.encode(&mut metas);
+    }
+    out[meta_start..data_start].copy_from_slice(&metas);
+    blocks as u32
+}
+
+/// Decode one block's doc ids (given the previous block's last doc) into `docs`.
+#[inline]
+pub fn decode_docs(data: &[u8], meta: &BlockMeta, prev_last: u32, docs: &mut [u32; BLOCK_LEN]) {
+    let n = meta.len as usize;
+    unpack(&data[meta.offset as usize..], meta.doc_bits, &mut docs[..n]);
+    let mut prev = prev_last;
+    for d in docs[..n].iter_mut() {
+        prev = prev.wrapping_add(*d).wrapping_add(1);
+        *d = prev;
+    }
+}
+
+/// Decode one block's values into `values`.
+#[inline]
+pub fn decode_values(data: &[u8], meta: &BlockMeta, values: &mut [u32; BLOCK_LEN]) {
+    let n = meta.len as usize;
+    let start = meta.offset as usize + packed_len(n, meta.doc_bits);
+    unpack(&data[start..], meta.value_bits, &mut values[..n]);
+    for t in values[..n].iter_mut() {
+        *t += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postings_round_trip() {
+        let docs: Vec<u32> = (0..1000u32).map(|i| i * 3 + (i % 7)).collect();
+        let tfs: Vec<u32> = (0..1000u32).map(|i| 1 + (i * 31) % 17).collect();
+        let norms: Vec<u8> = (0..4000u32).map(|i| (i % 200) as u8).collect();
+        let mut buf = Vec::new();
+        let blocks = encode_postings(&docs, &tfs, &norms, &mut buf) as usize;
+        buf.extend_from_slice(&[0; POSTINGS_PADDING]);
+        assert_eq!(blocks, 8);
+        let data = &buf[blocks * BLOCK_META_LEN..];
+        let mut prev = u32::MAX;
+        let (mut d, mut t) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
+        for b in 0..blocks {
+            let meta = BlockMeta::decode(&buf, b);
+            decode_docs(data, &meta, prev, &mut d);
+            decode_values(data, &meta, &mut t);
+            let n = meta.len as usize;
+            let range = b * BLOCK_LEN..b * BLOCK_LEN + n;
+            assert_eq!(&d[..n], &docs[range.clone()]);
+            assert_eq!(&t[..n], &tfs[range.clone()]);
+            assert_eq!(meta.max_value, *tfs[range.clone()].iter().max().unwrap());
+            let min_norm = docs[range]
+                .iter()
+                .map(|&x| norms[x as usize])
+                .min()
+                .unwrap();
+            assert_eq!(meta.min_norm, min_norm);
+            prev = meta.last_doc;
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! A cursor over one term's block-max postings: document-at-a-time movement (`next`,
+//! `advance`), block bounds without decoding, and lazy decoding of a block's values. Scores
+//! come from the [`PostingScorer`] it is given.
+
+use super::codec::{decode_docs, decode_values, BlockMeta, BLOCK_LEN};
+
+/// The doc of a cursor past its last posting.
+pub const END: u32 = u32::MAX;
+
+/// How a cursor's postings are scored.
+pub trait PostingScorer: Copy {
+    /// The score of `doc`'s posting, whose stored value is `value`.
+    fn score(&self, doc: u32, value: u32) -> f32;
+    /// A bound on the score of every posting in a block, from its metadata alone.
+    fn block_bound(&self, meta: &BlockMeta) -> f32;
+}
+
+/// A term's postings as mapped from disk.
+#[derive(Clone, Copy)]
+pub struct TermPostings<'a> {
+    pub metas: &'a [u8],
+    pub data: &'a [u8],
+    pub blocks: usize,
+}
+
+/// A position in one term's postings, decoding a block at a time.
+pub struct Cursor<'a, S: PostingScorer> {
+    postings: TermPostings<'a>,
+    scorer: S,
+    block: usize,
+    pos: usize,
+    len: usize,
+    docs: [u32; BLOCK_LEN],
+    values: [u32; BLOCK_LEN],
+    values_ready: bool,
+    /// The current doc, or [`END`].
+    pub doc: u32,
+    /// The largest score this term gives any document.
+    pub max_score: f32,
+    bound_block: usize,
+    bound: f32,
+}
+
+impl<'a, S: PostingScorer> Cursor<'a, S> {
+    pub fn new(postings: TermPostings<'a>, scorer: S) -> Self {
+        let mut max_score = 0f32;
+        for b in 0..postings.blocks {
+            let m = BlockMeta::decode(postings.metas, b);
+            max_score = max_score.max(scorer.block_bound(&m));
+        }
+        let mut c = Cursor {
+            postings,
+            scorer,
+            block: 0,
+            pos: 0,
+            len: 0,
+            docs: [0; BLOCK_LEN],
+            values: [0; BLOCK_LEN],
+            values_ready: false,
+            doc: END,
+            max_score,
+            bound_block: usize::MAX,
+            bound: 0.0,
+        };
+        if postings.blocks > 0 {
+            c.load_block(0);
+        }
+        c
+    }
+
+    /// The scorer of this term.
+    #[inline]
+    pub fn scorer(&self) -> &S {
+        &self.scorer
+    }
+
+    /// Number of postings in the list.
+    pub fn doc_freq(&self) -> usize {
+        match self.postings.blocks {
+            0 => 0,
+            n => (n - 1) * BLOCK_LEN + self.meta(n - 1).len as usize,
+        }
+    }
+
+    #[inline]
+    fn meta(&self, b: usize) -> BlockMeta {
+        BlockMeta::decode(self.postings.metas, b)
+    }
+
+    fn load_block(&mut self, b: usize) {
+        let prev_last = if b == 0 {
+            u32::MAX
+        } else {
+            self.meta(b - 1).last_doc
+        };
+        let meta = self.meta(b);
+        decode_docs(self.postings.data, &meta, prev_last, &mut self.docs);
+        self.block = b;
+        self.len = meta.len as usize;
+        self.pos = 0;
+        self.values_ready = false;
+        self.doc = self.docs[0];
+    }
+
+    /// Move to the next posting.
+    #[inline]
+    pub fn next(&mut self) {
+        self.pos += 1;
+        if self.pos < self.len {
+            self.doc = self.docs[self.pos];
+        } else if self.block + 1 < self.postings.blocks {
+            self.load_block(self.block + 1);
+        } else {
+            self.doc = END;
+        }
+    }
+
+    /// The first block that may hold `target`, if any. Targets only grow during a query, so
+    /// the scan starts at the later of the decoded block and the last block bounded: each
+    /// block's metadata is passed over once per query, however far apart the targets are.
+    #[inline]
+    fn block_for(&self, target: u32) -> Option<usize> {
+        let start = match self.bound_block {
+            usize::MAX => self.block,
+            b => b.max(self.block),
+        };
+        (start..self.postings.blocks).find(|&b| self.meta(b).last_doc >= target)
+    }
+
+    /// Move to the first posting with doc >= `target`.
+    pub fn advance(&mut self, target: u32) {
+        if self.doc >= target {
+            return;
+        }
+        if target > self.meta(self.block).last_doc {
+            match self.block_for(target) {
+                Some(b) => self.load_block(b),
+                None => {
+                    self.doc = END;
+                    return;
+                }
+            }
+        }
+        while self.docs[self.pos] < target {
+            self.pos += 1;
+        }
+        self.doc = self.docs[self.pos];
+    }
+
+    /// An upper bound of this term's score for `target` (from the block that would hold it),
+    /// without decoding anything.
+    #[inline]
+    pub fn block_bound(&mut self, target: u32) -> f32 {
+        let Some(b) = self.block_for(target) else {
+            return 0.0;
+        };
+        if b != self.bound_block {
+            self.bound = self.scorer.block_bound(&self.meta(b));
+            self.bound_block = b;
+        }
+        self.bound
+    }
+
+    /// The score of the current posting.
+    #[inline]
+    pub fn score(&mut self) -> f32 {
+        if !self.values_ready {
+            let meta = self.meta(self.block);
+            decode_values(self.postings.data, &meta, &mut self.values);
+            self.values_ready = true;
+        }
+        self.scorer.score(self.doc, self.values[self.pos])
+    }
+
+    /// Hand every remaining posting to `visit` as (doc, value), a block at a time, and end the
+    /// cursor: the traversal of term-at-a-time scoring.
+    #[inline]
+    pub fn drain(&mut self, mut visit: impl FnMut(u32, u32)) {
+        while self.doc != END {
+            let meta = self.meta(self.block);
+            decode_values(self.postings.data, &meta, &mut self.values);
+            let range = self.pos..self.len;
+            for (&doc, &value) in self.docs[range.clone()].iter().zip(&self.values[range]) {
+                visit(doc, value);
+            }
+            if self.block + 1 < self.postings.blocks {
+                self.load_block(self.block + 1);
+            } else {
+                self.doc = END;
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+"""Text encoders and what is built on them, one module per concern.
+
+- :mod:`~clirkit.encoders.onnx_encoder`: :class:`OnnxEncoder`, texts in, dense vectors out (its
+  docstring lists the options);
+- :mod:`~clirkit.encoders.sparse`: :class:`SparseEncoder`, texts in, SPLADE term weights out;
+- :mod:`~clirkit.encoders.session`: the onnxruntime session (device, graph preparation, IO binding);
+- :mod:`~clirkit.encoders.tokenization`: tokenizers, padded batches, token windows;
+- :mod:`~clirkit.encoders.pooling`: token states to one vector per text;
+- :mod:`~clirkit.encoders.quantization`: batch-invariant int8 graphs;
+- :mod:`~clirkit.encoders.corpus`: streaming, resumable encoding of a JSONL file to ``.npy`` + ids
+  (dense) or to vector JSONL (sparse);
+- :mod:`~clirkit.encoders.seen_ids`: duplicate-id detection in bounded memory while encoding;
+- :mod:`~clirkit.encoders.passages`: passage ids and MaxP (passage run to document run).
+
+onnxruntime and tokenizers (the ``encoders`` extra) are imported when an encoder is created, not here.
+"""
+
+from clirkit.encoders.corpus import (
+    EncodeResult,
+    SparseEncodeResult,
+    encode_file,
+    encode_sparse_file,
+    load_embeddings,
+    output_paths,
+    sparse_output_paths,
+)
+from clirkit.encoders.onnx_encoder import MODEL_FILES, OnnxEncoder
+from clirkit.encoders.passages import doc_id, maxp, maxp_file
+from clirkit.encoders.pooling import POOLINGS
+from clirkit.encoders.session import DEVICES
+from clirkit.encoders.sparse import SparseEncoder, is_sparse_model
+
+__all__ = [
+    "DEVICES",
+    "MODEL_FILES",
+    "POOLINGS",
+    "EncodeResult",
+    "OnnxEncoder",
+    "SparseEncodeResult",
+    "SparseEncoder",
+    "doc_id",
+    "encode_file",
+    "encode_sparse_file",
+    "is_sparse_model",
+    "load_embeddings",
+    "maxp",
+    "maxp_file",
+    "output_paths",
+    "sparse_output_paths",
+]

@@ -1,0 +1,276 @@
+"""ONNX text encoders: onnxruntime + Hugging Face ``tokenizers``, no PyTorch, nothing downloaded.
+
+A model is a directory holding ``model.onnx``, ``tokenizer.json`` and ``config.json``. Encoding options
+default from ``config.json`` and can be overridden by keyword arguments:
+
+``pooling``
+    ``"mean"`` (mean over the attention mask), ``"cls"`` (first token) or ``"last"`` (last non-padding
+    token). Read from the ``pooling`` key: either one of those words or prose such as
+    ``"mean over attention_mask, then L2 normalize"`` (the first of mean/cls/last it mentions wins).
+    Default ``"mean"`` (sentence-transformers' default).
+``normalize``
+    L2-normalize embeddings. Read from a boolean ``normalize`` key, else from the ``pooling`` prose
+    (``"normalize"`` mentioned), else ``True``.
+``query_prefix`` / ``passage_prefix``
+    Prepended to queries / passages (multilingual-e5: ``"query: "`` / ``"passage: "``). Default ``""``.
+``max_length``
+    Tokens per input including special tokens; at most ``max_position_embeddings``. Longer inputs are
+    truncated and counted in :attr:`OnnxEncoder.truncated` (never an error).
+
+``batch_invariant`` (default True)
+    Dynamically quantized int8 models compute one activation scale over the whole padded batch, so a
+    text's vector would depend on its batch-mates (cosine down to 0.97 with multilingual-e5-small-int8).
+    On CPU such a model runs each text alone, unpadded, on the graph as shipped with all optimizations,
+    ``threads`` texts at a time: vectors are bit-identical to a one-text-at-a-time loop, and no compute
+    is spent on padding. On CUDA, where batching is what makes a GPU fast, the graph is rewritten to
+    quantize each sequence over its own tokens (:mod:`clirkit.encoders.quantization`, needs the ``onnx``
+    package) and run with basic graph optimizations. Float models are batched as shipped.
+
+Otherwise (float models, ``batch_invariant=False``, CUDA) batches of ``batch_size`` are formed after
+sorting by token length so that each is padded only to its own longest
+input (dynamic padding). On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
+(onnxruntime's intra-op thread pool spends much of its time synchronizing on matrices this small).
+Results come back in input order. On CUDA the session uses IO binding and, with ``fp16=True``, a float16
+copy of the model's float weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import numpy as np
+
+from clirkit._native import InvalidInputError, ParseError
+from clirkit._types import PathLike
+from clirkit.encoders.pooling import POOLINGS, is_sparse_config, pool, pooling_from_config
+from clirkit.encoders.session import import_runtime, open_session, pick_device
+from clirkit.encoders.tokenization import load_tokenizers, padded_batch, token_windows
+
+MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
+T = TypeVar("T")
+
+
+class OnnxEncoder:
+    """Encode texts into dense vectors with an ONNX transformer (see the module docstring for options).
+
+    >>> enc = OnnxEncoder("models/multilingual-e5-small-int8")  # doctest: +SKIP
+    >>> q = enc.encode_queries(["what is clir?"])                # float32, shape (1, 384)
+    """
+
+    def __init__(
+        self,
+        model_dir: PathLike,
+        *,
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+        max_length: int | None = None,
+        batch_size: int = 32,
+        device: str = "auto",
+        fp16: bool | None = None,
+        threads: int = 0,
+        batch_invariant: bool = True,
+    ) -> None:
+        ort, tokenizers = import_runtime()
+        self.model_dir = Path(model_dir)
+        if not self.model_dir.is_dir():
+            raise FileNotFoundError(f"model directory {self.model_dir} does not exist")
+        missing = [name for name in MODEL_FILES if not (self.model_dir / name).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"model directory {self.model_dir} lacks {', '.join(missing)} "
+                f"(an encoder needs {', '.join(MODEL_FILES)})"
+            )
+        config_path = self.model_dir / "config.json"
+        try:
+            self.config: dict[str, Any] = json.loads(config_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ParseError(f"{config_path}: not valid JSON: {err}") from err
+
+        self._configure_output(pooling, normalize)
+        self.query_prefix = query_prefix if query_prefix is not None else self.config.get("query_prefix", "")
+        self.passage_prefix = (
+            passage_prefix if passage_prefix is not None else self.config.get("passage_prefix", "")
+        )
+        position_limit = int(self.config.get("max_position_embeddings", 512))
+        if max_length and max_length > position_limit:
+            warnings.warn(
+                f"max_length {max_length} exceeds the model's {position_limit} positions "
+                f"(config.json max_position_embeddings); using {position_limit}",
+                stacklevel=2,
+            )
+        self.max_length = min(max_length or position_limit, position_limit)
+        if self.max_length < 2:
+            raise InvalidInputError(f"max_length must be at least 2, got {self.max_length}")
+        if batch_size < 1:
+            raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.truncated = 0  # inputs cut at max_length so far
+
+        self.tokenizer, self._splitter = load_tokenizers(
+            tokenizers, self.model_dir / "tokenizer.json", self.max_length
+        )
+        self.pad_id = int(self.config.get("pad_token_id", 0))
+
+        self.device = pick_device(ort, device)
+        self.fp16 = bool(fp16) if fp16 is not None else False
+        if self.fp16 and self.device != "cuda":
+            warnings.warn("fp16 applies to the CUDA provider only; encoding in float32 on CPU", stacklevel=2)
+            self.fp16 = False
+        self.batch_invariant = batch_invariant
+        self._onnx = open_session(
+            ort, self.model_dir / "model.onnx", self.device, threads, batch_invariant, self.fp16
+        )
+        # What the session settled on (fingerprint() digests these).
+        self.session = self._onnx.session
+        self.workers = self._onnx.workers
+        self.one_text_per_call = self._onnx.one_text_per_call
+        self.graph_optimization = self._onnx.graph_optimization
+        self.fp16 = self._onnx.fp16
+        unknown = set(self._onnx.input_names) - {"input_ids", "attention_mask", "token_type_ids"}
+        if unknown:
+            raise InvalidInputError(
+                f"{self.model_dir / 'model.onnx'}: unsupported model inputs {sorted(unknown)}"
+            )
+        self._check_vocabulary()
+
+    def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
+        """Set :attr:`pooling` and :attr:`normalize` from the arguments, else from config.json."""
+        if is_sparse_config(self.config):
+            raise InvalidInputError(
+                f"{self.model_dir}: config.json declares a learned-sparse (SPLADE) model, which gives term "
+                "weights, not dense vectors: use clirkit.encoders.SparseEncoder"
+            )
+        cfg_pooling, cfg_normalize = pooling_from_config(self.config)
+        self.pooling = pooling or cfg_pooling or "mean"
+        if self.pooling not in POOLINGS:
+            raise InvalidInputError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+        self.normalize = bool(normalize if normalize is not None else (cfg_normalize is not False))
+
+    def _check_vocabulary(self) -> None:
+        """A tokenizer that emits ids beyond the embedding table gives garbage or crashes mid-corpus:
+        refuse it up front."""
+        tokenizer_vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        model_vocab = self.config.get("vocab_size")
+        if model_vocab is not None:
+            if tokenizer_vocab > int(model_vocab):
+                raise InvalidInputError(
+                    f"{self.model_dir}: tokenizer.json has {tokenizer_vocab} tokens but the model's "
+                    f"embedding table (config.json vocab_size) has {model_vocab}: they do not belong together"
+                )
+            return
+        # No vocab_size in config.json: probe the embedding table with the largest token id.
+        probe = np.array([[tokenizer_vocab - 1]], dtype=np.int64)
+        try:
+            self._run(probe, np.ones_like(probe))
+        except Exception as err:  # onnxruntime raises its own error types for out-of-range gathers
+            raise InvalidInputError(
+                f"{self.model_dir}: the model rejects token id {tokenizer_vocab - 1} of tokenizer.json "
+                f"({tokenizer_vocab} tokens): tokenizer and model do not belong together ({err})"
+            ) from err
+
+    # -- identity ------------------------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """A digest of the model files and every setting that changes the vectors (for resumable
+        corpus encoding: a resumed run must use the same encoder)."""
+        h = hashlib.sha256()
+        for name in MODEL_FILES:
+            st = (self.model_dir / name).stat()
+            h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        h.update((self.model_dir / "config.json").read_bytes())
+        h.update(json.dumps(self._vector_settings()).encode())
+        return h.hexdigest()
+
+    def _vector_settings(self) -> list[Any]:
+        """The settings that change the vectors, for :meth:`fingerprint`."""
+        return [
+            self.pooling,
+            self.normalize,
+            self.query_prefix,
+            self.passage_prefix,
+            self.max_length,
+            self.batch_invariant,
+            self.one_text_per_call,
+            self.graph_optimization,
+            self.fp16,
+        ]
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension."""
+        shape = self.session.get_outputs()[0].shape
+        if isinstance(shape[-1], int):
+            return shape[-1]
+        return int(self.encode([""]).shape[1])
+
+    # -- encoding ------------------------------------------------------------------------------------
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode queries (with the query prefix). Returns float32 ``(len(texts), dim)``."""
+        return self.encode(texts, prefix=self.query_prefix)
+
+    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode documents or passages (with the passage prefix). Returns float32 ``(len(texts), dim)``."""
+        return self.encode(texts, prefix=self.passage_prefix)
+
+    def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
+        """Encode ``prefix + text`` for each text, in input order. Empty texts are encoded as the
+        prefix alone (special tokens only without one); inputs over ``max_length`` tokens are truncated
+        and counted in :attr:`truncated`."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of texts, not a single string")
+        texts = [prefix + (t if t is not None else "") for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        batches, vectors = self._encode_batches(texts, self._embed)
+        out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
+        for batch, rows in zip(batches, vectors):
+            out[batch] = rows
+        return out
+
+    def _encode_batches(
+        self, texts: list[str], embed: Callable[[np.ndarray, np.ndarray], T]
+    ) -> tuple[list[np.ndarray], list[T]]:
+        """Tokenize ``texts`` (counting truncations), form batches and apply ``embed(input ids, attention
+        mask)`` to each, concurrently where the session allows: (the text positions of each batch, what
+        ``embed`` returned for it)."""
+        encodings = self.tokenizer.encode_batch(texts)
+        self.truncated += sum(1 for e in encodings if e.overflowing)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        # Stable sort, longest first: the first batch is the biggest, so memory problems show at once.
+        order = np.argsort(-lengths, kind="stable")
+        size = 1 if self.one_text_per_call else self.batch_size
+        batches = [order[start : start + size] for start in range(0, len(order), size)]
+
+        def embed_batch(batch: np.ndarray) -> T:
+            return embed(*padded_batch(encodings, batch, self.pad_id))
+
+        if self.workers > 1 and len(batches) > 1:
+            # onnxruntime releases the GIL while it runs; one session serves concurrent calls.
+            with ThreadPoolExecutor(min(self.workers, len(batches))) as executor:
+                results = list(executor.map(embed_batch, batches))
+        else:
+            results = [embed_batch(batch) for batch in batches]
+        return batches, results
+
+    def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return pool(self._run(ids, mask).astype(np.float32, copy=False), mask, self.pooling, self.normalize)
+
+    def _feeds(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        available = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return {name: available[name] for name in self._onnx.input_names}
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return self._onnx.run(self._feeds(ids, mask))
+
+    def token_windows(self, text: str, size: int, stride: int) -> list[str]:
+        """Split ``text`` into passages of at most ``size`` tokens starting every ``stride`` tokens
+        (special tokens and prefixes not counted), cut at token boundaries in the original text. A text
+        that fits in one window comes back whole (an empty text gives one empty passage)."""
+        return token_windows(self._splitter, text, size, stride)

@@ -1,0 +1,168 @@
+"""Learned-sparse (SPLADE-family) encoding: texts in, term -> weight maps out.
+
+A SPLADE model is a BERT-style masked language model exported to ONNX whose output is the MLM logits,
+``(batch, sequence, vocabulary)``; its config.json says so (see
+:func:`clirkit.encoders.pooling.is_sparse_config`). A text's weight for vocabulary entry ``i`` is the
+max over its non-padding tokens of ``log(1 + relu(logit_i))``, and its terms are the tokenizer's
+vocabulary strings (entry ``i`` is token ``i``). ``log(1 + relu(x))`` never decreases, so it is applied
+once to the max rather than to every token's logits: the same values, one vocabulary-sized pass per text
+instead of one per token. Terms of weight 0 are left out.
+
+Weights are float32 values, given as the shortest decimal that reads back as the same float32 (so a
+vector written as JSON and read again is the vector computed). Batches are padded to their longest text;
+padding never reaches a weight (the max runs over each text's own tokens), and batched vectors equal
+one-text-at-a-time vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clirkit._native import InvalidInputError, ParseError
+from clirkit._types import PathLike
+from clirkit.encoders.onnx_encoder import OnnxEncoder
+from clirkit.encoders.pooling import is_sparse_config
+
+#: The model output holding the MLM logits, unless config.json names another under ``output``.
+LOGITS_OUTPUT = "logits"
+
+SparseVector = dict[str, float]
+
+
+def is_sparse_model(model_dir: PathLike) -> bool:
+    """Whether the model directory's config.json declares a learned-sparse model (False without one);
+    reads no model, so callers can pick the encoder class cheaply."""
+    config_path = Path(model_dir) / "config.json"
+    if not config_path.is_file():
+        return False
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ParseError(f"{config_path}: not valid JSON: {err}") from err
+    return isinstance(config, dict) and is_sparse_config(config)
+
+
+class SparseEncoder(OnnxEncoder):
+    """Encode texts into SPLADE term weights with an ONNX masked language model.
+
+    ``top_terms``: keep only the ``N`` largest weights of each vector (ties go to the lower vocabulary
+    id); default all. ``batch_size`` defaults to 8: a batch's logits hold ``batch × tokens × vocabulary``
+    floats (256 MB for 8 texts of 256 tokens over BERT's 30,522 entries). Prefixes, ``max_length``,
+    ``device`` and ``threads`` are as for :class:`OnnxEncoder`. :meth:`encode`, :meth:`encode_queries`
+    and :meth:`encode_passages` return one ``{term: weight}`` dict per text, terms in vocabulary order.
+
+    >>> enc = SparseEncoder("models/splade-tiny-en", max_length=64)  # doctest: +SKIP
+    >>> enc.encode_queries(["what is clir?"])[0]["cl"]                # a float weight
+    """
+
+    def __init__(
+        self,
+        model_dir: PathLike,
+        *,
+        top_terms: int | None = None,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+        max_length: int | None = None,
+        batch_size: int = 8,
+        device: str = "auto",
+        threads: int = 0,
+    ) -> None:
+        if top_terms is not None and top_terms < 1:
+            raise InvalidInputError(f"top_terms must be at least 1, got {top_terms}")
+        self.top_terms = top_terms
+        super().__init__(
+            model_dir,
+            query_prefix=query_prefix,
+            passage_prefix=passage_prefix,
+            max_length=max_length,
+            batch_size=batch_size,
+            device=device,
+            threads=threads,
+        )
+        self.vocabulary = [
+            self.tokenizer.id_to_token(i)
+            for i in range(self.tokenizer.get_vocab_size(with_added_tokens=True))
+        ]
+        self._onnx.output_name = self._logits_output()
+
+    def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
+        # Max over tokens, no normalization: what makes the vector SPLADE's.
+        self.pooling = "max"
+        self.normalize = False
+
+    def _logits_output(self) -> str:
+        """The name of the model output holding the MLM logits; a clear error where there is none."""
+        wanted = self.config.get("output", LOGITS_OUTPUT)
+        outputs = {o.name: o.shape for o in self.session.get_outputs()}
+        described = ", ".join(f"{name} {shape}" for name, shape in outputs.items())
+        model = self.model_dir / "model.onnx"
+        if wanted not in outputs:
+            raise InvalidInputError(
+                f"{model}: a SPLADE model must output MLM logits (batch, sequence, vocabulary) named "
+                f"{wanted!r}, but its outputs are: {described}"
+            )
+        shape = outputs[wanted]
+        if len(shape) != 3 or (isinstance(shape[2], int) and shape[2] != len(self.vocabulary)):
+            raise InvalidInputError(
+                f"{model}: output {wanted!r} has shape {shape}, not MLM logits (batch, sequence, "
+                f"{len(self.vocabulary)}) over tokenizer.json's vocabulary"
+            )
+        return wanted
+
+    def _vector_settings(self) -> list[Any]:
+        return [*super()._vector_settings(), "splade", self.top_terms]
+
+    @property
+    def dim(self) -> int:
+        """The vocabulary size: the number of possible terms."""
+        return len(self.vocabulary)
+
+    def encode(self, texts: Sequence[str], prefix: str = "") -> list[SparseVector]:  # type: ignore[override]
+        """Encode ``prefix + text`` for each text, in input order: one ``{term: weight}`` dict each (an
+        empty text gives the special tokens' vector). Inputs over ``max_length`` tokens are truncated and
+        counted in :attr:`truncated`."""
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of texts, not a single string")
+        texts = [prefix + (t if t is not None else "") for t in texts]
+        if not texts:
+            return []
+        batches, results = self._encode_batches(texts, self._term_weights)
+        out: list[SparseVector] = [{} for _ in texts]
+        for batch, vectors in zip(batches, results):
+            for position, vector in zip(batch, vectors):
+                out[position] = vector
+        return out
+
+    def encode_queries(self, texts: Sequence[str]) -> list[SparseVector]:  # type: ignore[override]
+        """Encode queries (with the query prefix)."""
+        return self.encode(texts, prefix=self.query_prefix)
+
+    def encode_passages(self, texts: Sequence[str]) -> list[SparseVector]:  # type: ignore[override]
+        """Encode documents or passages (with the passage prefix)."""
+        return self.encode(texts, prefix=self.passage_prefix)
+
+    def _term_weights(self, ids: np.ndarray, mask: np.ndarray) -> list[SparseVector]:
+        """The vectors of one padded batch."""
+        logits = self._run(ids, mask)
+        if logits.ndim != 3 or logits.shape[2] != len(self.vocabulary):
+            raise InvalidInputError(
+                f"{self.model_dir / 'model.onnx'}: output {self._onnx.output_name!r} has shape "
+                f"{logits.shape}, not MLM logits over tokenizer.json's {len(self.vocabulary)} entries"
+            )
+        vectors = []
+        for row, length in zip(logits, mask.sum(axis=1)):
+            weights = np.log1p(np.maximum(row[:length].max(axis=0), 0).astype(np.float32))
+            terms = np.flatnonzero(weights > 0)
+            if self.top_terms is not None and len(terms) > self.top_terms:
+                strongest = np.lexsort((terms, -weights[terms]))[: self.top_terms]
+                terms = np.sort(terms[strongest])
+            # The shortest decimal of each float32, read as a Python float: it prints (and so is written)
+            # in that form and reads back as the same float32.
+            decimals = weights[terms].astype(str)
+            vectors.append({self.vocabulary[t]: float(d) for t, d in zip(terms.tolist(), decimals)})
+        return vectors

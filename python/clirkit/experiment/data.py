@@ -1,0 +1,275 @@
+"""Collections turned into tasks: for each task, the documents searched, the queries and the qrels.
+
+- BEIR directories (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``): setting ``all`` searches
+  every document with the judged queries; with a ``lang_field``, ``mono`` pairs the queries and
+  documents of one language, ``clir`` the queries of ``query_language`` with the documents of one
+  language, ``mlir`` the queries of ``query_language`` (or of each of ``languages``) with every
+  document.
+- NeuCLIR-style files (``docs`` and ``translations`` per language, topics with one entry per language,
+  qrels per language plus ``mlir``): ``mono`` and ``clir-qt`` search the native documents with the topic
+  in their language, ``clir`` with the English topic, ``clir-dt`` the English translations with the
+  English topic; ``mlir`` and ``mlir-dt`` search every native (or translated) document with the English
+  topic against the ``mlir`` qrels.
+
+Qrels are restricted to the searched documents and the task's queries whenever a task searches part
+of a collection, so that an ideal ranking is reachable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from clirkit.experiment.config import Collection, ExperimentConfig, TaskSpec
+from clirkit.experiment.toml_source import ExperimentError
+
+#: NeuCLIR topics name languages with ISO 639-3 codes; clirkit's analyzers use ISO 639-1.
+ISO3_TO_1 = {"eng": "en", "zho": "zh", "rus": "ru", "fas": "fa", "ara": "ar", "deu": "de", "fra": "fr"}
+
+
+def file_identity(path: str) -> dict:
+    """What identifies an input file in stage digests: its path, size and modification time."""
+    st = os.stat(path)
+    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def digest_of(value: object) -> str:
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class DocSource:
+    """One documents file, optionally only the documents of one language (``lang_filter``, read
+    from ``lang_field``), analyzed in ``fixed_lang`` or, when None, in each document's ``lang_field``."""
+
+    path: str
+    lang_filter: Optional[str]
+    fixed_lang: Optional[str]
+    lang_field: Optional[str]
+
+    def identity(self) -> dict:
+        return {
+            "file": file_identity(self.path),
+            "lang_filter": self.lang_filter,
+            "fixed_lang": self.fixed_lang,
+            "lang_field": self.lang_field,
+        }
+
+
+@dataclass(frozen=True)
+class DocSet:
+    """The documents one task searches: one or more sources. A single unfiltered source is used
+    as it is; anything else is first written to one JSONL file (``_id``, ``title``, ``text``, ``lang``)."""
+
+    sources: tuple[DocSource, ...]
+
+    @property
+    def direct(self) -> bool:
+        return len(self.sources) == 1 and self.sources[0].lang_filter is None
+
+    def identity(self) -> list:
+        return [s.identity() for s in self.sources]
+
+    def describe(self) -> str:
+        parts = []
+        for s in self.sources:
+            name = os.path.basename(os.path.dirname(s.path)) + "/" + os.path.basename(s.path)
+            parts.append(name + (f"[{s.lang_field}={s.lang_filter}]" if s.lang_filter else ""))
+        return " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One column group of the table: a label (``mono/zh``, ``scifact``), its group for averages,
+    the documents, the queries ``(qid, text, lang)``, the qrels and the measures."""
+
+    label: str
+    group: str
+    collection: str
+    setting: str
+    language: Optional[str]
+    docs: DocSet
+    queries: tuple[tuple[str, str, Optional[str]], ...]
+    qrels: str
+    filter_qrels: bool
+    measures: tuple[str, ...]
+    drop_self_hits: bool
+
+    @property
+    def queries_digest(self) -> str:
+        return digest_of(self.queries)
+
+
+def _read_jsonl(path: str):
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ExperimentError(f"{path}:{number}: malformed JSON: {err.msg}") from None
+
+
+def _beir_queries(coll: Collection) -> list[tuple[str, str, Optional[str]]]:
+    assert coll.queries is not None
+    out = []
+    for number, q in _read_jsonl(coll.queries):
+        qid = next((q[k] for k in ("_id", "id", "qid", "query_id") if k in q), None)
+        text = next((q[k] for k in ("text", "query", "title") if k in q), None)
+        if qid is None or not isinstance(text, str):
+            raise ExperimentError(f"{coll.queries}:{number}: a query needs an id and a text")
+        out.append((str(qid), text, q.get(coll.lang_field or "lang") if coll.lang_field else coll.lang))
+    return out
+
+
+def _qrels_qids(path: str) -> set[str]:
+    from clirkit.runs import read_qrels
+
+    return set(read_qrels(path))
+
+
+def _neuclir_topics(coll: Collection) -> dict[str, dict[str, str]]:
+    """topic id -> {ISO 639-1 language: text of ``topic_field``}."""
+    assert coll.topics is not None
+    topics: dict[str, dict[str, str]] = {}
+    for number, t in _read_jsonl(coll.topics):
+        tid = t.get("topic_id")
+        entries = t.get("topics")
+        if tid is None or not isinstance(entries, list):
+            raise ExperimentError(f"{coll.topics}:{number}: a topic needs topic_id and topics: [...]")
+        by_lang = {}
+        for entry in entries:
+            lang = ISO3_TO_1.get(entry.get("lang"), entry.get("lang"))
+            text = entry.get(coll.topic_field)
+            if not isinstance(text, str):
+                raise ExperimentError(
+                    f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{coll.topic_field}'"
+                )
+            by_lang[lang] = text
+        topics[str(tid)] = by_lang
+    return topics
+
+
+def _label(config: ExperimentConfig, spec: TaskSpec, lang: Optional[str]) -> str:
+    coll = config.collections[spec.collection]
+    parts = []
+    if len(config.collections) > 1 or spec.setting == "all":
+        parts.append(spec.collection)
+    if spec.setting != "all":
+        parts.append(spec.setting)
+    if lang is not None:
+        parts.append(lang)
+    del coll
+    return "/".join(parts)
+
+
+def _group(config: ExperimentConfig, spec: TaskSpec) -> str:
+    coll = config.collections[spec.collection]
+    if spec.setting == "all":
+        return coll.group
+    return spec.setting if len(config.collections) == 1 else f"{spec.collection}/{spec.setting}"
+
+
+def build_tasks(config: ExperimentConfig) -> list[Task]:
+    """Every task of the experiment, in file order (queries read now: they are part of digests)."""
+    tasks: list[Task] = []
+    topic_cache: dict[str, dict[str, dict[str, str]]] = {}
+    query_cache: dict[str, list] = {}
+    for spec in config.tasks:
+        coll = config.collections[spec.collection]
+        measures = coll.measures or config.evaluation.measures
+        for lang in spec.languages:
+            label = _label(config, spec, lang)
+            if coll.format == "beir":
+                task = _beir_task(coll, spec, lang, query_cache)
+            else:
+                if coll.name not in topic_cache:
+                    topic_cache[coll.name] = _neuclir_topics(coll)
+                task = _neuclir_task(coll, spec, lang, topic_cache[coll.name])
+            docs, queries, qrels, filter_qrels = task
+            if not queries:
+                raise ExperimentError(f"{config.path}: task {label}: no queries (check the languages)")
+            tasks.append(
+                Task(
+                    label,
+                    _group(config, spec),
+                    coll.name,
+                    spec.setting,
+                    lang,
+                    docs,
+                    tuple(queries),
+                    qrels,
+                    filter_qrels,
+                    tuple(measures),
+                    coll.drop_self_hits,
+                )
+            )
+    labels = [t.label for t in tasks]
+    duplicated = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicated:
+        raise ExperimentError(f"{config.path}: tasks repeat {', '.join(duplicated)}")
+    return tasks
+
+
+def _beir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], cache: dict):
+    assert coll.corpus is not None and coll.qrels is not None
+    if coll.name not in cache:
+        cache[coll.name] = _beir_queries(coll)
+    queries = cache[coll.name]
+    fixed = None if coll.lang_field else coll.lang
+    if spec.setting == "all":
+        judged = _qrels_qids(coll.qrels)
+        chosen = [q for q in queries if q[0] in judged]
+        return DocSet((DocSource(coll.corpus, None, fixed, coll.lang_field),)), chosen, coll.qrels, False
+    if spec.setting == "mlir":  # every document; `languages` (if any) are query languages
+        chosen = [q for q in queries if q[2] == (lang or coll.query_language)]
+        return DocSet((DocSource(coll.corpus, None, fixed, coll.lang_field),)), chosen, coll.qrels, False
+    query_lang = lang if spec.setting == "mono" else coll.query_language
+    chosen = [q for q in queries if q[2] == query_lang]
+    qrels = coll.mono_qrels if spec.setting == "mono" and coll.mono_qrels else coll.qrels
+    docs = DocSet((DocSource(coll.corpus, lang, fixed, coll.lang_field),))
+    return docs, chosen, qrels, True
+
+
+def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics: dict):
+    setting = spec.setting
+    if setting in ("mlir", "mlir-dt"):
+        files = coll.docs if setting == "mlir" else coll.translations
+        sources = tuple(
+            DocSource(
+                path, None, "en" if setting == "mlir-dt" else None, None if setting == "mlir-dt" else "lang"
+            )
+            for path in files.values()
+        )
+        query_lang = coll.query_language
+        qrels = coll.qrels_by_language["mlir"]
+    else:
+        assert lang is not None
+        translated = setting == "clir-dt"
+        path = coll.translations[lang] if translated else coll.docs[lang]
+        sources = (DocSource(path, None, "en" if translated else lang, None),)
+        query_lang = lang if setting in ("mono", "clir-qt") else coll.query_language
+        qrels = coll.qrels_by_language[lang]
+    queries = []
+    for tid, by_lang in topics.items():
+        if query_lang in by_lang:
+            queries.append((tid, by_lang[query_lang], query_lang))
+    return DocSet(sources), queries, qrels, False
+
+
+def iter_documents(source: DocSource):
+    """``(id, title, text, lang)`` of a source's documents, its language filter applied."""
+    for number, doc in _read_jsonl(source.path):
+        doc_id = next((doc[k] for k in ("_id", "id", "docid", "doc_id") if k in doc), None)
+        if doc_id is None:
+            raise ExperimentError(f"{source.path}:{number}: a document needs an id")
+        doc_lang = doc.get(source.lang_field) if source.lang_field else None
+        if source.lang_filter is not None and doc_lang != source.lang_filter:
+            continue
+        lang = source.fixed_lang or doc_lang
+        if lang is None:
+            raise ExperimentError(f"{source.path}:{number}: document '{doc_id}' has no '{source.lang_field}'")
+        yield str(doc_id), doc.get("title") or "", doc.get("text") or "", lang

@@ -1,0 +1,208 @@
+"""The plan: every stage an experiment needs, each identified by a digest of its kind, its own
+parameters and its inputs' identities (input stages' digests, input files' path/size/mtime, the
+query set). Two tasks or experiments needing the same stage get the same digest, hence one artifact;
+changing a parameter changes the digest of that stage and of everything downstream only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from clirkit.experiment.config import ExperimentConfig
+from clirkit.experiment.data import DocSet, Task, digest_of, file_identity
+from clirkit.experiment.store import ArtifactStore
+
+#: Bumped when a stage's output format or computation changes, so old artifacts are not reused.
+STAGE_FORMAT = 1
+
+
+@dataclass
+class RunContext:
+    """What stage actions share while a plan runs: thread count, quietness, loaded models."""
+
+    config: ExperimentConfig
+    store: ArtifactStore
+    threads: int
+    quiet: bool
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+    def cached(self, key: Any, make: Callable[[], Any]) -> Any:
+        """One object per key for the whole run (encoders, reranking backends)."""
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+
+Action = Callable[["Stage", Path, RunContext], None]
+
+
+@dataclass(eq=False)
+class Stage:
+    """One unit of work whose output directory is an artifact."""
+
+    kind: str
+    label: str
+    params: Mapping[str, Any]
+    inputs: tuple[Stage, ...]
+    identity: Any
+    action: Action
+    digest: str = ""
+    output: Path = Path()
+
+    def __post_init__(self) -> None:
+        self.digest = digest_of(
+            {
+                "kind": self.kind,
+                "format": STAGE_FORMAT,
+                "params": self.params,
+                "identity": self.identity,
+                "inputs": [s.digest for s in self.inputs],
+            }
+        )
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "label": self.label,
+            "params": dict(self.params),
+            "identity": self.identity,
+            "inputs": [f"{s.kind}/{s.digest}" for s in self.inputs],
+        }
+
+
+class Plan:
+    """Stages in dependency order (inputs first), shared by digest; ``runs[node][task]`` is the
+    stage producing that node's run on that task and ``evals[node][task]`` its evaluation."""
+
+    def __init__(self, config: ExperimentConfig, store: ArtifactStore, tasks: list[Task]) -> None:
+        self.config = config
+        self.store = store
+        self.tasks = tasks
+        self.stages: list[Stage] = []
+        self._by_digest: dict[str, Stage] = {}
+        self.runs: dict[str, dict[str, Stage]] = {}
+        self.evals: dict[str, dict[str, Stage]] = {}
+        self.qrels_paths: dict[str, Path] = {}
+
+    def add(self, stage: Stage) -> Stage:
+        """Add ``stage`` unless an identical one is planned; return the planned one."""
+        existing = self._by_digest.get(stage.digest)
+        if existing is not None:
+            return existing
+        stage.output = self.store.path(stage.kind, stage.digest)
+        self._by_digest[stage.digest] = stage
+        self.stages.append(stage)
+        return stage
+
+    def cached(self, stage: Stage) -> bool:
+        return self.store.has(stage.kind, stage.digest)
+
+    def docs(self, docs: DocSet) -> Optional[Stage]:
+        """The stage writing a task's documents to one file, or None when the source is used as is."""
+        if docs.direct:
+            return None
+        from clirkit.experiment.stages import write_documents
+
+        return self.add(
+            Stage("docs", f"documents {docs.describe()}", {}, (), docs.identity(), write_documents(docs))
+        )
+
+    def docs_file(self, docs: DocSet) -> tuple[Path, Optional[str], Optional[str]]:
+        """(corpus file, fixed analyzer language, per-document language field) for ``docs``."""
+        stage = self.docs(docs)
+        if stage is None:
+            source = docs.sources[0]
+            return Path(source.path), source.fixed_lang, None if source.fixed_lang else source.lang_field
+        return stage.output / "corpus.jsonl", None, "lang"
+
+    def qrels_file(self, task: Task) -> tuple[Path, Optional[Stage]]:
+        if not task.filter_qrels:
+            return Path(task.qrels), None
+        from clirkit.experiment.stages import write_qrels
+
+        docs_stage = self.docs(task.docs)
+        inputs = (docs_stage,) if docs_stage is not None else ()
+        stage = self.add(
+            Stage(
+                "qrels",
+                f"qrels {task.label}",
+                {},
+                inputs,
+                {
+                    "qrels": file_identity(task.qrels),
+                    "queries": task.queries_digest,
+                    "docs": task.docs.identity(),
+                },
+                write_qrels(task),
+            )
+        )
+        return stage.output / "qrels.trec", stage
+
+    def counts(self) -> tuple[int, int]:
+        """(stages cached, stages to run)."""
+        cached = sum(1 for s in self.stages if self.cached(s))
+        return cached, len(self.stages) - cached
+
+
+def node_order(config: ExperimentConfig) -> list[str]:
+    """Systems, then fusion and rerank nodes after their inputs."""
+    order: list[str] = list(config.systems)
+    done = set(order)
+    pending = [*config.fusion, *config.rerank]
+    while pending:
+        for name in pending:
+            inputs = config.fusion[name].inputs if name in config.fusion else (config.rerank[name].input,)
+            if all(i in done for i in inputs):
+                order.append(name)
+                done.add(name)
+                pending.remove(name)
+                break
+        else:  # pragma: no cover - cycles are rejected when the file is read
+            raise AssertionError(f"unresolvable nodes {pending}")
+    return order
+
+
+def build_plan(config: ExperimentConfig, store: ArtifactStore, tasks: list[Task]) -> Plan:
+    """Every stage needed for every node on every task it applies to."""
+    from clirkit.experiment import stages as st
+    from clirkit.experiment.systems import system_kind
+
+    plan = Plan(config, store, tasks)
+    for task in tasks:
+        qrels_path, qrels_stage = plan.qrels_file(task)
+        plan.qrels_paths[task.label] = qrels_path
+        for name in node_order(config):
+            run: Optional[Stage] = None
+            if name in config.systems:
+                spec = config.systems[name]
+                if spec.settings and task.setting not in spec.settings:
+                    continue
+                run = system_kind(spec.kind).plan_search(plan, spec, task)
+            elif name in config.fusion:
+                fusion = config.fusion[name]
+                inputs = [plan.runs.get(i, {}).get(task.label) for i in fusion.inputs]
+                if any(i is None for i in inputs):
+                    continue
+                run = plan.add(st.fuse_stage(fusion, task, tuple(i for i in inputs if i is not None)))
+            else:
+                spec_r = config.rerank[name]
+                source = plan.runs.get(spec_r.input, {}).get(task.label)
+                if source is None:
+                    continue
+                docs_path, _, _ = plan.docs_file(task.docs)
+                docs_stage = plan.docs(task.docs)
+                seeds = st.reusable_embeddings(plan.stages, spec_r, task)
+                run = plan.add(st.rerank_stage(spec_r, task, source, docs_path, docs_stage, seeds))
+            plan.runs.setdefault(name, {})[task.label] = run
+            evaluation = st.eval_stage(task, run, qrels_path, qrels_stage)
+            plan.evals.setdefault(name, {})[task.label] = plan.add(evaluation)
+    return plan
+
+
+def model_identity(model_dir: str) -> dict:
+    """A model directory's identity: its files' identities (model, tokenizer, configuration)."""
+    files = sorted(f for f in os.listdir(model_dir) if os.path.isfile(os.path.join(model_dir, f)))
+    return {f: file_identity(os.path.join(model_dir, f)) for f in files}

@@ -1,0 +1,287 @@
+"""``clirkit.Experiment``: load an experiment file, plan it, run what is not cached, and report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from clirkit.experiment.config import ExperimentConfig, load_config
+from clirkit.experiment.data import Task, build_tasks
+from clirkit.experiment.plan import Plan, RunContext, build_plan, node_order
+from clirkit.experiment.results import (
+    Results,
+    average_rows,
+    correlation_rows,
+    significance_rows,
+)
+from clirkit.experiment.stages import RUN_FILE, read_eval
+from clirkit.experiment.store import ArtifactStore, write_json_atomic, write_text_atomic
+from clirkit.experiment.toml_source import ExperimentError
+
+RESULTS_FILE = "results.json"  # rows {system, task, measure, value}
+REPORT_FILE = "report.json"  # everything the tables are made of
+
+
+def default_workdir(path: str | os.PathLike) -> Path:
+    """Beside the experiment file: ``NAME.toml`` works in ``NAME.work/``."""
+    p = Path(path)
+    return p.with_name(p.stem + ".work")
+
+
+class Experiment:
+    """An experiment file bound to a working directory.
+
+    >>> exp = Experiment("examples/xquad-clir-neuclir.toml")  # doctest: +SKIP
+    >>> exp.run().rows[:1]                                    # doctest: +SKIP
+    [{'system': 'bm25', 'task': 'mono/zh', 'measure': 'ndcg_cut_20', 'value': 0.9665...}]
+    >>> exp.dataframe()                                       # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        workdir: Optional[str | os.PathLike] = None,
+        *,
+        threads: Optional[int] = None,
+        hits: Optional[int] = None,
+        quiet: bool = False,
+    ) -> None:
+        config = load_config(path)
+        overrides: dict[str, Any] = {}
+        if threads is not None:
+            overrides["threads"] = threads
+        if hits is not None:
+            overrides["hits"] = hits
+        self.config: ExperimentConfig = dataclasses.replace(config, **overrides) if overrides else config
+        self.workdir = Path(workdir) if workdir is not None else default_workdir(path)
+        self.quiet = quiet
+        self.store = ArtifactStore(self.config.store or self.workdir / "store")
+        self.tasks: list[Task] = build_tasks(self.config)
+        self._check_correlations()
+        self.plan: Plan = build_plan(self.config, self.store, self.tasks)
+        self.ran = 0
+        self.reused = 0
+        #: (stage kind, label, seconds) of every stage the last run computed
+        self.timings: list[tuple[str, str, float]] = []
+        self.results: Optional[Results] = None
+
+    def _check_correlations(self) -> None:
+        """Correlated columns must be tasks or group averages of this experiment."""
+        columns = {t.label for t in self.tasks}
+        for task in self.tasks:
+            columns.update({f"{task.group}/avg", f"{task.group}/qavg"})
+        for i, pair in enumerate(self.config.evaluation.correlations):
+            for label in pair:
+                if label not in columns:
+                    message = (
+                        f"'{label}' is not a task or average column; columns: {', '.join(sorted(columns))}"
+                    )
+                    source = self.config.source
+                    if source is None:
+                        raise ExperimentError(f"{self.config.path}: evaluation.correlations[{i}]: {message}")
+                    raise source.error(("evaluation", "correlations", i), message)
+
+    # --- planning -----------------------------------------------------------------------------
+
+    def plan_text(self) -> str:
+        """What would run and what is cached, one stage per line, plus the counts."""
+        lines = []
+        for stage in self.plan.stages:
+            state = "cached" if self.plan.cached(stage) else "run"
+            lines.append(f"{state:<7}{stage.kind:<12}{stage.digest}  {stage.label}")
+        cached, to_run = self.plan.counts()
+        lines.append(f"{len(self.plan.stages)} stages: {cached} cached, {to_run} to run")
+        return "\n".join(lines) + "\n"
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self, log: Optional[TextIO] = None) -> Results:
+        """Run every stage that is not cached, then assemble and write the tables."""
+        log = log if log is not None else sys.stderr
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.store.remove_stale()
+        threads = self.config.threads or (os.cpu_count() or 1)
+        ctx = RunContext(self.config, self.store, threads, self.quiet)
+        pending = [s for s in self.plan.stages if not self.plan.cached(s)]
+        self.reused = len(self.plan.stages) - len(pending)
+        self.ran = 0
+        self.timings = []
+        started = time.monotonic()
+        print(
+            f"experiment {self.config.name}: {len(self.plan.stages)} stages, {self.reused} cached, "
+            f"{len(pending)} to run",
+            file=log,
+        )
+        for i, stage in enumerate(pending, 1):
+            t0 = time.monotonic()
+            print(f"[{i}/{len(pending)}] {stage.kind} {stage.label} ...", file=log, flush=True)
+            with self.store.building(stage.kind, stage.digest, stage.manifest()) as work:
+                stage.action(stage, work, ctx)
+            self.ran += 1
+            self.timings.append((stage.kind, stage.label, time.monotonic() - t0))
+            print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: {self.timings[-1][2]:.1f} s", file=log)
+        results = self._assemble()
+        self._write(results)
+        print(
+            f"experiment {self.config.name}: ran {self.ran} stages, reused {self.reused}, "
+            f"{time.monotonic() - started:.1f} s; results in {self.workdir}",
+            file=log,
+        )
+        self.results = results
+        return results
+
+    def _assemble(self) -> Results:
+        nodes = [n for n in node_order(self.config) if n in self.plan.evals]
+        rows: list[dict[str, Any]] = []
+        per_query: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+        query_counts: dict[tuple[str, str], int] = {}
+        measure_names: dict[str, str] = {}
+        measures_of: dict[str, list[str]] = {}
+        for task in self.tasks:
+            keys: list[str] = []
+            for node in nodes:
+                stage = self.plan.evals[node].get(task.label)
+                if stage is None:
+                    continue
+                evaluation = read_eval(stage)
+                keys = [k for spec in task.measures for k in evaluation["keys"][spec]]
+                for spec in task.measures:
+                    for k in evaluation["keys"][spec]:
+                        measure_names.setdefault(k, spec if len(evaluation["keys"][spec]) == 1 else k)
+                for k in keys:
+                    rows.append(
+                        {
+                            "system": node,
+                            "task": task.label,
+                            "measure": k,
+                            "value": float(evaluation["aggregate"][k]),
+                        }
+                    )
+                per_query[(node, task.label)] = evaluation["per_query"]
+                query_counts[(node, task.label)] = len(evaluation["per_query"])
+            measures_of[task.label] = keys
+        groups: dict[str, list[str]] = {}
+        for task in self.tasks:
+            groups.setdefault(task.group, []).append(task.label)
+        averages, average_labels = average_rows(
+            rows, nodes, groups, query_counts, self.config.evaluation.averages
+        )
+        columns: list[str] = []
+        for group, labels in groups.items():
+            columns.extend(labels)
+            columns.extend(
+                a for a in average_labels if a.startswith(f"{group}/") and a.rsplit("/", 1)[0] == group
+            )
+        all_rows = rows + averages
+        ev = self.config.evaluation
+        significance = []
+        if ev.baseline is not None:
+            significance = significance_rows(
+                per_query,
+                nodes,
+                ev.baseline,
+                [t.label for t in self.tasks],
+                measures_of,
+                ev.test,
+                ev.correction,
+                ev.alpha,
+            )
+        measures = list(dict.fromkeys(r["measure"] for r in rows))
+        correlations = correlation_rows(all_rows, nodes, ev.correlations, measures)
+        return Results(
+            nodes, columns, measures, measure_names, all_rows, significance, correlations, ev.baseline
+        )
+
+    def _write(self, results: Results) -> None:
+        w = self.workdir
+        write_json_atomic(w / RESULTS_FILE, results.rows)
+        write_json_atomic(w / REPORT_FILE, results.to_json())
+        write_text_atomic(w / "table.md", results.markdown())
+        write_text_atomic(w / "table.csv", results.csv())
+        write_json_atomic(w / "table.json", results.table_json())
+        if results.significance:
+            write_json_atomic(w / "significance.json", results.significance)
+        self._link_runs()
+        if self.config.posir is not None:
+            self._posir()
+
+    def _link_runs(self) -> None:
+        """``runs/NODE/TASK.trec``: links into the store, so the runs sit beside the tables."""
+        for node, by_task in self.plan.runs.items():
+            for label, stage in by_task.items():
+                link = self.workdir / "runs" / node / f"{label}.trec"
+                link.parent.mkdir(parents=True, exist_ok=True)
+                target = os.path.relpath(stage.output / RUN_FILE, link.parent)
+                tmp = link.with_name(link.name + f".tmp-{os.getpid()}")
+                if tmp.is_symlink() or tmp.exists():
+                    tmp.unlink()
+                os.symlink(target, tmp)
+                os.replace(tmp, link)
+
+    def _posir(self) -> None:
+        from clirkit.experiment import posir
+        from clirkit.position import format_tables, plot
+
+        spec = self.config.posir
+        assert spec is not None
+        positions = self.workdir / "positions.tsv"
+        posir.convert_spans(spec.spans, spec.corpus, positions, spec.tokenizer)
+        runs = {
+            node: {label: str(stage.output / RUN_FILE) for label, stage in by_task.items()}
+            for node, by_task in self.plan.runs.items()
+        }
+        groups = {t.label: t.language or t.label for t in self.tasks}
+        tables, per_task = posir.report(
+            positions, runs, groups, spec.measure, spec.bins, spec.edges, spec.min_queries
+        )
+        aggregated = [
+            {
+                "system": t.system,
+                "psi": {b.label: b.psi for b in [t.overall, *t.buckets]},
+                "bins": t.to_records(),
+            }
+            for t in tables
+        ]
+        write_json_atomic(self.workdir / "posir.json", {"aggregated": aggregated, **per_task})
+        write_text_atomic(self.workdir / "posir.txt", format_tables(tables))
+        if spec.plot:
+            try:
+                plot(
+                    tables,
+                    self.workdir / "posir.png",
+                    title=f"{self.config.name}: {spec.measure} by answer position",
+                )
+            except ImportError:
+                print("clirkit: warning: no matplotlib, posir.png not drawn", file=sys.stderr)
+
+    # --- results ------------------------------------------------------------------------------
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """``[{system, task, measure, value}]`` of the last run (or of the working directory)."""
+        if self.results is None:
+            self.results = load_results(self.workdir)
+        return self.results.rows
+
+    def dataframe(self) -> Any:
+        """The rows as a ``pandas.DataFrame`` (pandas is imported only here)."""
+        try:
+            import pandas as pd
+        except ImportError as err:  # pragma: no cover - depends on the environment
+            raise ImportError("Experiment.dataframe needs pandas: pip install pandas") from err
+        return pd.DataFrame.from_records(self.rows, columns=["system", "task", "measure", "value"])
+
+
+def load_results(workdir: str | os.PathLike) -> Results:
+    """The tables of a finished run in ``workdir``."""
+    path = Path(workdir) / REPORT_FILE
+    try:
+        with open(path, encoding="utf-8") as f:
+            return Results.from_json(json.load(f))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no results here; run `clirkit experiment run` first") from None

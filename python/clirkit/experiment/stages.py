@@ -1,0 +1,272 @@
+"""Stage actions shared by every system kind: documents, qrels, fusion, reranking, evaluation.
+Each action builds its artifact in the directory it is given (the store renames it into place)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from clirkit.experiment.config import FusionSpec, RerankSpec
+from clirkit.experiment.data import DocSet, Task, iter_documents
+from clirkit.experiment.plan import RunContext, Stage, model_identity
+from clirkit.rerankers import Backend
+
+RUN_FILE = "run.trec"
+EVAL_FILE = "eval.json"
+
+
+def write_documents(docs: DocSet):
+    """Action: the task's documents as one JSONL file, each with its analyzer language."""
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        seen: set[str] = set()
+        with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
+            for source in docs.sources:
+                for doc_id, title, text, lang in iter_documents(source):
+                    if doc_id in seen:
+                        raise ValueError(
+                            f"{source.path}: document id '{doc_id}' appears twice in {docs.describe()}"
+                        )
+                    seen.add(doc_id)
+                    record = {"_id": doc_id, "title": title, "text": text, "lang": lang}
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    return action
+
+
+def write_qrels(task: Task):
+    """Action: the task's qrels restricted to its queries and searched documents (TREC format)."""
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        from clirkit.runs import read_qrels
+
+        wanted_docs = {doc_id for source in task.docs.sources for doc_id, *_ in iter_documents(source)}
+        wanted_queries = {q for q, _, _ in task.queries}
+        with open(out / "qrels.trec", "w", encoding="utf-8") as f:
+            for qid, judged in read_qrels(task.qrels).items():
+                if qid not in wanted_queries:
+                    continue
+                for doc_id, label in judged.items():
+                    if doc_id in wanted_docs:
+                        f.write(f"{qid} 0 {doc_id} {label}\n")
+
+    return action
+
+
+def fuse_stage(spec: FusionSpec, task: Task, inputs: tuple[Stage, ...]) -> Stage:
+    params = {
+        "method": spec.method,
+        "k": spec.k,
+        "weights": spec.weights,
+        "depth": spec.depth,
+        "norm": spec.norm,
+        "alpha": spec.alpha,
+        "top": spec.top,
+    }
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        from clirkit.fusion import fuse_native
+
+        fused = fuse_native(
+            [str(s.output / RUN_FILE) for s in inputs],
+            method=spec.method,
+            k=spec.k,
+            weights=spec.weights,
+            depth=spec.depth,
+            norm=spec.norm,
+            alpha=spec.alpha,
+            top=spec.top,
+            threads=ctx.threads,
+        )
+        fused.write(str(out / RUN_FILE), "clirkit-fuse", ctx.threads)
+
+    return Stage("fuse", f"{spec.name} {task.label}", params, inputs, None, action)
+
+
+class _EmbeddingScorer:
+    """Cosine similarity (the dot product of L2-normalized vectors) from an encoder, as
+    :meth:`PointwiseBackend.from_encoder` computes it, memoizing every embedding; embeddings a dense
+    system already computed with the same model and settings are fed in instead of re-encoded."""
+
+    def __init__(self, encoder) -> None:
+        self.encoder = encoder
+        self.memo: dict[str, dict[str, object]] = {"q": {}, "p": {}}
+
+    def seed(self, kind: str, texts: list[str], vectors) -> None:
+        memo = self.memo[kind]
+        for text, vector in zip(texts, vectors):
+            memo.setdefault(text, vector)
+
+    def embed(self, kind: str, texts: list[str]) -> list[object]:
+        memo = self.memo[kind]
+        missing = [t for t in dict.fromkeys(texts) if t not in memo]
+        if missing:
+            encode = self.encoder.encode_queries if kind == "q" else self.encoder.encode_passages
+            for text, vector in zip(missing, encode(missing)):
+                memo[text] = vector
+        return [memo[t] for t in texts]
+
+    def __call__(self, query: str, passages: list[str]) -> list[float]:
+        import numpy
+
+        (q,) = self.embed("q", [query])
+        return [float(numpy.dot(q, p)) for p in self.embed("p", passages)]
+
+
+def _rerank_backend(spec: RerankSpec, ctx: RunContext):
+    from clirkit.rerankers import OpenAIChatBackend, PointwiseBackend
+
+    if spec.backend == "openai":
+        return OpenAIChatBackend(
+            spec.options["base_url"], spec.options["model"], max_words=spec.options["max_words"]
+        ), None
+
+    def make():
+        from clirkit.encoders import OnnxEncoder
+
+        encoder = OnnxEncoder(
+            spec.options["model"], max_length=spec.options["max_length"], threads=ctx.threads or None
+        )
+        scorer = _EmbeddingScorer(encoder)
+        return PointwiseBackend(scorer, name=spec.options["model"]), scorer
+
+    # One backend per model for the whole run: its embeddings carry over between tasks.
+    return ctx.cached(("pointwise", spec.options["model"], spec.options["max_length"]), make)
+
+
+class _SharedBackend(Backend):
+    """A backend that stays open after one task's reranking, so the next task reuses it."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.identity = backend.identity
+
+    def rank(self, requests):
+        return self.backend.rank(requests)
+
+
+def _document_texts(path: Path, fields: list[str]) -> dict[str, str]:
+    """``{doc id: the present fields joined by a space}`` (the reranker sees what the file names)."""
+    from clirkit.datasets import iter_jsonl
+
+    return {record.id: record.text for record in iter_jsonl(path, fields)}
+
+
+def reusable_embeddings(stages: list[Stage], spec: RerankSpec, task: Task) -> list[Stage]:
+    """Stages that encoded this task's documents or queries exactly as the pointwise reranker would
+    (same model, maximum length and fields, whole documents)."""
+    if spec.backend != "pointwise":
+        return []
+    model = model_identity(spec.options["model"])
+    max_length = spec.options["max_length"]
+    passages = {"model": model, "fields": spec.options["fields"], "passages": None, "max_length": max_length}
+    files = {os.path.abspath(source.path) for source in task.docs.sources}
+    out = []
+    for stage in stages:
+        if (
+            stage.kind == "encode"
+            and dict(stage.params) == passages
+            and stage.identity["file"]["path"] in files
+        ):
+            out.append(stage)
+        elif (
+            stage.kind == "encode-queries"
+            and dict(stage.params) == {"model": model, "max_length": max_length}
+            and stage.identity == {"queries": task.queries_digest}
+        ):
+            out.append(stage)
+    return out
+
+
+def _seed(scorer: _EmbeddingScorer, seeds: list[Stage], task: Task, doc_text: dict[str, str]) -> None:
+    import numpy as np
+
+    from clirkit.encode_corpus import load_embeddings
+
+    for stage in seeds:
+        if stage.kind == "encode-queries":
+            scorer.seed("q", [text for _, text, _ in task.queries], np.load(stage.output / "queries.npy"))
+        else:
+            matrix, ids = load_embeddings(stage.output / "embeddings")
+            rows = [n for n, doc_id in enumerate(ids) if doc_id in doc_text]
+            scorer.seed("p", [doc_text[ids[n]] for n in rows], matrix[rows])
+
+
+def rerank_stage(
+    spec: RerankSpec,
+    task: Task,
+    source: Stage,
+    docs_path: Path,
+    docs_stage: Optional[Stage],
+    seeds: list[Stage],
+) -> Stage:
+    model = spec.options["model"]
+    params = {
+        "backend": spec.backend,
+        "model": model_identity(model) if spec.backend == "pointwise" else model,
+        "max_length": spec.options.get("max_length"),
+        "base_url": spec.options.get("base_url"),
+        "fields": spec.options["fields"],
+        "depth": spec.depth,
+        "window": spec.window,
+        "stride": spec.stride,
+    }
+    inputs = (source,) if docs_stage is None else (source, docs_stage)
+    identity = {"queries": task.queries_digest, "docs": task.docs.identity()}
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        from clirkit.rerank import rerank
+        from clirkit.runs import write_run
+
+        backend, scorer = _rerank_backend(spec, ctx)
+        doc_text = _document_texts(docs_path, spec.options["fields"])
+        if scorer is not None:
+            _seed(scorer, seeds, task, doc_text)
+        run, _ = rerank(
+            str(source.output / RUN_FILE),
+            {q: text for q, text, _ in task.queries},
+            doc_text,
+            backend if spec.backend == "openai" else _SharedBackend(backend),
+            depth=spec.depth,
+            window=spec.window,
+            stride=spec.stride,
+            cache=ctx.store.partial(stage.digest) / "answers.sqlite",
+            progress=not ctx.quiet,
+        )
+        write_run(out / RUN_FILE, run, "clirkit-rerank")
+
+    return Stage("rerank", f"{spec.name} {task.label}", params, inputs, identity, action)
+
+
+def eval_stage(task: Task, run: Stage, qrels: Path, qrels_stage: Optional[Stage]) -> Stage:
+    inputs = (run,) if qrels_stage is None else (run, qrels_stage)
+    identity = None if qrels_stage is not None else {"qrels": _qrels_identity(qrels)}
+    params = {"measures": list(task.measures)}
+
+    def action(stage: Stage, out: Path, ctx: RunContext) -> None:
+        import warnings
+
+        from clirkit.evaluation import evaluate, measure_keys
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            per_query = evaluate(str(qrels), str(run.output / RUN_FILE), list(task.measures), per_query=True)
+        aggregate = per_query.pop("all")
+        keys = {m: measure_keys([m]) for m in task.measures}
+        with open(out / EVAL_FILE, "w", encoding="utf-8") as f:
+            json.dump({"keys": keys, "aggregate": aggregate, "per_query": per_query}, f)
+
+    return Stage("eval", f"eval {run.label}", params, inputs, identity, action)
+
+
+def _qrels_identity(path: Path) -> dict:
+    from clirkit.experiment.data import file_identity
+
+    return file_identity(str(path))
+
+
+def read_eval(stage: Stage) -> dict:
+    with open(stage.output / EVAL_FILE, encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,168 @@
+"""``kind = "dense"``: an ONNX bi-encoder with clirkit's dense index (flat, or PQ with ``pq = M``).
+
+Each documents file is encoded once per model and settings (resumably: a killed encoding continues
+where it stopped); a task's index holds the rows of its documents (a language's subset, or several
+files together), and its search encodes the task's queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clirkit.experiment.data import iter_documents
+from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
+from clirkit.experiment.stages import RUN_FILE
+from clirkit.experiment.systems import register_system_kind
+from clirkit.experiment.systems.bm25 import drop_self_hits
+
+EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
+QUERY_EMBEDDINGS = "queries.npy"
+SEPARATOR = "#"
+
+
+def _encoder(ctx: RunContext, options: dict[str, Any]):
+    from clirkit.encoders import OnnxEncoder
+
+    key = ("encoder", options["model"], options["max_length"], options["batch_size"])
+    return ctx.cached(
+        key,
+        lambda: OnnxEncoder(
+            options["model"],
+            max_length=options["max_length"],
+            batch_size=options["batch_size"],
+            threads=ctx.threads or None,
+        ),
+    )
+
+
+class DenseKind:
+    name = "dense"
+    options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits")
+
+    def validate(self, r: Any, base: str) -> dict[str, Any]:
+        passages = r.get("passages", list)
+        if passages is not None and (
+            len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)
+        ):
+            raise r.error("passages", "must be [size, stride] in tokens")
+        return {
+            "model": r.file("model", base, directory=True),
+            "passages": passages,
+            "pq": r.positive("pq"),
+            "max_length": r.positive("max_length"),
+            "batch_size": r.positive("batch_size", 32),
+            "fields": list(r.strings("fields", ("title", "text"))),
+            "hits": r.positive("hits"),
+        }
+
+    def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        options = spec.options
+        model = model_identity(options["model"])
+        encode_params = {
+            "model": model,
+            "fields": options["fields"],
+            "passages": options["passages"],
+            "max_length": options["max_length"],
+        }
+        encodes = []
+        for source in task.docs.sources:
+
+            def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
+                from clirkit.encode_corpus import encode_file, output_paths
+
+                prefix = ctx.store.partial(stage.digest) / EMBEDDINGS
+                passages = tuple(options["passages"]) if options["passages"] else None
+                encode_file(
+                    _encoder(ctx, options),
+                    path,
+                    prefix,
+                    fields=options["fields"],
+                    passages=passages,
+                    quiet=ctx.quiet,
+                )
+                for kind, done in output_paths(prefix).items():
+                    if kind in ("npy", "ids"):
+                        done.rename(out / done.name)
+
+            label = f"encode {Path(source.path).parent.name}/{Path(source.path).name}"
+            identity = {"file": source.identity()["file"]}
+            encodes.append(plan.add(Stage("encode", label, encode_params, (), identity, encode)))
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            from clirkit.dense import DenseIndex
+            from clirkit.encode_corpus import load_embeddings
+
+            matrices, all_ids = [], []
+            for source, encoded in zip(task.docs.sources, encodes):
+                matrix, ids = load_embeddings(encoded.output / EMBEDDINGS)
+                if source.lang_filter is not None:
+                    wanted = {doc_id for doc_id, *_ in iter_documents(source)}
+                    doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
+                    rows = [n for n, i in enumerate(ids) if doc_of(i) in wanted]
+                    matrix, ids = matrix[rows], [ids[n] for n in rows]
+                matrices.append(np.asarray(matrix))
+                all_ids.extend(ids)
+            embeddings = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+            index = DenseIndex.build(
+                embeddings, all_ids, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet
+            )
+            index.save(out / "index")
+
+        index = plan.add(
+            Stage(
+                "dense-index",
+                f"dense index {task.docs.describe()}",
+                {"pq": options["pq"]},
+                tuple(encodes),
+                task.docs.identity(),
+                build,
+            )
+        )
+
+        def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            vectors = _encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            np.save(out / QUERY_EMBEDDINGS, vectors)
+
+        # Tasks asking the same questions (e.g. English topics against each language) share this.
+        queries = plan.add(
+            Stage(
+                "encode-queries",
+                f"encode {len(task.queries)} queries of {task.label}",
+                {"model": model, "max_length": options["max_length"]},
+                (),
+                {"queries": task.queries_digest},
+                encode_queries,
+            )
+        )
+        hits = options["hits"] or plan.config.hits
+        params = {
+            "hits": hits,
+            "maxp": options["passages"] is not None,
+            "drop_self_hits": task.drop_self_hits,
+        }
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            from clirkit.dense import DenseIndex
+            from clirkit.runs import write_run
+
+            opened = DenseIndex.open(index.output / "index")
+            qids = [q for q, _, _ in task.queries]
+            vectors = np.load(queries.output / QUERY_EMBEDDINGS)
+            maxp = options["passages"] is not None
+            if task.drop_self_hits:
+                found = opened.search_run(vectors, qids, hits + 1, maxp=maxp, threads=ctx.threads)
+                run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
+                write_run(out / RUN_FILE, run, "clirkit-dense")
+            else:
+                opened.search_trec(vectors, qids, out / RUN_FILE, hits, maxp=maxp, threads=ctx.threads)
+
+        return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+
+register_system_kind(DenseKind())

@@ -1,0 +1,112 @@
+"""The package's shape: old import paths keep working, one exception story, one ``threads`` convention."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import clirkit
+import numpy as np
+import pytest
+from clirkit import cli
+from clirkit._threads import checked_threads, worker_count
+from clirkit.commands import fuse as fuse_command
+
+# Modules that moved into a subpackage: every name of the old module is the new module's object.
+MOVED = {
+    "clirkit.encode_corpus": "clirkit.encoders.corpus",
+    "clirkit.passages": "clirkit.encoders.passages",
+    "clirkit.seen_ids": "clirkit.encoders.seen_ids",
+    "clirkit.quantization": "clirkit.encoders.quantization",
+}
+# Old module (now a package, or a shim over one) -> the names it exported.
+BECAME_PACKAGES = {
+    "clirkit.encoders": ["OnnxEncoder", "MODEL_FILES", "POOLINGS", "DEVICES"],
+    "clirkit.dense": ["DenseIndex", "DenseRetriever", "fastscan_kernels", "load_matrix", "read_ids"],
+    "clirkit.rerank": ["rerank", "RerankCache", "RerankStats", "FailedWindow"],
+    "clirkit.rerankers": [
+        "Backend",
+        "CallableBackend",
+        "OpenAIChatBackend",
+        "PointwiseBackend",
+        "Permutation",
+        "WindowRequest",
+        "WindowResult",
+        "rankgpt_messages",
+    ],
+}
+ERRORS = [name for name in clirkit.__all__ if name.endswith("Error")]
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED.items()))
+def test_a_moved_module_still_exports_every_name_from_its_old_path(old, new):
+    old_module, new_module = importlib.import_module(old), importlib.import_module(new)
+    assert old_module.__all__
+    for name in old_module.__all__:
+        assert getattr(old_module, name) is getattr(new_module, name), name
+
+
+@pytest.mark.parametrize("old, names", sorted(BECAME_PACKAGES.items()))
+def test_a_module_split_into_a_package_keeps_its_names(old, names):
+    module = importlib.import_module(old)
+    assert set(names) <= set(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+def test_the_lazy_dense_names_of_the_top_level_package():
+    from clirkit.dense.index import DenseIndex
+    from clirkit.dense.retriever import DenseRetriever
+
+    assert clirkit.DenseIndex is DenseIndex and clirkit.DenseRetriever is DenseRetriever
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_every_clirkit_error_is_a_value_error(name):
+    assert len(ERRORS) == 6
+    error = getattr(clirkit, name)
+    assert issubclass(error, clirkit.ClirkitError) and issubclass(error, ValueError)
+
+
+def test_a_native_error_is_caught_as_a_value_error(tmp_path):
+    bad = tmp_path / "run.trec"
+    bad.write_text("q1 Q0 d1 1 not-a-score tag\n")
+    with pytest.raises(ValueError, match="run.trec:1"):
+        clirkit.read_run(bad)
+
+
+def test_the_cli_reports_bad_input_and_shows_a_bug(tmp_path, monkeypatch, capsys):
+    runs = ["a.trec", "b.trec"]
+    argv = ["fuse", *runs, "--output", str(tmp_path / "out.trec")]
+
+    def bad_input(*args, **kwargs):
+        raise clirkit.InvalidInputError("the runs disagree")
+
+    monkeypatch.setattr(fuse_command, "fuse_native", bad_input)
+    assert cli.main(argv) == 2
+    assert "clirkit: error: the runs disagree" in capsys.readouterr().err
+
+    def bug(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(fuse_command, "fuse_native", bug)
+    with pytest.raises(KeyError, match="a bug"):
+        cli.main(argv)
+
+
+def test_threads_zero_is_all_cores_and_negative_is_refused(tmp_path, capsys):
+    assert checked_threads(0) == 0 and checked_threads(3) == 3
+    assert worker_count(0) == (os.cpu_count() or 1) and worker_count(2) == 2
+    with pytest.raises(clirkit.InvalidInputError, match="threads"):
+        checked_threads(-1)
+    run = {"q1": {"d1": 1.0, "d2": 0.5}}
+    assert clirkit.fuse([run, run], threads=0) == clirkit.fuse([run, run], threads=1)
+    with pytest.raises(clirkit.InvalidInputError, match="threads"):
+        clirkit.fuse([run, run], threads=-2)
+    with pytest.raises(clirkit.InvalidInputError, match="threads"):
+        clirkit.DenseIndex.build(np.eye(4, dtype=np.float32), ["a", "b", "c", "d"], threads=-1)
+    clirkit.write_run(tmp_path / "a.trec", run)
+    argv = ["fuse", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"), "--output", str(tmp_path / "o.trec")]
+    assert cli.main([*argv, "--threads", "-1"]) == 2
+    assert "threads must be 0 (all cores) or a positive number, got -1" in capsys.readouterr().err
+    assert cli.main([*argv, "--threads", "0"]) == 0
