@@ -234,3 +234,30 @@ def test_passages_encode_to_ids_with_separator_and_maxp(tmp_path: Path) -> None:
     index = MultiVectorIndex.build(tokens, offsets, ids, tmp_path / "idx", centroids=16, keep_vectors=True)
     run = index.search_run(tokens[: offsets[1]], [0, int(offsets[1])], ["q"], 10, exact=True, maxp=True)
     assert len(run["q"]) == 4 and ids[0].split("#")[0] == next(iter(run["q"]))
+
+
+def test_experiment_system_kind_multivector(tmp_path: Path) -> None:
+    """``kind = "multivector"`` in an experiment file: the run equals searching the same index directly."""
+    pytest.importorskip("onnxruntime")
+    import io
+
+    from clirkit.experiment import Experiment
+    from conftest import sample_experiment_head
+
+    model = shared_path("models", "all-MiniLM-L6-v2-int8")
+    text = sample_experiment_head("sample-mv", ("en",)) + (
+        f'\n[systems.minilm-mv]\nkind = "multivector"\nmodel = "{model}"\nfields = ["text"]\n'
+        'max_length = 32\nnbits = 4\ncentroids = 64\n\n[evaluation]\nmeasures = ["nDCG@10"]\n'
+    )
+    path = tmp_path / "exp.toml"
+    path.write_text(text, encoding="utf-8")
+    exp = Experiment(path, tmp_path / "work", quiet=True)
+    exp.run(log=io.StringIO())
+    stage = exp.plan.runs["minilm-mv"]["mlir/en"]
+    index_stage, queries_stage = stage.inputs
+    index = MultiVectorIndex.open(index_stage.output / "index")
+    tokens, offsets, qids = load_tokens(queries_stage.output / "queries")
+    direct = tmp_path / "direct.trec"
+    index.search_trec(tokens, offsets, qids, direct, 1000)
+    written = (tmp_path / "work" / "runs" / "minilm-mv" / "mlir" / "en.trec").read_text()
+    assert written and written.split("\n")[0].split()[:5] == direct.read_text().split("\n")[0].split()[:5]

@@ -155,7 +155,7 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
         query_prefix=args.query_prefix,
         passage_prefix=args.passage_prefix,
         max_length=args.max_length,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size or 32,
         device=args.device,
         threads=threads(args),
     )

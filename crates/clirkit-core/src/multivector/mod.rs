@@ -25,8 +25,7 @@ pub mod search;
 mod tests;
 pub mod tokens;
 
-/// The shared bounded top-k (score descending, then lower internal id); the one import to repoint
-/// when it moves.
+/// The shared bounded top-k (score descending, then lower internal id).
 use crate::topk;
 
 pub use build::BuildOptions;
