@@ -4,7 +4,7 @@
 //!
 //!     cargo bench -p clirkit-benches --bench pq_scan
 
-use clirkit_core::pq::fastscan::{layout, lut, Isa, QUERY_GROUP};
+use clirkit_core::dense::fastscan::{layout, lut, Isa, QUERY_GROUP};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 

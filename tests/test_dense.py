@@ -328,10 +328,11 @@ def test_cli_errors(tmp_path, data, capsys):
     assert "ids.txt:2" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kind", ["pq", "ivf"])
+@pytest.mark.parametrize("kind", ["flat", "pq", "ivf"])
 def test_every_kernel_gives_identical_results(data, monkeypatch, kind):
     x, q, ids = data
-    idx = DenseIndex.build(x, ids, pq=16, ivf=8 if kind == "ivf" else None)
+    pq = None if kind == "flat" else 16
+    idx = DenseIndex.build(x, ids, pq=pq, ivf=8 if kind == "ivf" else None)
     results = {}
     for isa in fastscan_kernels():
         monkeypatch.setenv("CLIRKIT_FASTSCAN_ISA", isa)

@@ -1,11 +1,12 @@
 //! clirkit-core: the pure-Rust engine behind clirkit.
 //!
-//! Data flows one way: text -> [`text`] analysis -> [`bm25`] / [`pq`] indexes -> [`ranking`]s ->
+//! Data flows one way: text -> [`text`] analysis -> [`bm25`] / [`dense`] indexes -> [`ranking`]s ->
 //! [`fusion`] -> [`rerank`] -> [`eval`]. Every stage speaks two currencies: a [`ranking::Run`]
 //! (per query, doc ids with scores in canonical order) and qrels. No PyO3 here: the bindings
 //! live in `clirkit-py`, so this crate is usable from Rust alone and from `cargo bench`.
 
 pub mod bm25;
+pub mod dense;
 pub mod error;
 pub mod eval;
 pub mod fusion;
@@ -16,7 +17,6 @@ pub mod options;
 pub mod parallel;
 pub mod passages;
 pub mod postings;
-pub mod pq;
 pub mod progress;
 pub mod ranking;
 pub mod rerank;

@@ -8,9 +8,9 @@
 //! [`search_maxp`] does this at search time on a dense passage index: it fetches passages until `k`
 //! distinct documents are certain, so a top-`k` search returns `k` documents, not `k` passages.
 
+use crate::dense::index::Hits;
+use crate::dense::{DenseIndex, SearchOptions};
 use crate::error::{Error, Result};
-use crate::pq::index::Hits;
-use crate::pq::{DenseIndex, SearchOptions};
 use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};

@@ -4,13 +4,13 @@
 use pyo3::prelude::*;
 
 mod bm25;
+mod dense;
 mod errors;
 mod eval;
 mod fusion;
 mod io;
 mod multivector;
 mod passages;
-mod pq;
 mod rerank;
 mod text;
 
@@ -24,7 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;
-    pq::register(m)?;
+    dense::register(m)?;
     passages::register(m)?;
     multivector::register(m)?;
     Ok(())

@@ -83,7 +83,7 @@ pub struct DenseManifest {
     pub kind: String,
     pub dim: usize,
     pub ntotal: usize,
-    pub metric: crate::pq::Metric,
+    pub metric: crate::dense::Metric,
     /// Whether `vectors.bin` holds the full vectors.
     pub vectors: bool,
     pub pq: Option<PqParams>,
@@ -102,8 +102,8 @@ pub struct IvfParams {
 }
 
 impl Manifest for DenseManifest {
-    const FORMAT: &'static str = crate::pq::index::FORMAT;
-    const VERSION: u64 = crate::pq::index::VERSION;
+    const FORMAT: &'static str = crate::dense::index::FORMAT;
+    const VERSION: u64 = crate::dense::index::VERSION;
 }
 
 #[cfg(test)]
@@ -118,7 +118,7 @@ mod tests {
             kind: "pq4x4".into(),
             dim: 8,
             ntotal: 3,
-            metric: crate::pq::Metric::L2,
+            metric: crate::dense::Metric::L2,
             vectors: false,
             pq: Some(PqParams { m: 4, nbits: 4 }),
             ivf: None,

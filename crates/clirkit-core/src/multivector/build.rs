@@ -1,5 +1,5 @@
 //! Building a multi-vector index: centroids by k-means over a seeded sample of token vectors (Lloyd
-//! from seeded sample rows, as PLAID's FAISS k-means starts; [`crate::pq::kmeans`]'s k-means++
+//! from seeded sample rows, as PLAID's FAISS k-means starts; [`crate::dense::kmeans`]'s k-means++
 //! seeding costs a pass over the sample per centroid, too slow for thousands of centroids), every
 //! token's nearest centroid, the residual codec trained on a second sample's residuals, packed
 //! residuals, and the inverted lists (centroid -> documents). Written into an index directory
@@ -12,12 +12,12 @@ use super::format::{
 };
 use super::matmul::dot_rows;
 use super::TokenMatrix;
+use crate::dense::flat::norm_sq;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::io::manifest;
 use crate::parallel;
-use crate::pq::flat::norm_sq;
 use crate::rng::SplitMix64;
 use rayon::prelude::*;
 use std::path::Path;

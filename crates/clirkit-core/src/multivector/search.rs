@@ -327,7 +327,7 @@ impl MultiVectorIndex {
                 row,
             );
             if self.manifest.normalized {
-                let norm = crate::pq::flat::norm_sq(row).sqrt();
+                let norm = crate::dense::flat::norm_sq(row).sqrt();
                 if norm > 0.0 {
                     row.iter_mut().for_each(|v| *v /= norm);
                 }

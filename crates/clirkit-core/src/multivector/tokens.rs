@@ -22,7 +22,7 @@ impl<'a> TokenMatrix<'a> {
         ids: Option<&[String]>,
         what: &str,
     ) -> Result<Self> {
-        let rows = crate::pq::check_matrix(data, dim, what)?;
+        let rows = crate::dense::check_matrix(data, dim, what)?;
         let Some((&first, _)) = offsets.split_first() else {
             return Err(Error::invalid(format!(
                 "{what}: offsets are empty (need one more offset than items, starting at 0)"

@@ -3,9 +3,9 @@
 
 use crate::errors::IntoPy;
 use crate::io::{run_to_py, PyRun};
+use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, SearchOptions};
 use clirkit_core::io::trec;
 use clirkit_core::passages;
-use clirkit_core::pq::{BuildOptions, DenseIndex, Metric, SearchOptions};
 use clirkit_core::ranking::Run;
 use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -233,7 +233,7 @@ impl PyDenseIndex {
 /// Names of the fast-scan kernels this CPU supports, slowest first.
 #[pyfunction]
 fn fastscan_kernels() -> Vec<&'static str> {
-    clirkit_core::pq::fastscan::Isa::available()
+    clirkit_core::dense::fastscan::Isa::available()
         .into_iter()
         .map(|i| i.name())
         .collect()

@@ -1,4 +1,5 @@
-//! Run-time choice of the fast-scan kernel: the best one this CPU supports, or the one named by
+//! Run-time choice of the fast-scan kernel, and of the level the exact float kernels of
+//! [`crate::dense::flat`] are compiled for: the best one this CPU supports, or the one named by
 //! the `CLIRKIT_FASTSCAN_ISA` environment variable (`scalar`, `avx2`, `avx512`) for comparisons.
 
 use super::{scalar, Sink, QUERY_GROUP};
@@ -32,6 +33,20 @@ impl Isa {
         }
     }
 
+    /// Whether this CPU can run the exact float kernels of [`crate::dense::flat`] compiled for
+    /// this level: they need only AVX2 or AVX-512F, not the byte instructions of fast-scan.
+    pub fn is_float_available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
     /// Kernels this CPU can run, slowest first.
     pub fn available() -> Vec<Isa> {
         [Isa::Scalar, Isa::Avx2, Isa::Avx512]
@@ -40,8 +55,18 @@ impl Isa {
             .collect()
     }
 
-    /// The kernel to use: `CLIRKIT_FASTSCAN_ISA` if set, else the fastest available.
+    /// The fast-scan kernel to use: `CLIRKIT_FASTSCAN_ISA` if set, else the fastest available.
     pub fn select() -> Result<Isa> {
+        Isa::select_where(Isa::is_available)
+    }
+
+    /// The level of the exact float kernels to use, by the same rule and variable as
+    /// [`Isa::select`], so one setting reaches flat search and fast-scan alike.
+    pub fn select_float() -> Result<Isa> {
+        Isa::select_where(Isa::is_float_available)
+    }
+
+    fn select_where(supported: fn(Isa) -> bool) -> Result<Isa> {
         match std::env::var("CLIRKIT_FASTSCAN_ISA") {
             Ok(name) if !name.is_empty() => {
                 let isa = [Isa::Scalar, Isa::Avx2, Isa::Avx512]
@@ -52,14 +77,17 @@ impl Isa {
                             "CLIRKIT_FASTSCAN_ISA={name}: expected scalar, avx2 or avx512"
                         ))
                     })?;
-                if !isa.is_available() {
+                if !supported(isa) {
                     return Err(Error::invalid(format!(
                         "CLIRKIT_FASTSCAN_ISA={name}: this CPU does not support it"
                     )));
                 }
                 Ok(isa)
             }
-            _ => Ok(*Isa::available().last().expect("scalar is always available")),
+            _ => Ok([Isa::Avx512, Isa::Avx2, Isa::Scalar]
+                .into_iter()
+                .find(|&i| supported(i))
+                .expect("scalar is always available")),
         }
     }
 

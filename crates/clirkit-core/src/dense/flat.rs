@@ -5,6 +5,7 @@
 //! (16 independent lanes, then a fixed reduction tree, no fused multiply-add): compiling the
 //! kernel for AVX2 or AVX-512 changes the register width, never the result.
 
+use super::fastscan::Isa;
 use super::Metric;
 use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
@@ -122,8 +123,10 @@ unsafe fn scan_rows_avx2(
     scan_rows_impl(metric, queries, d, rows, first_id, heaps)
 }
 
-/// Score `rows` (ids from `first_id`) against `queries`, pushing into one heap per query.
+/// Score `rows` (ids from `first_id`) against `queries`, pushing into one heap per query, with
+/// the kernel compiled for `isa` (from [`Isa::select_float`]; every level gives the same bits).
 pub fn scan_rows(
+    isa: Isa,
     metric: Metric,
     queries: &[f32],
     d: usize,
@@ -131,18 +134,22 @@ pub fn scan_rows(
     first_id: usize,
     heaps: &mut [TopK<f32>],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { scan_rows_avx512(metric, queries, d, rows, first_id, heaps) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { scan_rows_avx2(metric, queries, d, rows, first_id, heaps) };
-        }
+    assert!(
+        isa.is_float_available(),
+        "{} float kernel not supported here",
+        isa.name()
+    );
+    match isa {
+        Isa::Scalar => scan_rows_impl(metric, queries, d, rows, first_id, heaps),
+        // SAFETY: the CPU supports AVX2 (asserted above).
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { scan_rows_avx2(metric, queries, d, rows, first_id, heaps) },
+        // SAFETY: the CPU supports AVX-512F (asserted above).
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { scan_rows_avx512(metric, queries, d, rows, first_id, heaps) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => unreachable!(),
     }
-    scan_rows_impl(metric, queries, d, rows, first_id, heaps)
 }
 
 /// Split `nq` queries and `n` rows into work items for `threads` workers: query batches
@@ -160,9 +167,10 @@ pub(crate) fn plan(nq: usize, n: usize, threads: usize) -> (usize, usize) {
     (query_chunk, row_chunk)
 }
 
-/// Exact top-`k` of `queries` against `data` (both row-major, `d` columns); must be called
-/// inside the rayon pool that sets the thread count.
+/// Exact top-`k` of `queries` against `data` (both row-major, `d` columns) with the kernels
+/// of `isa`; must be called inside the rayon pool that sets the thread count.
 pub fn search(
+    isa: Isa,
     metric: Metric,
     data: &[f32],
     d: usize,
@@ -185,6 +193,7 @@ pub fn search(
             let r1 = (r0 + row_chunk).min(n);
             let mut heaps: Vec<TopK<f32>> = (q0..q1).map(|_| TopK::new(k)).collect();
             scan_rows(
+                isa,
                 metric,
                 &queries[q0 * d..q1 * d],
                 d,
@@ -222,11 +231,40 @@ mod tests {
                 })
                 .collect();
             for threads in [1, 2, 7] {
-                let got: Vec<Vec<u32>> = search(metric, &data, d, &queries, 7, threads)
-                    .into_iter()
-                    .map(|t| t.into_sorted().iter().map(|h| h.id).collect())
-                    .collect();
+                let got: Vec<Vec<u32>> =
+                    search(Isa::Scalar, metric, &data, d, &queries, 7, threads)
+                        .into_iter()
+                        .map(|t| t.into_sorted().iter().map(|h| h.id).collect())
+                        .collect();
                 assert_eq!(got, want, "{metric:?} threads={threads}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_available_isa_equals_the_scalar_reference_bit_for_bit() {
+        let mut rng = crate::rng::SplitMix64::new(11);
+        // 37 columns: two full 16-lane chunks and a remainder; 600 rows: several row blocks.
+        let d = 37;
+        let data: Vec<f32> = (0..600 * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        let queries: Vec<f32> = (0..11 * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        let bits = |isa: Isa, metric: Metric| -> Vec<Vec<(u32, u32)>> {
+            search(isa, metric, &data, d, &queries, 25, 3)
+                .into_iter()
+                .map(|t| {
+                    t.into_sorted()
+                        .iter()
+                        .map(|h| (h.score.to_bits(), h.id))
+                        .collect()
+                })
+                .collect()
+        };
+        for metric in [Metric::InnerProduct, Metric::L2] {
+            let want = bits(Isa::Scalar, metric);
+            for isa in [Isa::Avx2, Isa::Avx512] {
+                if isa.is_float_available() {
+                    assert_eq!(bits(isa, metric), want, "{metric:?} {}", isa.name());
+                }
             }
         }
     }

@@ -1,0 +1,148 @@
+//! [`DenseIndex`]: exact flat search, or product quantization (4-bit fast-scan or 8-bit) with an
+//! optional IVF coarse quantizer and optional exact re-scoring ("refine") of a shortlist from the
+//! stored full vectors. Saved as an index directory (manifest `clirkit-dense` v1) of checked,
+//! memory-mapped files: `ids.bin`, `vectors.bin` (f32, if kept), `pq.bin` (codebook),
+//! `codes.bin`, and with IVF `ivf_centroids.bin`, `ivf_lists.bin`, `ivf_slots.bin`.
+//!
+//! Search with 4-bit PQ selects a shortlist by the quantized (integer) fast-scan scores, then
+//! re-scores it: with the float look-up table (exact PQ score), or with `refine > 0` with the
+//! full vectors (exact score). The shortlist is `max(k, refine)` with refine, else `2k`.
+//!
+//! The index is split by concern (like FAISS's `IndexFastScan` / `IndexPQFastScan`): the type
+//! and its options here, [`build`](DenseIndex::build) in `build.rs`, search scheduling and
+//! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, and the index directory
+//! (save/open) in `storage.rs`.
+
+mod build;
+mod scan;
+mod search;
+mod storage;
+#[cfg(test)]
+mod tests;
+
+pub use storage::{FORMAT, VERSION};
+
+use super::codebook::ProductQuantizer;
+use super::ivf::CoarseQuantizer;
+use super::Metric;
+use crate::error::Result;
+use crate::ids::IdTable;
+use crate::io::bytes::Array;
+use crate::ranking::Run;
+
+/// How to build a [`DenseIndex`].
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    /// Sub-quantizers; `None` = exact flat index.
+    pub pq: Option<usize>,
+    /// Bits per PQ code: 4 (fast-scan) or 8.
+    pub nbits: usize,
+    /// IVF lists; `None` = scan everything.
+    pub ivf: Option<usize>,
+    pub metric: Metric,
+    /// Training sample size (default: all vectors up to 65,536 per codebook need).
+    pub train_size: Option<usize>,
+    pub seed: u64,
+    pub threads: usize,
+    /// Keep full vectors (needed for flat search and refine).
+    pub keep_vectors: bool,
+    pub quiet: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            pq: None,
+            nbits: 4,
+            ivf: None,
+            metric: Metric::InnerProduct,
+            train_size: None,
+            seed: 0,
+            threads: 0,
+            keep_vectors: true,
+            quiet: true,
+        }
+    }
+}
+
+/// How to search.
+#[derive(Clone, Debug)]
+pub struct SearchOptions {
+    pub k: usize,
+    pub nprobe: usize,
+    /// Re-score this many PQ candidates exactly with the stored vectors (0 = off).
+    pub refine: usize,
+    pub threads: usize,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            k: 1000,
+            nprobe: 1,
+            refine: 0,
+            threads: 0,
+        }
+    }
+}
+
+struct Coarse {
+    quantizer: CoarseQuantizer,
+    /// Slot -> internal id ([`EMPTY_SLOT`] for padding).
+    slots: Array<u32>,
+    /// First block of each list, plus the end.
+    block_starts: Vec<u64>,
+}
+
+struct PqPart {
+    pq: ProductQuantizer,
+    /// 4 bits: packed blocks in slot order; 8 bits: `m` bytes per slot.
+    codes: Array<u8>,
+    coarse: Option<Coarse>,
+}
+
+/// A dense vector index; see the module documentation.
+pub struct DenseIndex {
+    dim: usize,
+    ntotal: usize,
+    metric: Metric,
+    ids: IdTable,
+    vectors: Option<Array<f32>>,
+    pq: Option<PqPart>,
+}
+
+/// Per query, the best hits: (score, internal id), best first.
+pub type Hits = Vec<Vec<(f32, u32)>>;
+
+impl DenseIndex {
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    pub fn ntotal(&self) -> usize {
+        self.ntotal
+    }
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+    pub fn ids(&self) -> &IdTable {
+        &self.ids
+    }
+    /// "flat", "pq4", "pq8", "ivf{n},pq4", ...
+    pub fn kind(&self) -> String {
+        match &self.pq {
+            None => "flat".into(),
+            Some(p) => match &p.coarse {
+                None => format!("pq{}x{}", p.pq.m, p.pq.nbits),
+                Some(c) => format!("ivf{},pq{}x{}", c.quantizer.nlist, p.pq.m, p.pq.nbits),
+            },
+        }
+    }
+    pub fn has_vectors(&self) -> bool {
+        self.vectors.is_some()
+    }
+
+    /// Turn search hits into a run with string doc ids; `qids` name the queries in order.
+    pub fn to_run(&self, hits: Hits, qids: &[String]) -> Result<Run> {
+        self.ids.run_from_hits(hits, qids)
+    }
+}

@@ -1,0 +1,171 @@
+//! The index directory: manifest (`DenseManifest`) and checked files, written atomically and
+//! opened memory-mapped.
+
+use super::{Coarse, DenseIndex, PqPart};
+use crate::dense::codebook::ProductQuantizer;
+use crate::dense::fastscan::{layout, BLOCK};
+use crate::dense::ivf::{CoarseQuantizer, EMPTY_SLOT};
+use crate::error::{Error, Result};
+use crate::ids::IdTable;
+use crate::io::atomic::{AtomicDir, MANIFEST};
+use crate::io::bytes::{Array, Plain};
+use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::io::manifest::{self, DenseManifest, IvfParams, PqParams};
+use std::path::Path;
+
+pub const FORMAT: &str = "clirkit-dense";
+pub const VERSION: u64 = 1;
+const FILE_VERSION: u32 = 1;
+const VECTORS: (&str, Kind) = ("vectors.bin", *b"DENSEVEC");
+const CODEBOOK: (&str, Kind) = ("pq.bin", *b"PQCODEBK");
+const CODES: (&str, Kind) = ("codes.bin", *b"PQCODES\0");
+const IVF_CENTROIDS: (&str, Kind) = ("ivf_centroids.bin", *b"IVFCENTR");
+const IVF_LISTS: (&str, Kind) = ("ivf_lists.bin", *b"IVFLISTS");
+const IVF_SLOTS: (&str, Kind) = ("ivf_slots.bin", *b"IVFSLOTS");
+
+/// Map `dir/file` as exactly `count` values of `T`.
+fn map_array<T: Plain>(
+    dir: &Path,
+    file: (&str, Kind),
+    count: usize,
+    verify: bool,
+) -> Result<Array<T>> {
+    let path = dir.join(file.0);
+    let payload = MappedFile::open(&path, file.1, FILE_VERSION, verify)?.into_payload();
+    Array::view(payload, count, &path)
+}
+
+fn save_array<T: Plain>(values: &Array<T>, dir: &Path, file: (&str, Kind)) -> Result<()> {
+    let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
+    for chunk in values.as_bytes().chunks(1 << 24) {
+        w.write(chunk)?;
+    }
+    w.finish()
+}
+
+impl DenseIndex {
+    /// Save as an index directory, atomically.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let out = AtomicDir::create(dir)?;
+        let tmp = out.path().to_path_buf();
+        self.ids.save(tmp.join("ids.bin"))?;
+        if let Some(v) = &self.vectors {
+            save_array(v, &tmp, VECTORS)?;
+        }
+        let mut manifest = DenseManifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            kind: self.kind(),
+            dim: self.dim,
+            ntotal: self.ntotal,
+            metric: self.metric,
+            vectors: self.vectors.is_some(),
+            pq: None,
+            ivf: None,
+        };
+        if let Some(p) = &self.pq {
+            save_array(&Array::from(p.pq.centroids.clone()), &tmp, CODEBOOK)?;
+            save_array(&p.codes, &tmp, CODES)?;
+            manifest.pq = Some(PqParams {
+                m: p.pq.m,
+                nbits: p.pq.nbits,
+            });
+            if let Some(c) = &p.coarse {
+                save_array(
+                    &Array::from(c.quantizer.centroids.clone()),
+                    &tmp,
+                    IVF_CENTROIDS,
+                )?;
+                save_array(&Array::from(c.block_starts.clone()), &tmp, IVF_LISTS)?;
+                save_array(&c.slots, &tmp, IVF_SLOTS)?;
+                manifest.ivf = Some(IvfParams {
+                    nlist: c.quantizer.nlist,
+                });
+            }
+        }
+        manifest::commit(out, &manifest)
+    }
+
+    /// Open an index directory; vectors and codes are memory-mapped. Checksums are verified
+    /// for every file except the full vectors (which can be tens of GB; their size is checked).
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let meta: DenseManifest = manifest::read(dir)?;
+        let (dim, ntotal, metric) = (meta.dim, meta.ntotal, meta.metric);
+        let ids = IdTable::open(dir.join("ids.bin"))?;
+        if ids.len() != ntotal || dim == 0 {
+            return Err(Error::format(
+                dir,
+                format!("ids.bin has {} ids, the manifest says {ntotal}", ids.len()),
+            ));
+        }
+        let vectors = if meta.vectors {
+            Some(map_array(dir, VECTORS, ntotal * dim, false)?)
+        } else {
+            None
+        };
+        let pq = match meta.pq {
+            None => None,
+            Some(PqParams { m, nbits }) => {
+                ProductQuantizer::check_params(dim, m, nbits)
+                    .map_err(|_| Error::format(dir.join(MANIFEST), "missing or invalid 'pq'"))?;
+                let centroids: Array<f32> = map_array(dir, CODEBOOK, dim << nbits, true)?;
+                let pq = ProductQuantizer {
+                    d: dim,
+                    m,
+                    nbits,
+                    centroids: centroids.as_slice().to_vec(),
+                };
+                let (coarse, nslots) = match meta.ivf {
+                    None => (None, ntotal.div_ceil(BLOCK) * BLOCK),
+                    Some(IvfParams { nlist }) => {
+                        let cents: Array<f32> = map_array(dir, IVF_CENTROIDS, nlist * dim, true)?;
+                        let lists: Array<u64> = map_array(dir, IVF_LISTS, nlist + 1, true)?;
+                        let block_starts = lists.as_slice().to_vec();
+                        let nslots = *block_starts.last().unwrap() as usize * BLOCK;
+                        let slots: Array<u32> = map_array(dir, IVF_SLOTS, nslots, true)?;
+                        if block_starts.windows(2).any(|w| w[0] > w[1])
+                            || slots
+                                .as_slice()
+                                .iter()
+                                .any(|&s| s != EMPTY_SLOT && s as usize >= ntotal)
+                        {
+                            return Err(Error::format(
+                                dir.join(IVF_SLOTS.0),
+                                "inconsistent IVF lists",
+                            ));
+                        }
+                        let quantizer = CoarseQuantizer {
+                            nlist,
+                            d: dim,
+                            centroids: cents.as_slice().to_vec(),
+                        };
+                        (
+                            Some(Coarse {
+                                quantizer,
+                                slots,
+                                block_starts,
+                            }),
+                            nslots,
+                        )
+                    }
+                };
+                let code_len = if nbits == 4 {
+                    nslots / BLOCK * layout::block_bytes(m)
+                } else {
+                    nslots * m
+                };
+                let codes = map_array(dir, CODES, code_len, true)?;
+                Some(PqPart { pq, codes, coarse })
+            }
+        };
+        Ok(DenseIndex {
+            dim,
+            ntotal,
+            metric,
+            ids,
+            vectors,
+            pq,
+        })
+    }
+}

@@ -1,0 +1,265 @@
+//! Tests of the whole index: refine = flat, thread-count independence, exhaustive PQ scoring,
+//! save/open round trip and corruption, and the error messages of bad inputs.
+
+use super::*;
+use crate::rng::SplitMix64;
+
+fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
+    let mut rng = SplitMix64::new(seed);
+    let centers: Vec<f32> = (0..8 * d).map(|_| rng.unit() as f32 * 2.0 - 1.0).collect();
+    (0..n)
+        .flat_map(|i| {
+            let c = (i * 5) % 8;
+            (0..d)
+                .map(|j| centers[c * d + j] + 0.3 * (rng.unit() as f32 - 0.5))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn ids(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("doc{i}")).collect()
+}
+
+fn opts(pq: Option<usize>, nbits: usize, ivf: Option<usize>, metric: Metric) -> BuildOptions {
+    BuildOptions {
+        pq,
+        nbits,
+        ivf,
+        metric,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn refine_over_whole_collection_equals_flat() {
+    let (n, d) = (300, 16);
+    let data = clustered(n, d, 1);
+    let queries = clustered(9, d, 2);
+    for metric in [Metric::InnerProduct, Metric::L2] {
+        let flat = DenseIndex::build(&data, d, &ids(n), &opts(None, 4, None, metric)).unwrap();
+        let want = flat
+            .search(
+                &queries,
+                d,
+                &SearchOptions {
+                    k: 20,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        for (nbits, ivf) in [(4, None), (8, None), (4, Some(4))] {
+            let idx =
+                DenseIndex::build(&data, d, &ids(n), &opts(Some(8), nbits, ivf, metric)).unwrap();
+            for threads in [1, 3] {
+                let so = SearchOptions {
+                    k: 20,
+                    refine: n,
+                    nprobe: 4,
+                    threads,
+                };
+                let got = idx.search(&queries, d, &so).unwrap();
+                assert_eq!(
+                    got, want,
+                    "{metric:?} nbits={nbits} ivf={ivf:?} threads={threads}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pq_results_do_not_depend_on_threads_and_match_exhaustive_pq_scoring() {
+    let (n, d) = (2000, 32);
+    let data = clustered(n, d, 3);
+    let queries = clustered(70, d, 4);
+    let idx = DenseIndex::build(
+        &data,
+        d,
+        &ids(n),
+        &opts(Some(16), 4, None, Metric::InnerProduct),
+    )
+    .unwrap();
+    let pq = &idx.pq.as_ref().unwrap().pq;
+    let codes = pq.encode(&data);
+    let so = |threads| SearchOptions {
+        k: 10,
+        threads,
+        ..Default::default()
+    };
+    let one = idx.search(&queries, d, &so(1)).unwrap();
+    assert_eq!(one, idx.search(&queries, d, &so(4)).unwrap());
+    let mut found = 0;
+    for (q, got) in queries.chunks(d).zip(&one) {
+        let mut lut = vec![0f32; 16 * 16];
+        pq.lut(Metric::InnerProduct, q, &mut lut);
+        let mut all: Vec<(f32, u32)> = codes
+            .chunks(16)
+            .enumerate()
+            .map(|(i, c)| (pq.adc_score(&lut, c.iter().copied()), i as u32))
+            .collect();
+        all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        found += got.iter().filter(|h| all[..10].contains(h)).count();
+    }
+    // The integer scan only preselects 2k candidates; their exact PQ scores decide.
+    assert!(found >= 690, "{found}/700 of the exhaustive PQ top-10");
+    let ivf = DenseIndex::build(
+        &data,
+        d,
+        &ids(n),
+        &opts(Some(16), 4, Some(8), Metric::InnerProduct),
+    )
+    .unwrap();
+    let so = |threads| SearchOptions {
+        k: 10,
+        nprobe: 3,
+        threads,
+        ..Default::default()
+    };
+    assert_eq!(
+        ivf.search(&queries, d, &so(1)).unwrap(),
+        ivf.search(&queries, d, &so(3)).unwrap()
+    );
+    let all = SearchOptions {
+        k: 10,
+        nprobe: 8,
+        ..Default::default()
+    };
+    let ivf_all = ivf.search(&queries, d, &all).unwrap();
+    let same: usize = ivf_all
+        .iter()
+        .zip(&one)
+        .map(|(a, b)| a.iter().filter(|h| b.iter().any(|e| e.1 == h.1)).count())
+        .sum();
+    assert!(
+        same >= 600,
+        "IVF probing every list finds {same}/700 of flat PQ's hits"
+    );
+}
+
+#[test]
+fn save_open_round_trip() {
+    let (n, d) = (300, 8);
+    let data = clustered(n, d, 5);
+    let queries = clustered(3, d, 6);
+    let dir = tempfile::tempdir().unwrap();
+    for (i, o) in [
+        opts(None, 4, None, Metric::L2),
+        opts(Some(4), 4, None, Metric::InnerProduct),
+        opts(Some(2), 8, Some(3), Metric::L2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let idx = DenseIndex::build(&data, d, &ids(n), &o).unwrap();
+        let path = dir.path().join(format!("idx{i}"));
+        idx.save(&path).unwrap();
+        let back = DenseIndex::open(&path).unwrap();
+        assert_eq!(
+            (back.dim(), back.ntotal(), back.metric(), back.kind()),
+            (d, n, o.metric, idx.kind())
+        );
+        assert_eq!(back.ids().get(7), "doc7");
+        let so = SearchOptions {
+            k: 5,
+            nprobe: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            back.search(&queries, d, &so).unwrap(),
+            idx.search(&queries, d, &so).unwrap()
+        );
+    }
+    let bytes = std::fs::read(dir.path().join("idx1/codes.bin")).unwrap();
+    let mut bad = bytes.clone();
+    *bad.last_mut().unwrap() ^= 0xff;
+    std::fs::write(dir.path().join("idx1/codes.bin"), &bad).unwrap();
+    let e = DenseIndex::open(dir.path().join("idx1"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("checksum"), "{e}");
+}
+
+#[test]
+fn bad_inputs_have_clear_errors() {
+    let d = 8;
+    let data = clustered(40, d, 7);
+    let err = |data: &[f32], dim: usize, ids: &[String], o: &BuildOptions| {
+        DenseIndex::build(data, dim, ids, o)
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let mut nan = data.clone();
+    nan[3 * d + 2] = f32::NAN;
+    assert!(err(&nan, d, &ids(40), &BuildOptions::default())
+        .contains("vector 3 has a non-finite value (NaN) at dimension 2"));
+    let mut inf = data.clone();
+    inf[5] = f32::INFINITY;
+    assert!(err(&inf, d, &ids(40), &BuildOptions::default()).contains("non-finite value (inf)"));
+    assert!(err(&data, d, &ids(39), &BuildOptions::default()).contains("39 ids for 40 vectors"));
+    let mut dup = ids(40);
+    dup[9] = "doc2".into();
+    assert!(err(&data, d, &dup, &BuildOptions::default()).contains("duplicate id 'doc2'"));
+    assert!(err(
+        &data,
+        d,
+        &ids(40),
+        &opts(Some(3), 4, None, Metric::InnerProduct)
+    )
+    .contains("M=3 does not divide the dimension 8"));
+    assert!(err(
+        &data[..10 * d],
+        d,
+        &ids(10),
+        &opts(Some(4), 4, None, Metric::InnerProduct)
+    )
+    .contains("too few training vectors: 10"));
+    assert!(err(
+        &data,
+        d,
+        &ids(40),
+        &opts(Some(4), 8, None, Metric::InnerProduct)
+    )
+    .contains("too few training vectors: 40"));
+    let idx = DenseIndex::build(&data, d, &ids(40), &BuildOptions::default()).unwrap();
+    let e = idx
+        .search(&data[..12], 12, &SearchOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("queries have dimension 12, the index has dimension 8"),
+        "{e}"
+    );
+    let mut q = data[..d].to_vec();
+    q[0] = f32::NAN;
+    assert!(idx
+        .search(&q, d, &SearchOptions::default())
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("queries: vector 0"));
+    let nov = DenseIndex::build(
+        &data,
+        d,
+        &ids(40),
+        &BuildOptions {
+            pq: Some(4),
+            keep_vectors: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let so = SearchOptions {
+        refine: 10,
+        ..Default::default()
+    };
+    assert!(nov
+        .search(&data[..d], d, &so)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("refine needs the full vectors"));
+}
