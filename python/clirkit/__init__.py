@@ -26,6 +26,7 @@ from clirkit.runs import read_qrels, read_run, write_run
 if TYPE_CHECKING:
     from clirkit.dense import DenseIndex, DenseRetriever
     from clirkit.experiment import Experiment
+    from clirkit.multivector import MultiVectorIndex
 
 __all__ = [
     "__version__",
@@ -44,6 +45,7 @@ __all__ = [
     "SearchResults",
     "DenseIndex",
     "DenseRetriever",
+    "MultiVectorIndex",
     # runs, fusion, evaluation
     "read_qrels",
     "read_run",
@@ -63,6 +65,10 @@ def __getattr__(name: str):
         from clirkit import dense
 
         return getattr(dense, name)
+    if name == "MultiVectorIndex":
+        from clirkit import multivector
+
+        return multivector.MultiVectorIndex
     if name == "Experiment":
         from clirkit.experiment import Experiment
 

@@ -313,6 +313,80 @@ class DenseIndex:
     @property
     def has_vectors(self) -> bool: ...
 
+class MultiVectorIndex:
+    @staticmethod
+    def build(
+        tokens: _npt.NDArray[_np.float32],
+        offsets: _npt.NDArray[_np.uint64],
+        ids: list[str],
+        dir: os.PathLike[str] | str,
+        nbits: int = 2,
+        centroids: int | None = None,
+        kmeans_sample: int | None = None,
+        kmeans_iterations: int = 4,
+        seed: int = 0,
+        threads: int = 0,
+        keep_vectors: bool = False,
+    ) -> MultiVectorIndex: ...
+    @staticmethod
+    def open(dir: os.PathLike[str] | str) -> MultiVectorIndex: ...
+    def search(
+        self,
+        tokens: _npt.NDArray[_np.float32],
+        offsets: _npt.NDArray[_np.uint64],
+        k: int = 1000,
+        ncells: int | None = None,
+        centroid_score_threshold: float | None = None,
+        ndocs: int | None = None,
+        rerank: int | None = None,
+        refine: bool = False,
+        exact: bool = False,
+        threads: int = 0,
+    ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
+    def search_run(
+        self,
+        tokens: _npt.NDArray[_np.float32],
+        offsets: _npt.NDArray[_np.uint64],
+        qids: list[str],
+        k: int = 1000,
+        ncells: int | None = None,
+        centroid_score_threshold: float | None = None,
+        ndocs: int | None = None,
+        rerank: int | None = None,
+        refine: bool = False,
+        exact: bool = False,
+        threads: int = 0,
+        maxp: str | None = None,
+        path: os.PathLike[str] | str | None = None,
+        tag: str = "clirkit-multivector",
+    ) -> list[tuple[str, list[tuple[str, float]]]] | None: ...
+    def id(self, i: int) -> str: ...
+    def find(self, id: str) -> int | None: ...
+    def compressed_bytes(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def ndocs(self) -> int: ...
+    @property
+    def ntotal(self) -> int: ...
+    @property
+    def ntokens(self) -> int: ...
+    @property
+    def ncentroids(self) -> int: ...
+    @property
+    def nbits(self) -> int: ...
+    @property
+    def has_vectors(self) -> bool: ...
+
+def maxsim_search(
+    doc_tokens: _npt.NDArray[_np.float32],
+    doc_offsets: _npt.NDArray[_np.uint64],
+    query_tokens: _npt.NDArray[_np.float32],
+    query_offsets: _npt.NDArray[_np.uint64],
+    k: int = 1000,
+    threads: int = 0,
+) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
+
 # --- passages (MaxP) --------------------------------------------------------------------------
 
 def maxp(

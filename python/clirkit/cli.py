@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
     "clirkit.commands.dense",
+    "clirkit.commands.multivector",
     "clirkit.commands.encode",
     "clirkit.commands.demo",
     "clirkit.commands.experiment",
@@ -33,12 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"clirkit {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups = {
-        "index": top.add_parser("index", help="build an index (bm25 | dense)").add_subparsers(
+        "index": top.add_parser("index", help="build an index (bm25 | dense | multivector)").add_subparsers(
             dest="kind", metavar="KIND", required=True
         ),
-        "search": top.add_parser("search", help="search an index (bm25 | dense)").add_subparsers(
-            dest="kind", metavar="KIND", required=True
-        ),
+        "search": top.add_parser(
+            "search", help="search an index (bm25 | dense | multivector)"
+        ).add_subparsers(dest="kind", metavar="KIND", required=True),
     }
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(top, groups)

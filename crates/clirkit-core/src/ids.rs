@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::io::bytes::Bytes;
 use crate::io::format::{read_u32, read_u64, write_checked, Kind, MappedFile};
+use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -214,6 +215,35 @@ impl IdTable {
 
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
         (0..self.len as u32).map(move |i| self.get(i))
+    }
+
+    /// A run from per-query hits `(score, internal id)`; `qids` name the queries in order and must
+    /// be unique.
+    pub fn run_from_hits(&self, hits: Vec<Vec<(f32, u32)>>, qids: &[String]) -> Result<Run> {
+        if qids.len() != hits.len() {
+            return Err(Error::invalid(format!(
+                "{} query ids for {} queries: give exactly one id per query",
+                qids.len(),
+                hits.len()
+            )));
+        }
+        let mut seen = HashMap::with_capacity(qids.len());
+        for (i, q) in qids.iter().enumerate() {
+            if let Some(first) = seen.insert(q.as_str(), i) {
+                return Err(Error::invalid(format!(
+                    "duplicate query id '{q}' at positions {first} and {i}"
+                )));
+            }
+        }
+        let mut run = Run::new();
+        for (q, hs) in qids.iter().zip(hits) {
+            let docs = hs
+                .into_iter()
+                .map(|(s, id)| ScoredDoc::new(self.get(id), s as f64))
+                .collect();
+            run.push(q.clone(), docs);
+        }
+        Ok(run)
     }
 }
 

@@ -12,6 +12,7 @@ pub mod eval;
 pub mod fusion;
 pub mod ids;
 pub mod io;
+pub mod multivector;
 pub mod options;
 pub mod parallel;
 pub mod passages;

@@ -9,6 +9,7 @@ mod errors;
 mod eval;
 mod fusion;
 mod io;
+mod multivector;
 mod passages;
 mod rerank;
 mod text;
@@ -25,5 +26,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     eval::register(m)?;
     dense::register(m)?;
     passages::register(m)?;
+    multivector::register(m)?;
     Ok(())
 }

@@ -100,6 +100,11 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         help="records per chunk (memory bound and resume granularity)",
     )
     p.add_argument("--restart", action="store_true", help="discard an interrupted run's progress")
+    p.add_argument(
+        "--multivector",
+        action="store_true",
+        help="one vector per token (late interaction): writes PREFIX.tokens.npy, PREFIX.offsets.npy, PREFIX.ids.txt",
+    )
     add_threads(p)
     add_quiet(p)
     p.set_defaults(func=run_encode)
@@ -113,6 +118,10 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
 
 
 def run_encode(args: argparse.Namespace) -> int:
+    if args.multivector:
+        from clirkit.commands.multivector import run_encode_multivector
+
+        return run_encode_multivector(args)
     from clirkit.encoders import is_sparse_model
 
     if is_sparse_model(args.model):

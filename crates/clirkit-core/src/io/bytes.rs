@@ -94,6 +94,8 @@ pub unsafe trait Plain: Copy + 'static {}
 // SAFETY: plain integers and floats: no padding, every bit pattern a value.
 unsafe impl Plain for u8 {}
 // SAFETY: as above.
+unsafe impl Plain for u16 {}
+// SAFETY: as above.
 unsafe impl Plain for u32 {}
 // SAFETY: as above.
 unsafe impl Plain for u64 {}

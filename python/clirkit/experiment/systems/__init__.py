@@ -11,7 +11,11 @@ import importlib
 from typing import Any, Protocol
 
 #: Modules defining the built-in kinds, imported on first lookup.
-BUILTIN_KINDS = ("clirkit.experiment.systems.bm25", "clirkit.experiment.systems.dense")
+BUILTIN_KINDS = (
+    "clirkit.experiment.systems.bm25",
+    "clirkit.experiment.systems.dense",
+    "clirkit.experiment.systems.multivector",
+)
 
 _KINDS: dict[str, SystemKind] = {}
 

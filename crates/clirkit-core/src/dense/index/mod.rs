@@ -25,10 +25,10 @@ pub use storage::{FORMAT, VERSION};
 use super::codebook::ProductQuantizer;
 use super::ivf::CoarseQuantizer;
 use super::Metric;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ids::IdTable;
 use crate::io::bytes::Array;
-use crate::ranking::{Run, ScoredDoc};
+use crate::ranking::Run;
 
 /// How to build a [`DenseIndex`].
 #[derive(Clone, Debug)]
@@ -143,29 +143,6 @@ impl DenseIndex {
 
     /// Turn search hits into a run with string doc ids; `qids` name the queries in order.
     pub fn to_run(&self, hits: Hits, qids: &[String]) -> Result<Run> {
-        if qids.len() != hits.len() {
-            return Err(Error::invalid(format!(
-                "{} query ids for {} queries: give exactly one id per query",
-                qids.len(),
-                hits.len()
-            )));
-        }
-        let mut seen = std::collections::HashMap::with_capacity(qids.len());
-        for (i, q) in qids.iter().enumerate() {
-            if let Some(first) = seen.insert(q.as_str(), i) {
-                return Err(Error::invalid(format!(
-                    "duplicate query id '{q}' at positions {first} and {i}"
-                )));
-            }
-        }
-        let mut run = Run::new();
-        for (q, hs) in qids.iter().zip(hits) {
-            let docs = hs
-                .into_iter()
-                .map(|(s, id)| ScoredDoc::new(self.ids.get(id), s as f64))
-                .collect();
-            run.push(q.clone(), docs);
-        }
-        Ok(run)
+        self.ids.run_from_hits(hits, qids)
     }
 }

@@ -1,0 +1,255 @@
+//! The index directory (manifest `clirkit-multivector` v1). Every file has the checked header and is
+//! memory-mapped on open:
+//!
+//! | file | holds |
+//! |---|---|
+//! | `ids.bin` | the documents' (passages') string ids |
+//! | `centroids.bin` | `ncentroids x dim` f32 |
+//! | `buckets.bin` | the residual codec: per dimension `2^nbits - 1` cutoffs, then per dimension `2^nbits` weights, f32 |
+//! | `doc_offsets.bin` | `ndocs + 1` u64: document `i` owns tokens `offsets[i]..offsets[i + 1]` |
+//! | `codes.bin` | one u16 centroid number per token |
+//! | `residuals.bin` | `dim x nbits / 8` bytes per token |
+//! | `ivf_offsets.bin` | `ncentroids + 1` u64 into `ivf_docs.bin` |
+//! | `ivf_docs.bin` | per centroid, the increasing numbers of the documents holding a token of it, u32 |
+//! | `vectors.bin` | optional: the full token vectors, f32, for exact search |
+//!
+//! Opening checks checksums (except the optional full vectors, whose size is checked) and the
+//! consistency of offsets, codes and lists, so a corrupt index is an error naming its file.
+
+use super::codec::ResidualCodec;
+use crate::error::{Error, Result};
+use crate::ids::IdTable;
+use crate::io::atomic::MANIFEST;
+use crate::io::bytes::{Array, Plain};
+use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::io::manifest;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const FORMAT: &str = "clirkit-multivector";
+pub const VERSION: u64 = 1;
+const FILE_VERSION: u32 = 1;
+/// Centroid numbers are stored in 16 bits.
+pub const MAX_CENTROIDS: usize = 1 << 16;
+
+pub(crate) type File = (&'static str, Kind);
+pub(crate) const IDS: &str = "ids.bin";
+pub(crate) const CENTROIDS: File = ("centroids.bin", *b"MVCENTRS");
+pub(crate) const BUCKETS: File = ("buckets.bin", *b"MVBUCKET");
+pub(crate) const DOC_OFFSETS: File = ("doc_offsets.bin", *b"MVDOCOFF");
+pub(crate) const CODES: File = ("codes.bin", *b"MVCODES\0");
+pub(crate) const RESIDUALS: File = ("residuals.bin", *b"MVRESIDU");
+pub(crate) const IVF_OFFSETS: File = ("ivf_offsets.bin", *b"MVIVFOFF");
+pub(crate) const IVF_DOCS: File = ("ivf_docs.bin", *b"MVIVFDOC");
+pub(crate) const VECTORS: File = ("vectors.bin", *b"MVVECTRS");
+
+/// What `meta.json` records.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MultiVectorManifest {
+    pub format: String,
+    pub version: u64,
+    pub dim: usize,
+    pub ndocs: usize,
+    pub ntokens: usize,
+    pub ncentroids: usize,
+    pub nbits: usize,
+    /// Every input token had unit length: decoded tokens are normalized again (as PLAID does).
+    pub normalized: bool,
+    /// `vectors.bin` is present.
+    pub vectors: bool,
+    pub ivf_entries: usize,
+    pub seed: u64,
+    pub kmeans_sample: usize,
+    pub kmeans_iterations: usize,
+}
+
+/// Write `values` as one checked file in `dir`.
+pub(crate) fn write_array<T: Plain>(dir: &Path, file: File, values: &[T]) -> Result<()> {
+    let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
+    for chunk in Array::from(values.to_vec()).as_bytes().chunks(1 << 24) {
+        w.write(chunk)?;
+    }
+    w.finish()
+}
+
+/// Map the checked file `file` of `dir` as exactly `count` values of `T`.
+fn map_array<T: Plain>(dir: &Path, file: File, count: usize, verify: bool) -> Result<Array<T>> {
+    let path = dir.join(file.0);
+    let payload = MappedFile::open(&path, file.1, FILE_VERSION, verify)?.into_payload();
+    Array::view(payload, count, &path)
+}
+
+/// A multi-vector index opened from its directory; search is in [`super::search`].
+pub struct MultiVectorIndex {
+    pub(crate) dir: PathBuf,
+    pub(crate) manifest: MultiVectorManifest,
+    pub(crate) ids: IdTable,
+    pub(crate) centroids: Array<f32>,
+    pub(crate) codec: ResidualCodec,
+    pub(crate) doc_offsets: Array<u64>,
+    pub(crate) codes: Array<u16>,
+    pub(crate) residuals: Array<u8>,
+    pub(crate) ivf_offsets: Array<u64>,
+    pub(crate) ivf_docs: Array<u32>,
+    pub(crate) vectors: Option<Array<f32>>,
+}
+
+impl manifest::Manifest for MultiVectorManifest {
+    const FORMAT: &'static str = FORMAT;
+    const VERSION: u64 = VERSION;
+}
+
+/// Offsets that start at 0, never decrease and end at `end`.
+fn offsets_ok(offsets: &[u64], end: usize) -> bool {
+    offsets.first() == Some(&0)
+        && offsets.last() == Some(&(end as u64))
+        && offsets.windows(2).all(|w| w[0] <= w[1])
+}
+
+impl MultiVectorIndex {
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let meta_path = dir.join(MANIFEST);
+        let m: MultiVectorManifest = manifest::read(dir)?;
+        let bad = |what: &str| Error::format(&meta_path, format!("invalid manifest: {what}"));
+        ResidualCodec::check_params(m.dim, m.nbits).map_err(|e| bad(&e.to_string()))?;
+        if m.ncentroids == 0 || m.ncentroids > MAX_CENTROIDS || m.ndocs == 0 {
+            return Err(bad("ncentroids must be in 1..=65536 and ndocs at least 1"));
+        }
+        let ids = IdTable::open(dir.join(IDS))?;
+        if ids.len() != m.ndocs {
+            return Err(Error::format(
+                dir.join(IDS),
+                format!(
+                    "has {} ids, the manifest says {} documents",
+                    ids.len(),
+                    m.ndocs
+                ),
+            ));
+        }
+        let centroids = map_array(dir, CENTROIDS, m.ncentroids * m.dim, true)?;
+        let buckets: Array<f32> = map_array(dir, BUCKETS, m.dim * ((2 << m.nbits) - 1), true)?;
+        let split = m.dim * ((1 << m.nbits) - 1);
+        let codec = ResidualCodec::from_parts(
+            m.dim,
+            m.nbits,
+            buckets.as_slice()[..split].to_vec(),
+            buckets.as_slice()[split..].to_vec(),
+        )
+        .map_err(|e| Error::format(dir.join(BUCKETS.0), e.to_string()))?;
+        let doc_offsets: Array<u64> = map_array(dir, DOC_OFFSETS, m.ndocs + 1, true)?;
+        if !offsets_ok(doc_offsets.as_slice(), m.ntokens)
+            || doc_offsets.as_slice().windows(2).any(|w| w[0] == w[1])
+        {
+            return Err(Error::format(
+                dir.join(DOC_OFFSETS.0),
+                "document offsets are inconsistent with the token count",
+            ));
+        }
+        let codes: Array<u16> = map_array(dir, CODES, m.ntokens, true)?;
+        if codes.as_slice().iter().any(|&c| c as usize >= m.ncentroids) {
+            return Err(Error::format(
+                dir.join(CODES.0),
+                "a centroid number is out of range",
+            ));
+        }
+        let residuals = map_array(dir, RESIDUALS, m.ntokens * codec.bytes_per_token(), true)?;
+        let ivf_offsets: Array<u64> = map_array(dir, IVF_OFFSETS, m.ncentroids + 1, true)?;
+        if !offsets_ok(ivf_offsets.as_slice(), m.ivf_entries) {
+            return Err(Error::format(
+                dir.join(IVF_OFFSETS.0),
+                "inverted list offsets are inconsistent",
+            ));
+        }
+        let ivf_docs: Array<u32> = map_array(dir, IVF_DOCS, m.ivf_entries, true)?;
+        if ivf_docs.as_slice().iter().any(|&d| d as usize >= m.ndocs) {
+            return Err(Error::format(
+                dir.join(IVF_DOCS.0),
+                "a document number is out of range",
+            ));
+        }
+        let vectors = if m.vectors {
+            Some(map_array(dir, VECTORS, m.ntokens * m.dim, false)?)
+        } else {
+            None
+        };
+        Ok(MultiVectorIndex {
+            dir: dir.to_path_buf(),
+            manifest: m,
+            ids,
+            centroids,
+            codec,
+            doc_offsets,
+            codes,
+            residuals,
+            ivf_offsets,
+            ivf_docs,
+            vectors,
+        })
+    }
+
+    pub fn manifest(&self) -> &MultiVectorManifest {
+        &self.manifest
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn dim(&self) -> usize {
+        self.manifest.dim
+    }
+
+    /// Number of documents (or passages).
+    pub fn ndocs(&self) -> usize {
+        self.manifest.ndocs
+    }
+
+    pub fn ntokens(&self) -> usize {
+        self.manifest.ntokens
+    }
+
+    pub fn ncentroids(&self) -> usize {
+        self.manifest.ncentroids
+    }
+
+    pub fn nbits(&self) -> usize {
+        self.manifest.nbits
+    }
+
+    pub fn has_vectors(&self) -> bool {
+        self.vectors.is_some()
+    }
+
+    pub fn ids(&self) -> &IdTable {
+        &self.ids
+    }
+
+    /// Tokens `start..end` of document `doc`.
+    pub(crate) fn token_range(&self, doc: u32) -> (usize, usize) {
+        let o = self.doc_offsets.as_slice();
+        (o[doc as usize] as usize, o[doc as usize + 1] as usize)
+    }
+
+    /// Bytes on disk of everything search reads (all files but the optional full vectors).
+    pub fn compressed_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for name in [
+            IDS,
+            CENTROIDS.0,
+            BUCKETS.0,
+            DOC_OFFSETS.0,
+            CODES.0,
+            RESIDUALS.0,
+            IVF_OFFSETS.0,
+            IVF_DOCS.0,
+            MANIFEST,
+        ] {
+            let path = self.dir.join(name);
+            total += std::fs::metadata(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .len();
+        }
+        Ok(total)
+    }
+}

@@ -1,0 +1,239 @@
+//! Index-level tests on synthetic token matrices: compressed search against exact MaxSim, budgets,
+//! MaxP, and corrupt files.
+
+use super::*;
+use crate::rng::SplitMix64;
+use std::path::Path;
+
+const DIM: usize = 16;
+
+/// `ndocs` documents of 3 to 12 unit tokens around a few topic directions, and their ids.
+fn collection(ndocs: usize, seed: u64) -> (Vec<f32>, Vec<u64>, Vec<String>) {
+    let mut rng = SplitMix64::new(seed);
+    let topics: Vec<Vec<f32>> = (0..32)
+        .map(|_| (0..DIM).map(|_| rng.unit() as f32 - 0.5).collect())
+        .collect();
+    let (mut data, mut offsets, mut ids) = (Vec::new(), vec![0u64], Vec::new());
+    for d in 0..ndocs {
+        let n = 3 + rng.below(10);
+        for _ in 0..n {
+            let topic = &topics[rng.below(topics.len())];
+            let v: Vec<f32> = topic
+                .iter()
+                .map(|t| t + 0.8 * (rng.unit() as f32 - 0.5))
+                .collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            data.extend(v.iter().map(|x| x / norm));
+        }
+        offsets.push(offsets.last().unwrap() + n as u64);
+        ids.push(format!("d{d}#{}", d % 3));
+    }
+    (data, offsets, ids)
+}
+
+fn build(dir: &Path, nbits: usize, keep_vectors: bool) -> (MultiVectorIndex, Vec<f32>, Vec<u64>) {
+    let (data, offsets, ids) = collection(400, 1);
+    let docs = TokenMatrix::new(&data, DIM, &offsets, Some(&ids), "docs").unwrap();
+    let opts = BuildOptions {
+        nbits,
+        centroids: Some(32),
+        keep_vectors,
+        threads: 2,
+        ..Default::default()
+    };
+    let index = MultiVectorIndex::build(&docs, &ids, dir, &opts).unwrap();
+    (index, data, offsets)
+}
+
+fn top_ids(hits: &Hits, k: usize) -> Vec<Vec<u32>> {
+    hits.iter()
+        .map(|h| h.iter().take(k).map(|x| x.1).collect())
+        .collect()
+}
+
+#[test]
+fn compressed_search_agrees_with_exact_and_converges_with_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, data, offsets) = build(&dir.path().join("mv"), 4, true);
+    assert!(index.has_vectors() && index.ndocs() == 400);
+    let (qdata, qoffsets, _) = collection(12, 7);
+    let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
+    let k = 10;
+    let exact = SearchOptions {
+        k,
+        exact: true,
+        ..Default::default()
+    };
+    let reference = exact::search(
+        &TokenMatrix::new(&data, DIM, &offsets, None, "docs").unwrap(),
+        &queries,
+        k,
+        1,
+    )
+    .unwrap();
+    assert_eq!(index.search(&queries, &exact).unwrap(), reference);
+
+    let everything = SearchOptions {
+        k,
+        ncells: Some(index.ncentroids()),
+        centroid_score_threshold: Some(f32::NEG_INFINITY),
+        ndocs: Some(index.ndocs()),
+        rerank: Some(index.ndocs()),
+        ..Default::default()
+    };
+    let full = index.search(&queries, &everything).unwrap();
+    // Every document scored from its decompressed tokens, by hand.
+    let mut scratch = (Vec::new(), Vec::new());
+    for (q, hits) in full.iter().enumerate() {
+        let mut want: Vec<(f32, u32)> = (0..index.ndocs() as u32)
+            .map(|d| {
+                index.decompress(d, &mut scratch.0);
+                (
+                    exact::maxsim(queries.item(q), &scratch.0, DIM, &mut scratch.1),
+                    d,
+                )
+            })
+            .collect();
+        want.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        assert_eq!(hits, &want[..k]);
+    }
+    let agreement = |hits: &Hits| {
+        let (got, want) = (top_ids(hits, k), top_ids(&reference, k));
+        let same: usize = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| g.iter().filter(|d| w.contains(d)).count())
+            .sum();
+        same as f64 / (k * got.len()) as f64
+    };
+    // Synthetic topics make many near-ties; the >= 95% check on real embeddings is in tests/.
+    assert!(agreement(&full) >= 0.8, "{}", agreement(&full));
+    let small = SearchOptions {
+        k,
+        ndocs: Some(k),
+        rerank: Some(k),
+        ..Default::default()
+    };
+    let small_hits = index.search(&queries, &small).unwrap();
+    assert!(agreement(&small_hits) <= agreement(&full));
+    // Refining the largest budget with the full vectors is exact search.
+    let refined = SearchOptions {
+        refine: true,
+        ..everything.clone()
+    };
+    assert_eq!(index.search(&queries, &refined).unwrap(), reference);
+    // Thread count does not change results.
+    let one = SearchOptions {
+        threads: 1,
+        ..everything.clone()
+    };
+    assert_eq!(index.search(&queries, &one).unwrap(), full);
+}
+
+#[test]
+fn maxp_returns_documents_and_runs_name_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _, _) = build(&dir.path().join("mv"), 2, true);
+    let (qdata, qoffsets, _) = collection(3, 9);
+    let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
+    let qids: Vec<String> = (0..3).map(|q| format!("q{q}")).collect();
+    let opts = SearchOptions {
+        k: 5,
+        exact: true,
+        ..Default::default()
+    };
+    let run = index.search_run(&queries, &qids, &opts, Some("#")).unwrap();
+    for (_, docs) in &run.queries {
+        assert_eq!(docs.len(), 5);
+        assert!(docs.iter().all(|d| !d.doc_id.contains('#')));
+    }
+    let dup = vec!["q".to_string(); 3];
+    assert!(index.search_run(&queries, &dup, &opts, None).is_err());
+    let wrong = TokenMatrix::new(&qdata[..8], 8, &[0, 1], None, "queries").unwrap();
+    let err = index.search(&wrong, &opts).unwrap_err().to_string();
+    assert!(err.contains("dimension 8"), "{err}");
+}
+
+#[test]
+fn corrupt_or_inconsistent_files_are_format_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mv");
+    let (index, _, _) = build(&path, 2, false);
+    drop(index);
+    let no_vectors = MultiVectorIndex::open(&path).unwrap();
+    let (qdata, qoffsets, _) = collection(2, 3);
+    let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
+    let exact = SearchOptions {
+        k: 3,
+        exact: true,
+        ..Default::default()
+    };
+    assert!(no_vectors
+        .search(&queries, &exact)
+        .unwrap_err()
+        .to_string()
+        .contains("keep_vectors"));
+    drop(no_vectors);
+    for file in [
+        "codes.bin",
+        "residuals.bin",
+        "ivf_docs.bin",
+        "doc_offsets.bin",
+    ] {
+        let target = path.join(file);
+        let original = std::fs::read(&target).unwrap();
+        let mut bytes = original.clone();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x5a;
+        std::fs::write(&target, &bytes).unwrap();
+        let err = MultiVectorIndex::open(&path)
+            .err()
+            .expect("corruption is caught");
+        assert!(matches!(err, crate::Error::Format { .. }), "{err}");
+        assert!(err.to_string().contains(file), "{err}");
+        bytes.truncate(last);
+        std::fs::write(&target, &bytes).unwrap();
+        let err = MultiVectorIndex::open(&path)
+            .err()
+            .expect("truncation is caught");
+        assert!(err.to_string().contains(file), "{err}");
+        std::fs::write(&target, &original).unwrap();
+    }
+    let meta = path.join("meta.json");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(
+        &meta,
+        text.replace("\"ncentroids\": 32", "\"ncentroids\": 33"),
+    )
+    .unwrap();
+    let err = MultiVectorIndex::open(&path).err().unwrap().to_string();
+    assert!(err.contains("centroids.bin"), "{err}");
+}
+
+#[test]
+fn build_rejects_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, offsets, ids) = collection(20, 2);
+    let docs = TokenMatrix::new(&data, DIM, &offsets, Some(&ids), "docs").unwrap();
+    let with = |opts: BuildOptions| {
+        MultiVectorIndex::build(&docs, &ids, dir.path().join("x"), &opts)
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    assert!(with(BuildOptions {
+        nbits: 3,
+        ..Default::default()
+    })
+    .contains("nbits"));
+    let too_many = BuildOptions {
+        centroids: Some(100_000),
+        ..Default::default()
+    };
+    assert!(with(too_many).contains("centroids"));
+    let err = MultiVectorIndex::build(&docs, &ids[1..], dir.path().join("x"), &Default::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("ids"), "{err}");
+}

@@ -1,0 +1,138 @@
+//! [`TokenMatrix`]: the token vectors of many items (documents, passages or queries) stored back to
+//! back, row-major, with `offsets[i]..offsets[i + 1]` the rows of item `i`.
+
+use crate::error::{Error, Result};
+
+/// A checked view of items' token vectors; see the module documentation.
+#[derive(Clone, Copy)]
+pub struct TokenMatrix<'a> {
+    data: &'a [f32],
+    dim: usize,
+    offsets: &'a [u64],
+}
+
+impl<'a> TokenMatrix<'a> {
+    /// Check that `offsets` start at 0, never decrease and end at the number of rows, that every
+    /// item has at least one token and that every value is finite; `what` names the input in errors
+    /// and `ids` (one per item, when given) name the items.
+    pub fn new(
+        data: &'a [f32],
+        dim: usize,
+        offsets: &'a [u64],
+        ids: Option<&[String]>,
+        what: &str,
+    ) -> Result<Self> {
+        let rows = crate::dense::check_matrix(data, dim, what)?;
+        let Some((&first, _)) = offsets.split_first() else {
+            return Err(Error::invalid(format!(
+                "{what}: offsets are empty (need one more offset than items, starting at 0)"
+            )));
+        };
+        if first != 0 {
+            return Err(Error::invalid(format!(
+                "{what}: offsets must start at 0, the first is {first}"
+            )));
+        }
+        let last = *offsets.last().expect("not empty");
+        if last != rows as u64 {
+            return Err(Error::invalid(format!(
+                "{what}: offsets do not add up: the last offset is {last} but there are {rows} token rows"
+            )));
+        }
+        let items = offsets.len() - 1;
+        if let Some(ids) = ids {
+            if ids.len() != items {
+                return Err(Error::invalid(format!(
+                    "{what}: {} ids for {items} items (offsets): give exactly one id per item",
+                    ids.len()
+                )));
+            }
+        }
+        for (i, w) in offsets.windows(2).enumerate() {
+            let name = || match ids {
+                Some(ids) => format!("'{}' (item {i})", ids[i]),
+                None => format!("item {i}"),
+            };
+            if w[1] < w[0] {
+                return Err(Error::invalid(format!(
+                    "{what}: offsets decrease at {}: {} then {}",
+                    name(),
+                    w[0],
+                    w[1]
+                )));
+            }
+            if w[1] == w[0] {
+                return Err(Error::invalid(format!(
+                    "{what}: {} has no tokens; every item needs at least one token vector",
+                    name()
+                )));
+            }
+        }
+        Ok(TokenMatrix { data, dim, offsets })
+    }
+
+    /// A view of data checked before (an index's stored vectors).
+    pub(crate) fn trusted(data: &'a [f32], dim: usize, offsets: &'a [u64]) -> Self {
+        TokenMatrix { data, dim, offsets }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of token rows over all items.
+    pub fn rows(&self) -> usize {
+        self.data.len() / self.dim
+    }
+
+    pub fn data(&self) -> &'a [f32] {
+        self.data
+    }
+
+    pub fn offsets(&self) -> &'a [u64] {
+        self.offsets
+    }
+
+    /// The token rows of item `i`, row-major.
+    pub fn item(&self, i: usize) -> &'a [f32] {
+        let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        &self.data[a * self.dim..b * self.dim]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(data: &[f32], offsets: &[u64], ids: Option<&[String]>) -> String {
+        TokenMatrix::new(data, 2, offsets, ids, "docs")
+            .err()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn checks_offsets_ids_and_empty_items() {
+        let data = [0.0f32; 8];
+        let ok = TokenMatrix::new(&data, 2, &[0, 1, 4], None, "docs").unwrap();
+        assert_eq!((ok.len(), ok.rows(), ok.item(1).len()), (2, 4, 6));
+        assert!(err(&data, &[0, 1, 3], None).contains("do not add up"));
+        assert!(err(&data, &[1, 4], None).contains("start at 0"));
+        assert!(err(&data, &[0, 3, 2, 4], None).contains("decrease"));
+        let ids: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let e = err(&data, &[0, 2, 2, 4], Some(&ids));
+        assert!(e.contains("'b'") && e.contains("no tokens"), "{e}");
+        assert!(err(&data, &[0, 4], Some(&ids)).contains("3 ids for 1 items"));
+        assert!(err(&[f32::NAN, 0.0], &[0, 1], None).contains("non-finite"));
+        assert!(err(&data, &[], None).contains("empty"));
+    }
+}

@@ -1,0 +1,279 @@
+//! `MultiVectorIndex` for Python: token matrices in as a float32 (rows, d) array plus uint64 offsets
+//! (item i owns rows offsets[i]..offsets[i+1]), read in place; the GIL is released while building and
+//! searching.
+
+use crate::errors::{to_py, IntoPy};
+use crate::io::{run_to_py, PyRun};
+use clirkit_core::io::trec;
+use clirkit_core::multivector::{
+    exact, BuildOptions, Hits, MultiVectorIndex, SearchOptions, TokenMatrix,
+};
+use clirkit_core::Error;
+use numpy::{
+    IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+
+/// The slices behind a (tokens, offsets) pair of numpy arrays.
+fn slices<'a>(
+    tokens: &'a PyReadonlyArray2<'_, f32>,
+    offsets: &'a PyReadonlyArray1<'_, u64>,
+    what: &str,
+) -> PyResult<(&'a [f32], usize, &'a [u64])> {
+    let contiguous = |_| {
+        to_py(Error::invalid(format!(
+            "{what}: tokens must be a C-contiguous float32 array and offsets a contiguous uint64 array"
+        )))
+    };
+    Ok((
+        tokens.as_slice().map_err(contiguous)?,
+        tokens.shape()[1],
+        offsets.as_slice().map_err(contiguous)?,
+    ))
+}
+
+/// Scores (q, k) float32 and internal ids (q, k) int64, padded with -inf / -1.
+fn hits_to_arrays(py: Python<'_>, hits: Hits, k: usize) -> PyResult<PyHits<'_>> {
+    let nq = hits.len();
+    let (mut scores, mut ids) = (Vec::with_capacity(nq * k), Vec::with_capacity(nq * k));
+    for hs in hits {
+        let pad = k - hs.len();
+        scores.extend(
+            hs.iter()
+                .map(|h| h.0)
+                .chain(std::iter::repeat_n(f32::NEG_INFINITY, pad)),
+        );
+        ids.extend(
+            hs.iter()
+                .map(|h| h.1 as i64)
+                .chain(std::iter::repeat_n(-1, pad)),
+        );
+    }
+    Ok((
+        scores.into_pyarray(py).reshape([nq, k])?,
+        ids.into_pyarray(py).reshape([nq, k])?,
+    ))
+}
+
+type PyHits<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>);
+
+/// A PLAID-style multi-vector index (centroids + 1/2/4-bit residuals), optionally with full vectors.
+#[pyclass(name = "MultiVectorIndex", module = "clirkit._native", frozen)]
+pub struct PyMultiVectorIndex {
+    inner: MultiVectorIndex,
+}
+
+#[pymethods]
+impl PyMultiVectorIndex {
+    #[staticmethod]
+    #[pyo3(signature = (tokens, offsets, ids, dir, nbits=2, centroids=None, kmeans_sample=None,
+                        kmeans_iterations=4, seed=0, threads=0, keep_vectors=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        py: Python<'_>,
+        tokens: PyReadonlyArray2<'_, f32>,
+        offsets: PyReadonlyArray1<'_, u64>,
+        ids: Vec<String>,
+        dir: PathBuf,
+        nbits: usize,
+        centroids: Option<usize>,
+        kmeans_sample: Option<usize>,
+        kmeans_iterations: usize,
+        seed: u64,
+        threads: usize,
+        keep_vectors: bool,
+    ) -> PyResult<Self> {
+        let (data, dim, offsets) = slices(&tokens, &offsets, "documents")?;
+        let opts = BuildOptions {
+            nbits,
+            centroids,
+            kmeans_sample,
+            kmeans_iterations,
+            seed,
+            threads,
+            keep_vectors,
+        };
+        let inner = py
+            .detach(|| {
+                let docs = TokenMatrix::new(data, dim, offsets, Some(&ids), "documents")?;
+                MultiVectorIndex::build(&docs, &ids, &dir, &opts)
+            })
+            .py_err()?;
+        Ok(PyMultiVectorIndex { inner })
+    }
+
+    #[staticmethod]
+    fn open(py: Python<'_>, dir: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| MultiVectorIndex::open(&dir)).py_err()?;
+        Ok(PyMultiVectorIndex { inner })
+    }
+
+    /// Top-k per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
+    #[pyo3(signature = (tokens, offsets, k=1000, ncells=None, centroid_score_threshold=None,
+                        ndocs=None, rerank=None, refine=false, exact=false, threads=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: PyReadonlyArray2<'py, f32>,
+        offsets: PyReadonlyArray1<'py, u64>,
+        k: usize,
+        ncells: Option<usize>,
+        centroid_score_threshold: Option<f32>,
+        ndocs: Option<usize>,
+        rerank: Option<usize>,
+        refine: bool,
+        exact: bool,
+        threads: usize,
+    ) -> PyResult<PyHits<'py>> {
+        let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
+        let opts = SearchOptions {
+            k,
+            ncells,
+            centroid_score_threshold,
+            ndocs,
+            rerank,
+            refine,
+            exact,
+            threads,
+        };
+        let hits = py
+            .detach(|| {
+                let queries = TokenMatrix::new(data, dim, offsets, None, "queries")?;
+                self.inner.search(&queries, &opts)
+            })
+            .py_err()?;
+        hits_to_arrays(py, hits, k)
+    }
+
+    /// Search and return ordered (qid, [(docid, score), ...]) pairs, or with `maxp` (the passage id
+    /// separator) `k` documents per query scored by their best passage; with `path`, write a TREC
+    /// run file atomically instead and return nothing.
+    #[pyo3(signature = (tokens, offsets, qids, k=1000, ncells=None, centroid_score_threshold=None,
+                        ndocs=None, rerank=None, refine=false, exact=false, threads=0, maxp=None, path=None,
+                        tag="clirkit-multivector"))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_run(
+        &self,
+        py: Python<'_>,
+        tokens: PyReadonlyArray2<'_, f32>,
+        offsets: PyReadonlyArray1<'_, u64>,
+        qids: Vec<String>,
+        k: usize,
+        ncells: Option<usize>,
+        centroid_score_threshold: Option<f32>,
+        ndocs: Option<usize>,
+        rerank: Option<usize>,
+        refine: bool,
+        exact: bool,
+        threads: usize,
+        maxp: Option<&str>,
+        path: Option<PathBuf>,
+        tag: &str,
+    ) -> PyResult<Option<PyRun>> {
+        let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
+        let opts = SearchOptions {
+            k,
+            ncells,
+            centroid_score_threshold,
+            ndocs,
+            rerank,
+            refine,
+            exact,
+            threads,
+        };
+        py.detach(|| {
+            let queries = TokenMatrix::new(data, dim, offsets, Some(&qids), "queries")?;
+            let run = self.inner.search_run(&queries, &qids, &opts, maxp)?;
+            match &path {
+                Some(path) => trec::write_run(path, &run, tag).map(|_| None),
+                None => Ok(Some(run_to_py(run))),
+            }
+        })
+        .py_err()
+    }
+
+    /// String id of internal id `i`.
+    fn id(&self, i: i64) -> PyResult<String> {
+        if i < 0 || i as usize >= self.inner.ndocs() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "internal id {i} out of range (0..{})",
+                self.inner.ndocs()
+            )));
+        }
+        Ok(self.inner.ids().get(i as u32).to_string())
+    }
+
+    /// Internal id of string id `id`, or None.
+    fn find(&self, id: &str) -> Option<u32> {
+        self.inner.ids().find(id)
+    }
+
+    /// Bytes on disk of the files search reads (everything but the optional full vectors).
+    fn compressed_bytes(&self) -> PyResult<u64> {
+        self.inner.compressed_bytes().py_err()
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    #[getter]
+    fn ndocs(&self) -> usize {
+        self.inner.ndocs()
+    }
+    /// Same as `ndocs` (the name the id sequence view reads).
+    #[getter]
+    fn ntotal(&self) -> usize {
+        self.inner.ndocs()
+    }
+    #[getter]
+    fn ntokens(&self) -> usize {
+        self.inner.ntokens()
+    }
+    #[getter]
+    fn ncentroids(&self) -> usize {
+        self.inner.ncentroids()
+    }
+    #[getter]
+    fn nbits(&self) -> usize {
+        self.inner.nbits()
+    }
+    #[getter]
+    fn has_vectors(&self) -> bool {
+        self.inner.has_vectors()
+    }
+}
+
+/// Exact MaxSim of every query against every document, no index: the top `k` per query as
+/// (scores float32 (q, k), document numbers int64 (q, k)).
+#[pyfunction]
+#[pyo3(signature = (doc_tokens, doc_offsets, query_tokens, query_offsets, k=1000, threads=0))]
+fn maxsim_search<'py>(
+    py: Python<'py>,
+    doc_tokens: PyReadonlyArray2<'py, f32>,
+    doc_offsets: PyReadonlyArray1<'py, u64>,
+    query_tokens: PyReadonlyArray2<'py, f32>,
+    query_offsets: PyReadonlyArray1<'py, u64>,
+    k: usize,
+    threads: usize,
+) -> PyResult<PyHits<'py>> {
+    let (ddata, ddim, doffsets) = slices(&doc_tokens, &doc_offsets, "documents")?;
+    let (qdata, qdim, qoffsets) = slices(&query_tokens, &query_offsets, "queries")?;
+    let hits = py
+        .detach(|| {
+            let docs = TokenMatrix::new(ddata, ddim, doffsets, None, "documents")?;
+            let queries = TokenMatrix::new(qdata, qdim, qoffsets, None, "queries")?;
+            exact::search(&docs, &queries, k, threads)
+        })
+        .py_err()?;
+    hits_to_arrays(py, hits, k)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyMultiVectorIndex>()?;
+    m.add_function(wrap_pyfunction!(maxsim_search, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,180 @@
+"""``clirkit index multivector`` and ``clirkit search multivector``: late-interaction indexes over token
+matrices written by ``clirkit encode --multivector``; and that encoding itself."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from clirkit.commands.common import add_quiet, add_threads, threads
+
+
+def register(top: argparse._SubParsersAction, groups: dict) -> None:
+    p = groups["index"].add_parser(
+        "multivector",
+        help="index token matrices (clirkit encode --multivector) for PLAID-style late interaction",
+        description="Index the token vectors PREFIX.tokens.npy / PREFIX.offsets.npy / PREFIX.ids.txt written "
+        "by `clirkit encode --multivector --corpus ... --output PREFIX`: centroids by k-means over a seeded "
+        "token sample, each token stored as its centroid plus an NBITS-per-dimension residual.",
+    )
+    p.add_argument(
+        "--embeddings", required=True, metavar="PREFIX", help="token files prefix of the documents"
+    )
+    p.add_argument("--index", required=True, help="index directory to create")
+    p.add_argument(
+        "--nbits", type=int, default=2, choices=[1, 2, 4], help="residual bits per dimension (default 2)"
+    )
+    p.add_argument(
+        "--centroids",
+        type=int,
+        default=None,
+        metavar="N",
+        help="k-means centroids (default: power of two <= 4 sqrt(tokens))",
+    )
+    p.add_argument(
+        "--kmeans-sample", type=int, default=None, help="tokens sampled for k-means (default 64 per centroid)"
+    )
+    p.add_argument(
+        "--kmeans-iterations", type=int, default=4, help="k-means iterations (default 4, as PLAID)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="sampling and k-means seed (default 0)")
+    p.add_argument(
+        "--keep-vectors",
+        action="store_true",
+        help="also store the full token vectors (for --exact and --refine search)",
+    )
+    add_threads(p)
+    add_quiet(p)
+    p.set_defaults(func=run_index)
+
+    s = groups["search"].add_parser(
+        "multivector",
+        help="search a multi-vector index with query token matrices, write a TREC run",
+        description="Search a multi-vector index with the query token vectors written by `clirkit encode "
+        "--multivector --queries ... --output PREFIX`, and write a TREC run. Budgets not given take PLAID's "
+        "defaults for k.",
+    )
+    s.add_argument("--index", required=True, help="index directory")
+    s.add_argument("--queries", required=True, metavar="PREFIX", help="token files prefix of the queries")
+    s.add_argument("--output", required=True, help="TREC run file to write")
+    s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
+    s.add_argument("--ncells", type=int, default=None, help="centroids probed per query token")
+    s.add_argument(
+        "--centroid-score-threshold", type=float, default=None, help="stage-2 pruning threshold (-inf: none)"
+    )
+    s.add_argument("--ndocs", type=int, default=None, help="candidates kept after approximate scoring")
+    s.add_argument("--rerank", type=int, default=None, help="candidates scored with decompressed tokens")
+    s.add_argument(
+        "--refine",
+        action="store_true",
+        help="score the last stage with the full vectors (needs --keep-vectors)",
+    )
+    s.add_argument(
+        "--exact", action="store_true", help="exact MaxSim over every document (needs --keep-vectors)"
+    )
+    s.add_argument(
+        "--maxp",
+        action="store_true",
+        help="the index holds passages (ids DOCID#K): return k documents per query, each scored by its best passage",
+    )
+    s.add_argument("--separator", default="#", help="with --maxp: split passage ids at the last SEPARATOR")
+    s.add_argument("--tag", default="clirkit-multivector", help="run tag (default clirkit-multivector)")
+    add_threads(s)
+    add_quiet(s)
+    s.set_defaults(func=run_search)
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from clirkit.multivector import MultiVectorIndex, load_tokens
+
+    start = time.perf_counter()
+    tokens, offsets, ids = load_tokens(args.embeddings)
+    index = MultiVectorIndex.build(
+        tokens,
+        offsets,
+        ids,
+        args.index,
+        nbits=args.nbits,
+        centroids=args.centroids,
+        kmeans_sample=args.kmeans_sample,
+        kmeans_iterations=args.kmeans_iterations,
+        seed=args.seed,
+        threads=args.threads,
+        keep_vectors=args.keep_vectors,
+    )
+    if not args.quiet:
+        print(
+            f"indexed {index.ndocs} items, {index.ntokens} tokens (d={index.dim}, {index.ncentroids} centroids, "
+            f"{index.nbits}-bit residuals, {index.compressed_bytes() / index.ntokens:.1f} bytes/token) into "
+            f"{args.index} in {time.perf_counter() - start:.1f}s",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def run_search(args: argparse.Namespace) -> int:
+    from clirkit.multivector import MultiVectorIndex, load_tokens
+
+    start = time.perf_counter()
+    index = MultiVectorIndex.open(args.index)
+    tokens, offsets, qids = load_tokens(args.queries)
+    index.search_trec(
+        tokens,
+        offsets,
+        qids,
+        args.output,
+        k=args.k,
+        tag=args.tag,
+        maxp=args.maxp,
+        separator=args.separator,
+        ncells=args.ncells,
+        centroid_score_threshold=args.centroid_score_threshold,
+        ndocs=args.ndocs,
+        rerank=args.rerank,
+        refine=args.refine,
+        exact=args.exact,
+        threads=args.threads,
+    )
+    if not args.quiet:
+        print(
+            f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in "
+            f"{time.perf_counter() - start:.1f}s -> {args.output}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def run_encode_multivector(args: argparse.Namespace) -> int:
+    """``clirkit encode --multivector``: per-token vectors to PREFIX.tokens.npy/.offsets.npy/.ids.txt."""
+    from clirkit.encoders import OnnxEncoder
+    from clirkit.multivector_encode import encode_tokens_file
+
+    encoder = OnnxEncoder(
+        args.model,
+        query_prefix=args.query_prefix,
+        passage_prefix=args.passage_prefix,
+        max_length=args.max_length,
+        batch_size=args.batch_size or 32,
+        device=args.device,
+        threads=threads(args),
+    )
+    fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
+    result = encode_tokens_file(
+        encoder,
+        args.corpus or args.queries,
+        args.output,
+        kind="queries" if args.queries else "documents",
+        fields=fields,
+        passages=args.passages,
+        separator=args.separator,
+        dtype=args.dtype,
+    )
+    if not args.quiet:
+        print(
+            f"encoded {result.records} records -> {result.items} items, {result.tokens} tokens x {result.dim} "
+            f"({args.dtype}) in {result.seconds:.1f}s: {result.tokens_path}, {result.offsets_path}, {result.ids_path}"
+            + (f"; {result.truncated} inputs truncated" if result.truncated else ""),
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,147 @@
+"""``kind = "multivector"``: per-token ONNX vectors with clirkit's PLAID-style late-interaction index.
+
+Each documents file is encoded once per model and settings into token files
+(:mod:`clirkit.multivector_encode`); a task's index holds the items of its documents (a language's
+subset, or several files together), and its search encodes the task's queries per token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clirkit.experiment.data import iter_documents
+from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
+from clirkit.experiment.stages import RUN_FILE
+from clirkit.experiment.systems import register_system_kind
+from clirkit.experiment.systems.bm25 import drop_self_hits
+from clirkit.experiment.systems.dense import SEPARATOR, DenseKind, _encoder
+
+TOKENS = "tokens"  # prefix of the token files in an encode artifact
+QUERY_TOKENS = "queries"
+
+
+class MultiVectorKind:
+    name = "multivector"
+    options = ("model", "passages", "nbits", "centroids", "max_length", "batch_size", "fields", "hits")
+
+    def validate(self, r: Any, base: str) -> dict[str, Any]:
+        options = DenseKind().validate(r, base)
+        del options["pq"]
+        nbits = r.positive("nbits", 2)
+        if nbits not in (1, 2, 4):
+            raise r.error("nbits", "must be 1, 2 or 4")
+        return {**options, "nbits": nbits, "centroids": r.positive("centroids")}
+
+    def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        options = spec.options
+        model = model_identity(options["model"])
+        encode_params = {
+            "model": model,
+            "fields": options["fields"],
+            "passages": options["passages"],
+            "max_length": options["max_length"],
+            "tokens": True,
+        }
+        encodes = []
+        for source in task.docs.sources:
+
+            def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
+                from clirkit.multivector_encode import encode_tokens_file
+
+                passages = tuple(options["passages"]) if options["passages"] else None
+                encode_tokens_file(
+                    _encoder(ctx, options), path, out / TOKENS, fields=options["fields"], passages=passages
+                )
+
+            label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
+            identity = {"file": source.identity()["file"]}
+            encodes.append(plan.add(Stage("encode-tokens", label, encode_params, (), identity, encode)))
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            from clirkit.multivector import MultiVectorIndex, load_tokens
+
+            parts, lengths, all_ids = [], [], []
+            for source, encoded in zip(task.docs.sources, encodes):
+                tokens, offsets, ids = load_tokens(encoded.output / TOKENS)
+                keep = range(len(ids))
+                if source.lang_filter is not None:
+                    wanted = {doc_id for doc_id, *_ in iter_documents(source)}
+                    doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
+                    keep = [n for n, i in enumerate(ids) if doc_of(i) in wanted]
+                for n in keep:
+                    parts.append(np.asarray(tokens[offsets[n] : offsets[n + 1]]))
+                    lengths.append(int(offsets[n + 1] - offsets[n]))
+                    all_ids.append(ids[n])
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint64)
+            MultiVectorIndex.build(
+                np.concatenate(parts),
+                offsets,
+                all_ids,
+                out / "index",
+                nbits=options["nbits"],
+                centroids=options["centroids"],
+                threads=ctx.threads,
+            )
+
+        index = plan.add(
+            Stage(
+                "multivector-index",
+                f"multi-vector index {task.docs.describe()}",
+                {"nbits": options["nbits"], "centroids": options["centroids"]},
+                tuple(encodes),
+                task.docs.identity(),
+                build,
+            )
+        )
+
+        def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            from clirkit.multivector_encode import TokenEncoder, token_paths
+
+            matrices = TokenEncoder(_encoder(ctx, options)).encode_queries(
+                [text for _, text, _ in task.queries]
+            )
+            paths = token_paths(out / QUERY_TOKENS)
+            np.save(paths["tokens"], np.concatenate(matrices))
+            np.save(
+                paths["offsets"],
+                np.concatenate([[0], np.cumsum([len(m) for m in matrices])]).astype(np.int64),
+            )
+            paths["ids"].write_text("".join(q + "\n" for q, _, _ in task.queries), encoding="utf-8")
+
+        queries = plan.add(
+            Stage(
+                "encode-query-tokens",
+                f"encode {len(task.queries)} queries of {task.label} per token",
+                {"model": model, "max_length": options["max_length"]},
+                (),
+                {"queries": task.queries_digest},
+                encode_queries,
+            )
+        )
+        hits = options["hits"] or plan.config.hits
+        maxp = options["passages"] is not None
+        params = {"hits": hits, "maxp": maxp, "drop_self_hits": task.drop_self_hits}
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            from clirkit.multivector import MultiVectorIndex, load_tokens
+            from clirkit.runs import write_run
+
+            opened = MultiVectorIndex.open(index.output / "index")
+            tokens, offsets, qids = load_tokens(queries.output / QUERY_TOKENS)
+            if task.drop_self_hits:
+                found = opened.search_run(tokens, offsets, qids, hits + 1, maxp=maxp, threads=ctx.threads)
+                run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
+                write_run(out / RUN_FILE, run, "clirkit-multivector")
+            else:
+                opened.search_trec(
+                    tokens, offsets, qids, out / RUN_FILE, hits, maxp=maxp, threads=ctx.threads
+                )
+
+        return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+
+register_system_kind(MultiVectorKind())

@@ -1,0 +1,207 @@
+"""Multi-vector late interaction (ColBERT scoring, a PLAID-style index), in Rust, without PyTorch.
+
+Token vectors come as a ``(rows, dim)`` float32 matrix with ``offsets`` (item ``i`` owns rows
+``offsets[i]:offsets[i + 1]``), as :mod:`clirkit.multivector_encode` writes them to
+``PREFIX.tokens.npy`` / ``PREFIX.offsets.npy`` / ``PREFIX.ids.txt`` (:func:`load_tokens`).
+
+``MultiVectorIndex.build(tokens, offsets, ids, "work/mv")`` writes an index directory: centroids by
+k-means over a seeded token sample, each token stored as its centroid number (2 bytes) plus its residual
+at ``nbits`` (1, 2 or 4) bits per dimension, and inverted lists; ``keep_vectors=True`` also stores the
+full vectors for exact search. Searching follows PLAID: candidates from the ``ncells`` centroids nearest
+each query token, approximate scores from centroid scores (pruned at ``centroid_score_threshold``, best
+``ndocs`` kept, then unpruned), exact MaxSim over the decompressed tokens of the best ``rerank``. Budgets
+left ``None`` take PLAID's defaults for ``k``. With full vectors stored, ``refine=True`` scores those last
+``rerank`` documents with them instead (the ranking converges to exact MaxSim as the budgets grow), and
+``exact=True`` scores every document with them.
+Scores are MaxSim: the sum over query tokens of their best inner product with a document token.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+
+from clirkit import _native
+from clirkit._native import InvalidInputError
+from clirkit.dense.index import _Ids
+from clirkit.multivector_encode import load_tokens
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["MultiVectorIndex", "load_tokens", "maxsim_search"]
+
+
+def _tokens(tokens: Any, offsets: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """C-contiguous float32 tokens and uint64 offsets (no copy when they already are)."""
+    arr = np.asarray(tokens)
+    if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.floating):
+        raise InvalidInputError(
+            f"{what}: tokens must be a 2-D float array (rows are token vectors), got {arr.dtype} {arr.shape}"
+        )
+    off = np.asarray(offsets)
+    if off.ndim != 1 or not np.issubdtype(off.dtype, np.integer):
+        raise InvalidInputError(f"{what}: offsets must be a 1-D integer array, got {off.dtype} {off.shape}")
+    if len(off) and off.min() < 0:
+        raise InvalidInputError(f"{what}: offsets must not be negative")
+    return np.ascontiguousarray(arr, dtype=np.float32), np.ascontiguousarray(off, dtype=np.uint64)
+
+
+def maxsim_search(
+    doc_tokens: Any,
+    doc_offsets: Any,
+    query_tokens: Any,
+    query_offsets: Any,
+    k: int = 1000,
+    *,
+    threads: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact MaxSim of every query against every document, without an index: (scores float32 (q, k),
+    document numbers int64 (q, k)), -inf / -1 padded."""
+    d, do = _tokens(doc_tokens, doc_offsets, "documents")
+    q, qo = _tokens(query_tokens, query_offsets, "queries")
+    return _native.maxsim_search(d, do, q, qo, k, threads)
+
+
+class MultiVectorIndex:
+    """A multi-vector index directory; build with :meth:`build` or open with :meth:`open`."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @staticmethod
+    def build(
+        tokens: Any,
+        offsets: Any,
+        ids: Iterable[str],
+        dir: PathLike,
+        *,
+        nbits: int = 2,
+        centroids: int | None = None,
+        kmeans_sample: int | None = None,
+        kmeans_iterations: int = 4,
+        seed: int = 0,
+        threads: int = 0,
+        keep_vectors: bool = False,
+    ) -> MultiVectorIndex:
+        """Index token matrices (one item per document or passage, named by ``ids``) into ``dir``
+        (written atomically) and open it. ``centroids`` defaults to the largest power of two at most
+        4·√tokens; ``kmeans_sample`` to 64 tokens per centroid."""
+        data, off = _tokens(tokens, offsets, "documents")
+        native = _native.MultiVectorIndex.build(
+            data,
+            off,
+            [i if isinstance(i, str) else str(i) for i in ids],
+            Path(dir),
+            nbits=nbits,
+            centroids=centroids,
+            kmeans_sample=kmeans_sample,
+            kmeans_iterations=kmeans_iterations,
+            seed=seed,
+            threads=threads,
+            keep_vectors=keep_vectors,
+        )
+        return MultiVectorIndex(native)
+
+    @staticmethod
+    def open(dir: PathLike) -> MultiVectorIndex:
+        """Open an index directory; its files are memory-mapped."""
+        return MultiVectorIndex(_native.MultiVectorIndex.open(Path(dir)))
+
+    def search(
+        self, tokens: Any, offsets: Any, k: int = 1000, **options: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
+
+        Options: ``ncells``, ``centroid_score_threshold`` (``float("-inf")``: no pruning), ``ndocs``,
+        ``rerank``, ``refine``, ``exact``, ``threads``.
+        """
+        q, qo = _tokens(tokens, offsets, "queries")
+        return self._native.search(q, qo, k, **options)
+
+    def search_run(
+        self,
+        tokens: Any,
+        offsets: Any,
+        qids: Sequence[str],
+        k: int = 1000,
+        *,
+        maxp: bool = False,
+        separator: str = "#",
+        **options: Any,
+    ) -> dict[str, dict[str, float]]:
+        """``{qid: {docid: score}}``; with ``maxp`` the index holds passages (``docid#k``) and each query
+        gets ``k`` documents scored by their best passage among those scored (every passage with
+        ``exact``). Options as :meth:`search`."""
+        q, qo = _tokens(tokens, offsets, "queries")
+        pairs = self._native.search_run(q, qo, list(qids), k, maxp=separator if maxp else None, **options)
+        return {qid: dict(docs) for qid, docs in pairs}
+
+    def search_trec(
+        self,
+        tokens: Any,
+        offsets: Any,
+        qids: Sequence[str],
+        path: PathLike,
+        k: int = 1000,
+        tag: str = "clirkit-multivector",
+        *,
+        maxp: bool = False,
+        separator: str = "#",
+        **options: Any,
+    ) -> None:
+        """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
+        q, qo = _tokens(tokens, offsets, "queries")
+        self._native.search_run(
+            q, qo, list(qids), k, maxp=separator if maxp else None, path=Path(path), tag=tag, **options
+        )
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """String ids by internal id."""
+        return _Ids(self._native)
+
+    @property
+    def dim(self) -> int:
+        return int(self._native.dim)
+
+    @property
+    def ndocs(self) -> int:
+        return int(self._native.ndocs)
+
+    @property
+    def ntotal(self) -> int:
+        """Documents (passages) in the index (what :attr:`ids` counts)."""
+        return int(self._native.ndocs)
+
+    @property
+    def ntokens(self) -> int:
+        return int(self._native.ntokens)
+
+    @property
+    def ncentroids(self) -> int:
+        return int(self._native.ncentroids)
+
+    @property
+    def nbits(self) -> int:
+        return int(self._native.nbits)
+
+    @property
+    def has_vectors(self) -> bool:
+        return bool(self._native.has_vectors)
+
+    def compressed_bytes(self) -> int:
+        """Bytes on disk of what compressed search reads (everything but the optional full vectors)."""
+        return int(self._native.compressed_bytes())
+
+    def __len__(self) -> int:
+        return self.ndocs
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiVectorIndex(ndocs={self.ndocs}, ntokens={self.ntokens}, dim={self.dim}, "
+            f"ncentroids={self.ncentroids}, nbits={self.nbits})"
+        )
