@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, BM25Index
-from clirkit.commands.common import add_quiet, add_threads
+from clirkit.commands.common import add_quiet, add_threads, report
 
 
 def register(top, groups) -> None:
@@ -55,8 +54,7 @@ def _index(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         memory_budget_mb=args.memory_mb,
     )
-    if not args.quiet:
-        print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
+    report(args, f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}")
     return 0
 
 
@@ -72,6 +70,5 @@ def _search(args: argparse.Namespace) -> int:
         quiet=args.quiet,
     )
     results.to_trec(args.output, tag=args.tag)
-    if not args.quiet:
-        print(f"searched {len(results)} queries -> {args.output}", file=sys.stderr)
+    report(args, f"searched {len(results)} queries -> {args.output}")
     return 0
