@@ -255,8 +255,9 @@ mod tests {
         let error_of = |contents: &[u8]| {
             let p = dir.path().join("run.trec");
             std::fs::write(&p, contents).unwrap();
-            let queries = RunFile::open(&p).unwrap().queries();
-            queries.unwrap_err().to_string()
+            let file = RunFile::open(&p).unwrap();
+            let message = file.queries().unwrap_err().to_string();
+            message
         };
         let e = error_of(b"q1 Q0 a 1 1 x\nq2 Q0 a 1 1 x\nq1 Q0 b 2 0.5 x\nq1 Q0 a 2 0.5 x\n");
         assert!(
