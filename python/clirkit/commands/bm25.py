@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, BM25Index
-from clirkit.commands.common import add_quiet, add_threads, report
+from clirkit.commands.common import add_quiet, add_threads
 
 
 def register(top, groups) -> None:
@@ -54,7 +55,8 @@ def _index(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         memory_budget_mb=args.memory_mb,
     )
-    report(args, f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}")
+    if not args.quiet:
+        print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
     return 0
 
 
@@ -70,5 +72,6 @@ def _search(args: argparse.Namespace) -> int:
         quiet=args.quiet,
     )
     results.to_trec(args.output, tag=args.tag)
-    report(args, f"searched {len(results)} queries -> {args.output}")
+    if not args.quiet:
+        print(f"searched {len(results)} queries -> {args.output}", file=sys.stderr)
     return 0
