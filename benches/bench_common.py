@@ -6,6 +6,7 @@ peer's own virtual environment.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -17,6 +18,19 @@ from typing import Callable
 
 RunDict = dict[str, dict[str, float]]
 QrelsDict = dict[str, dict[str, int]]
+
+
+def cache_script_arguments(description: str, default_cache: str) -> tuple[Path, Path, int]:
+    """The options of a script that fills a cache from the shared data and models: ``--shared``
+    (default: $CLIRKIT_SHARED, else ../shared), ``--cache`` and ``--threads`` (default 2)."""
+    ap = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--shared", default=os.environ.get("CLIRKIT_SHARED", "../shared"))
+    ap.add_argument("--cache", default=default_cache)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    return Path(args.shared), Path(args.cache), args.threads
 
 
 def _status_kib(field: str) -> int:

@@ -9,12 +9,11 @@ mask, L2 normalization), so it does not depend on clirkit's own encoder.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import time
 from pathlib import Path
 
+import bench_common as bc
 import numpy as np
 
 COLLECTIONS = {
@@ -80,14 +79,9 @@ class E5Encoder:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default=os.environ.get("CLIRKIT_SHARED", "../shared"))
-    ap.add_argument("--cache", default="/work/cache/emb")
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    shared, cache = Path(args.shared), Path(args.cache)
+    shared, cache, threads = bc.cache_script_arguments(__doc__, "/work/cache/emb")
     cache.mkdir(parents=True, exist_ok=True)
-    enc = E5Encoder(shared / "models" / "multilingual-e5-small-int8", args.threads)
+    enc = E5Encoder(shared / "models" / "multilingual-e5-small-int8", threads)
     for name, (fields, qfile) in COLLECTIONS.items():
         for part, path, prefix, f in (
             ("queries", shared / "data" / name / qfile, "query: ", "text"),

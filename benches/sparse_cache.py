@@ -16,12 +16,11 @@ states (0.6436 / 0.8930), so a cache that does not reproduce the model is notice
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
+import bench_common as bc
 import numpy as np
 from clirkit.encoders import SparseEncoder, encode_sparse_file
 from clirkit.evaluation import evaluate
@@ -71,12 +70,7 @@ def exact_run(cache: Path, depth: int = 1000) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default=os.environ.get("CLIRKIT_SHARED", "../shared"))
-    ap.add_argument("--cache", default="/work/cache/sparse")
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    shared, cache = Path(args.shared), Path(args.cache)
+    shared, cache, threads = bc.cache_script_arguments(__doc__, "/work/cache/sparse")
     data = shared / "data" / COLLECTION
     for part, (name, kind, max_length) in PARTS.items():
         target = cache_paths(cache)[part]
@@ -84,7 +78,7 @@ def main() -> None:
             print(f"{target}: cached")
             continue
         encoder = SparseEncoder(
-            shared / "models" / MODEL, max_length=max_length, device="cpu", threads=args.threads
+            shared / "models" / MODEL, max_length=max_length, device="cpu", threads=threads
         )
         result = encode_sparse_file(
             encoder, data / name, str(target).removesuffix(".vectors.jsonl"), kind=kind

@@ -186,6 +186,24 @@ def test_kernels_listed():
     assert fastscan_kernels()[0] == "scalar"
 
 
+def index_dense_cli(tmp_path, *extra: str) -> int:
+    """`clirkit index dense` of ``tmp_path``'s docs.npy and ids.txt into ``tmp_path/idx``: the exit code."""
+    return main(
+        [
+            "index",
+            "dense",
+            "--embeddings",
+            str(tmp_path / "docs.npy"),
+            "--ids",
+            str(tmp_path / "ids.txt"),
+            "--index",
+            str(tmp_path / "idx"),
+            "--quiet",
+            *extra,
+        ]
+    )
+
+
 def test_cli_index_and_search(tmp_path, data):
     x, q, ids = data
     np.save(tmp_path / "docs.npy", x.astype(np.float16))
@@ -193,24 +211,7 @@ def test_cli_index_and_search(tmp_path, data):
     np.save(tmp_path / "q.npy", q)
     (tmp_path / "qids.txt").write_text("\n".join(f"q{i}" for i in range(len(q))) + "\n")
     idx = tmp_path / "idx"
-    assert (
-        main(
-            [
-                "index",
-                "dense",
-                "--embeddings",
-                str(tmp_path / "docs.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--index",
-                str(idx),
-                "--pq",
-                "16",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert index_dense_cli(tmp_path, "--pq", "16") == 0
     run = tmp_path / "run.trec"
     assert (
         main(
@@ -292,39 +293,11 @@ def test_cli_errors(tmp_path, data, capsys):
     x, _, ids = data
     np.save(tmp_path / "docs.npy", x)
     (tmp_path / "ids.txt").write_text("\n".join(ids[:-1]) + "\n")
-    code = main(
-        [
-            "index",
-            "dense",
-            "--embeddings",
-            str(tmp_path / "docs.npy"),
-            "--ids",
-            str(tmp_path / "ids.txt"),
-            "--index",
-            str(tmp_path / "idx"),
-            "--quiet",
-        ]
-    )
-    assert code == 2
+    assert index_dense_cli(tmp_path) == 2
     assert "2999 ids for 3000 vectors" in capsys.readouterr().err
     assert not (tmp_path / "idx").exists()
     (tmp_path / "ids.txt").write_text("a\n\nb\n")
-    assert (
-        main(
-            [
-                "index",
-                "dense",
-                "--embeddings",
-                str(tmp_path / "docs.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--index",
-                str(tmp_path / "idx"),
-                "--quiet",
-            ]
-        )
-        == 2
-    )
+    assert index_dense_cli(tmp_path) == 2
     assert "ids.txt:2" in capsys.readouterr().err
 
 

@@ -191,28 +191,11 @@ def messy_backend(batch: List[WindowRequest]):
 def test_batched_equals_one_by_one(sample_dir):
     run, _ = sample_run(sample_dir, 20, 45, seed=2)
     queries, corpus = sample_dir / "queries.jsonl", sample_dir / "corpus.jsonl"
-    batched, stats = rerank(
-        run,
-        queries,
-        corpus,
-        CallableBackend(messy_backend, batch_size=7),
-        depth=40,
-        window=12,
-        stride=5,
-        progress=False,
-    )
+    plan = dict(depth=40, window=12, stride=5, progress=False)
+    batched, stats = rerank(run, queries, corpus, CallableBackend(messy_backend, batch_size=7), **plan)
     assert stats.repaired > 0 and stats.failures > 0
     for q in run:
-        single, _ = rerank(
-            {q: run[q]},
-            queries,
-            corpus,
-            CallableBackend(messy_backend, batch_size=1),
-            depth=40,
-            window=12,
-            stride=5,
-            progress=False,
-        )
+        single, _ = rerank({q: run[q]}, queries, corpus, CallableBackend(messy_backend, batch_size=1), **plan)
         assert list(single[q].items()) == list(batched[q].items())
 
 
@@ -242,57 +225,22 @@ def test_cache_makes_reruns_free(sample_dir, tmp_path):
         return messy_backend(batch)
 
     cache = tmp_path / "cache.sqlite"
-    first, s1 = rerank(
-        run,
-        queries,
-        corpus,
-        CallableBackend(counting, identity="messy"),
-        depth=30,
-        window=10,
-        stride=5,
-        cache=cache,
-        progress=False,
-    )
-    again, s2 = rerank(
-        run,
-        queries,
-        corpus,
-        CallableBackend(counting, identity="messy"),
-        depth=30,
-        window=10,
-        stride=5,
-        cache=cache,
-        progress=False,
-    )
+
+    def cached_rerank(identity: str, retry_failed: bool = False):
+        backend = CallableBackend(counting, identity=identity)
+        options = dict(depth=30, window=10, stride=5, cache=cache, retry_failed=retry_failed, progress=False)
+        return rerank(run, queries, corpus, backend, **options)
+
+    first, s1 = cached_rerank("messy")
+    again, s2 = cached_rerank("messy")
     assert s2.calls == 0 and s2.cache_hits == s1.windows == 50 and sum(calls) == 50
     assert again == first and (s2.failures, s2.repaired) == (s1.failures, s1.repaired)
     assert len(RerankCache(cache)) == 50
     # Another backend identity does not reuse those answers.
-    _, s3 = rerank(
-        run,
-        queries,
-        corpus,
-        CallableBackend(counting, identity="other"),
-        depth=30,
-        window=10,
-        stride=5,
-        cache=cache,
-        progress=False,
-    )
+    _, s3 = cached_rerank("other")
     assert s3.cache_hits == 0
     # Failed windows are cached; retry_failed asks again for exactly those.
-    _, s4 = rerank(
-        run,
-        queries,
-        corpus,
-        CallableBackend(counting, identity="messy"),
-        depth=30,
-        window=10,
-        stride=5,
-        cache=cache,
-        retry_failed=True,
-        progress=False,
-    )
+    _, s4 = cached_rerank("messy", retry_failed=True)
     failed_in_cache = sum(1 for f in s1.failed_windows if f.reason != "unparsable answer")
     assert s4.calls == failed_in_cache > 0
 
@@ -437,9 +385,13 @@ def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path
     }
     backend = CallableBackend(lambda batch: [answers[req.qid] for req in batch], identity="malformed")
     cache = tmp_path / "cache.sqlite"
-    reranked, stats = rerank(
-        run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
-    )
+
+    def cached_rerank():
+        return rerank(
+            run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
+        )
+
+    reranked, stats = cached_rerank()
     first_stage = {q: first_stage_order(docs) for q, docs in run.items()}
     swapped = {q: [first_stage[q][1], first_stage[q][0]] + first_stage[q][2:] for q in run}
     assert {q: list(reranked[q]) for q in qids} == {
@@ -458,9 +410,7 @@ def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path
         (qids[4], "malformed permutation: 'int' object is not iterable"),
     ]
     # Every answer was cached in a form that replays the same way without the backend.
-    again, stats2 = rerank(
-        run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
-    )
+    again, stats2 = cached_rerank()
     assert again == reranked and stats2.calls == 0 and stats2.failures == 3 and stats2.repaired == 3
     # An answer cached before ids were checked (a huge id) replays as a repair too.
     store = RerankCache(cache)
@@ -469,9 +419,7 @@ def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path
         RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]]), WindowResult([2**64, 2, 1])
     )
     store.close()
-    third, stats3 = rerank(
-        run, queries, corpus, backend, depth=10, window=10, stride=10, cache=cache, progress=False
-    )
+    third, stats3 = cached_rerank()
     assert third == reranked and stats3.calls == 0 and stats3.out_of_range_dropped == 3
 
 

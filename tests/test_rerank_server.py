@@ -318,35 +318,7 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
         before = server.requests
         out, stats_path = tmp_path / "again.trec", tmp_path / "stats.json"
         cli = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "clirkit.cli",
-                "rerank",
-                "--run",
-                str(run_path),
-                "--queries",
-                str(queries),
-                "--corpus",
-                str(corpus),
-                "--base-url",
-                server.url,
-                "--model",
-                "fake-model",
-                "--depth",
-                "30",
-                "--window",
-                "10",
-                "--stride",
-                "5",
-                "--cache",
-                str(cache),
-                "--output",
-                str(out),
-                "--stats",
-                str(stats_path),
-                "--quiet",
-            ],
+            rerank_command(run_path, queries, corpus, server.url, cache, out, stats_path),
             capture_output=True,
             text=True,
             timeout=120,
@@ -370,6 +342,41 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
         server.close()
 
 
+def rerank_command(run_path, queries, corpus, url, cache, out, stats_path, *extra: str) -> List[str]:
+    """`clirkit rerank` of the collection against the fake server at ``url`` (depth 30, window 10,
+    stride 5), cached in ``cache``, writing ``out`` and ``stats_path``; ``extra`` options appended."""
+    return [
+        sys.executable,
+        "-m",
+        "clirkit.cli",
+        "rerank",
+        "--run",
+        str(run_path),
+        "--queries",
+        str(queries),
+        "--corpus",
+        str(corpus),
+        "--base-url",
+        url,
+        "--model",
+        "fake-model",
+        "--depth",
+        "30",
+        "--window",
+        "10",
+        "--stride",
+        "5",
+        "--cache",
+        str(cache),
+        "--output",
+        str(out),
+        "--stats",
+        str(stats_path),
+        "--quiet",
+        *extra,
+    ]
+
+
 def cached_windows(cache) -> int:
     """Rows committed to the cache file so far (0 while the run has not created its table)."""
     if not cache.exists():
@@ -386,43 +393,23 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
     hold_after = 23
     server = HoldingServer(hold_after)
     cache, out, stats_path = tmp_path / "cache.sqlite", tmp_path / "reranked.trec", tmp_path / "stats.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "clirkit.cli",
-        "rerank",
-        "--run",
-        str(run_path),
-        "--queries",
-        str(queries),
-        "--corpus",
-        str(corpus),
+    cmd = rerank_command(
+        run_path,
+        queries,
+        corpus,
+        server.url,
+        cache,
+        out,
+        stats_path,
         "--backend",
         "openai",
-        "--base-url",
-        server.url,
-        "--model",
-        "fake-model",
-        "--depth",
-        "30",
-        "--window",
-        "10",
-        "--stride",
-        "5",
-        "--cache",
-        str(cache),
         "--concurrency",
         "4",
         "--timeout",
         "20",
         "--retries",
         "0",
-        "--output",
-        str(out),
-        "--stats",
-        str(stats_path),
-        "--quiet",
-    ]
+    )
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 60

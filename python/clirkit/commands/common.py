@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from clirkit._threads import worker_count
 
@@ -13,6 +14,12 @@ def add_threads(p: argparse.ArgumentParser) -> None:
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def report(args: argparse.Namespace, message: str) -> None:
+    """Say what a command did on stderr, unless ``--quiet`` asked for silence."""
+    if not args.quiet:
+        print(message, file=sys.stderr)
 
 
 def threads(args: argparse.Namespace) -> int:

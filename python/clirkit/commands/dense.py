@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-from clirkit.commands.common import add_quiet, add_threads
+from clirkit.commands.common import add_quiet, add_threads, report
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -83,12 +82,11 @@ def run_index(args: argparse.Namespace) -> int:
         quiet=args.quiet,
     )
     index.save(args.index)
-    if not args.quiet:
-        print(
-            f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "
-            f"in {time.perf_counter() - start:.1f}s",
-            file=sys.stderr,
-        )
+    report(
+        args,
+        f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "
+        f"in {time.perf_counter() - start:.1f}s",
+    )
     return 0
 
 
@@ -111,9 +109,9 @@ def run_search(args: argparse.Namespace) -> int:
         maxp=args.maxp,
         separator=args.separator,
     )
-    if not args.quiet:
-        print(
-            f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in {time.perf_counter() - start:.1f}s -> {args.output}",
-            file=sys.stderr,
-        )
+    by_maxp = " documents by MaxP" if args.maxp else ""
+    report(
+        args,
+        f"searched {len(qids)} queries (k={args.k}{by_maxp}) in {time.perf_counter() - start:.1f}s -> {args.output}",
+    )
     return 0

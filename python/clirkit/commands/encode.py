@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from clirkit._native import InvalidInputError
-from clirkit.commands.common import add_quiet, add_threads, threads
+from clirkit.commands.common import add_quiet, add_threads, report, threads
 
 
 def _passages(value: str) -> tuple[int, int]:
@@ -145,14 +145,13 @@ def run_encode(args: argparse.Namespace) -> int:
         threads=threads(args),
     )
     result = encode_file(encoder, **_file_options(args), dtype=args.dtype)
-    _warn_truncated(result.truncated, encoder.max_length)
-    if not args.quiet:
-        resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
-        print(
-            f"encoded {result.records} records -> {result.rows} rows x {result.dim} ({args.dtype}, "
-            f"{encoder.device}) in {result.seconds:.1f}s{resumed}: {result.embeddings_path}, {result.ids_path}",
-            file=sys.stderr,
-        )
+    _report_encoding(
+        args,
+        result,
+        encoder,
+        f"{result.rows} rows x {result.dim} ({args.dtype}, {encoder.device})",
+        f"{result.embeddings_path}, {result.ids_path}",
+    )
     return 0
 
 
@@ -184,14 +183,9 @@ def _run_sparse_encode(args: argparse.Namespace) -> int:
         threads=threads(args),
     )
     result = encode_sparse_file(encoder, **_file_options(args))
-    _warn_truncated(result.truncated, encoder.max_length)
-    if not args.quiet:
-        resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
-        print(
-            f"encoded {result.records} records -> {result.rows} sparse vectors ({encoder.device}) in "
-            f"{result.seconds:.1f}s{resumed}: {result.vectors_path}",
-            file=sys.stderr,
-        )
+    _report_encoding(
+        args, result, encoder, f"{result.rows} sparse vectors ({encoder.device})", str(result.vectors_path)
+    )
     return 0
 
 
@@ -210,12 +204,17 @@ def _file_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _warn_truncated(truncated: int, max_length: int) -> None:
-    if truncated:
+def _report_encoding(args: argparse.Namespace, result: Any, encoder: Any, made: str, written: str) -> None:
+    """What dense and sparse encoding report alike: truncated inputs (always), then unless ``--quiet``
+    the records encoded into ``made``, the time, any resumption and the files ``written``."""
+    if result.truncated:
         print(
-            f"clirkit: warning: {truncated} inputs were longer than {max_length} tokens and were truncated",
+            f"clirkit: warning: {result.truncated} inputs were longer than {encoder.max_length} tokens "
+            "and were truncated",
             file=sys.stderr,
         )
+    resumed = f" (resumed after {result.resumed_rows} rows)" if result.resumed_rows else ""
+    report(args, f"encoded {result.records} records -> {made} in {result.seconds:.1f}s{resumed}: {written}")
 
 
 def run_maxp(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ problem (unknown key, wrong type, missing file, undefined or cyclic reference, u
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -135,6 +135,19 @@ class ExperimentConfig:
     def node_names(self) -> list[str]:
         """Every system, fusion and rerank node, in file order within each section."""
         return [*self.systems, *self.fusion, *self.rerank]
+
+
+def _named_tables(
+    source: TomlSource, top: _Reader, section: str, allowed: tuple[str, ...], names_seen: dict[str, str]
+) -> Iterator[tuple[str, _Reader]]:
+    """Each ``[section.NAME]`` table as (NAME, its reader), refusing a NAME that an earlier section
+    used; NAME is recorded in ``names_seen`` once the caller has read its table."""
+    for name, table in top.get(section, dict, {}).items():
+        reader = _Reader(source, (section, name), table, allowed)
+        if name in names_seen:
+            raise source.error((section, name), f"name already used in [{names_seen[name]}]")
+        yield name, reader
+        names_seen[name] = section
 
 
 class _Reader:
@@ -472,15 +485,8 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         raise source.error(("systems",), "at least one system is needed")
 
     fusion: dict[str, FusionSpec] = {}
-    for fname, table in top.get("fusion", dict, {}).items():
-        r = _Reader(
-            source,
-            ("fusion", fname),
-            table,
-            ("inputs", "method", "k", "weights", "depth", "norm", "alpha", "top"),
-        )
-        if fname in names_seen:
-            raise source.error(("fusion", fname), f"name already used in [{names_seen[fname]}]")
+    fusion_keys = ("inputs", "method", "k", "weights", "depth", "norm", "alpha", "top")
+    for fname, r in _named_tables(source, top, "fusion", fusion_keys, names_seen):
         inputs = r.strings("inputs")
         if not inputs or len(inputs) < 2:
             raise source.error(("fusion", fname), "needs inputs = [at least two system names]")
@@ -501,29 +507,21 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
             None if alpha is None else float(alpha),
             r.positive("top"),
         )
-        names_seen[fname] = "fusion"
 
     rerank: dict[str, RerankSpec] = {}
-    for rname, table in top.get("rerank", dict, {}).items():
-        r = _Reader(
-            source,
-            ("rerank", rname),
-            table,
-            (
-                "input",
-                "backend",
-                "model",
-                "base_url",
-                "depth",
-                "window",
-                "stride",
-                "max_words",
-                "fields",
-                "max_length",
-            ),
-        )
-        if rname in names_seen:
-            raise source.error(("rerank", rname), f"name already used in [{names_seen[rname]}]")
+    rerank_keys = (
+        "input",
+        "backend",
+        "model",
+        "base_url",
+        "depth",
+        "window",
+        "stride",
+        "max_words",
+        "fields",
+        "max_length",
+    )
+    for rname, r in _named_tables(source, top, "rerank", rerank_keys, names_seen):
         backend = r.choice("backend", RERANK_BACKENDS, "pointwise")
         options: dict[str, Any] = {"fields": list(r.strings("fields", ("title", "text")))}
         if backend == "pointwise":
@@ -542,7 +540,6 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
             r.positive("window", 20),
             r.positive("stride", 10),
         )
-        names_seen[rname] = "rerank"
 
     ev = _Reader(
         source,

@@ -5,7 +5,7 @@
 //! variance). Inputs with a constant side have no correlation: both numbers are NaN, as in SciPy.
 
 use crate::error::{Error, Result};
-use crate::eval::significance::{ln_gamma, student_t_two_sided_p};
+use crate::eval::significance::{check_paired, ln_gamma, student_t_two_sided_p};
 
 /// A correlation coefficient with its two-sided p-value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -16,16 +16,13 @@ pub struct Correlation {
 }
 
 fn check_pairs(x: &[f64], y: &[f64]) -> Result<()> {
-    if x.len() != y.len() {
-        return Err(Error::invalid(format!(
-            "rank correlation needs two orderings of the same items, got {} and {} values",
-            x.len(),
-            y.len()
-        )));
-    }
-    if x.len() < 3 {
-        return Err(Error::invalid("rank correlation needs at least 3 items"));
-    }
+    check_paired(
+        x,
+        y,
+        "rank correlation needs two orderings of the same items",
+        3,
+        "rank correlation needs at least 3 items",
+    )?;
     if let Some(bad) = x.iter().chain(y).find(|v| v.is_nan()) {
         return Err(Error::invalid(format!(
             "rank correlation got a {bad} value"

@@ -4,7 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::eval::qrels::{Judgements, QrelsIndex};
-use crate::io::trec_lines::{duplicate_message, find_lines, read_text, QrelsLines};
+use crate::io::trec::qrels_judgements;
+use crate::io::trec_lines::{duplicate_message, find_lines, read_text};
 use rustc_hash::FxHashMap;
 use std::path::Path;
 
@@ -16,13 +17,8 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     let text = read_text(path)?;
     let mut queries: Vec<(&str, DocLabels)> = Vec::new();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
-    let mut lines = QrelsLines::default();
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i as u64 + 1;
-        let parsed = lines
-            .parse(line)
-            .map_err(|m| Error::parse(path, line_no, m))?;
-        let Some(judgement) = parsed else { continue };
+    for parsed in qrels_judgements(path, &text) {
+        let (line_no, judgement) = parsed?;
         let (qid, doc) = (judgement.qid, judgement.doc);
         let slot = match queries.last() {
             Some((last, _)) if *last == qid => queries.len() - 1,
@@ -64,43 +60,66 @@ fn first_line_of(text: &str, qid: &str, doc: &str) -> u64 {
 mod tests {
     use super::*;
     use crate::io::temp_file;
+    use crate::io::trec::read_qrels;
+
+    /// Reads `contents` with this reader and with [`read_qrels`], asserts that both give the same
+    /// judgements or the same error, and returns that error's message.
+    fn read_as_the_generic_reader_does(name: &str, contents: &str) -> Option<String> {
+        let (_dir, p) = temp_file(name, contents);
+        match (read_qrels_index(&p), read_qrels(&p)) {
+            (Ok(index), Ok(generic)) => {
+                assert_eq!(index.len(), generic.queries.len(), "{contents:?}");
+                for (qid, docs) in &generic.queries {
+                    let judgements = index.get(qid).unwrap();
+                    assert_eq!(judgements.len(), docs.len(), "{contents:?}");
+                    for (doc, label) in docs {
+                        assert_eq!(
+                            judgements.label(doc.as_bytes()),
+                            Some(*label),
+                            "{contents:?}"
+                        );
+                    }
+                }
+                None
+            }
+            (Err(fast), Err(generic)) => {
+                assert_eq!(fast.to_string(), generic.to_string());
+                Some(fast.to_string())
+            }
+            (fast, generic) => panic!("{contents:?}: {:?} but {:?}", fast.err(), generic.err()),
+        }
+    }
 
     #[test]
-    fn same_grammar_as_the_generic_reader() {
-        let (dir, p) = temp_file(
-            "q.tsv",
-            "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\nq2\td1\t1.0\n",
-        );
-        let q = read_qrels_index(&p).unwrap();
-        assert_eq!(q.len(), 2);
-        assert_eq!(q.get("q1").unwrap().label(b"d1"), Some(2));
-        assert_eq!(q.get("q2").unwrap().label(b"d1"), Some(1));
-        let p = dir.path().join("q.trec");
-        std::fs::write(&p, "1 0 184 3\n\n1 0 29 -1\n2 0 5 1\n1 0 30 0\n").unwrap();
+    fn same_judgements_as_the_generic_reader() {
+        for (name, contents) in [
+            (
+                "q.tsv",
+                "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\nq2\td1\t1.0\n",
+            ),
+            ("q.trec", "1 0 184 3\n\n1 0 29 -1\n2 0 5 1\n1 0 30 0\n"),
+            ("q.tsv", "query-id corpus-id score\n"),
+        ] {
+            assert_eq!(read_as_the_generic_reader_does(name, contents), None);
+        }
+        let (_dir, p) = temp_file("q.trec", "1 0 184 3\n\n1 0 29 -1\n2 0 5 1\n1 0 30 0\n");
         let q = read_qrels_index(&p).unwrap();
         assert_eq!(q.get("1").unwrap().label(b"29"), Some(-1));
         assert_eq!(q.get("1").unwrap().len(), 3);
     }
 
     #[test]
-    fn errors_name_file_and_line() {
-        let (_dir, p) = temp_file("q.trec", "1 0 a 1\n2 0 a 1\n1 0 a 0\n");
-        let e = read_qrels_index(&p).unwrap_err().to_string();
-        assert!(
-            e.ends_with("q.trec:3: duplicate judgement of 'a' for query '1' (first at line 1)"),
-            "{e}"
-        );
-        std::fs::write(&p, "1 0 a 1\n1 0 b high\n").unwrap();
-        assert!(read_qrels_index(&p)
-            .unwrap_err()
-            .to_string()
-            .contains(":2: relevance 'high'"));
-        std::fs::write(&p, "1 0 a 1 extra\n").unwrap();
-        assert!(read_qrels_index(&p)
-            .unwrap_err()
-            .to_string()
-            .contains(":1: expected"));
-        std::fs::write(&p, "query-id corpus-id score\n").unwrap();
-        assert!(read_qrels_index(&p).unwrap().is_empty());
+    fn same_errors_as_the_generic_reader_naming_file_and_line() {
+        for (contents, expected) in [
+            (
+                "1 0 a 1\n2 0 a 1\n1 0 a 0\n",
+                "q.trec:3: duplicate judgement of 'a' for query '1' (first at line 1)",
+            ),
+            ("1 0 a 1\n1 0 b high\n", ":2: relevance 'high'"),
+            ("1 0 a 1 extra\n", ":1: expected"),
+        ] {
+            let e = read_as_the_generic_reader_does("q.trec", contents).unwrap();
+            assert!(e.contains(expected), "{e}");
+        }
     }
 }

@@ -252,42 +252,25 @@ mod tests {
     #[test]
     fn errors_name_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
-        let p = write(
-            &dir,
-            "q1 Q0 a 1 1 x\nq2 Q0 a 1 1 x\nq1 Q0 b 2 0.5 x\nq1 Q0 a 2 0.5 x\n",
-        );
-        let e = RunFile::open(&p)
-            .unwrap()
-            .queries()
-            .unwrap_err()
-            .to_string();
+        let error_of = |contents: &[u8]| {
+            let p = dir.path().join("run.trec");
+            std::fs::write(&p, contents).unwrap();
+            let file = RunFile::open(&p).unwrap();
+            let message = file.queries().unwrap_err().to_string();
+            message
+        };
+        let e = error_of(b"q1 Q0 a 1 1 x\nq2 Q0 a 1 1 x\nq1 Q0 b 2 0.5 x\nq1 Q0 a 2 0.5 x\n");
         assert!(
             e.ends_with("run.trec:4: duplicate document 'a' for query 'q1' (first at line 1)"),
             "{e}"
         );
-        let p = write(&dir, "q1 Q0 a 1 1 x\nq1 Q0 b 1 high x\n");
-        let e = RunFile::open(&p)
-            .unwrap()
-            .queries()
-            .unwrap_err()
-            .to_string();
+        let e = error_of(b"q1 Q0 a 1 1 x\nq1 Q0 b 1 high x\n");
         assert!(e.ends_with(":2: score 'high' is not a number"), "{e}");
-        let p = write(&dir, "q1 Q0 a 1 nan x\n");
-        assert!(RunFile::open(&p).unwrap().queries().is_err());
-        let p = write(&dir, "q1 Q0 a 1\n");
-        let e = RunFile::open(&p)
-            .unwrap()
-            .queries()
-            .unwrap_err()
-            .to_string();
+        let e = error_of(b"q1 Q0 a 1 nan x\n");
+        assert!(e.contains(":1: score 'nan'"), "{e}");
+        let e = error_of(b"q1 Q0 a 1\n");
         assert!(e.contains(":1: expected 6 columns"), "{e}");
-        let p = write(&dir, "q1 Q0 a 1 1 x\nq1 Q0 \u{e9} 1 1 x\n");
-        std::fs::write(&p, b"q1 Q0 a 1 1 x\nq1 Q0 \xff 1 1 x\n").unwrap();
-        let e = RunFile::open(&p)
-            .unwrap()
-            .queries()
-            .unwrap_err()
-            .to_string();
+        let e = error_of(b"q1 Q0 a 1 1 x\nq1 Q0 \xff 1 1 x\n");
         assert!(e.contains(":2: not valid UTF-8"), "{e}");
     }
 

@@ -19,17 +19,36 @@ pub struct TestResult {
     pub queries: usize,
 }
 
-fn differences(a: &[f64], b: &[f64]) -> Result<Vec<f64>> {
+/// Refuses paired samples `a` and `b` of different lengths (the error: `same_length`, then the
+/// two lengths) or of fewer than `min` values (the error: `at_least_min`).
+pub(crate) fn check_paired(
+    a: &[f64],
+    b: &[f64],
+    same_length: &str,
+    min: usize,
+    at_least_min: &str,
+) -> Result<()> {
     if a.len() != b.len() {
         return Err(Error::invalid(format!(
-            "paired test needs the same queries on both sides, got {} and {} values",
+            "{same_length}, got {} and {} values",
             a.len(),
             b.len()
         )));
     }
-    if a.len() < 2 {
-        return Err(Error::invalid("paired test needs at least 2 queries"));
+    if a.len() < min {
+        return Err(Error::invalid(at_least_min));
     }
+    Ok(())
+}
+
+fn differences(a: &[f64], b: &[f64]) -> Result<Vec<f64>> {
+    check_paired(
+        a,
+        b,
+        "paired test needs the same queries on both sides",
+        2,
+        "paired test needs at least 2 queries",
+    )?;
     Ok(a.iter().zip(b).map(|(x, y)| y - x).collect())
 }
 

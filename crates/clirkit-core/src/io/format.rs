@@ -201,31 +201,25 @@ mod tests {
             MappedFile::open(&p, KIND, 3, true).unwrap().payload(),
             b"hello payload"
         );
-        let v = MappedFile::open(&p, KIND, 4, true)
-            .err()
-            .unwrap()
-            .to_string();
+        let open_error = |kind: Kind, version| {
+            MappedFile::open(&p, kind, version, true)
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        let v = open_error(KIND, 4);
         assert!(v.contains("version 3"), "{v}");
-        let k = MappedFile::open(&p, *b"OTHERKND", 3, true)
-            .err()
-            .unwrap()
-            .to_string();
+        let k = open_error(*b"OTHERKND", 3);
         assert!(k.contains("TESTFILE"), "{k}");
 
         let mut bytes = std::fs::read(&p).unwrap();
         *bytes.last_mut().unwrap() ^= 1;
         std::fs::write(&p, &bytes).unwrap();
-        let c = MappedFile::open(&p, KIND, 3, true)
-            .err()
-            .unwrap()
-            .to_string();
+        let c = open_error(KIND, 3);
         assert!(c.contains("checksum"), "{c}");
         bytes.pop();
         std::fs::write(&p, &bytes).unwrap();
-        let t = MappedFile::open(&p, KIND, 3, true)
-            .err()
-            .unwrap()
-            .to_string();
+        let t = open_error(KIND, 3);
         assert!(t.contains("truncated"), "{t}");
     }
 }

@@ -579,35 +579,28 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_line() {
-        let (_d, p) = file(
-            b"{\"_id\": \"a\", \"text\": \"x\"}\n{\"_id\": \"b\", \"text\": \n",
-            "c.jsonl",
-        );
-        let e = read_records(&p, &FieldSpec::corpus())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("c.jsonl:2: malformed JSON"), "{e}");
-
-        let (_d, p) = file(b"{\"_id\": \"a\", \"text\": \"\xff\"}\n", "c.jsonl");
-        let e = read_records(&p, &FieldSpec::corpus())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(":1: not valid UTF-8"), "{e}");
-
-        let (_d, p) = file(b"{\"title\": \"x\"}\n", "c.jsonl");
-        let e = read_records(&p, &FieldSpec::corpus())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(":1: no id field"), "{e}");
-
-        let (_d, p) = file(b"{\"_id\": \"a\"}\n{\"_id\": \"a\"}\n", "c.jsonl");
-        let e = read_records(&p, &FieldSpec::corpus())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("duplicate id 'a' at line 2 (first seen at line 1)"),
-            "{e}"
-        );
+        let cases: [(&[u8], &str); 4] = [
+            (
+                b"{\"_id\": \"a\", \"text\": \"x\"}\n{\"_id\": \"b\", \"text\": \n",
+                "c.jsonl:2: malformed JSON",
+            ),
+            (
+                b"{\"_id\": \"a\", \"text\": \"\xff\"}\n",
+                ":1: not valid UTF-8",
+            ),
+            (b"{\"title\": \"x\"}\n", ":1: no id field"),
+            (
+                b"{\"_id\": \"a\"}\n{\"_id\": \"a\"}\n",
+                "duplicate id 'a' at line 2 (first seen at line 1)",
+            ),
+        ];
+        for (contents, expected) in cases {
+            let (_d, p) = file(contents, "c.jsonl");
+            let e = read_records(&p, &FieldSpec::corpus())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{e}");
+        }
     }
 
     #[test]

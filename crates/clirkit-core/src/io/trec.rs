@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::atomic::write_file_with;
-use crate::io::trec_lines::{duplicate_message, read_text, QrelsLines, RunLine};
+use crate::io::trec_lines::{duplicate_message, read_text, QrelsLine, QrelsLines, RunLine};
 use crate::ranking::{Run, ScoredDoc};
 use std::collections::HashMap;
 use std::io::Write;
@@ -102,13 +102,8 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
     let path = path.as_ref();
     let text = read_text(path)?;
     let mut groups = ByQuery::new(path);
-    let mut lines = QrelsLines::default();
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i as u64 + 1;
-        let parsed = lines
-            .parse(line)
-            .map_err(|m| Error::parse(path, line_no, m))?;
-        let Some(judgement) = parsed else { continue };
+    for parsed in qrels_judgements(path, &text) {
+        let (line_no, judgement) = parsed?;
         let (qid, doc) = (judgement.qid, judgement.doc);
         groups.push(
             qid,
@@ -120,6 +115,24 @@ pub fn read_qrels(path: impl AsRef<Path>) -> Result<Qrels> {
     }
     Ok(Qrels {
         queries: groups.finish(),
+    })
+}
+
+/// The judgements of qrels `text` (read from `path`) with their 1-based line numbers, in file
+/// order, blank lines and the BEIR header skipped; a malformed line is an error naming its line.
+pub(crate) fn qrels_judgements<'a>(
+    path: &'a Path,
+    text: &'a str,
+) -> impl Iterator<Item = Result<(u64, QrelsLine<'a>)>> + 'a {
+    let mut lines = QrelsLines::default();
+    text.lines().enumerate().filter_map(move |(i, line)| {
+        let line_no = i as u64 + 1;
+        let parsed = lines
+            .parse(line)
+            .map_err(|m| Error::parse(path, line_no, m));
+        parsed
+            .transpose()
+            .map(|judgement| Ok((line_no, judgement?)))
     })
 }
 
@@ -162,17 +175,26 @@ mod tests {
 
     #[test]
     fn qrels_trec_and_beir() {
-        let (dir, p) = temp_file(
-            "q.tsv",
-            "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n",
-        );
-        let q = read_qrels(&p).unwrap();
-        assert_eq!(
-            q.queries[0].1,
-            vec![("d1".to_string(), 2), ("d2".to_string(), 0)]
-        );
-        let p = dir.path().join("q.trec");
-        std::fs::write(&p, "1 0 184 3\n1 0 29 -1\n").unwrap();
-        assert_eq!(read_qrels(&p).unwrap().queries[0].1[1].1, -1);
+        for (name, contents, qid, judgements) in [
+            (
+                "q.tsv",
+                "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n",
+                "q1",
+                [("d1", 2), ("d2", 0)],
+            ),
+            (
+                "q.trec",
+                "1 0 184 3\n1 0 29 -1\n",
+                "1",
+                [("184", 3), ("29", -1)],
+            ),
+        ] {
+            let (_dir, p) = temp_file(name, contents);
+            let expected = judgements.map(|(doc, label)| (doc.to_string(), label));
+            assert_eq!(
+                read_qrels(&p).unwrap().queries,
+                [(qid.to_string(), expected.to_vec())]
+            );
+        }
     }
 }

@@ -260,48 +260,33 @@ impl Analyzer {
         let chars = &mut scratch.chars;
         chars.clear();
         match self.chain {
-            Chain::English => {
-                push_lowercase(strip_possessive(token), chars);
+            Chain::English
+            | Chain::German
+            | Chain::Spanish
+            | Chain::French
+            | Chain::Italian
+            | Chain::Portuguese
+            | Chain::Indonesian => {
+                // Lowercase (after the language's elision or possessive filter, if any), drop
+                // stopwords, stem.
+                let (elide, stem): (fn(&str) -> &str, CharFilter) = match self.chain {
+                    Chain::English => (strip_possessive, porter::stem),
+                    Chain::German => (no_elision, |chars| {
+                        latin::german_normalize(chars);
+                        latin::german_light_stem(chars);
+                    }),
+                    Chain::Spanish => (no_elision, latin::spanish_light_stem),
+                    Chain::French => (latin::french_elision, latin::french_light_stem),
+                    Chain::Italian => (latin::italian_elision, latin::italian_light_stem),
+                    Chain::Portuguese => (no_elision, latin::portuguese_light_stem),
+                    Chain::Indonesian => (no_elision, indonesian::indonesian_stem),
+                    _ => unreachable!("only the chains of this arm"),
+                };
+                push_lowercase(elide(token), chars);
                 if self.is_stopword(scratch) {
                     return;
                 }
-                porter::stem(&mut scratch.chars);
-            }
-            Chain::German => {
-                push_lowercase(token, chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                latin::german_normalize(&mut scratch.chars);
-                latin::german_light_stem(&mut scratch.chars);
-            }
-            Chain::Spanish => {
-                push_lowercase(token, chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                latin::spanish_light_stem(&mut scratch.chars);
-            }
-            Chain::French => {
-                push_lowercase(latin::french_elision(token), chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                latin::french_light_stem(&mut scratch.chars);
-            }
-            Chain::Italian => {
-                push_lowercase(latin::italian_elision(token), chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                latin::italian_light_stem(&mut scratch.chars);
-            }
-            Chain::Portuguese => {
-                push_lowercase(token, chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                latin::portuguese_light_stem(&mut scratch.chars);
+                stem(&mut scratch.chars);
             }
             Chain::Russian => {
                 push_lowercase(token, chars);
@@ -370,13 +355,6 @@ impl Analyzer {
                     return;
                 }
                 stem(&mut scratch.chars);
-            }
-            Chain::Indonesian => {
-                push_lowercase(token, chars);
-                if self.is_stopword(scratch) {
-                    return;
-                }
-                indonesian::indonesian_stem(&mut scratch.chars);
             }
             Chain::Vietnamese => {
                 push_lowercase(token, chars);
@@ -466,6 +444,11 @@ fn canonical_code(code: &str) -> Option<&'static str> {
             .map_or(other, |(_, two)| two),
     };
     SUPPORTED_LANGUAGES.iter().copied().find(|&l| l == primary)
+}
+
+/// The token as it is, for chains without an elision filter.
+fn no_elision(token: &str) -> &str {
+    token
 }
 
 /// Lucene's `EnglishPossessiveFilter`: "John's" -> "John".

@@ -44,42 +44,26 @@ impl Stemmer {
 
     /// The number of vowel-consonant sequences in `b[..=j]`.
     fn m(&self) -> usize {
-        let j = self.j as isize;
         let mut n = 0;
-        let mut i: isize = 0;
+        let Some(first_vowel) = self.next_letter(0, false) else {
+            return n;
+        };
+        let mut i = first_vowel + 1;
         loop {
-            if i > j {
+            let Some(consonant) = self.next_letter(i, true) else {
                 return n;
-            }
-            if !self.cons(i as usize) {
-                break;
-            }
-            i += 1;
-        }
-        i += 1;
-        loop {
-            loop {
-                if i > j {
-                    return n;
-                }
-                if self.cons(i as usize) {
-                    break;
-                }
-                i += 1;
-            }
-            i += 1;
+            };
             n += 1;
-            loop {
-                if i > j {
-                    return n;
-                }
-                if !self.cons(i as usize) {
-                    break;
-                }
-                i += 1;
-            }
-            i += 1;
+            let Some(vowel) = self.next_letter(consonant + 1, false) else {
+                return n;
+            };
+            i = vowel + 1;
         }
+    }
+
+    /// The first position in `b[from..=j]` holding a consonant (`consonant`) or a vowel (not).
+    fn next_letter(&self, from: usize, consonant: bool) -> Option<usize> {
+        (from..=self.j).find(|&i| self.cons(i) == consonant)
     }
 
     fn vowel_in_stem(&self) -> bool {
