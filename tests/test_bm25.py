@@ -362,14 +362,22 @@ def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
     import os
     import signal
     import threading
+    import time
 
     corpus = tmp_path / "big.jsonl"
     with corpus.open("w", encoding="utf-8") as f:
         for i in range(300_000):
             f.write(f'{{"_id": "d{i}", "text": "zorp quux w{i % 977} v{i % 1013}"}}\n')
-    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+
+    def interrupt_once_the_build_has_started():
+        # a fixed delay races the build on a loaded machine; its temporary directory says it has begun
+        while len(list(tmp_path.iterdir())) < 2:
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_the_build_has_started)
+    interrupter.start()
     with pytest.raises(KeyboardInterrupt):
         BM25Index.build(corpus, tmp_path / "idx", quiet=True)
-    timer.join()
+    interrupter.join()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]
