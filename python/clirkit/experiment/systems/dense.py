@@ -35,6 +35,56 @@ def _encoder(ctx: RunContext, options: dict[str, Any]):
     )
 
 
+def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """What an encoding of a documents file depends on (dense and multi-vector alike)."""
+    return {
+        "model": model,
+        "fields": options["fields"],
+        "passages": options["passages"],
+        "max_length": options["max_length"],
+    }
+
+
+def add_query_stage(
+    plan: Plan, name: str, suffix: str, task: Any, model: Any, options: dict[str, Any], encode: Any
+) -> Stage:
+    # Keyed by model and queries only: tasks asking the same questions (e.g. English topics
+    # against each language) share this stage.
+    return plan.add(
+        Stage(
+            name,
+            f"encode {len(task.queries)} queries of {task.label}{suffix}",
+            {"model": model, "max_length": options["max_length"]},
+            (),
+            {"queries": task.queries_digest},
+            encode,
+        )
+    )
+
+
+def write_search_run(
+    index: Any,
+    queries: tuple[Any, ...],
+    out: Path,
+    hits: int,
+    tag: str,
+    task: Any,
+    *,
+    maxp: bool,
+    threads: int,
+) -> None:
+    """Searches ``index`` (dense or multi-vector: both take ``queries`` then ``qids`` last) and
+    writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``."""
+    if task.drop_self_hits:
+        from clirkit.runs import write_run
+
+        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads)
+        run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
+        write_run(out / RUN_FILE, run, tag)
+    else:
+        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads)
+
+
 class DenseKind:
     name = "dense"
     options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits")
@@ -58,12 +108,7 @@ class DenseKind:
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
         model = model_identity(options["model"])
-        encode_params = {
-            "model": model,
-            "fields": options["fields"],
-            "passages": options["passages"],
-            "max_length": options["max_length"],
-        }
+        encode_params = document_encode_params(model, options)
         encodes = []
         for source in task.docs.sources:
 
@@ -127,17 +172,7 @@ class DenseKind:
             vectors = _encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
-        # Tasks asking the same questions (e.g. English topics against each language) share this.
-        queries = plan.add(
-            Stage(
-                "encode-queries",
-                f"encode {len(task.queries)} queries of {task.label}",
-                {"model": model, "max_length": options["max_length"]},
-                (),
-                {"queries": task.queries_digest},
-                encode_queries,
-            )
-        )
+        queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)
         hits = options["hits"] or plan.config.hits
         params = {
             "hits": hits,
@@ -149,18 +184,14 @@ class DenseKind:
             import numpy as np
 
             from clirkit.dense import DenseIndex
-            from clirkit.runs import write_run
 
             opened = DenseIndex.open(index.output / "index")
             qids = [q for q, _, _ in task.queries]
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
-            if task.drop_self_hits:
-                found = opened.search_run(vectors, qids, hits + 1, maxp=maxp, threads=ctx.threads)
-                run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
-                write_run(out / RUN_FILE, run, "clirkit-dense")
-            else:
-                opened.search_trec(vectors, qids, out / RUN_FILE, hits, maxp=maxp, threads=ctx.threads)
+            write_search_run(
+                opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads
+            )
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
 

@@ -11,10 +11,15 @@ from typing import Any
 
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
-from clirkit.experiment.stages import RUN_FILE
 from clirkit.experiment.systems import register_system_kind
-from clirkit.experiment.systems.bm25 import drop_self_hits
-from clirkit.experiment.systems.dense import SEPARATOR, DenseKind, _encoder
+from clirkit.experiment.systems.dense import (
+    SEPARATOR,
+    DenseKind,
+    _encoder,
+    add_query_stage,
+    document_encode_params,
+    write_search_run,
+)
 
 TOKENS = "tokens"  # prefix of the token files in an encode artifact
 QUERY_TOKENS = "queries"
@@ -35,13 +40,7 @@ class MultiVectorKind:
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
         model = model_identity(options["model"])
-        encode_params = {
-            "model": model,
-            "fields": options["fields"],
-            "passages": options["passages"],
-            "max_length": options["max_length"],
-            "tokens": True,
-        }
+        encode_params = {**document_encode_params(model, options), "tokens": True}
         encodes = []
         for source in task.docs.sources:
 
@@ -112,15 +111,8 @@ class MultiVectorKind:
             )
             paths["ids"].write_text("".join(q + "\n" for q, _, _ in task.queries), encoding="utf-8")
 
-        queries = plan.add(
-            Stage(
-                "encode-query-tokens",
-                f"encode {len(task.queries)} queries of {task.label} per token",
-                {"model": model, "max_length": options["max_length"]},
-                (),
-                {"queries": task.queries_digest},
-                encode_queries,
-            )
+        queries = add_query_stage(
+            plan, "encode-query-tokens", " per token", task, model, options, encode_queries
         )
         hits = options["hits"] or plan.config.hits
         maxp = options["passages"] is not None
@@ -128,18 +120,19 @@ class MultiVectorKind:
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.multivector import MultiVectorIndex, load_tokens
-            from clirkit.runs import write_run
 
             opened = MultiVectorIndex.open(index.output / "index")
             tokens, offsets, qids = load_tokens(queries.output / QUERY_TOKENS)
-            if task.drop_self_hits:
-                found = opened.search_run(tokens, offsets, qids, hits + 1, maxp=maxp, threads=ctx.threads)
-                run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
-                write_run(out / RUN_FILE, run, "clirkit-multivector")
-            else:
-                opened.search_trec(
-                    tokens, offsets, qids, out / RUN_FILE, hits, maxp=maxp, threads=ctx.threads
-                )
+            write_search_run(
+                opened,
+                (tokens, offsets, qids),
+                out,
+                hits,
+                "clirkit-multivector",
+                task,
+                maxp=maxp,
+                threads=ctx.threads,
+            )
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
 
