@@ -27,7 +27,7 @@ import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
-from clirkit.dense.index import _Ids
+from clirkit.dense.index import NativeIndex, NativeValue, run_dict
 from clirkit.multivector_encode import load_tokens
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -66,11 +66,8 @@ def maxsim_search(
     return _native.maxsim_search(d, do, q, qo, k, threads)
 
 
-class MultiVectorIndex:
+class MultiVectorIndex(NativeIndex):
     """A multi-vector index directory; build with :meth:`build` or open with :meth:`open`."""
-
-    def __init__(self, native: Any) -> None:
-        self._native = native
 
     @staticmethod
     def build(
@@ -138,7 +135,7 @@ class MultiVectorIndex:
         ``exact``). Options as :meth:`search`."""
         q, qo = _tokens(tokens, offsets, "queries")
         pairs = self._native.search_run(q, qo, list(qids), k, maxp=separator if maxp else None, **options)
-        return {qid: dict(docs) for qid, docs in pairs}
+        return run_dict(pairs)
 
     def search_trec(
         self,
@@ -159,46 +156,14 @@ class MultiVectorIndex:
             q, qo, list(qids), k, maxp=separator if maxp else None, path=Path(path), tag=tag, **options
         )
 
-    @property
-    def ids(self) -> Sequence[str]:
-        """String ids by internal id."""
-        return _Ids(self._native)
-
-    @property
-    def dim(self) -> int:
-        return int(self._native.dim)
-
-    @property
-    def ndocs(self) -> int:
-        return int(self._native.ndocs)
-
-    @property
-    def ntotal(self) -> int:
-        """Documents (passages) in the index (what :attr:`ids` counts)."""
-        return int(self._native.ndocs)
-
-    @property
-    def ntokens(self) -> int:
-        return int(self._native.ntokens)
-
-    @property
-    def ncentroids(self) -> int:
-        return int(self._native.ncentroids)
-
-    @property
-    def nbits(self) -> int:
-        return int(self._native.nbits)
-
-    @property
-    def has_vectors(self) -> bool:
-        return bool(self._native.has_vectors)
+    ndocs = NativeValue(int)
+    ntokens = NativeValue(int)
+    ncentroids = NativeValue(int)
+    nbits = NativeValue(int)
 
     def compressed_bytes(self) -> int:
         """Bytes on disk of what compressed search reads (everything but the optional full vectors)."""
         return int(self._native.compressed_bytes())
-
-    def __len__(self) -> int:
-        return self.ndocs
 
     def __repr__(self) -> str:
         return (

@@ -14,9 +14,9 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
+
+T = TypeVar("T")
 
 
 def fastscan_kernels() -> list[str]:
@@ -63,11 +65,46 @@ class _Ids(Sequence):
         return int(found)
 
 
-class DenseIndex:
-    """A dense vector index; build with :meth:`build` or load with :meth:`open`."""
+class NativeValue(Generic[T]):
+    """A read-only attribute forwarded from the native index of the same name, as a Python value."""
+
+    def __init__(self, convert: Callable[[Any], T], doc: str | None = None) -> None:
+        self._convert = convert
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, index: Any, owner: type | None = None) -> T:
+        return self._convert(getattr(index._native, self._name))
+
+
+class NativeIndex:
+    """What the dense and multi-vector indexes share: a native index handle with string ids."""
 
     def __init__(self, native: Any) -> None:
         self._native = native
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """String ids by internal id."""
+        return _Ids(self._native)
+
+    dim = NativeValue(int)
+    ntotal = NativeValue(int, "Items (documents or passages) in the index (what :attr:`ids` counts).")
+    has_vectors = NativeValue(bool, "Whether full vectors are stored (exact scoring needs them).")
+
+    def __len__(self) -> int:
+        return self.ntotal
+
+
+def run_dict(pairs: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> RunDict:
+    """``{qid: {docid: score}}`` from the native ``[(qid, [(docid, score)])]``."""
+    return {q: dict(docs) for q, docs in pairs}
+
+
+class DenseIndex(NativeIndex):
+    """A dense vector index; build with :meth:`build` or load with :meth:`open`."""
 
     @staticmethod
     def build(
@@ -152,11 +189,6 @@ class DenseIndex:
             "threads": checked_threads(options.get("threads", 0)),
         }
 
-    @property
-    def has_vectors(self) -> bool:
-        """Whether full vectors are stored (flat search and exact ``refine`` need them)."""
-        return bool(self._native.has_vectors)
-
     def search_run(
         self,
         queries: np.ndarray,
@@ -179,7 +211,7 @@ class DenseIndex:
         pairs = self._native.search_run(
             as_matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
         )
-        return {q: dict(docs) for q, docs in pairs}
+        return run_dict(pairs)
 
     def search_trec(
         self,
@@ -205,30 +237,8 @@ class DenseIndex:
             **kw,
         )
 
-    @property
-    def ids(self) -> Sequence[str]:
-        """String ids by internal id."""
-        return _Ids(self._native)
-
-    @property
-    def dim(self) -> int:
-        return int(self._native.dim)
-
-    @property
-    def ntotal(self) -> int:
-        return int(self._native.ntotal)
-
-    @property
-    def metric(self) -> str:
-        return str(self._native.metric)
-
-    @property
-    def kind(self) -> str:
-        """``flat``, ``pq{M}x{nbits}`` or ``ivf{NLIST},pq{M}x{nbits}``."""
-        return str(self._native.kind)
-
-    def __len__(self) -> int:
-        return self.ntotal
+    metric = NativeValue(str)
+    kind = NativeValue(str, "``flat``, ``pq{M}x{nbits}`` or ``ivf{NLIST},pq{M}x{nbits}``.")
 
     def __repr__(self) -> str:
         return f"DenseIndex(kind={self.kind!r}, dim={self.dim}, ntotal={self.ntotal}, metric={self.metric!r})"
