@@ -4,10 +4,9 @@ matrices written by ``clirkit encode --multivector``; and that encoding itself."
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-from clirkit.commands.common import add_quiet, add_threads, threads
+from clirkit.commands.common import add_quiet, add_threads, report, threads
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -85,6 +84,11 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     s.set_defaults(func=run_search)
 
 
+def _picked(args: argparse.Namespace, *names: str) -> dict:
+    """The named command-line options, as keyword arguments of the same names."""
+    return {name: getattr(args, name) for name in names}
+
+
 def run_index(args: argparse.Namespace) -> int:
     from clirkit.multivector import MultiVectorIndex, load_tokens
 
@@ -95,21 +99,23 @@ def run_index(args: argparse.Namespace) -> int:
         offsets,
         ids,
         args.index,
-        nbits=args.nbits,
-        centroids=args.centroids,
-        kmeans_sample=args.kmeans_sample,
-        kmeans_iterations=args.kmeans_iterations,
-        seed=args.seed,
-        threads=args.threads,
-        keep_vectors=args.keep_vectors,
+        **_picked(
+            args,
+            "nbits",
+            "centroids",
+            "kmeans_sample",
+            "kmeans_iterations",
+            "seed",
+            "threads",
+            "keep_vectors",
+        ),
     )
-    if not args.quiet:
-        print(
-            f"indexed {index.ndocs} items, {index.ntokens} tokens (d={index.dim}, {index.ncentroids} centroids, "
-            f"{index.nbits}-bit residuals, {index.compressed_bytes() / index.ntokens:.1f} bytes/token) into "
-            f"{args.index} in {time.perf_counter() - start:.1f}s",
-            file=sys.stderr,
-        )
+    report(
+        args,
+        f"indexed {index.ndocs} items, {index.ntokens} tokens (d={index.dim}, {index.ncentroids} centroids, "
+        f"{index.nbits}-bit residuals, {index.compressed_bytes() / index.ntokens:.1f} bytes/token) into "
+        f"{args.index} in {time.perf_counter() - start:.1f}s",
+    )
     return 0
 
 
@@ -119,29 +125,15 @@ def run_search(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     index = MultiVectorIndex.open(args.index)
     tokens, offsets, qids = load_tokens(args.queries)
+    search_options = ("ncells", "centroid_score_threshold", "ndocs", "rerank", "refine", "exact", "threads")
     index.search_trec(
-        tokens,
-        offsets,
-        qids,
-        args.output,
-        k=args.k,
-        tag=args.tag,
-        maxp=args.maxp,
-        separator=args.separator,
-        ncells=args.ncells,
-        centroid_score_threshold=args.centroid_score_threshold,
-        ndocs=args.ndocs,
-        rerank=args.rerank,
-        refine=args.refine,
-        exact=args.exact,
-        threads=args.threads,
+        tokens, offsets, qids, args.output, **_picked(args, "k", "tag", "maxp", "separator", *search_options)
     )
-    if not args.quiet:
-        print(
-            f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in "
-            f"{time.perf_counter() - start:.1f}s -> {args.output}",
-            file=sys.stderr,
-        )
+    report(
+        args,
+        f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in "
+        f"{time.perf_counter() - start:.1f}s -> {args.output}",
+    )
     return 0
 
 
@@ -152,11 +144,8 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
 
     encoder = OnnxEncoder(
         args.model,
-        query_prefix=args.query_prefix,
-        passage_prefix=args.passage_prefix,
-        max_length=args.max_length,
+        **_picked(args, "query_prefix", "passage_prefix", "max_length", "device"),
         batch_size=args.batch_size or 32,
-        device=args.device,
         threads=threads(args),
     )
     fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
@@ -166,15 +155,12 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
         args.output,
         kind="queries" if args.queries else "documents",
         fields=fields,
-        passages=args.passages,
-        separator=args.separator,
-        dtype=args.dtype,
+        **_picked(args, "passages", "separator", "dtype"),
     )
-    if not args.quiet:
-        print(
-            f"encoded {result.records} records -> {result.items} items, {result.tokens} tokens x {result.dim} "
-            f"({args.dtype}) in {result.seconds:.1f}s: {result.tokens_path}, {result.offsets_path}, {result.ids_path}"
-            + (f"; {result.truncated} inputs truncated" if result.truncated else ""),
-            file=sys.stderr,
-        )
+    report(
+        args,
+        f"encoded {result.records} records -> {result.items} items, {result.tokens} tokens x {result.dim} "
+        f"({args.dtype}) in {result.seconds:.1f}s: {result.tokens_path}, {result.offsets_path}, {result.ids_path}"
+        + (f"; {result.truncated} inputs truncated" if result.truncated else ""),
+    )
     return 0
