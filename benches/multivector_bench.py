@@ -36,7 +36,7 @@ K = 10
 
 def synthetic(work: Path, tokens: int, dim: int, queries: int, seed: int = 0) -> tuple[Path, Path]:
     """Seeded clustered documents and queries as token files (cached)."""
-    from clirkit.multivector_encode import token_paths
+    from clirkit.encoders.tokens import token_paths
 
     docs, qs = work / f"syn{tokens}d{dim}", work / f"syn{tokens}d{dim}-queries"
     if token_paths(docs)["ids"].exists() and token_paths(qs)["ids"].exists():
@@ -69,7 +69,7 @@ def synthetic(work: Path, tokens: int, dim: int, queries: int, seed: int = 0) ->
 
 
 def save(prefix: Path, tokens: np.ndarray, offsets: np.ndarray, ids: list[str]) -> None:
-    from clirkit.multivector_encode import token_paths
+    from clirkit.encoders.tokens import token_paths
 
     paths = token_paths(prefix)
     np.save(paths["tokens"], tokens)
@@ -80,7 +80,7 @@ def save(prefix: Path, tokens: np.ndarray, offsets: np.ndarray, ids: list[str]) 
 def scifact(work: Path, max_length: int, threads: int) -> tuple[Path, Path]:
     """SciFact documents and test queries encoded per token (cached)."""
     from clirkit.cli import main
-    from clirkit.multivector_encode import token_paths
+    from clirkit.encoders.tokens import token_paths
 
     model = SHARED / "models" / "all-MiniLM-L6-v2-int8"
     data = SHARED / "data" / "beir-scifact"

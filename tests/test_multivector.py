@@ -192,7 +192,7 @@ def test_colbert_conventions_and_projection(tmp_path: Path) -> None:
     import shutil
 
     from clirkit.encoders import OnnxEncoder
-    from clirkit.multivector_encode import TokenEncoder
+    from clirkit.encoders.tokens import TokenEncoder
 
     source = shared_path("models", "all-MiniLM-L6-v2-int8")
     plain = TokenEncoder(OnnxEncoder(source, device="cpu", threads=2))

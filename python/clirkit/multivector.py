@@ -1,7 +1,7 @@
 """Multi-vector late interaction (ColBERT scoring, a PLAID-style index), in Rust, without PyTorch.
 
 Token vectors come as a ``(rows, dim)`` float32 matrix with ``offsets`` (item ``i`` owns rows
-``offsets[i]:offsets[i + 1]``), as :mod:`clirkit.multivector_encode` writes them to
+``offsets[i]:offsets[i + 1]``), as :mod:`clirkit.encoders.tokens` writes them to
 ``PREFIX.tokens.npy`` / ``PREFIX.offsets.npy`` / ``PREFIX.ids.txt`` (:func:`load_tokens`).
 
 ``MultiVectorIndex.build(tokens, offsets, ids, "work/mv")`` writes an index directory: centroids by
@@ -18,19 +18,17 @@ Scores are MaxSim: the sum over query tokens of their best inner product with a 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._types import PathLike
 from clirkit.dense.index import NativeIndex, NativeValue, run_dict
-from clirkit.multivector_encode import load_tokens
-
-PathLike = Union[str, "os.PathLike[str]"]
+from clirkit.encoders.tokens import load_tokens
 
 __all__ = ["MultiVectorIndex", "load_tokens", "maxsim_search"]
 

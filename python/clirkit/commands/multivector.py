@@ -140,7 +140,7 @@ def run_search(args: argparse.Namespace) -> int:
 def run_encode_multivector(args: argparse.Namespace) -> int:
     """``clirkit encode --multivector``: per-token vectors to PREFIX.tokens.npy/.offsets.npy/.ids.txt."""
     from clirkit.encoders import OnnxEncoder
-    from clirkit.multivector_encode import encode_tokens_file
+    from clirkit.encoders.tokens import encode_tokens_file
 
     encoder = OnnxEncoder(
         args.model,

@@ -9,6 +9,7 @@
 - :mod:`~clirkit.encoders.quantization`: batch-invariant int8 graphs;
 - :mod:`~clirkit.encoders.corpus`: streaming, resumable encoding of a JSONL file to ``.npy`` + ids
   (dense) or to vector JSONL (sparse);
+- :mod:`~clirkit.encoders.tokens`: per-token (multi-vector, ColBERT-style) encoding to token files;
 - :mod:`~clirkit.encoders.seen_ids`: duplicate-id detection in bounded memory while encoding;
 - :mod:`~clirkit.encoders.passages`: passage ids and MaxP (passage run to document run).
 
@@ -29,6 +30,7 @@ from clirkit.encoders.passages import doc_id, maxp, maxp_file
 from clirkit.encoders.pooling import POOLINGS
 from clirkit.encoders.session import DEVICES
 from clirkit.encoders.sparse import SparseEncoder, is_sparse_model
+from clirkit.encoders.tokens import TokenEncoder, TokenFiles, encode_tokens_file, load_tokens, token_paths
 
 __all__ = [
     "DEVICES",
@@ -38,13 +40,18 @@ __all__ = [
     "OnnxEncoder",
     "SparseEncodeResult",
     "SparseEncoder",
+    "TokenEncoder",
+    "TokenFiles",
     "doc_id",
     "encode_file",
     "encode_sparse_file",
+    "encode_tokens_file",
     "is_sparse_model",
     "load_embeddings",
+    "load_tokens",
     "maxp",
     "maxp_file",
     "output_paths",
     "sparse_output_paths",
+    "token_paths",
 ]

@@ -1,7 +1,7 @@
 """``kind = "multivector"``: per-token ONNX vectors with clirkit's PLAID-style late-interaction index.
 
 Each documents file is encoded once per model and settings into token files
-(:mod:`clirkit.multivector_encode`); a task's index holds the items of its documents (a language's
+(:mod:`clirkit.encoders.tokens`); a task's index holds the items of its documents (a language's
 subset, or several files together), and its search encodes the task's queries per token."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class MultiVectorKind:
         for source in task.docs.sources:
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.multivector_encode import encode_tokens_file
+                from clirkit.encoders.tokens import encode_tokens_file
 
                 passages = tuple(options["passages"]) if options["passages"] else None
                 encode_tokens_file(
@@ -98,7 +98,7 @@ class MultiVectorKind:
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            from clirkit.multivector_encode import TokenEncoder, token_paths
+            from clirkit.encoders.tokens import TokenEncoder, token_paths
 
             matrices = TokenEncoder(_encoder(ctx, options)).encode_queries(
                 [text for _, text, _ in task.queries]
