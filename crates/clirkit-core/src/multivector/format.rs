@@ -79,6 +79,39 @@ fn map_array<T: Plain>(dir: &Path, file: File, count: usize, verify: bool) -> Re
     Array::view(payload, count, &path)
 }
 
+/// [`map_array`] (verified) whose contents must pass `valid`, else a format error naming the file.
+fn map_checked<T: Plain>(
+    dir: &Path,
+    file: File,
+    count: usize,
+    valid: impl Fn(&[T]) -> bool,
+    problem: &str,
+) -> Result<Array<T>> {
+    let array = map_array(dir, file, count, true)?;
+    if !valid(array.as_slice()) {
+        return Err(Error::format(dir.join(file.0), problem));
+    }
+    Ok(array)
+}
+
+/// [`map_checked`] for numbers that index something of `limit` entries (`what`, e.g. a centroid).
+fn map_below<T: Plain + Copy + Into<u64>>(
+    dir: &Path,
+    file: File,
+    count: usize,
+    limit: usize,
+    what: &str,
+) -> Result<Array<T>> {
+    let in_range = |numbers: &[T]| numbers.iter().all(|&n| n.into() < limit as u64);
+    map_checked(
+        dir,
+        file,
+        count,
+        in_range,
+        &format!("{what} is out of range"),
+    )
+}
+
 /// A multi-vector index opened from its directory; search is in [`super::search`].
 pub struct MultiVectorIndex {
     pub(crate) dir: PathBuf,
@@ -137,37 +170,25 @@ impl MultiVectorIndex {
             buckets.as_slice()[split..].to_vec(),
         )
         .map_err(|e| Error::format(dir.join(BUCKETS.0), e.to_string()))?;
-        let doc_offsets: Array<u64> = map_array(dir, DOC_OFFSETS, m.ndocs + 1, true)?;
-        if !offsets_ok(doc_offsets.as_slice(), m.ntokens)
-            || doc_offsets.as_slice().windows(2).any(|w| w[0] == w[1])
-        {
-            return Err(Error::format(
-                dir.join(DOC_OFFSETS.0),
-                "document offsets are inconsistent with the token count",
-            ));
-        }
-        let codes: Array<u16> = map_array(dir, CODES, m.ntokens, true)?;
-        if codes.as_slice().iter().any(|&c| c as usize >= m.ncentroids) {
-            return Err(Error::format(
-                dir.join(CODES.0),
-                "a centroid number is out of range",
-            ));
-        }
+        let doc_offsets: Array<u64> = map_checked(
+            dir,
+            DOC_OFFSETS,
+            m.ndocs + 1,
+            |o| offsets_ok(o, m.ntokens) && o.windows(2).all(|w| w[0] != w[1]),
+            "document offsets are inconsistent with the token count",
+        )?;
+        let codes: Array<u16> =
+            map_below(dir, CODES, m.ntokens, m.ncentroids, "a centroid number")?;
         let residuals = map_array(dir, RESIDUALS, m.ntokens * codec.bytes_per_token(), true)?;
-        let ivf_offsets: Array<u64> = map_array(dir, IVF_OFFSETS, m.ncentroids + 1, true)?;
-        if !offsets_ok(ivf_offsets.as_slice(), m.ivf_entries) {
-            return Err(Error::format(
-                dir.join(IVF_OFFSETS.0),
-                "inverted list offsets are inconsistent",
-            ));
-        }
-        let ivf_docs: Array<u32> = map_array(dir, IVF_DOCS, m.ivf_entries, true)?;
-        if ivf_docs.as_slice().iter().any(|&d| d as usize >= m.ndocs) {
-            return Err(Error::format(
-                dir.join(IVF_DOCS.0),
-                "a document number is out of range",
-            ));
-        }
+        let ivf_offsets: Array<u64> = map_checked(
+            dir,
+            IVF_OFFSETS,
+            m.ncentroids + 1,
+            |o| offsets_ok(o, m.ivf_entries),
+            "inverted list offsets are inconsistent",
+        )?;
+        let ivf_docs: Array<u32> =
+            map_below(dir, IVF_DOCS, m.ivf_entries, m.ndocs, "a document number")?;
         let vectors = if m.vectors {
             Some(map_array(dir, VECTORS, m.ntokens * m.dim, false)?)
         } else {
