@@ -35,6 +35,9 @@ __all__ = [
     "kendall_tau",
     "DenseIndex",
     "fastscan_kernels",
+    "MultiVectorIndex",
+    "MultiVectorSearchOptions",
+    "maxsim_search",
     "maxp",
     "passage_doc_id",
 ]
@@ -313,6 +316,21 @@ class DenseIndex:
     @property
     def has_vectors(self) -> bool: ...
 
+@final
+class MultiVectorSearchOptions:
+    def __new__(
+        cls,
+        k: int = 1000,
+        ncells: int | None = None,
+        centroid_score_threshold: float | None = None,
+        ndocs: int | None = None,
+        rerank: int | None = None,
+        refine: bool = False,
+        exact: bool = False,
+        threads: int = 0,
+    ) -> MultiVectorSearchOptions: ...
+
+@final
 class MultiVectorIndex:
     @staticmethod
     def build(
@@ -334,28 +352,14 @@ class MultiVectorIndex:
         self,
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
-        k: int = 1000,
-        ncells: int | None = None,
-        centroid_score_threshold: float | None = None,
-        ndocs: int | None = None,
-        rerank: int | None = None,
-        refine: bool = False,
-        exact: bool = False,
-        threads: int = 0,
+        options: MultiVectorSearchOptions,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
     def search_run(
         self,
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
         qids: list[str],
-        k: int = 1000,
-        ncells: int | None = None,
-        centroid_score_threshold: float | None = None,
-        ndocs: int | None = None,
-        rerank: int | None = None,
-        refine: bool = False,
-        exact: bool = False,
-        threads: int = 0,
+        options: MultiVectorSearchOptions,
         maxp: str | None = None,
         path: os.PathLike[str] | str | None = None,
         tag: str = "clirkit-multivector",

@@ -115,7 +115,7 @@ class MultiVectorIndex(NativeIndex):
         ``rerank``, ``refine``, ``exact``, ``threads``.
         """
         q, qo = _tokens(tokens, offsets, "queries")
-        return self._native.search(q, qo, k, **options)
+        return self._native.search(q, qo, _native.MultiVectorSearchOptions(k, **options))
 
     def search_run(
         self,
@@ -132,7 +132,8 @@ class MultiVectorIndex(NativeIndex):
         gets ``k`` documents scored by their best passage among those scored (every passage with
         ``exact``). Options as :meth:`search`."""
         q, qo = _tokens(tokens, offsets, "queries")
-        pairs = self._native.search_run(q, qo, list(qids), k, maxp=separator if maxp else None, **options)
+        searching = _native.MultiVectorSearchOptions(k, **options)
+        pairs = self._native.search_run(q, qo, list(qids), searching, maxp=separator if maxp else None)
         return run_dict(pairs)
 
     def search_trec(
@@ -150,8 +151,9 @@ class MultiVectorIndex(NativeIndex):
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         q, qo = _tokens(tokens, offsets, "queries")
+        searching = _native.MultiVectorSearchOptions(k, **options)
         self._native.search_run(
-            q, qo, list(qids), k, maxp=separator if maxp else None, path=Path(path), tag=tag, **options
+            q, qo, list(qids), searching, maxp=separator if maxp else None, path=Path(path), tag=tag
         )
 
     ndocs = NativeValue(int)

@@ -59,6 +59,42 @@ fn hits_to_arrays(py: Python<'_>, hits: Hits, k: usize) -> PyResult<PyHits<'_>> 
 
 type PyHits<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>);
 
+/// How `MultiVectorIndex.search` and `search_run` search: `None` budgets take PLAID's defaults for `k`.
+#[pyclass(name = "MultiVectorSearchOptions", module = "clirkit._native", frozen)]
+pub struct PySearchOptions {
+    inner: SearchOptions,
+}
+
+#[pymethods]
+impl PySearchOptions {
+    #[new]
+    #[pyo3(signature = (k=1000, ncells=None, centroid_score_threshold=None, ndocs=None, rerank=None,
+                        refine=false, exact=false, threads=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        k: usize,
+        ncells: Option<usize>,
+        centroid_score_threshold: Option<f32>,
+        ndocs: Option<usize>,
+        rerank: Option<usize>,
+        refine: bool,
+        exact: bool,
+        threads: usize,
+    ) -> Self {
+        let inner = SearchOptions {
+            k,
+            ncells,
+            centroid_score_threshold,
+            ndocs,
+            rerank,
+            refine,
+            exact,
+            threads,
+        };
+        PySearchOptions { inner }
+    }
+}
+
 /// A PLAID-style multi-vector index (centroids + 1/2/4-bit residuals), optionally with full vectors.
 #[pyclass(name = "MultiVectorIndex", module = "clirkit._native", frozen)]
 pub struct PyMultiVectorIndex {
@@ -111,49 +147,28 @@ impl PyMultiVectorIndex {
     }
 
     /// Top-k per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
-    #[pyo3(signature = (tokens, offsets, k=1000, ncells=None, centroid_score_threshold=None,
-                        ndocs=None, rerank=None, refine=false, exact=false, threads=0))]
-    #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
         py: Python<'py>,
         tokens: PyReadonlyArray2<'py, f32>,
         offsets: PyReadonlyArray1<'py, u64>,
-        k: usize,
-        ncells: Option<usize>,
-        centroid_score_threshold: Option<f32>,
-        ndocs: Option<usize>,
-        rerank: Option<usize>,
-        refine: bool,
-        exact: bool,
-        threads: usize,
+        options: &PySearchOptions,
     ) -> PyResult<PyHits<'py>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
-        let opts = SearchOptions {
-            k,
-            ncells,
-            centroid_score_threshold,
-            ndocs,
-            rerank,
-            refine,
-            exact,
-            threads,
-        };
+        let opts = &options.inner;
         let hits = py
             .detach(|| {
                 let queries = TokenMatrix::new(data, dim, offsets, None, "queries")?;
-                self.inner.search(&queries, &opts)
+                self.inner.search(&queries, opts)
             })
             .py_err()?;
-        hits_to_arrays(py, hits, k)
+        hits_to_arrays(py, hits, opts.k)
     }
 
     /// Search and return ordered (qid, [(docid, score), ...]) pairs, or with `maxp` (the passage id
     /// separator) `k` documents per query scored by their best passage; with `path`, write a TREC
     /// run file atomically instead and return nothing.
-    #[pyo3(signature = (tokens, offsets, qids, k=1000, ncells=None, centroid_score_threshold=None,
-                        ndocs=None, rerank=None, refine=false, exact=false, threads=0, maxp=None, path=None,
-                        tag="clirkit-multivector"))]
+    #[pyo3(signature = (tokens, offsets, qids, options, maxp=None, path=None, tag="clirkit-multivector"))]
     #[allow(clippy::too_many_arguments)]
     fn search_run(
         &self,
@@ -161,32 +176,16 @@ impl PyMultiVectorIndex {
         tokens: PyReadonlyArray2<'_, f32>,
         offsets: PyReadonlyArray1<'_, u64>,
         qids: Vec<String>,
-        k: usize,
-        ncells: Option<usize>,
-        centroid_score_threshold: Option<f32>,
-        ndocs: Option<usize>,
-        rerank: Option<usize>,
-        refine: bool,
-        exact: bool,
-        threads: usize,
+        options: &PySearchOptions,
         maxp: Option<&str>,
         path: Option<PathBuf>,
         tag: &str,
     ) -> PyResult<Option<PyRun>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
-        let opts = SearchOptions {
-            k,
-            ncells,
-            centroid_score_threshold,
-            ndocs,
-            rerank,
-            refine,
-            exact,
-            threads,
-        };
+        let opts = &options.inner;
         py.detach(|| {
             let queries = TokenMatrix::new(data, dim, offsets, Some(&qids), "queries")?;
-            let run = self.inner.search_run(&queries, &qids, &opts, maxp)?;
+            let run = self.inner.search_run(&queries, &qids, opts, maxp)?;
             match &path {
                 Some(path) => trec::write_run(path, &run, tag).map(|_| None),
                 None => Ok(Some(run_to_py(run))),
@@ -274,6 +273,7 @@ fn maxsim_search<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMultiVectorIndex>()?;
+    m.add_class::<PySearchOptions>()?;
     m.add_function(wrap_pyfunction!(maxsim_search, m)?)?;
     Ok(())
 }
