@@ -63,6 +63,23 @@ impl TermEntry {
     }
 }
 
+/// The entry of `term` in a mapped dictionary (`n u64` · entries · strings), by binary search.
+pub fn lookup_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<TermEntry> {
+    let blob = 8 + num_terms * TERM_ENTRY_LEN;
+    let (mut lo, mut hi) = (0usize, num_terms);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let e = TermEntry::decode(dictionary, 8 + mid * TERM_ENTRY_LEN);
+        let start = blob + e.text_offset as usize;
+        match dictionary[start..start + e.text_len as usize].cmp(term) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(e),
+        }
+    }
+    None
+}
+
 /// Check that a mapped payload is at least `len` bytes.
 pub fn require_len(path: &std::path::Path, payload: &[u8], len: usize, what: &str) -> Result<()> {
     if payload.len() < len {

@@ -226,29 +226,9 @@ impl Bm25Index {
         DocRanks::new(&self.docs.payload()[ranks_start..ranks_start + 4 * self.num_docs])
     }
 
-    fn term_entry(&self, i: usize) -> TermEntry {
-        TermEntry::decode(self.terms.payload(), 8 + i * TERM_ENTRY_LEN)
-    }
-
-    fn term_text(&self, e: &TermEntry) -> &[u8] {
-        let blob = 8 + self.num_terms * TERM_ENTRY_LEN;
-        let start = blob + e.text_offset as usize;
-        &self.terms.payload()[start..start + e.text_len as usize]
-    }
-
     /// The dictionary entry of `term`, by binary search over the mapped dictionary.
     pub fn lookup(&self, term: &str) -> Option<TermEntry> {
-        let (mut lo, mut hi) = (0usize, self.num_terms);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let e = self.term_entry(mid);
-            match self.term_text(&e).cmp(term.as_bytes()) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(e),
-            }
-        }
-        None
+        format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
     }
 
     /// Document frequency of an (already analyzed) term.
