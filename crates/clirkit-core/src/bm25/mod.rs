@@ -226,6 +226,16 @@ impl Bm25Index {
         DocRanks::new(&self.docs.payload()[ranks_start..ranks_start + 4 * self.num_docs])
     }
 
+    fn term_entry(&self, i: usize) -> TermEntry {
+        TermEntry::decode(self.terms.payload(), 8 + i * format::TERM_ENTRY_LEN)
+    }
+
+    fn term_text(&self, e: &TermEntry) -> &[u8] {
+        let blob = 8 + self.num_terms * format::TERM_ENTRY_LEN;
+        let start = blob + e.text_offset as usize;
+        &self.terms.payload()[start..start + e.text_len as usize]
+    }
+
     /// The dictionary entry of `term`, by binary search over the mapped dictionary.
     pub fn lookup(&self, term: &str) -> Option<TermEntry> {
         format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())

@@ -57,6 +57,15 @@ impl Postings {
     }
 }
 
+/// One document as parsed: its id and line, its quantized terms, and how many weighted terms
+/// it had before zero impacts were dropped.
+struct ParsedDoc {
+    id: String,
+    line: u64,
+    terms: Vec<(String, u32)>,
+    weighted: usize,
+}
+
 /// Index the JSONL vectors at `vectors` into directory `index`, atomically.
 pub fn build(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<ImpactManifest> {
     if opts.quantize == 0 {
@@ -80,18 +89,28 @@ fn build_in_pool(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<Im
         if block.is_empty() {
             break;
         }
-        let parsed: Vec<Result<(String, u64, Vec<(String, u32)>, usize)>> = (0..block.len())
+        let parsed: Vec<Result<ParsedDoc>> = (0..block.len())
             .into_par_iter()
             .map(|i| {
                 let (line, bytes) = block.line(i);
                 let v = parse_vector_line(vectors, line, bytes)?;
                 let at = |m: String| Error::parse(vectors, line, format!("'{}': {m}", v.id));
                 let terms = quantize_terms(&v.terms, opts.quantize, at)?;
-                Ok((v.id, line, terms, v.terms.len()))
+                Ok(ParsedDoc {
+                    weighted: v.terms.len(),
+                    id: v.id,
+                    line,
+                    terms,
+                })
             })
             .collect();
         for record in parsed {
-            let (id, line, terms, weighted) = record?;
+            let ParsedDoc {
+                id,
+                line,
+                terms,
+                weighted,
+            } = record?;
             let doc = match ids.insert(&id) {
                 Ok(doc) => doc,
                 Err(first) => {

@@ -24,7 +24,6 @@ use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, ImpactManifest};
 use crate::postings::{BlockMeta, Cursor, PostingScorer, TermPostings, BLOCK_META_LEN};
-use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -226,24 +225,6 @@ impl ImpactIndex {
         })?;
         progress.finish_and_clear();
         results
-    }
-
-    /// Hits as scored documents with string ids (f32 scores widened exactly to f64).
-    pub fn to_scored(&self, hits: &[Hit]) -> Vec<ScoredDoc> {
-        hits.iter()
-            .map(|h| ScoredDoc::new(self.doc_id(h.doc), h.score as f64))
-            .collect()
-    }
-
-    /// A batch's results as a [`Run`] (hits are already in canonical order).
-    pub fn to_run(&self, qids: &[String], results: &[Vec<Hit>]) -> Run {
-        Run {
-            queries: qids
-                .iter()
-                .zip(results)
-                .map(|(q, hits)| (q.clone(), self.to_scored(hits)))
-                .collect(),
-        }
     }
 }
 

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Impact search side by side: clirkit's ImpactIndex vs PISA (pyterrier-pisa, quantized scorer), in one run.
+
+Both index the same integer impacts: synthetic SPLADE-like vectors (seeded: Zipfian term choice over a
+30522-term vocabulary, 100-200 terms per document, 20-40 per query, weights quantized ×100 as clirkit and
+Anserini do) written with integer weights, indexed by clirkit with ``--quantize 1`` and by PISA's
+pre-tokenized indexer with ``scale=1``, queried with the same integer query weights (PISA:
+``query_toks``, ``toks_scale=1``). Each system runs in its own worker process (its own Python): one
+builds the index, one opens it and reports batch-search QPS at each k (median of timed passes over the
+whole query set after a warm-up pass; each pass is one batch call returning the system's result
+object). The runs' top-10 scores are compared as a check that both searched the same vectors.
+
+    python benches/impact_vs_pisa.py --docs 1000000 --queries 2000 --threads 2 \
+        --clirkit-python /work/venvs/impact/bin/python --peers-python /work/venvs/peers/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_common as bc
+
+VOCAB = 30522
+
+
+def generate(path: Path, count: int, lo: int, hi: int, seed: int, prefix: str) -> None:
+    """Integer-impact vectors: terms drawn by a Zipf law over the vocabulary (without repeats in a
+    vector), weights from a gamma law (most small, a few large, as SPLADE's), ×100 rounded."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, VOCAB + 1)
+    p = 1.0 / (ranks + 20.0)
+    p /= p.sum()
+    vocab = [f"w{i}" for i in range(VOCAB)]
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(count):
+            n = int(rng.integers(lo, hi + 1))
+            terms = rng.choice(VOCAB, size=n, replace=False, p=p)
+            weights = np.floor(rng.gamma(1.2, 0.5, size=n) * 100 + 0.5).astype(int) + 1
+            vector = {vocab[t]: int(w) for t, w in zip(terms, weights)}
+            f.write(json.dumps({"id": f"{prefix}{i}", "contents": "", "vector": vector}) + "\n")
+
+
+def read_vectors(path: Path) -> list[tuple[str, dict[str, int]]]:
+    return [(bc.doc_id(r), r["vector"]) for r in bc.iter_jsonl(path)]
+
+
+def index_worker(system: str, spec: dict) -> dict:
+    docs, index, threads = Path(spec["docs"]), Path(spec["index"]), spec["threads"]
+    t0 = time.perf_counter()
+    if system == "clirkit":
+        from clirkit import ImpactIndex
+
+        ImpactIndex.build(docs, index, quantize=1, threads=threads, quiet=True)
+    else:
+        from pyterrier_pisa import PisaIndex
+
+        pisa = PisaIndex(str(index), threads=threads, overwrite=True)
+        pisa.toks_indexer(scale=1.0).index({"docno": d, "toks": v} for d, v in read_vectors(docs))
+    return {"index_seconds": time.perf_counter() - t0}
+
+
+def search_worker(system: str, spec: dict) -> dict:
+    index, threads, ks = Path(spec["index"]), spec["threads"], spec["ks"]
+    queries = read_vectors(Path(spec["queries"]))
+    if system == "clirkit":
+        from clirkit import ImpactIndex
+
+        idx = ImpactIndex.open(index)
+
+        def search(k: int):
+            return idx.batch_search(queries, k=k, threads=threads, quiet=True)
+
+        def top10(res) -> dict:
+            return {q: [round(s) for _, s in res[q][:10]] for q, _ in queries}
+    else:
+        import pandas as pd
+        from pyterrier_pisa import PisaIndex
+
+        pisa = PisaIndex(str(index), threads=threads)
+        retrievers = {
+            k: pisa.quantized(
+                num_results=k, threads=threads, query_algorithm="block_max_maxscore", toks_scale=1.0
+            )
+            for k in ks
+        }
+        frame = pd.DataFrame(
+            {
+                "qid": [q for q, _ in queries],
+                "query": ["" for _ in queries],
+                "query_toks": [v for _, v in queries],
+            }
+        )
+
+        def search(k: int):
+            return retrievers[k].transform(frame)
+
+        def top10(res) -> dict:
+            out: dict = {}
+            for qid, score, rank in zip(res["qid"], res["score"], res["rank"]):
+                if rank < 10:
+                    out.setdefault(str(qid), []).append(round(float(score)))
+            return {q: sorted(out.get(q, []), reverse=True) for q, _ in queries}
+
+    out: dict = {"qps": {}}
+    for k in ks:
+        search(k)  # warm-up
+        times, res = bc.timed_passes(lambda k=k: search(k), spec["min_seconds"], 3, 20)
+        out["qps"][str(k)] = len(queries) / bc.median(times)
+        if k == min(ks):
+            out["top10"] = top10(res)
+    return out
+
+
+def run_worker(python: str, mode: str, system: str, spec: dict, threads: int) -> dict:
+    cmd = [python, __file__, "--worker", mode, "--system", system, "--spec", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=bc.thread_env(threads))
+    if proc.returncode != 0:
+        raise RuntimeError(f"{system} {mode} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--worker", choices=["index", "search"])
+    p.add_argument("--system")
+    p.add_argument("--spec")
+    p.add_argument("--docs", type=int, default=1_000_000)
+    p.add_argument("--queries", type=int, default=2000)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--ks", default="10,1000")
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--min-seconds", type=float, default=3.0)
+    p.add_argument("--work", default=str(HERE / ".work" / "impact"))
+    p.add_argument("--clirkit-python", default=sys.executable)
+    p.add_argument("--peers-python", default="/work/venvs/peers/bin/python")
+    args = p.parse_args()
+    if args.worker:
+        spec = json.loads(args.spec)
+        result = (index_worker if args.worker == "index" else search_worker)(args.system, spec)
+        print(json.dumps(result))
+        return 0
+
+    work = Path(args.work) / f"zipf{args.docs}-s{args.seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    docs, queries = work / "docs.vectors.jsonl", work / "queries.vectors.jsonl"
+    if not docs.exists():
+        generate(docs.with_suffix(".tmp"), args.docs, 100, 200, args.seed, "d")
+        docs.with_suffix(".tmp").rename(docs)
+    if not queries.exists():
+        generate(queries, args.queries, 20, 40, args.seed + 1, "q")
+    ks = [int(k) for k in args.ks.split(",")]
+    pythons = {"clirkit": args.clirkit_python, "pisa": args.peers_python}
+    results = {}
+    for system, python in pythons.items():
+        spec = {"docs": str(docs), "queries": str(queries), "index": str(work / f"{system}.idx")}
+        spec.update(threads=args.threads, ks=ks, min_seconds=args.min_seconds)
+        built = run_worker(python, "index", system, spec, args.threads)
+        results[system] = {**built, **run_worker(python, "search", system, spec, args.threads)}
+    ours, pisa = results["clirkit"], results["pisa"]
+    same = sum(ours["top10"][q] == pisa["top10"][q] for q in ours["top10"])
+    print(f"synthetic SPLADE-like: {args.docs} docs, {args.queries} queries, {args.threads} threads")
+    print(f"top-10 scores identical for {same}/{len(ours['top10'])} queries")
+    print("| k | clirkit QPS | PISA QPS | clirkit / PISA |")
+    print("|---|---|---|---|")
+    for k in ks:
+        a, b = ours["qps"][str(k)], pisa["qps"][str(k)]
+        print(f"| {k} | {a:.0f} | {b:.0f} | {a / b:.2f}x |")
+    print(f"index seconds: clirkit {ours['index_seconds']:.1f}, PISA {pisa['index_seconds']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
