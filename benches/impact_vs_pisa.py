@@ -31,22 +31,23 @@ VOCAB = 30522
 
 
 def generate(path: Path, count: int, lo: int, hi: int, seed: int, prefix: str) -> None:
-    """Integer-impact vectors: terms drawn by a Zipf law over the vocabulary (without repeats in a
-    vector), weights from a gamma law (most small, a few large, as SPLADE's), ×100 rounded."""
+    """Integer-impact vectors: terms drawn by a Zipf law over the vocabulary (repeats dropped, the
+    first draws kept), weights from a gamma law (most small, a few large, as SPLADE's), ×100 rounded."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    ranks = np.arange(1, VOCAB + 1)
-    p = 1.0 / (ranks + 20.0)
-    p /= p.sum()
+    cdf = np.cumsum(1.0 / (np.arange(1, VOCAB + 1) + 20.0))
+    cdf /= cdf[-1]
     vocab = [f"w{i}" for i in range(VOCAB)]
     with open(path, "w", encoding="utf-8") as f:
         for i in range(count):
             n = int(rng.integers(lo, hi + 1))
-            terms = rng.choice(VOCAB, size=n, replace=False, p=p)
-            weights = np.floor(rng.gamma(1.2, 0.5, size=n) * 100 + 0.5).astype(int) + 1
-            vector = {vocab[t]: int(w) for t, w in zip(terms, weights)}
-            f.write(json.dumps({"id": f"{prefix}{i}", "contents": "", "vector": vector}) + "\n")
+            draws = np.searchsorted(cdf, rng.random(3 * n))
+            _, first = np.unique(draws, return_index=True)
+            terms = draws[np.sort(first)[:n]]
+            weights = np.floor(rng.gamma(1.2, 0.5, size=len(terms)) * 100 + 0.5).astype(int) + 1
+            body = ", ".join(f'"{vocab[t]}": {w}' for t, w in zip(terms.tolist(), weights.tolist()))
+            f.write(f'{{"id": "{prefix}{i}", "contents": "", "vector": {{{body}}}}}\n')
 
 
 def read_vectors(path: Path) -> list[tuple[str, dict[str, int]]]:
