@@ -5,13 +5,14 @@ Both index the same integer impacts: synthetic SPLADE-like vectors (seeded: Zipf
 30522-term vocabulary, 100-200 terms per document, 20-40 per query, weights quantized ×100 as clirkit and
 Anserini do) written with integer weights, indexed by clirkit with ``--quantize 1`` and by PISA's
 pre-tokenized indexer with ``scale=1``, queried with the same integer query weights (PISA:
-``query_toks``, ``toks_scale=1``). Each system runs in its own worker process (its own Python): one
+``query_toks``, ``toks_scale=1``, block-max MaxScore). With ``--scifact-cache``, SciFact's splade-tiny-en
+vectors (``benches/sparse_cache.py``) are quantized ×100 here the way clirkit does and compared the same way. Each system runs in its own worker process (its own Python): one
 builds the index, one opens it and reports batch-search QPS at each k (median of timed passes over the
 whole query set after a warm-up pass; each pass is one batch call returning the system's result
 object). The runs' top-10 scores are compared as a check that both searched the same vectors.
 
-    python benches/impact_vs_pisa.py --docs 1000000 --queries 2000 --threads 2 \
-        --clirkit-python /work/venvs/impact/bin/python --peers-python /work/venvs/peers/bin/python
+    python benches/impact_vs_pisa.py --docs 1000000 --queries 200 --threads 2 \
+        --scifact-cache /work/cache/sparse --clirkit-python /work/venvs/impact/bin/python --peers-python /work/venvs/peers/bin/python
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ def index_worker(system: str, spec: dict) -> dict:
         ImpactIndex.build(docs, index, quantize=1, threads=threads, quiet=True)
     else:
         from pyterrier_pisa import PisaIndex
+        from pyterrier_pisa.indexers import PisaIndexingMode
 
-        pisa = PisaIndex(str(index), threads=threads, overwrite=True)
-        pisa.toks_indexer(scale=1.0).index({"docno": d, "toks": v} for d, v in read_vectors(docs))
+        pisa = PisaIndex(str(index), stemmer="none", stops="none", threads=threads)
+        indexer = pisa.toks_indexer(mode=PisaIndexingMode.overwrite, scale=1.0)
+        indexer.index({"docno": d, "toks": v} for d, v in read_vectors(docs))
     return {"index_seconds": time.perf_counter() - t0}
 
 
@@ -86,7 +89,7 @@ def search_worker(system: str, spec: dict) -> dict:
         import pandas as pd
         from pyterrier_pisa import PisaIndex
 
-        pisa = PisaIndex(str(index), threads=threads)
+        pisa = PisaIndex(str(index), stemmer="none", stops="none", threads=threads)
         retrievers = {
             k: pisa.quantized(
                 num_results=k, threads=threads, query_algorithm="block_max_maxscore", toks_scale=1.0
@@ -134,7 +137,10 @@ def main() -> int:
     p.add_argument("--worker", choices=["index", "search"])
     p.add_argument("--system")
     p.add_argument("--spec")
-    p.add_argument("--docs", type=int, default=1_000_000)
+    p.add_argument("--docs", type=int, default=1_000_000, help="synthetic documents (0: none)")
+    p.add_argument(
+        "--scifact-cache", help="directory of benches/sparse_cache.py's SciFact vectors (float weights)"
+    )
     p.add_argument("--queries", type=int, default=2000)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ks", default="10,1000")
@@ -150,15 +156,49 @@ def main() -> int:
         print(json.dumps(result))
         return 0
 
-    work = Path(args.work) / f"zipf{args.docs}-s{args.seed}"
-    work.mkdir(parents=True, exist_ok=True)
-    docs, queries = work / "docs.vectors.jsonl", work / "queries.vectors.jsonl"
-    if not docs.exists():
-        generate(docs.with_suffix(".tmp"), args.docs, 100, 200, args.seed, "d")
-        docs.with_suffix(".tmp").rename(docs)
-    if not queries.exists():
-        generate(queries, args.queries, 20, 40, args.seed + 1, "q")
     ks = [int(k) for k in args.ks.split(",")]
+    datasets = []
+    if args.docs > 0:
+        work = Path(args.work) / f"zipf{args.docs}-s{args.seed}"
+        work.mkdir(parents=True, exist_ok=True)
+        docs, queries = work / "docs.vectors.jsonl", work / "queries.vectors.jsonl"
+        if not docs.exists():
+            generate(docs.with_suffix(".tmp"), args.docs, 100, 200, args.seed, "d")
+            docs.with_suffix(".tmp").rename(docs)
+        if not queries.exists():
+            generate(queries, args.queries, 20, 40, args.seed + 1, "q")
+        datasets.append(
+            (f"synthetic SPLADE-like, {args.docs} docs, {args.queries} queries", work, docs, queries)
+        )
+    if args.scifact_cache:
+        work = Path(args.work) / "scifact"
+        work.mkdir(parents=True, exist_ok=True)
+        cache = Path(args.scifact_cache)
+        docs, queries = work / "docs.vectors.jsonl", work / "queries.vectors.jsonl"
+        quantize_file(cache / "beir-scifact.docs.vectors.jsonl", docs)
+        quantize_file(cache / "beir-scifact.queries.vectors.jsonl", queries)
+        datasets.append(
+            ("SciFact, splade-tiny-en vectors ×100, 5183 docs, all 1109 queries", work, docs, queries)
+        )
+    for title, work, docs, queries in datasets:
+        compare(title, work, docs, queries, ks, args)
+    return 0
+
+
+def quantize_file(source: Path, target: Path) -> None:
+    """Float vectors as clirkit's integer impacts (×100, half away from zero; zeros left out)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    def impact(w: float) -> int:
+        return int(Decimal(w * 100).to_integral_value(rounding=ROUND_HALF_UP))
+
+    with open(target, "w", encoding="utf-8") as f:
+        for r in bc.iter_jsonl(source):
+            vector = {t: impact(w) for t, w in r["vector"].items() if impact(w) > 0}
+            f.write(json.dumps({"id": bc.doc_id(r), "contents": "", "vector": vector}) + "\n")
+
+
+def compare(title: str, work: Path, docs: Path, queries: Path, ks: list[int], args) -> None:
     pythons = {"clirkit": args.clirkit_python, "pisa": args.peers_python}
     results = {}
     for system, python in pythons.items():
@@ -168,15 +208,16 @@ def main() -> int:
         results[system] = {**built, **run_worker(python, "search", system, spec, args.threads)}
     ours, pisa = results["clirkit"], results["pisa"]
     same = sum(ours["top10"][q] == pisa["top10"][q] for q in ours["top10"])
-    print(f"synthetic SPLADE-like: {args.docs} docs, {args.queries} queries, {args.threads} threads")
+    print(f"{title}, {args.threads} threads")
     print(f"top-10 scores identical for {same}/{len(ours['top10'])} queries")
     print("| k | clirkit QPS | PISA QPS | clirkit / PISA |")
     print("|---|---|---|---|")
     for k in ks:
         a, b = ours["qps"][str(k)], pisa["qps"][str(k)]
         print(f"| {k} | {a:.0f} | {b:.0f} | {a / b:.2f}x |")
-    print(f"index seconds: clirkit {ours['index_seconds']:.1f}, PISA {pisa['index_seconds']:.1f}")
-    return 0
+    print(
+        f"index seconds: clirkit {ours['index_seconds']:.1f}, PISA {pisa['index_seconds']:.1f}\n", flush=True
+    )
 
 
 if __name__ == "__main__":
