@@ -26,7 +26,7 @@ use crate::io::manifest::{self, Bm25Manifest};
 use crate::postings::{Cursor, TermPostings, BLOCK_META_LEN};
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
-use format::{TermEntry, TERM_ENTRY_LEN};
+use format::TermEntry;
 use query::DocRanks;
 use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
@@ -132,19 +132,7 @@ impl Bm25Index {
             false => None,
         };
 
-        let t = terms.payload();
-        format::require_len(
-            terms.path(),
-            t,
-            8 + num_terms * TERM_ENTRY_LEN,
-            "term dictionary",
-        )?;
-        if read_u64(t, 0) as usize != num_terms {
-            return Err(Error::format(
-                terms.path(),
-                "term count disagrees with meta.json",
-            ));
-        }
+        format::check_dictionary(&terms, num_terms)?;
         let d = docs.payload();
         format::require_len(
             docs.path(),

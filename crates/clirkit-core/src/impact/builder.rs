@@ -221,17 +221,12 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
 
 /// Write each document's rank in id byte order (`sorted`: documents in id order).
 fn write_docs(dir: &Path, sorted: &[u32]) -> Result<()> {
-    let mut rank = vec![0u32; sorted.len()];
-    for (position, &doc) in sorted.iter().enumerate() {
-        rank[doc as usize] = position as u32;
-    }
     let mut w = FileWriter::create(
         dir.join(format::DOCS_FILE),
         format::DOCS_KIND,
         format::FILE_VERSION,
     )?;
     w.write(&(sorted.len() as u64).to_le_bytes())?;
-    let bytes: Vec<u8> = rank.iter().flat_map(|r| r.to_le_bytes()).collect();
-    w.write(&bytes)?;
+    w.write(&crate::bm25::format::rank_bytes(sorted))?;
     w.finish()
 }

@@ -17,7 +17,7 @@ pub use crate::bm25::query::{Hit, Strategy};
 pub use builder::{build, BuildOptions};
 pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
 
-use crate::bm25::format::{lookup_term, require_len, TERM_ENTRY_LEN};
+use crate::bm25::format::{check_dictionary, lookup_term, require_len};
 use crate::bm25::query::{self, DocRanks};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
@@ -75,19 +75,7 @@ impl ImpactIndex {
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
         let ids = IdTable::open(dir.join(format::IDS_FILE))?;
         let (num_docs, num_terms) = (manifest.num_docs as usize, manifest.num_terms as usize);
-        let t = terms.payload();
-        require_len(
-            terms.path(),
-            t,
-            8 + num_terms * TERM_ENTRY_LEN,
-            "term dictionary",
-        )?;
-        if read_u64(t, 0) as usize != num_terms {
-            return Err(Error::format(
-                terms.path(),
-                "term count disagrees with meta.json",
-            ));
-        }
+        check_dictionary(&terms, num_terms)?;
         let d = docs.payload();
         require_len(docs.path(), d, 8 + 4 * num_docs, "docs")?;
         if read_u64(d, 0) as usize != num_docs || ids.len() != num_docs {
