@@ -157,4 +157,7 @@ def test_cli_round_trip_with_integer_weights(tmp_path):
         ("q1", "a", "1", 7.0, "clirkit-impact"),
         ("q1", "b", "2", 4.0, "clirkit-impact"),
     ]
-    assert ImpactIndex.open(tmp_path / "idx").manifest["quantize"] == 1
+    index = ImpactIndex.open(tmp_path / "idx")
+    assert index.manifest["quantize"] == 1
+    index.search_file(queries, k=10, quiet=True).to_trec(tmp_path / "api.trec")
+    assert (tmp_path / "api.trec").read_text() == run.read_text()

@@ -112,7 +112,7 @@ class ImpactIndex:
         native = self._native.batch_search(
             [(str(qid), _pairs(vector)) for qid, vector in items], k, checked_threads(threads), quiet
         )
-        return SearchResults(native)
+        return SearchResults(native, RUN_TAG)
 
     def search_file(
         self, queries_path: PathLike, k: int = 1000, *, threads: int = 0, quiet: bool = False
@@ -121,7 +121,7 @@ class ImpactIndex:
         ``qid<TAB>term term ...`` (Anserini's pre-tokenized queries: each occurrence adds 1 to a
         term's weight) or ``qid<TAB>term<TAB>weight`` lines."""
         native = self._native.search_file(os.fspath(queries_path), k, checked_threads(threads), quiet)
-        return SearchResults(native)
+        return SearchResults(native, RUN_TAG)
 
     def __repr__(self) -> str:
         return f"ImpactIndex(num_docs={self.num_docs}, num_terms={self.num_terms}, quantize={self.quantize})"
