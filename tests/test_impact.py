@@ -3,6 +3,7 @@ pruning == exhaustive, thread independence, bad input, CLI."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -161,3 +162,60 @@ def test_cli_round_trip_with_integer_weights(tmp_path):
     assert index.manifest["quantize"] == 1
     index.search_file(queries, k=10, quiet=True).to_trec(tmp_path / "api.trec")
     assert (tmp_path / "api.trec").read_text() == run.read_text()
+
+
+def test_cli_encodes_queries_with_model_at_search_time(tmp_path, shared):
+    from clirkit.encoders import SparseEncoder, encode_sparse_file
+
+    model = shared("models", "splade-tiny-en")
+    texts = {"d1": "rain falls from clouds", "d2": "ulcers are caused by bacteria", "d3": "clouds of dust"}
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": d, "text": t} for d, t in texts.items()])
+    queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "what causes rain"}])
+    encoder = SparseEncoder(model, max_length=64, device="cpu")
+    docs = encode_sparse_file(encoder, corpus, tmp_path / "docs", quiet=True).vectors_path
+    encoded = encode_sparse_file(encoder, queries, tmp_path / "q", kind="queries", quiet=True).vectors_path
+    index = ImpactIndex.build(docs, tmp_path / "idx", quiet=True)
+    run = tmp_path / "run.trec"
+    args = [
+        "search",
+        "impact",
+        "--index",
+        str(tmp_path / "idx"),
+        "--queries",
+        str(queries),
+        "--output",
+        str(run),
+    ]
+    assert cli([*args, "--model", str(model), "--max-length", "64", "--device", "cpu", "--quiet"]) == 0
+    index.search_file(encoded, k=1000, quiet=True).to_trec(tmp_path / "expected.trec")
+    assert run.read_text() == (tmp_path / "expected.trec").read_text()
+    assert run.read_text().startswith("q1 Q0 d1 1 ")
+
+
+def test_experiment_impact_system_equals_the_api(tmp_path, shared):
+    from clirkit.encoders import SparseEncoder, encode_sparse_file
+    from clirkit.experiment import Experiment
+    from clirkit.experiment.stages import RUN_FILE
+    from conftest import SAMPLE, sample_experiment_head
+
+    model = shared("models", "splade-tiny-en")
+    system = f'\n[systems.splade]\nkind = "impact"\nmodel = "{model}"\nfields = ["text"]\nmax_length = 64\n'
+    evaluation = '\n[evaluation]\nmeasures = ["nDCG@10"]\n'
+    path = tmp_path / "exp.toml"
+    path.write_text(sample_experiment_head("impact", ("en",)) + system + evaluation, encoding="utf-8")
+    exp = Experiment(path, tmp_path / "work", quiet=True)
+    exp.run(log=io.StringIO())
+    got = (exp.plan.runs["splade"]["mlir/en"].output / RUN_FILE).read_text()
+
+    encoder = SparseEncoder(model, max_length=64)
+    docs = encode_sparse_file(
+        encoder, SAMPLE / "corpus.jsonl", tmp_path / "docs", fields=["text"], quiet=True
+    )
+    index = ImpactIndex.build(docs.vectors_path, tmp_path / "idx", quiet=True)
+    queries = [
+        json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    english = [q for q in queries if q["lang"] == "en"]
+    vectors = SparseEncoder(model).encode_queries([q["text"] for q in english])
+    index.batch_search([(q["_id"], v) for q, v in zip(english, vectors)], 1000).to_trec(tmp_path / "api.trec")
+    assert got == (tmp_path / "api.trec").read_text()
