@@ -24,6 +24,10 @@ def impact(weight: float, quantize: int = 100) -> int:
     return math.floor(weight * quantize + 0.5)
 
 
+def search_args(index: Path, queries: Path, run: Path) -> list[str]:
+    return ["search", "impact", "--index", str(index), "--queries", str(queries), "--output", str(run)]
+
+
 def random_vector(rng: random.Random, vocab: int, length: int) -> dict[str, float]:
     # Zipf-like term choice and coarse weights: long and short postings, many exact ties.
     return {f"t{int(vocab ** rng.random())}": rng.randint(1, 30) / 10 for _ in range(length)}
@@ -142,16 +146,7 @@ def test_cli_round_trip_with_integer_weights(tmp_path):
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\tx x y\n")
     run = tmp_path / "run.trec"
-    args = [
-        "search",
-        "impact",
-        "--index",
-        str(tmp_path / "idx"),
-        "--queries",
-        str(queries),
-        "--output",
-        str(run),
-    ]
+    args = search_args(tmp_path / "idx", queries, run)
     assert cli([*args, "--k", "10", "--threads", "1", "--quiet"]) == 0
     lines = [line.split() for line in run.read_text().splitlines()]
     assert [(r[0], r[2], r[3], float(r[4]), r[5]) for r in lines] == [
@@ -176,16 +171,7 @@ def test_cli_encodes_queries_with_model_at_search_time(tmp_path, shared):
     encoded = encode_sparse_file(encoder, queries, tmp_path / "q", kind="queries", quiet=True).vectors_path
     index = ImpactIndex.build(docs, tmp_path / "idx", quiet=True)
     run = tmp_path / "run.trec"
-    args = [
-        "search",
-        "impact",
-        "--index",
-        str(tmp_path / "idx"),
-        "--queries",
-        str(queries),
-        "--output",
-        str(run),
-    ]
+    args = search_args(tmp_path / "idx", queries, run)
     assert cli([*args, "--model", str(model), "--max-length", "64", "--device", "cpu", "--quiet"]) == 0
     index.search_file(encoded, k=1000, quiet=True).to_trec(tmp_path / "expected.trec")
     assert run.read_text() == (tmp_path / "expected.trec").read_text()
