@@ -146,6 +146,7 @@ def main() -> int:
     p.add_argument("--ks", default="10,1000")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--min-seconds", type=float, default=3.0)
+    p.add_argument("--search-only", action="store_true", help="reuse the indexes a previous run built")
     p.add_argument("--work", default=str(HERE / ".work" / "impact"))
     p.add_argument("--clirkit-python", default=sys.executable)
     p.add_argument("--peers-python", default="/work/venvs/peers/bin/python")
@@ -204,7 +205,10 @@ def compare(title: str, work: Path, docs: Path, queries: Path, ks: list[int], ar
     for system, python in pythons.items():
         spec = {"docs": str(docs), "queries": str(queries), "index": str(work / f"{system}.idx")}
         spec.update(threads=args.threads, ks=ks, min_seconds=args.min_seconds)
-        built = run_worker(python, "index", system, spec, args.threads)
+        if args.search_only and Path(spec["index"]).exists():
+            built = {"index_seconds": float("nan")}
+        else:
+            built = run_worker(python, "index", system, spec, args.threads)
         results[system] = {**built, **run_worker(python, "search", system, spec, args.threads)}
     ours, pisa = results["clirkit"], results["pisa"]
     same = sum(ours["top10"][q] == pisa["top10"][q] for q in ours["top10"])
