@@ -178,9 +178,9 @@ def main() -> int:
         docs, queries = work / "docs.vectors.jsonl", work / "queries.vectors.jsonl"
         quantize_file(cache / "beir-scifact.docs.vectors.jsonl", docs)
         quantize_file(cache / "beir-scifact.queries.vectors.jsonl", queries)
-        datasets.append(
-            ("SciFact, splade-tiny-en vectors ×100, 5183 docs, all 1109 queries", work, docs, queries)
-        )
+        counts = [bc.count_lines(docs), bc.count_lines(queries)]
+        title = f"SciFact, splade-tiny-en vectors ×100, {counts[0]} docs, {counts[1]} queries"
+        datasets.append((title, work, docs, queries))
     for title, work, docs, queries in datasets:
         compare(title, work, docs, queries, ks, args)
     return 0
