@@ -21,6 +21,7 @@ from clirkit.analysis import analyze, analyzer_id, supported_languages
 from clirkit.bm25 import BM25Index, SearchResults
 from clirkit.evaluation import RelevanceEvaluator, evaluate
 from clirkit.fusion import NativeRun, fuse
+from clirkit.impact import ImpactIndex
 from clirkit.runs import read_qrels, read_run, write_run
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "supported_languages",
     "BM25Index",
     "SearchResults",
+    "ImpactIndex",
     "DenseIndex",
     "DenseRetriever",
     "MultiVectorIndex",

@@ -18,6 +18,7 @@ __all__ = [
     "supported_languages",
     "Bm25Index",
     "SearchResults",
+    "ImpactIndex",
     "NativeRun",
     "fuse",
     "RerankState",
@@ -143,6 +144,49 @@ class Bm25Index:
         b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
         rm3: Optional[Tuple[int, int, float, bool]] = None,
+    ) -> SearchResults: ...
+
+@final
+class ImpactIndex:
+    @staticmethod
+    def build(
+        vectors: str,
+        index: str,
+        *,
+        quantize: int = ...,  # clirkit.impact.DEFAULT_QUANTIZE
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> ImpactIndex: ...
+    @staticmethod
+    def open(index: str) -> ImpactIndex: ...
+    @property
+    def num_docs(self) -> int: ...
+    @property
+    def num_terms(self) -> int: ...
+    @property
+    def quantize(self) -> int: ...
+    @property
+    def manifest_json(self) -> str: ...
+    def verify(self) -> None: ...
+    def search(
+        self,
+        query: List[Tuple[str, float]],
+        k: int = 10,
+        strategy: str = "auto",
+    ) -> List[Tuple[str, float]]: ...
+    def batch_search(
+        self,
+        queries: List[Tuple[str, List[Tuple[str, float]]]],
+        k: int = 1000,
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> SearchResults: ...
+    def search_file(
+        self,
+        path: str,
+        k: int = 1000,
+        threads: int = 0,
+        quiet: bool = False,
     ) -> SearchResults: ...
 
 # --- fusion ----------------------------------------------------------------------------------

@@ -84,8 +84,9 @@ class SearchResults:
     """Results of a batch search, held natively until asked for: per query (in input order), the
     top-k (doc id, score) pairs in canonical order (score descending, then doc id descending)."""
 
-    def __init__(self, native: _native.SearchResults) -> None:
+    def __init__(self, native: _native.SearchResults, default_tag: str = "clirkit-bm25") -> None:
         self._native = native
+        self._default_tag = default_tag
 
     def __len__(self) -> int:
         return len(self._native)
@@ -108,9 +109,10 @@ class SearchResults:
         batch was searched without RM3."""
         return self._native.expansion(qid)
 
-    def to_trec(self, path: PathLike, tag: str = "clirkit-bm25") -> None:
-        """Write a TREC run file (``qid Q0 docid rank score tag``) in canonical order, atomically."""
-        self._native.to_trec(os.fspath(path), tag)
+    def to_trec(self, path: PathLike, tag: str | None = None) -> None:
+        """Write a TREC run file (``qid Q0 docid rank score tag``) in canonical order, atomically; the
+        tag defaults to the searching index's kind (``clirkit-bm25``, ``clirkit-impact``)."""
+        self._native.to_trec(os.fspath(path), tag or self._default_tag)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}``, the shape pytrec_eval and :func:`clirkit.write_run` take."""

@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "clirkit.commands.runs",
     "clirkit.commands.analyze",
     "clirkit.commands.bm25",
+    "clirkit.commands.impact",
     "clirkit.commands.fuse",
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
@@ -34,11 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"clirkit {__version__}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups = {
-        "index": top.add_parser("index", help="build an index (bm25 | dense | multivector)").add_subparsers(
-            dest="kind", metavar="KIND", required=True
-        ),
+        "index": top.add_parser(
+            "index", help="build an index (bm25 | impact | dense | multivector)"
+        ).add_subparsers(dest="kind", metavar="KIND", required=True),
         "search": top.add_parser(
-            "search", help="search an index (bm25 | dense | multivector)"
+            "search", help="search an index (bm25 | impact | dense | multivector)"
         ).add_subparsers(dest="kind", metavar="KIND", required=True),
     }
     for name in COMMAND_MODULES:

@@ -11,6 +11,7 @@ pub mod error;
 pub mod eval;
 pub mod fusion;
 pub mod ids;
+pub mod impact;
 pub mod io;
 pub mod multivector;
 pub mod options;

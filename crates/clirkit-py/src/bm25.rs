@@ -7,6 +7,7 @@ use clirkit_core::bm25::{
 };
 use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
+use clirkit_core::ranking::{Run, ScoredDoc};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
@@ -33,7 +34,18 @@ fn rm3_params((fb_docs, fb_terms, original_weight, filter_terms): Rm3Tuple) -> R
     }
 }
 
-fn hits_to_py(index: &Bm25Index, hits: &[Hit]) -> Vec<(String, f64)> {
+/// What batch results need of an index: the string ids of its document numbers.
+pub trait DocIds: Send + Sync {
+    fn doc_id(&self, doc: u32) -> &str;
+}
+
+impl DocIds for Bm25Index {
+    fn doc_id(&self, doc: u32) -> &str {
+        Bm25Index::doc_id(self, doc)
+    }
+}
+
+pub fn hits_to_py(index: &dyn DocIds, hits: &[Hit]) -> Vec<(String, f64)> {
     hits.iter()
         .map(|h| (index.doc_id(h.doc).to_string(), h.score as f64))
         .collect()
@@ -160,7 +172,7 @@ impl PyBm25Index {
         let hits = py
             .detach(|| self.inner.search_by(strategy, query, lang, k, params))
             .py_err()?;
-        Ok(hits_to_py(&self.inner, &hits))
+        Ok(hits_to_py(self.inner.as_ref(), &hits))
     }
 
     /// Whether the index stores document vectors (what RM3 needs).
@@ -190,7 +202,7 @@ impl PyBm25Index {
                     .search_rm3(query, lang, k, params, &rm3_params(rm3))
             })
             .py_err()?;
-        Ok((hits_to_py(&self.inner, &hits), expansion))
+        Ok((hits_to_py(self.inner.as_ref(), &hits), expansion))
     }
 
     /// Search (qid, text, lang-or-None) triples on `threads` threads.
@@ -252,14 +264,7 @@ impl PyBm25Index {
     ) -> PyResult<PySearchResults> {
         let rm3 = rm3.map(rm3_params);
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
-        let mut position = HashMap::with_capacity(qids.len());
-        for (i, q) in qids.iter().enumerate() {
-            if let Some(first) = position.insert(q.clone(), i) {
-                return Err(crate::errors::to_py(clirkit_core::Error::invalid(format!(
-                    "query id '{q}' appears twice (queries {first} and {i}, counting from 0)"
-                ))));
-            }
-        }
+        let position = PySearchResults::positions(&qids)?;
         let lang = lang.as_deref();
         let (hits, expansions) = py
             .detach(|| match &rm3 {
@@ -274,7 +279,7 @@ impl PyBm25Index {
             })
             .py_err()?;
         Ok(PySearchResults {
-            index: Arc::clone(&self.inner),
+            index: self.inner.clone(),
             qids,
             hits,
             expansions,
@@ -286,12 +291,44 @@ impl PyBm25Index {
 /// Batch-search results, held natively: per query, doc numbers and scores in canonical order.
 #[pyclass(name = "SearchResults", module = "clirkit._native", frozen)]
 pub struct PySearchResults {
-    index: Arc<Bm25Index>,
-    qids: Vec<String>,
-    hits: Vec<Vec<Hit>>,
+    pub index: Arc<dyn DocIds>,
+    pub qids: Vec<String>,
+    pub hits: Vec<Vec<Hit>>,
     /// Each query's RM3 expansion, when searched with RM3.
-    expansions: Option<Vec<Expansion>>,
-    position: HashMap<String, usize>,
+    pub expansions: Option<Vec<Expansion>>,
+    pub position: HashMap<String, usize>,
+}
+
+impl PySearchResults {
+    /// Each query id's position; a repeated id is an error.
+    pub fn positions(qids: &[String]) -> PyResult<HashMap<String, usize>> {
+        let mut position = HashMap::with_capacity(qids.len());
+        for (i, q) in qids.iter().enumerate() {
+            if let Some(first) = position.insert(q.clone(), i) {
+                return Err(crate::errors::to_py(clirkit_core::Error::invalid(format!(
+                    "query id '{q}' appears twice (queries {first} and {i}, counting from 0)"
+                ))));
+            }
+        }
+        Ok(position)
+    }
+
+    fn to_run(&self) -> Run {
+        Run {
+            queries: self
+                .qids
+                .iter()
+                .zip(&self.hits)
+                .map(|(q, hits)| {
+                    let docs = hits
+                        .iter()
+                        .map(|h| ScoredDoc::new(self.index.doc_id(h.doc), h.score as f64))
+                        .collect();
+                    (q.clone(), docs)
+                })
+                .collect(),
+        }
+    }
 }
 
 #[pymethods]
@@ -307,7 +344,7 @@ impl PySearchResults {
     /// (doc id, score) pairs of query `qid`, best first.
     fn __getitem__(&self, qid: &str) -> PyResult<Vec<(String, f64)>> {
         match self.position.get(qid) {
-            Some(&i) => Ok(hits_to_py(&self.index, &self.hits[i])),
+            Some(&i) => Ok(hits_to_py(self.index.as_ref(), &self.hits[i])),
             None => Err(pyo3::exceptions::PyKeyError::new_err(qid.to_string())),
         }
     }
@@ -328,7 +365,7 @@ impl PySearchResults {
     /// Write a TREC run (`qid Q0 docid rank score tag`) in canonical order, atomically.
     #[pyo3(signature = (path, tag="clirkit-bm25"))]
     fn to_trec(&self, py: Python<'_>, path: PathBuf, tag: &str) -> PyResult<()> {
-        py.detach(|| trec::write_run(&path, &self.index.to_run(&self.qids, &self.hits), tag))
+        py.detach(|| trec::write_run(&path, &self.to_run(), tag))
             .py_err()
     }
 

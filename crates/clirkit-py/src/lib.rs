@@ -8,6 +8,7 @@ mod dense;
 mod errors;
 mod eval;
 mod fusion;
+mod impact;
 mod io;
 mod multivector;
 mod passages;
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
+    impact::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;

@@ -298,10 +298,6 @@ fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> 
 /// Write each document's norm and its rank in id byte order (`sorted`: documents in id order).
 fn write_docs(dir: &Path, norms: &[u8], sorted: &[u32]) -> Result<()> {
     let n = sorted.len();
-    let mut rank = vec![0u32; n];
-    for (position, &doc) in sorted.iter().enumerate() {
-        rank[doc as usize] = position as u32;
-    }
     let mut w = FileWriter::create(
         dir.join(format::DOCS_FILE),
         format::DOCS_KIND,
@@ -310,11 +306,7 @@ fn write_docs(dir: &Path, norms: &[u8], sorted: &[u32]) -> Result<()> {
     w.write(&(n as u64).to_le_bytes())?;
     w.write(norms)?;
     w.align(4)?;
-    let mut bytes = Vec::with_capacity(4 * n);
-    for r in rank {
-        bytes.extend_from_slice(&r.to_le_bytes());
-    }
-    w.write(&bytes)?;
+    w.write(&format::rank_bytes(sorted))?;
     w.finish()
 }
 

@@ -63,6 +63,51 @@ impl TermEntry {
     }
 }
 
+/// The entry of `term` in a mapped dictionary (`n u64` · entries · strings), by binary search.
+pub fn lookup_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<TermEntry> {
+    let blob = 8 + num_terms * TERM_ENTRY_LEN;
+    let (mut lo, mut hi) = (0usize, num_terms);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let e = TermEntry::decode(dictionary, 8 + mid * TERM_ENTRY_LEN);
+        let start = blob + e.text_offset as usize;
+        match dictionary[start..start + e.text_len as usize].cmp(term) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(e),
+        }
+    }
+    None
+}
+
+/// Check a mapped term dictionary against the manifest's term count.
+pub fn check_dictionary(terms: &crate::io::format::MappedFile, num_terms: usize) -> Result<()> {
+    let t = terms.payload();
+    require_len(
+        terms.path(),
+        t,
+        8 + num_terms * TERM_ENTRY_LEN,
+        "term dictionary",
+    )?;
+    if read_u64(t, 0) as usize != num_terms {
+        return Err(Error::format(
+            terms.path(),
+            "term count disagrees with meta.json",
+        ));
+    }
+    Ok(())
+}
+
+/// Each document's rank in id byte order (`sorted`: documents in id order), as little-endian
+/// `u32`s: the top-k's tie key, as `docs.bin` stores it.
+pub fn rank_bytes(sorted: &[u32]) -> Vec<u8> {
+    let mut rank = vec![0u32; sorted.len()];
+    for (position, &doc) in sorted.iter().enumerate() {
+        rank[doc as usize] = position as u32;
+    }
+    rank.iter().flat_map(|r| r.to_le_bytes()).collect()
+}
+
 /// Check that a mapped payload is at least `len` bytes.
 pub fn require_len(path: &std::path::Path, payload: &[u8], len: usize, what: &str) -> Result<()> {
     if payload.len() < len {

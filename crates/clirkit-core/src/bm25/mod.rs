@@ -26,7 +26,7 @@ use crate::io::manifest::{self, Bm25Manifest};
 use crate::postings::{Cursor, TermPostings, BLOCK_META_LEN};
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
-use format::{TermEntry, TERM_ENTRY_LEN};
+use format::TermEntry;
 use query::DocRanks;
 use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
@@ -132,19 +132,7 @@ impl Bm25Index {
             false => None,
         };
 
-        let t = terms.payload();
-        format::require_len(
-            terms.path(),
-            t,
-            8 + num_terms * TERM_ENTRY_LEN,
-            "term dictionary",
-        )?;
-        if read_u64(t, 0) as usize != num_terms {
-            return Err(Error::format(
-                terms.path(),
-                "term count disagrees with meta.json",
-            ));
-        }
+        format::check_dictionary(&terms, num_terms)?;
         let d = docs.payload();
         format::require_len(
             docs.path(),
@@ -227,28 +215,18 @@ impl Bm25Index {
     }
 
     fn term_entry(&self, i: usize) -> TermEntry {
-        TermEntry::decode(self.terms.payload(), 8 + i * TERM_ENTRY_LEN)
+        TermEntry::decode(self.terms.payload(), 8 + i * format::TERM_ENTRY_LEN)
     }
 
     fn term_text(&self, e: &TermEntry) -> &[u8] {
-        let blob = 8 + self.num_terms * TERM_ENTRY_LEN;
+        let blob = 8 + self.num_terms * format::TERM_ENTRY_LEN;
         let start = blob + e.text_offset as usize;
         &self.terms.payload()[start..start + e.text_len as usize]
     }
 
     /// The dictionary entry of `term`, by binary search over the mapped dictionary.
     pub fn lookup(&self, term: &str) -> Option<TermEntry> {
-        let (mut lo, mut hi) = (0usize, self.num_terms);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let e = self.term_entry(mid);
-            match self.term_text(&e).cmp(term.as_bytes()) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(e),
-            }
-        }
-        None
+        format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
     }
 
     /// Document frequency of an (already analyzed) term.

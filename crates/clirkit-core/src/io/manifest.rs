@@ -110,6 +110,33 @@ impl Manifest for DenseManifest {
     const VERSION: u64 = crate::dense::index::VERSION;
 }
 
+/// An impact index's `meta.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImpactManifest {
+    pub format: String,
+    pub version: u64,
+    pub num_docs: u64,
+    pub num_terms: u64,
+    pub num_postings: u64,
+    /// Impacts are `round(weight × quantize)`; query weights are quantized the same way.
+    pub quantize: u32,
+    pub max_impact: u32,
+    pub build: ImpactBuildRecord,
+}
+
+/// How an impact index was built (recorded, not read back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImpactBuildRecord {
+    pub vectors: String,
+    /// Weighted terms left out because their impact rounded to 0.
+    pub zero_impact_terms_dropped: u64,
+}
+
+impl Manifest for ImpactManifest {
+    const FORMAT: &'static str = crate::impact::format::FORMAT;
+    const VERSION: u64 = crate::impact::format::VERSION;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ BUILTIN_KINDS = (
     "clirkit.experiment.systems.bm25",
     "clirkit.experiment.systems.dense",
     "clirkit.experiment.systems.multivector",
+    "clirkit.experiment.systems.impact",
 )
 
 _KINDS: dict[str, SystemKind] = {}

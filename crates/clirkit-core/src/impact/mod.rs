@@ -1,0 +1,220 @@
+//! Impact-scored retrieval over term-weight vectors (SPLADE-family learned sparse, or any
+//! Anserini JSON vector collection): documents' weights are quantized to integer impacts
+//! ([`vectors`]), stored as block-max postings ([`crate::postings`]) and searched with BM25's
+//! exact top-k algorithms ([`crate::bm25::query`]), scored by [`ImpactScorer`].
+//!
+//! A document's score is the sum over query terms of query impact × document impact, both
+//! integers (query weights are quantized like the documents'). Sums are exact: every score of
+//! a query is at most the sum of its terms' largest products, and a query whose sum could
+//! reach 2^24 (beyond which f32 scores skip integers) is refused. Ties go to the canonical
+//! order (doc id descending), so pruned and exhaustive search return the same hits.
+
+pub mod builder;
+pub mod format;
+pub mod vectors;
+
+pub use crate::bm25::query::{Hit, Strategy};
+pub use builder::{build, BuildOptions};
+pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
+
+use crate::bm25::format::{check_dictionary, lookup_term, require_len};
+use crate::bm25::query::{self, DocRanks};
+use crate::error::{Error, Result};
+use crate::ids::IdTable;
+use crate::io::format::{read_u64, MappedFile};
+use crate::io::manifest::{self, ImpactManifest};
+use crate::postings::{BlockMeta, Cursor, PostingScorer, TermPostings, BLOCK_META_LEN};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Scores a posting as the query term's impact × the stored document impact.
+#[derive(Debug, Clone, Copy)]
+pub struct ImpactScorer {
+    pub query_impact: u32,
+}
+
+impl PostingScorer for ImpactScorer {
+    #[inline(always)]
+    fn score(&self, _doc: u32, value: u32) -> f32 {
+        (self.query_impact as u64 * value as u64) as f32
+    }
+
+    #[inline(always)]
+    fn block_bound(&self, meta: &BlockMeta) -> f32 {
+        (self.query_impact as u64 * meta.max_value as u64) as f32
+    }
+}
+
+/// Scores at or above this are not all representable in f32.
+const EXACT_SCORE_LIMIT: f64 = (1u64 << 24) as f64;
+
+/// An opened (memory-mapped) impact index.
+pub struct ImpactIndex {
+    dir: PathBuf,
+    manifest: ImpactManifest,
+    ids: IdTable,
+    terms: MappedFile,
+    postings: MappedFile,
+    docs: MappedFile,
+}
+
+impl ImpactIndex {
+    /// Open an index, checking its format, its files' headers and (except the postings',
+    /// which [`ImpactIndex::verify`] checks) their checksums.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest: ImpactManifest = manifest::read(&dir)?;
+        let v = format::FILE_VERSION;
+        let terms = MappedFile::open(dir.join(format::TERMS_FILE), format::TERMS_KIND, v, true)?;
+        let postings = MappedFile::open(
+            dir.join(format::POSTINGS_FILE),
+            format::POSTINGS_KIND,
+            v,
+            false,
+        )?;
+        let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
+        let ids = IdTable::open(dir.join(format::IDS_FILE))?;
+        let (num_docs, num_terms) = (manifest.num_docs as usize, manifest.num_terms as usize);
+        check_dictionary(&terms, num_terms)?;
+        let d = docs.payload();
+        require_len(docs.path(), d, 8 + 4 * num_docs, "docs")?;
+        if read_u64(d, 0) as usize != num_docs || ids.len() != num_docs {
+            return Err(Error::format(
+                &dir,
+                "document count disagrees with meta.json",
+            ));
+        }
+        if manifest.quantize == 0 {
+            return Err(Error::format(&dir, "quantize is 0 in meta.json"));
+        }
+        Ok(ImpactIndex {
+            dir,
+            manifest,
+            ids,
+            terms,
+            postings,
+            docs,
+        })
+    }
+
+    /// Check every file's checksum, the postings' included (reads the whole index).
+    pub fn verify(&self) -> Result<()> {
+        MappedFile::open(
+            self.postings.path(),
+            format::POSTINGS_KIND,
+            format::FILE_VERSION,
+            true,
+        )
+        .map(|_| ())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &ImpactManifest {
+        &self.manifest
+    }
+
+    pub fn num_docs(&self) -> usize {
+        self.manifest.num_docs as usize
+    }
+
+    pub fn num_terms(&self) -> usize {
+        self.manifest.num_terms as usize
+    }
+
+    /// The factor weights are multiplied by before rounding to impacts.
+    pub fn quantize(&self) -> u32 {
+        self.manifest.quantize
+    }
+
+    /// The string id of internal document number `doc`.
+    pub fn doc_id(&self, doc: u32) -> &str {
+        self.ids.get(doc)
+    }
+
+    fn ranks(&self) -> DocRanks<'_> {
+        DocRanks::new(&self.docs.payload()[8..8 + 4 * self.num_docs()])
+    }
+
+    /// Cursors over the query's terms present in the index, each scored with its quantized
+    /// weight. `at` names the query in errors.
+    fn cursors(
+        &self,
+        terms: &[(String, f64)],
+        at: &dyn Fn(String) -> Error,
+    ) -> Result<Vec<Cursor<'_, ImpactScorer>>> {
+        vectors::check_terms(terms, at)?;
+        let quantized = vectors::quantize_terms(terms, self.quantize(), at)?;
+        let p = self.postings.payload();
+        let cursors: Vec<_> = quantized
+            .into_iter()
+            .filter_map(|(term, query_impact)| {
+                let e = lookup_term(self.terms.payload(), self.num_terms(), term.as_bytes())?;
+                let metas_at = e.postings_offset as usize;
+                let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
+                let postings = TermPostings {
+                    metas: &p[metas_at..data_at],
+                    data: &p[data_at..],
+                    blocks: e.blocks as usize,
+                };
+                Some(Cursor::new(postings, ImpactScorer { query_impact }))
+            })
+            .collect();
+        let bound: f64 = cursors.iter().map(|c| c.max_score as f64).sum();
+        if bound >= EXACT_SCORE_LIMIT {
+            return Err(at(format!(
+                "its scores could reach {bound}, beyond 2^24 where f32 scores stop being exact; \
+                 build the index with a smaller --quantize"
+            )));
+        }
+        Ok(cursors)
+    }
+
+    /// The top `k` documents for the weighted `terms` by `strategy` (every strategy returns the
+    /// same hits). A query none of whose terms is in the index returns no hits.
+    pub fn search_by(
+        &self,
+        strategy: Strategy,
+        terms: &[(String, f64)],
+        k: usize,
+    ) -> Result<Vec<Hit>> {
+        let cursors = self.cursors(terms, &|m| Error::invalid(format!("query: {m}")))?;
+        Ok(query::top_k(strategy, cursors, k, self.ranks()))
+    }
+
+    /// The top `k` documents, by the cheaper exact strategy.
+    pub fn search(&self, terms: &[(String, f64)], k: usize) -> Result<Vec<Hit>> {
+        self.search_by(Strategy::Auto, terms, k)
+    }
+
+    /// Search many queries on `threads` threads (0 = all cores); results in query order and
+    /// independent of the thread count.
+    pub fn batch_search(
+        &self,
+        queries: &[WeightedVector],
+        k: usize,
+        threads: usize,
+        quiet: bool,
+    ) -> Result<Vec<Vec<Hit>>> {
+        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
+        let results = crate::parallel::install(threads, |_| {
+            queries
+                .par_iter()
+                .map(|q| {
+                    let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
+                    let cursors = self.cursors(&q.terms, &at)?;
+                    let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
+                    progress.inc(1);
+                    Ok(hits)
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        progress.finish_and_clear();
+        results
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,236 @@
+use super::*;
+use crate::rng::SplitMix64;
+use std::collections::HashMap;
+
+fn quiet() -> BuildOptions {
+    BuildOptions {
+        threads: 2,
+        quiet: true,
+        ..BuildOptions::default()
+    }
+}
+
+/// A term drawn with probability falling off with its rank (Zipf-like), as in learned sparse
+/// vectors, so that postings lengths and weights vary widely.
+fn random_vector(rng: &mut SplitMix64, vocab: usize, len: usize) -> Vec<(String, f64)> {
+    let mut terms: Vec<(String, f64)> = Vec::new();
+    for _ in 0..len {
+        let rank = (vocab as f64).powf(rng.unit()) as usize;
+        let term = format!("t{rank}");
+        if terms.iter().all(|(t, _)| *t != term) {
+            // Coarse weights make many exact ties, which exercise the tie rule.
+            terms.push((term, (1 + rng.below(30)) as f64 / 10.0));
+        }
+    }
+    terms
+}
+
+fn vector_line(id: &str, terms: &[(String, f64)]) -> String {
+    let vector: serde_json::Map<String, serde_json::Value> = terms
+        .iter()
+        .map(|(t, w)| (t.clone(), serde_json::json!(w)))
+        .collect();
+    serde_json::json!({"id": id, "contents": "", "vector": vector}).to_string()
+}
+
+struct Collection {
+    _dir: tempfile::TempDir,
+    index: ImpactIndex,
+    /// Each document's id and quantized vector.
+    docs: Vec<(String, HashMap<String, u64>)>,
+}
+
+fn quantized(terms: &[(String, f64)]) -> HashMap<String, u64> {
+    vectors::quantize_terms(terms, DEFAULT_QUANTIZE, Error::invalid)
+        .unwrap()
+        .into_iter()
+        .map(|(t, w)| (t, w as u64))
+        .collect()
+}
+
+fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
+    let mut rng = SplitMix64::new(seed);
+    let docs: Vec<(String, Vec<(String, f64)>)> = (0..num_docs)
+        .map(|i| {
+            let len = 1 + rng.below(40);
+            (
+                format!("d{}", (i * 7919) % 100_003),
+                random_vector(&mut rng, vocab, len),
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = docs.iter().map(|(id, t)| vector_line(id, t)).collect();
+    let path = dir.path().join("docs.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    build(&path, &dir.path().join("idx"), &quiet()).unwrap();
+    let index = ImpactIndex::open(dir.path().join("idx")).unwrap();
+    Collection {
+        _dir: dir,
+        index,
+        docs: docs
+            .iter()
+            .map(|(id, t)| (id.clone(), quantized(t)))
+            .collect(),
+    }
+}
+
+/// The top k by an exact integer dot product of the quantized vectors, canonical ties.
+fn exact_top_k(c: &Collection, query: &[(String, f64)], k: usize) -> Vec<(String, f64)> {
+    assert_eq!(c.index.quantize(), DEFAULT_QUANTIZE);
+    let query = quantized(query);
+    let mut scored: Vec<(String, u64)> = c
+        .docs
+        .iter()
+        .map(|(id, terms)| {
+            let score = terms
+                .iter()
+                .map(|(t, w)| w * query.get(t).copied().unwrap_or(0))
+                .sum();
+            (id.clone(), score)
+        })
+        .filter(|(_, s)| *s > 0)
+        .collect();
+    scored.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    scored.truncate(k);
+    scored.into_iter().map(|(id, s)| (id, s as f64)).collect()
+}
+
+fn pairs(c: &Collection, hits: &[Hit]) -> Vec<(String, f64)> {
+    hits.iter()
+        .map(|h| (c.index.doc_id(h.doc).to_string(), h.score as f64))
+        .collect()
+}
+
+#[test]
+fn pruned_and_exhaustive_equal_the_exact_dot_product() {
+    for (seed, num_docs, vocab) in [(1, 300, 50), (2, 3000, 400), (3, 2000, 5000)] {
+        let c = random_collection(seed, num_docs, vocab);
+        let mut rng = SplitMix64::new(seed + 100);
+        for _ in 0..30 {
+            let len = 1 + rng.below(30);
+            let query = random_vector(&mut rng, vocab + 20, len);
+            for k in [1, 10, 100, 5000] {
+                let expected = exact_top_k(&c, &query, k);
+                for strategy in [Strategy::MaxScore, Strategy::Exhaustive, Strategy::Auto] {
+                    let hits = c.index.search_by(strategy, &query, k).unwrap();
+                    assert_eq!(pairs(&c, &hits), expected, "seed {seed} k {k} {strategy:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_search_is_independent_of_threads_and_unknown_terms_find_nothing() {
+    let c = random_collection(5, 1000, 200);
+    let mut rng = SplitMix64::new(9);
+    let queries: Vec<WeightedVector> = (0..40)
+        .map(|i| WeightedVector {
+            id: format!("q{i}"),
+            line: i + 1,
+            terms: random_vector(&mut rng, 200, 20),
+        })
+        .collect();
+    let one = c.index.batch_search(&queries, 50, 1, true).unwrap();
+    let two = c.index.batch_search(&queries, 50, 2, true).unwrap();
+    assert_eq!(one, two);
+    for (q, hits) in queries.iter().zip(&one) {
+        assert_eq!(hits, &c.index.search(&q.terms, 50).unwrap());
+    }
+    assert!(c
+        .index
+        .search(&[("absent".into(), 1.0)], 10)
+        .unwrap()
+        .is_empty());
+    let e = c.index.search(&[("t1".into(), -1.0)], 10).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the weight of term 't1' is negative"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_vectors_fail_naming_file_and_line_and_leave_no_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    for (body, message) in [
+        (
+            "{\"id\": \"a\", \"vector\": {\"x\": 1}}\n{\"id\": \"b\", \"vector\": {\"x\": -0.5}}",
+            "docs.jsonl:2: 'b': the weight of term 'x' is negative",
+        ),
+        (
+            "{\"id\": \"a\", \"vector\": {\"x\": true}}",
+            "docs.jsonl:1: 'a': the weight of term 'x' is a boolean",
+        ),
+        (
+            "{\"id\": \"a\", \"vector\": {}}",
+            "docs.jsonl:1: 'a': empty vector",
+        ),
+        (
+            "{\"id\": \"a\", \"vector\": {\"x\": 1}}\n\n{\"id\": \"a\", \"vector\": {\"y\": 1}}",
+            "duplicate id 'a' at line 3 (first seen at line 1)",
+        ),
+        (
+            "{\"id\": \"a\", \"vector\": {\"x\": 1e30}}",
+            "beyond the largest impact",
+        ),
+    ] {
+        let path = dir.path().join("docs.jsonl");
+        std::fs::write(&path, body).unwrap();
+        let e = build(&path, &idx, &quiet()).unwrap_err().to_string();
+        assert!(e.contains(message), "{e}");
+        assert!(!idx.exists());
+    }
+}
+
+#[test]
+fn quantization_is_recorded_and_integer_weights_keep_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("docs.jsonl");
+    std::fs::write(
+        &path,
+        "{\"_id\": \"a\", \"vector\": {\"x\": 3, \"y\": 1}}\n{\"_id\": \"b\", \"vector\": {\"x\": 2, \"z\": 0.004}}\n",
+    )
+    .unwrap();
+    let opts = BuildOptions {
+        quantize: 1,
+        ..quiet()
+    };
+    let manifest = build(&path, &dir.path().join("idx"), &opts).unwrap();
+    assert_eq!((manifest.quantize, manifest.max_impact), (1, 3));
+    assert_eq!(manifest.build.zero_impact_terms_dropped, 1);
+    let index = ImpactIndex::open(dir.path().join("idx")).unwrap();
+    assert_eq!(index.num_terms(), 2);
+    let hits = index
+        .search(&[("x".into(), 2.0), ("y".into(), 1.0)], 10)
+        .unwrap();
+    let got: Vec<(&str, f32)> = hits
+        .iter()
+        .map(|h| (index.doc_id(h.doc), h.score))
+        .collect();
+    assert_eq!(got, [("a", 7.0), ("b", 4.0)]);
+    // Scores that could pass 2^24 would no longer be exact: refused, not rounded.
+    let e = index
+        .search(&[("x".into(), 1e7)], 10)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("beyond 2^24"), "{e}");
+}
+
+#[test]
+fn corrupt_postings_are_caught_by_verify() {
+    let c = random_collection(11, 200, 30);
+    let path = c.index.dir().join(format::POSTINGS_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 20;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+    let reopened = ImpactIndex::open(c.index.dir()).unwrap();
+    assert!(reopened
+        .verify()
+        .unwrap_err()
+        .to_string()
+        .contains("checksum"));
+}

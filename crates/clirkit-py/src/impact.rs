@@ -1,0 +1,164 @@
+//! `clirkit._native.ImpactIndex`: a thin wrapper over `clirkit_core::impact`. Builds and
+//! searches run with the GIL released; batch results are BM25's `SearchResults`.
+
+use crate::bm25::{hits_to_py, DocIds, PySearchResults};
+use crate::errors::IntoPy;
+use clirkit_core::impact::{self, BuildOptions, ImpactIndex, Strategy, WeightedVector};
+use clirkit_core::io::manifest::Manifest;
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+impl DocIds for ImpactIndex {
+    fn doc_id(&self, doc: u32) -> &str {
+        ImpactIndex::doc_id(self, doc)
+    }
+}
+
+/// A memory-mapped impact index (quantized term weights, block-max MaxScore top-k).
+#[pyclass(name = "ImpactIndex", module = "clirkit._native", frozen)]
+pub struct PyImpactIndex {
+    inner: Arc<ImpactIndex>,
+}
+
+#[pymethods]
+impl PyImpactIndex {
+    /// Build an index from JSONL term-weight vectors (atomically) and open it.
+    #[staticmethod]
+    #[pyo3(signature = (vectors, index, *, quantize=impact::DEFAULT_QUANTIZE, threads=0, quiet=false))]
+    fn build(
+        py: Python<'_>,
+        vectors: PathBuf,
+        index: PathBuf,
+        quantize: u32,
+        threads: usize,
+        quiet: bool,
+    ) -> PyResult<Self> {
+        let opts = BuildOptions {
+            quantize,
+            threads,
+            quiet,
+        };
+        py.detach(|| impact::build(&vectors, &index, &opts))
+            .py_err()?;
+        Self::open(py, index)
+    }
+
+    /// Open an existing index (memory-mapped).
+    #[staticmethod]
+    fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| ImpactIndex::open(&index)).py_err()?;
+        Ok(PyImpactIndex {
+            inner: Arc::new(inner),
+        })
+    }
+
+    #[getter]
+    fn num_docs(&self) -> usize {
+        self.inner.num_docs()
+    }
+
+    #[getter]
+    fn num_terms(&self) -> usize {
+        self.inner.num_terms()
+    }
+
+    #[getter]
+    fn quantize(&self) -> u32 {
+        self.inner.quantize()
+    }
+
+    /// The index's manifest (meta.json) as a JSON string.
+    #[getter]
+    fn manifest_json(&self) -> String {
+        self.inner.manifest().to_json()
+    }
+
+    /// Check every file's checksum, postings included.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.verify()).py_err()
+    }
+
+    /// Top-k (doc id, score) pairs for one query's (term, weight) pairs.
+    /// `strategy`: "auto", "maxscore" or "exhaustive" (all return the same hits).
+    #[pyo3(signature = (query, k=10, strategy="auto"))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: Vec<(String, f64)>,
+        k: usize,
+        strategy: &str,
+    ) -> PyResult<Vec<(String, f64)>> {
+        let strategy: Strategy = strategy.parse().py_err()?;
+        let hits = py
+            .detach(|| self.inner.search_by(strategy, &query, k))
+            .py_err()?;
+        Ok(hits_to_py(self.inner.as_ref(), &hits))
+    }
+
+    /// Search (qid, [(term, weight)]) queries on `threads` threads.
+    #[pyo3(signature = (queries, k=1000, threads=0, quiet=false))]
+    fn batch_search(
+        &self,
+        py: Python<'_>,
+        queries: Vec<(String, Vec<(String, f64)>)>,
+        k: usize,
+        threads: usize,
+        quiet: bool,
+    ) -> PyResult<PySearchResults> {
+        let queries: Vec<WeightedVector> = queries
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, terms))| WeightedVector {
+                id,
+                line: i as u64 + 1,
+                terms,
+            })
+            .collect();
+        self.run_batch(py, queries, k, threads, quiet)
+    }
+
+    /// Search a queries file: JSONL vectors, or TSV (`qid<TAB>term term ...` or
+    /// `qid<TAB>term<TAB>weight`).
+    #[pyo3(signature = (path, k=1000, threads=0, quiet=false))]
+    fn search_file(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        k: usize,
+        threads: usize,
+        quiet: bool,
+    ) -> PyResult<PySearchResults> {
+        let queries = py.detach(|| impact::read_queries(&path)).py_err()?;
+        self.run_batch(py, queries, k, threads, quiet)
+    }
+}
+
+impl PyImpactIndex {
+    fn run_batch(
+        &self,
+        py: Python<'_>,
+        queries: Vec<WeightedVector>,
+        k: usize,
+        threads: usize,
+        quiet: bool,
+    ) -> PyResult<PySearchResults> {
+        let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
+        let position = PySearchResults::positions(&qids)?;
+        let hits = py
+            .detach(|| self.inner.batch_search(&queries, k, threads, quiet))
+            .py_err()?;
+        Ok(PySearchResults {
+            index: self.inner.clone(),
+            qids,
+            hits,
+            expansions: None,
+            position,
+        })
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyImpactIndex>()?;
+    Ok(())
+}
