@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from clirkit._threads import worker_count
 
@@ -14,6 +15,20 @@ def add_threads(p: argparse.ArgumentParser) -> None:
 
 def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_worker_options(p: argparse.ArgumentParser, func: Any) -> None:
+    """The ``--threads`` and ``--quiet`` every long-running command takes, and its handler."""
+    add_threads(p)
+    add_quiet(p)
+    p.set_defaults(func=func)
+
+
+def add_search_parser(groups: Any, name: str, **parser_args: Any) -> argparse.ArgumentParser:
+    """``clirkit search NAME``, with the ``--index`` every search takes."""
+    s = groups["search"].add_parser(name, **parser_args)
+    s.add_argument("--index", required=True, help="index directory")
+    return s
 
 
 def report(args: argparse.Namespace, message: str) -> None:
