@@ -12,14 +12,14 @@ costs page cache, not heap.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 
@@ -119,13 +119,10 @@ class SearchResults:
         return self._native.to_dict()
 
 
-class BM25Index:
+class BM25Index(TermIndex[_native.Bm25Index]):
     """A BM25 index on disk: Lucene 9's BM25Similarity (one-byte length norms, f32 arithmetic).
     Top-k by block-max MaxScore, or by exhaustive scoring where a cost model expects that to be
     faster (large k on a small collection); both return exactly the same hits, ties included."""
-
-    def __init__(self, native: _native.Bm25Index) -> None:
-        self._native = native
 
     @staticmethod
     def build(
@@ -170,16 +167,6 @@ class BM25Index:
         return BM25Index(_native.Bm25Index.open(os.fspath(index)))
 
     @property
-    def num_docs(self) -> int:
-        """Number of documents, empty ones included."""
-        return self._native.num_docs
-
-    @property
-    def num_terms(self) -> int:
-        """Number of distinct terms."""
-        return self._native.num_terms
-
-    @property
     def languages(self) -> list[str]:
         """Language codes of the analyzers the documents were indexed with."""
         return self._native.languages
@@ -190,18 +177,9 @@ class BM25Index:
         return self._native.avgdl
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        """The index's ``meta.json``: format, statistics, analyzers, fields, build parameters."""
-        return json.loads(self._native.manifest_json)
-
-    @property
     def has_docvectors(self) -> bool:
         """Whether the index stores document vectors (built with ``store_docvectors``)."""
         return self._native.has_docvectors
-
-    def verify(self) -> None:
-        """Check every file's checksum (reads the whole index); raises IndexFormatError if corrupt."""
-        self._native.verify()
 
     def search(
         self,
