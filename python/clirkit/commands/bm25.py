@@ -26,12 +26,12 @@ def register(top, groups) -> None:
     )
     add_worker_options(p, _index)
 
-    s = add_search_parser(groups, "bm25", help="search a BM25 index, writing a TREC run")
-    s.add_argument(
-        "--queries",
-        required=True,
-        help="queries.jsonl (id: _id, id, qid or query_id; text: the first of text, query, title; "
+    s = add_search_parser(
+        groups,
+        "bm25",
+        "queries.jsonl (id: _id, id, qid or query_id; text: the first of text, query, title; "
         "optional lang) or topics.tsv (id<TAB>text)",
+        help="search a BM25 index, writing a TREC run",
     )
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query")

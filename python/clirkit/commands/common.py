@@ -24,10 +24,13 @@ def add_worker_options(p: argparse.ArgumentParser, func: Any) -> None:
     p.set_defaults(func=func)
 
 
-def add_search_parser(groups: Any, name: str, **parser_args: Any) -> argparse.ArgumentParser:
-    """``clirkit search NAME``, with the ``--index`` every search takes."""
+def add_search_parser(
+    groups: Any, name: str, queries_help: str, *, queries_metavar: str | None = None, **parser_args: Any
+) -> argparse.ArgumentParser:
+    """``clirkit search NAME``, with the ``--index`` and ``--queries`` every search takes."""
     s = groups["search"].add_parser(name, **parser_args)
     s.add_argument("--index", required=True, help="index directory")
+    s.add_argument("--queries", required=True, metavar=queries_metavar, help=queries_help)
     return s
 
 

@@ -32,10 +32,10 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     s = add_search_parser(
         groups,
         "dense",
+        "q x d .npy matrix (float32 or float16)",
         help="search a dense index with query embeddings (.npy), write a TREC run",
         description="Search a dense index with query embeddings and write a TREC run file.",
     )
-    s.add_argument("--queries", required=True, help="q x d .npy matrix (float32 or float16)")
     s.add_argument("--qids", required=True, help="text file: one query id per line, q lines")
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")

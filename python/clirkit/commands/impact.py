@@ -25,12 +25,12 @@ def register(top, groups) -> None:
     )
     add_worker_options(p, _index)
 
-    s = add_search_parser(groups, "impact", help="search an impact index, writing a TREC run")
-    s.add_argument(
-        "--queries",
-        required=True,
-        help="query vectors (JSONL, as the documents) or TSV: qid<TAB>term term ... or qid<TAB>term<TAB>weight; "
+    s = add_search_parser(
+        groups,
+        "impact",
+        "query vectors (JSONL, as the documents) or TSV: qid<TAB>term term ... or qid<TAB>term<TAB>weight; "
         "with --model, query texts (JSONL: _id/id, text)",
+        help="search an impact index, writing a TREC run",
     )
     s.add_argument(
         "--model", help="a SPLADE-family ONNX model directory: encode the query texts at search time"

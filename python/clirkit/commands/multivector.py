@@ -53,12 +53,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     s = add_search_parser(
         groups,
         "multivector",
+        "token files prefix of the queries",
+        queries_metavar="PREFIX",
         help="search a multi-vector index with query token matrices, write a TREC run",
         description="Search a multi-vector index with the query token vectors written by `clirkit encode "
         "--multivector --queries ... --output PREFIX`, and write a TREC run. Budgets not given take PLAID's "
         "defaults for k.",
     )
-    s.add_argument("--queries", required=True, metavar="PREFIX", help="token files prefix of the queries")
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
     s.add_argument("--ncells", type=int, default=None, help="centroids probed per query token")
