@@ -65,6 +65,14 @@ def _rm3(rm3: RM3 | bool | None) -> RM3 | None:
     return rm3
 
 
+def _batch_options(
+    k: int, threads: int, lang: str | None, k1: float, b: float, quiet: bool, rm3: RM3 | bool | None
+) -> tuple[int, int, str | None, float, float, bool, tuple[int, int, float, bool] | None]:
+    """The native ``batch_search`` / ``search_file`` arguments after the queries, in their order."""
+    feedback = _rm3(rm3)
+    return (k, checked_threads(threads), lang, k1, b, quiet, None if feedback is None else feedback._native())
+
+
 def _query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
     """Normalize the accepted query shapes to (qid, text, lang-or-None) triples."""
     if isinstance(queries, Mapping):
@@ -230,16 +238,8 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         ``queries`` is ``{qid: text}``, ``[(qid, text)]`` or ``[(qid, text, lang)]``. Each query is
         analyzed with ``lang`` if given, else its own language, else the index's only language.
         With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`)."""
-        feedback = _rm3(rm3)
         native = self._native.batch_search(
-            _query_triples(queries),
-            k,
-            checked_threads(threads),
-            lang,
-            k1,
-            b,
-            quiet,
-            None if feedback is None else feedback._native(),
+            _query_triples(queries), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
         return SearchResults(native)
 
@@ -257,16 +257,8 @@ class BM25Index(TermIndex[_native.Bm25Index]):
     ) -> SearchResults:
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
         (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` as in :meth:`batch_search`."""
-        feedback = _rm3(rm3)
         native = self._native.search_file(
-            os.fspath(queries_path),
-            k,
-            checked_threads(threads),
-            lang,
-            k1,
-            b,
-            quiet,
-            None if feedback is None else feedback._native(),
+            os.fspath(queries_path), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
         return SearchResults(native)
 
