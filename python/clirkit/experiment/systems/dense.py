@@ -50,6 +50,15 @@ def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any
     }
 
 
+def add_index_stage(
+    plan: Plan, name: str, what: str, params: dict[str, Any], encodes: list[Stage], task: Any, build: Any
+) -> Stage:
+    """The stage indexing a task's documents from their encodings (keyed by the documents)."""
+    return plan.add(
+        Stage(name, f"{what} {task.docs.describe()}", params, tuple(encodes), task.docs.identity(), build)
+    )
+
+
 def add_query_stage(
     plan: Plan,
     name: str,
@@ -169,15 +178,8 @@ class DenseKind:
             )
             index.save(out / "index")
 
-        index = plan.add(
-            Stage(
-                "dense-index",
-                f"dense index {task.docs.describe()}",
-                {"pq": options["pq"]},
-                tuple(encodes),
-                task.docs.identity(),
-                build,
-            )
+        index = add_index_stage(
+            plan, "dense-index", "dense index", {"pq": options["pq"]}, encodes, task, build
         )
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:

@@ -15,7 +15,7 @@ from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
 from clirkit.experiment.stages import RUN_FILE
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
-from clirkit.experiment.systems.dense import add_query_stage, cached_encoder
+from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
@@ -80,15 +80,8 @@ class ImpactKind:
             )
             vectors.unlink()
 
-        index = plan.add(
-            Stage(
-                "impact-index",
-                f"impact index {task.docs.describe()}",
-                {"quantize": options["quantize"]},
-                tuple(encodes),
-                task.docs.identity(),
-                build,
-            )
+        index = add_index_stage(
+            plan, "impact-index", "impact index", {"quantize": options["quantize"]}, encodes, task, build
         )
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
