@@ -12,14 +12,14 @@ costs page cache, not heap.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 
@@ -63,6 +63,14 @@ def _rm3(rm3: RM3 | bool | None) -> RM3 | None:
     if not isinstance(rm3, RM3):
         raise InvalidInputError(f"rm3 must be an RM3, True or None, got {rm3!r}")
     return rm3
+
+
+def _batch_options(
+    k: int, threads: int, lang: str | None, k1: float, b: float, quiet: bool, rm3: RM3 | bool | None
+) -> tuple[int, int, str | None, float, float, bool, tuple[int, int, float, bool] | None]:
+    """The native ``batch_search`` / ``search_file`` arguments after the queries, in their order."""
+    feedback = _rm3(rm3)
+    return (k, checked_threads(threads), lang, k1, b, quiet, None if feedback is None else feedback._native())
 
 
 def _query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
@@ -119,13 +127,10 @@ class SearchResults:
         return self._native.to_dict()
 
 
-class BM25Index:
+class BM25Index(TermIndex[_native.Bm25Index]):
     """A BM25 index on disk: Lucene 9's BM25Similarity (one-byte length norms, f32 arithmetic).
     Top-k by block-max MaxScore, or by exhaustive scoring where a cost model expects that to be
     faster (large k on a small collection); both return exactly the same hits, ties included."""
-
-    def __init__(self, native: _native.Bm25Index) -> None:
-        self._native = native
 
     @staticmethod
     def build(
@@ -170,16 +175,6 @@ class BM25Index:
         return BM25Index(_native.Bm25Index.open(os.fspath(index)))
 
     @property
-    def num_docs(self) -> int:
-        """Number of documents, empty ones included."""
-        return self._native.num_docs
-
-    @property
-    def num_terms(self) -> int:
-        """Number of distinct terms."""
-        return self._native.num_terms
-
-    @property
     def languages(self) -> list[str]:
         """Language codes of the analyzers the documents were indexed with."""
         return self._native.languages
@@ -190,18 +185,9 @@ class BM25Index:
         return self._native.avgdl
 
     @property
-    def manifest(self) -> dict[str, Any]:
-        """The index's ``meta.json``: format, statistics, analyzers, fields, build parameters."""
-        return json.loads(self._native.manifest_json)
-
-    @property
     def has_docvectors(self) -> bool:
         """Whether the index stores document vectors (built with ``store_docvectors``)."""
         return self._native.has_docvectors
-
-    def verify(self) -> None:
-        """Check every file's checksum (reads the whole index); raises IndexFormatError if corrupt."""
-        self._native.verify()
 
     def search(
         self,
@@ -252,16 +238,8 @@ class BM25Index:
         ``queries`` is ``{qid: text}``, ``[(qid, text)]`` or ``[(qid, text, lang)]``. Each query is
         analyzed with ``lang`` if given, else its own language, else the index's only language.
         With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`)."""
-        feedback = _rm3(rm3)
         native = self._native.batch_search(
-            _query_triples(queries),
-            k,
-            checked_threads(threads),
-            lang,
-            k1,
-            b,
-            quiet,
-            None if feedback is None else feedback._native(),
+            _query_triples(queries), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
         return SearchResults(native)
 
@@ -279,16 +257,8 @@ class BM25Index:
     ) -> SearchResults:
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
         (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` as in :meth:`batch_search`."""
-        feedback = _rm3(rm3)
         native = self._native.search_file(
-            os.fspath(queries_path),
-            k,
-            checked_threads(threads),
-            lang,
-            k1,
-            b,
-            quiet,
-            None if feedback is None else feedback._native(),
+            os.fspath(queries_path), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
         return SearchResults(native)
 

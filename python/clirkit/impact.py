@@ -15,12 +15,12 @@ thread count.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Union
 
 from clirkit import _native
+from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 from clirkit.bm25 import SearchResults
@@ -37,12 +37,9 @@ def _pairs(vector: Vector) -> list[tuple[str, float]]:
     return [(str(term), float(weight)) for term, weight in items]
 
 
-class ImpactIndex:
+class ImpactIndex(TermIndex[_native.ImpactIndex]):
     """An impact index on disk: block-max postings of integer impacts, top-k by block-max MaxScore or,
     where a cost model expects that to be faster, exhaustive scoring; both return the same hits."""
-
-    def __init__(self, native: _native.ImpactIndex) -> None:
-        self._native = native
 
     @staticmethod
     def build(
@@ -74,28 +71,9 @@ class ImpactIndex:
         return ImpactIndex(_native.ImpactIndex.open(os.fspath(index)))
 
     @property
-    def num_docs(self) -> int:
-        """Number of documents."""
-        return self._native.num_docs
-
-    @property
-    def num_terms(self) -> int:
-        """Number of distinct terms."""
-        return self._native.num_terms
-
-    @property
     def quantize(self) -> int:
         """The factor weights are multiplied by before rounding to integer impacts."""
         return self._native.quantize
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """The index's ``meta.json``: format, statistics, quantization, build record."""
-        return json.loads(self._native.manifest_json)
-
-    def verify(self) -> None:
-        """Check every file's checksum (reads the whole index); raises IndexFormatError if corrupt."""
-        self._native.verify()
 
     def search(self, query: Vector, k: int = 10, *, strategy: str = "auto") -> list[tuple[str, float]]:
         """The top ``k`` (doc id, score) pairs for a ``{term: weight}`` query, best first. A query none

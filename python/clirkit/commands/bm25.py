@@ -8,7 +8,7 @@ import os
 import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
-from clirkit.commands.common import add_quiet, add_threads
+from clirkit.commands.common import add_search_parser, add_worker_options
 
 
 def register(top, groups) -> None:
@@ -24,17 +24,14 @@ def register(top, groups) -> None:
     p.add_argument(
         "--store-docvectors", action="store_true", help="also store document term vectors (needed by --rm3)"
     )
-    add_threads(p)
-    add_quiet(p)
-    p.set_defaults(func=_index)
+    add_worker_options(p, _index)
 
-    s = groups["search"].add_parser("bm25", help="search a BM25 index, writing a TREC run")
-    s.add_argument("--index", required=True, help="index directory")
-    s.add_argument(
-        "--queries",
-        required=True,
-        help="queries.jsonl (id: _id, id, qid or query_id; text: the first of text, query, title; "
+    s = add_search_parser(
+        groups,
+        "bm25",
+        "queries.jsonl (id: _id, id, qid or query_id; text: the first of text, query, title; "
         "optional lang) or topics.tsv (id<TAB>text)",
+        help="search a BM25 index, writing a TREC run",
     )
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query")
@@ -53,9 +50,7 @@ def register(top, groups) -> None:
     )
     rm3.add_argument("--no-term-filter", action="store_true", help="allow feedback terms outside [a-z0-9]")
     rm3.add_argument("--print-expansions", metavar="FILE", help="write each query's expansion as JSONL")
-    add_threads(s)
-    add_quiet(s)
-    s.set_defaults(func=_search)
+    add_worker_options(s, _search)
 
 
 def _index(args: argparse.Namespace) -> int:

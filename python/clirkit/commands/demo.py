@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clirkit.commands.common import add_quiet, add_threads
+from clirkit.commands.common import add_worker_options
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 EXPERIMENT = SAMPLE / "demo.toml"
@@ -29,9 +29,7 @@ def register(top, groups) -> None:
     )
     p.add_argument("--workdir", help="keep the artifacts and tables here (default: a temporary directory)")
     p.add_argument("--k", type=int, default=100, help="documents retrieved per query (default 100)")
-    add_threads(p)
-    add_quiet(p)
-    p.set_defaults(func=run_demo)
+    add_worker_options(p, run_demo)
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from clirkit.commands.common import add_quiet, add_threads, report
+from clirkit.commands.common import add_search_parser, add_worker_options, report
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -27,17 +27,15 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument(
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
     )
-    add_threads(p)
-    add_quiet(p)
-    p.set_defaults(func=run_index)
+    add_worker_options(p, run_index)
 
-    s = groups["search"].add_parser(
+    s = add_search_parser(
+        groups,
         "dense",
+        "q x d .npy matrix (float32 or float16)",
         help="search a dense index with query embeddings (.npy), write a TREC run",
         description="Search a dense index with query embeddings and write a TREC run file.",
     )
-    s.add_argument("--index", required=True, help="index directory")
-    s.add_argument("--queries", required=True, help="q x d .npy matrix (float32 or float16)")
     s.add_argument("--qids", required=True, help="text file: one query id per line, q lines")
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
@@ -57,9 +55,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--separator", default="#", help="with --maxp: split passage ids at the last SEPARATOR")
     s.add_argument("--tag", default="clirkit-dense", help="run tag (default clirkit-dense)")
-    add_threads(s)
-    add_quiet(s)
-    s.set_defaults(func=run_search)
+    add_worker_options(s, run_search)
 
 
 def run_index(args: argparse.Namespace) -> int:

@@ -9,7 +9,11 @@ import sys
 from typing import Any
 
 from clirkit._native import InvalidInputError
-from clirkit.commands.common import add_quiet, add_threads, report, threads
+from clirkit.commands.common import (
+    add_worker_options,
+    report,
+    threads,
+)
 
 
 def _passages(value: str) -> tuple[int, int]:
@@ -105,9 +109,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         action="store_true",
         help="one vector per token (late interaction): writes PREFIX.tokens.npy, PREFIX.offsets.npy, PREFIX.ids.txt",
     )
-    add_threads(p)
-    add_quiet(p)
-    p.set_defaults(func=run_encode)
+    add_worker_options(p, run_encode)
 
     m = top.add_parser("maxp", help="passage run -> document run (document score = max over passages)")
     m.add_argument("run", help="TREC run over passage ids (docid#k)")

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clirkit.commands.common import add_quiet, add_threads, threads
+from clirkit.commands.common import add_search_parser, add_worker_options, threads
 from clirkit.impact import DEFAULT_QUANTIZE, RUN_TAG, ImpactIndex
 
 
@@ -23,17 +23,14 @@ def register(top, groups) -> None:
         default=DEFAULT_QUANTIZE,
         help="impacts are round(weight * QUANTIZE) (default 100; 1 keeps integer weights as they are)",
     )
-    add_threads(p)
-    add_quiet(p)
-    p.set_defaults(func=_index)
+    add_worker_options(p, _index)
 
-    s = groups["search"].add_parser("impact", help="search an impact index, writing a TREC run")
-    s.add_argument("--index", required=True, help="index directory")
-    s.add_argument(
-        "--queries",
-        required=True,
-        help="query vectors (JSONL, as the documents) or TSV: qid<TAB>term term ... or qid<TAB>term<TAB>weight; "
+    s = add_search_parser(
+        groups,
+        "impact",
+        "query vectors (JSONL, as the documents) or TSV: qid<TAB>term term ... or qid<TAB>term<TAB>weight; "
         "with --model, query texts (JSONL: _id/id, text)",
+        help="search an impact index, writing a TREC run",
     )
     s.add_argument(
         "--model", help="a SPLADE-family ONNX model directory: encode the query texts at search time"
@@ -47,9 +44,7 @@ def register(top, groups) -> None:
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query")
     s.add_argument("--tag", default=RUN_TAG, help="run tag (6th column)")
-    add_threads(s)
-    add_quiet(s)
-    s.set_defaults(func=_search)
+    add_worker_options(s, _search)
 
 
 def _index(args: argparse.Namespace) -> int:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from clirkit.commands.common import add_quiet, add_threads, report, threads
+from clirkit.commands.common import (
+    add_search_parser,
+    add_worker_options,
+    report,
+    threads,
+)
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -43,19 +48,18 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         action="store_true",
         help="also store the full token vectors (for --exact and --refine search)",
     )
-    add_threads(p)
-    add_quiet(p)
-    p.set_defaults(func=run_index)
+    add_worker_options(p, run_index)
 
-    s = groups["search"].add_parser(
+    s = add_search_parser(
+        groups,
         "multivector",
+        "token files prefix of the queries",
+        queries_metavar="PREFIX",
         help="search a multi-vector index with query token matrices, write a TREC run",
         description="Search a multi-vector index with the query token vectors written by `clirkit encode "
         "--multivector --queries ... --output PREFIX`, and write a TREC run. Budgets not given take PLAID's "
         "defaults for k.",
     )
-    s.add_argument("--index", required=True, help="index directory")
-    s.add_argument("--queries", required=True, metavar="PREFIX", help="token files prefix of the queries")
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
     s.add_argument("--ncells", type=int, default=None, help="centroids probed per query token")
@@ -79,9 +83,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--separator", default="#", help="with --maxp: split passage ids at the last SEPARATOR")
     s.add_argument("--tag", default="clirkit-multivector", help="run tag (default clirkit-multivector)")
-    add_threads(s)
-    add_quiet(s)
-    s.set_defaults(func=run_search)
+    add_worker_options(s, run_search)
 
 
 def _picked(args: argparse.Namespace, *names: str) -> dict:

@@ -20,19 +20,24 @@ QUERY_EMBEDDINGS = "queries.npy"
 SEPARATOR = "#"
 
 
-def _encoder(ctx: RunContext, options: dict[str, Any]):
-    from clirkit.encoders import OnnxEncoder
-
-    key = ("encoder", options["model"], options["max_length"], options["batch_size"])
+def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict[str, Any], threads: Any):
+    """One ``encoder_class`` per model and settings for the whole run (loading a model is slow)."""
+    key = (name, options["model"], options["max_length"], options["batch_size"])
     return ctx.cached(
         key,
-        lambda: OnnxEncoder(
+        lambda: encoder_class(
             options["model"],
             max_length=options["max_length"],
             batch_size=options["batch_size"],
-            threads=ctx.threads or None,
+            threads=threads,
         ),
     )
+
+
+def _encoder(ctx: RunContext, options: dict[str, Any]):
+    from clirkit.encoders import OnnxEncoder
+
+    return cached_encoder(ctx, "encoder", OnnxEncoder, options, ctx.threads or None)
 
 
 def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any]:
@@ -45,16 +50,34 @@ def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any
     }
 
 
+def add_index_stage(
+    plan: Plan, name: str, what: str, params: dict[str, Any], encodes: list[Stage], task: Any, build: Any
+) -> Stage:
+    """The stage indexing a task's documents from their encodings (keyed by the documents)."""
+    return plan.add(
+        Stage(name, f"{what} {task.docs.describe()}", params, tuple(encodes), task.docs.identity(), build)
+    )
+
+
 def add_query_stage(
-    plan: Plan, name: str, suffix: str, task: Any, model: Any, options: dict[str, Any], encode: Any
+    plan: Plan,
+    name: str,
+    suffix: str,
+    task: Any,
+    model: Any,
+    options: dict[str, Any],
+    encode: Any,
+    *,
+    verb: str = "encode",
+    max_length_option: str = "max_length",
 ) -> Stage:
     # Keyed by model and queries only: tasks asking the same questions (e.g. English topics
     # against each language) share this stage.
     return plan.add(
         Stage(
             name,
-            f"encode {len(task.queries)} queries of {task.label}{suffix}",
-            {"model": model, "max_length": options["max_length"]},
+            f"{verb} {len(task.queries)} queries of {task.label}{suffix}",
+            {"model": model, "max_length": options[max_length_option]},
             (),
             {"queries": task.queries_digest},
             encode,
@@ -155,15 +178,8 @@ class DenseKind:
             )
             index.save(out / "index")
 
-        index = plan.add(
-            Stage(
-                "dense-index",
-                f"dense index {task.docs.describe()}",
-                {"pq": options["pq"]},
-                tuple(encodes),
-                task.docs.identity(),
-                build,
-            )
+        index = add_index_stage(
+            plan, "dense-index", "dense index", {"pq": options["pq"]}, encodes, task, build
         )
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:

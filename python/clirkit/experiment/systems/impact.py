@@ -15,6 +15,7 @@ from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
 from clirkit.experiment.stages import RUN_FILE
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
+from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
@@ -23,16 +24,7 @@ QUERY_VECTORS = "queries.json"
 def _encoder(ctx: RunContext, options: dict[str, Any]):
     from clirkit.encoders import SparseEncoder
 
-    key = ("sparse-encoder", options["model"], options["max_length"], options["batch_size"])
-    return ctx.cached(
-        key,
-        lambda: SparseEncoder(
-            options["model"],
-            max_length=options["max_length"],
-            batch_size=options["batch_size"],
-            threads=ctx.threads or 0,
-        ),
-    )
+    return cached_encoder(ctx, "sparse-encoder", SparseEncoder, options, ctx.threads or 0)
 
 
 class ImpactKind:
@@ -88,15 +80,8 @@ class ImpactKind:
             )
             vectors.unlink()
 
-        index = plan.add(
-            Stage(
-                "impact-index",
-                f"impact index {task.docs.describe()}",
-                {"quantize": options["quantize"]},
-                tuple(encodes),
-                task.docs.identity(),
-                build,
-            )
+        index = add_index_stage(
+            plan, "impact-index", "impact index", {"quantize": options["quantize"]}, encodes, task, build
         )
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
@@ -112,15 +97,16 @@ class ImpactKind:
             qids = [q for q, _, _ in task.queries]
             (out / QUERY_VECTORS).write_text(json.dumps(list(zip(qids, vectors))), encoding="utf-8")
 
-        queries = plan.add(
-            Stage(
-                "sparse-encode-queries",
-                f"sparse-encode {len(task.queries)} queries of {task.label}",
-                {"model": model, "max_length": options["query_max_length"]},
-                (),
-                {"queries": task.queries_digest},
-                encode_queries,
-            )
+        queries = add_query_stage(
+            plan,
+            "sparse-encode-queries",
+            "",
+            task,
+            model,
+            options,
+            encode_queries,
+            verb="sparse-encode",
+            max_length_option="query_max_length",
         )
         hits = options["hits"] or plan.config.hits
         params = {"hits": hits, "drop_self_hits": task.drop_self_hits}

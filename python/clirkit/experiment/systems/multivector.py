@@ -16,6 +16,7 @@ from clirkit.experiment.systems.dense import (
     SEPARATOR,
     DenseKind,
     _encoder,
+    add_index_stage,
     add_query_stage,
     document_encode_params,
     write_search_run,
@@ -84,15 +85,14 @@ class MultiVectorKind:
                 threads=ctx.threads,
             )
 
-        index = plan.add(
-            Stage(
-                "multivector-index",
-                f"multi-vector index {task.docs.describe()}",
-                {"nbits": options["nbits"], "centroids": options["centroids"]},
-                tuple(encodes),
-                task.docs.identity(),
-                build,
-            )
+        index = add_index_stage(
+            plan,
+            "multivector-index",
+            "multi-vector index",
+            {"nbits": options["nbits"], "centroids": options["centroids"]},
+            encodes,
+            task,
+            build,
         )
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:

@@ -1,0 +1,37 @@
+"""What the BM25 and impact indexes share: the opened native index and its statistics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Generic, TypeVar, Union
+
+from clirkit import _native
+
+NativeIndex = TypeVar("NativeIndex", bound=Union[_native.Bm25Index, _native.ImpactIndex])
+
+
+class TermIndex(Generic[NativeIndex]):
+    """An opened inverted index over terms (the base of :class:`~clirkit.bm25.BM25Index` and
+    :class:`~clirkit.impact.ImpactIndex`)."""
+
+    def __init__(self, native: NativeIndex) -> None:
+        self._native = native
+
+    @property
+    def num_docs(self) -> int:
+        """Number of documents, empty ones included."""
+        return self._native.num_docs
+
+    @property
+    def num_terms(self) -> int:
+        """Number of distinct terms."""
+        return self._native.num_terms
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The index's ``meta.json``: format, statistics and build parameters."""
+        return json.loads(self._native.manifest_json)
+
+    def verify(self) -> None:
+        """Check every file's checksum (reads the whole index); raises IndexFormatError if corrupt."""
+        self._native.verify()
