@@ -20,6 +20,19 @@ RunDict = dict[str, dict[str, float]]
 QrelsDict = dict[str, dict[str, int]]
 
 
+def measured_against_pyserini_parser(
+    description: str, workdir: Path, pyserini_python: str, pyserini_help: str | None = None
+) -> argparse.ArgumentParser:
+    """The options every driver that measures clirkit beside Pyserini shares: ``--shared``,
+    ``--workdir``, ``--threads`` (default 2) and ``--pyserini-python``; callers add their own."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--shared", type=Path, default=Path(__file__).resolve().parent.parent.parent / "shared")
+    p.add_argument("--workdir", type=Path, default=workdir)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--pyserini-python", default=pyserini_python, help=pyserini_help)
+    return p
+
+
 def cache_script_arguments(description: str, default_cache: str) -> tuple[Path, Path, int]:
     """The options of a script that fills a cache from the shared data and models: ``--shared``
     (default: $CLIRKIT_SHARED, else ../shared), ``--cache`` and ``--threads`` (default 2)."""

@@ -15,7 +15,6 @@ Lucene column is measured here; the published reference is printed beside it. Ex
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -167,17 +166,14 @@ def fmt(v) -> str:
 def main(argv: Sequence[str]) -> int:
     if argv and argv[0] == "pyserini":
         return pyserini_worker(argv[1:])
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shared", type=Path, default=HERE.parent.parent / "shared")
-    p.add_argument("--workdir", type=Path, default=HERE / ".work" / "effectiveness")
+    p = bc.measured_against_pyserini_parser(
+        __doc__.split("\n\n")[0],
+        HERE / ".work" / "effectiveness",
+        "/work/venv-pyserini/bin/python",
+        "Python with pyserini ('' to skip the measured Lucene column)",
+    )
     p.add_argument("--langs", default=",".join(XQUAD_LANGS), help="XQuAD-R languages ('' to skip)")
     p.add_argument("--skip-scifact", action="store_true")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument(
-        "--pyserini-python",
-        default="/work/venv-pyserini/bin/python",
-        help="Python with pyserini ('' to skip the measured Lucene column)",
-    )
     a = p.parse_args(argv)
     use_pyserini = bool(a.pyserini_python) and Path(a.pyserini_python).exists()
     a.workdir.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ must fails.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -85,12 +84,10 @@ def same_expansion(ours: list, theirs: dict) -> bool:
 def main(argv: Sequence[str]) -> int:
     if argv and argv[0] == "pyserini":
         return pyserini_worker(argv[1:])
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shared", type=Path, default=HERE.parent.parent / "shared")
-    p.add_argument("--workdir", type=Path, default=HERE / ".work" / "rm3")
+    p = bc.measured_against_pyserini_parser(
+        __doc__.split("\n\n")[0], HERE / ".work" / "rm3", "/work/venvs/pyserini/bin/python"
+    )
     p.add_argument("--collections", default="scifact,cranfield")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--pyserini-python", default="/work/venvs/pyserini/bin/python")
     a = p.parse_args(argv)
     from clirkit.bm25 import RM3, BM25Index
 

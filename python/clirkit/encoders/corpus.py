@@ -85,26 +85,32 @@ def npy_header(dtype: np.dtype, rows: int, dim: int) -> bytes:
     return b"\x93NUMPY\x01\x00" + header_len.to_bytes(2, "little") + body.encode("latin1")
 
 
+def prefixed_paths(prefix: PathLike, **suffixes: str) -> dict[str, Path]:
+    """``{name: PREFIX + suffix}``: every encoding output is named by its prefix and a suffix."""
+    p = os.fspath(prefix)
+    return {name: Path(p + suffix) for name, suffix in suffixes.items()}
+
+
 def output_paths(prefix: PathLike) -> dict[str, Path]:
     """The files of an encoding run: final, partial and state."""
-    p = os.fspath(prefix)
-    return {
-        "npy": Path(p + ".npy"),
-        "ids": Path(p + ".ids.txt"),
-        "npy_partial": Path(p + ".npy.partial"),
-        "ids_partial": Path(p + ".ids.txt.partial"),
-        "state": Path(p + ".encode-state.json"),
-    }
+    return prefixed_paths(
+        prefix,
+        npy=".npy",
+        ids=".ids.txt",
+        npy_partial=".npy.partial",
+        ids_partial=".ids.txt.partial",
+        state=".encode-state.json",
+    )
 
 
 def sparse_output_paths(prefix: PathLike) -> dict[str, Path]:
     """The files of a sparse encoding run: final, partial and state."""
-    p = os.fspath(prefix)
-    return {
-        "vectors": Path(p + ".vectors.jsonl"),
-        "vectors_partial": Path(p + ".vectors.jsonl.partial"),
-        "state": Path(p + ".encode-state.json"),
-    }
+    return prefixed_paths(
+        prefix,
+        vectors=".vectors.jsonl",
+        vectors_partial=".vectors.jsonl.partial",
+        state=".encode-state.json",
+    )
 
 
 class Progress:

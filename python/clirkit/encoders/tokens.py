@@ -43,21 +43,17 @@ from typing import Any
 
 import numpy as np
 
+from clirkit._native import DuplicateIdError, IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl
-from clirkit.encoders.corpus import HEADER_BYTES, npy_header
+from clirkit.encoders.corpus import HEADER_BYTES, npy_header, prefixed_paths
 
 __all__ = ["TokenEncoder", "TokenFiles", "encode_tokens_file", "load_tokens", "token_paths"]
 
 
 def token_paths(prefix: PathLike) -> dict[str, Path]:
     """The files of a token encoding: ``tokens``, ``offsets``, ``ids``."""
-    p = os.fspath(prefix)
-    return {
-        "tokens": Path(p + ".tokens.npy"),
-        "offsets": Path(p + ".offsets.npy"),
-        "ids": Path(p + ".ids.txt"),
-    }
+    return prefixed_paths(prefix, tokens=".tokens.npy", offsets=".offsets.npy", ids=".ids.txt")
 
 
 class TokenEncoder:
@@ -68,7 +64,7 @@ class TokenEncoder:
         tokenizer = encoder.tokenizer
         config = encoder.config.get("colbert") or {}
         if not isinstance(config, dict):
-            raise ValueError(f"{encoder.model_dir / 'config.json'}: 'colbert' must be an object")
+            raise InvalidInputError(f"{encoder.model_dir / 'config.json'}: 'colbert' must be an object")
         self.colbert = bool(config)
 
         def token_id(key: str) -> int | None:
@@ -77,7 +73,7 @@ class TokenEncoder:
                 return None
             found = tokenizer.token_to_id(token)
             if found is None:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{encoder.model_dir}: config.json colbert.{key} {token!r} is not in the vocabulary"
                 )
             return int(found)
@@ -91,7 +87,7 @@ class TokenEncoder:
         if "query_maxlen" in config:
             mask = tokenizer.token_to_id("[MASK]")
             if mask is None:
-                raise ValueError(f"{encoder.model_dir}: query augmentation needs a [MASK] token")
+                raise InvalidInputError(f"{encoder.model_dir}: query augmentation needs a [MASK] token")
             self.mask_id = int(mask)
         self.skip: set[int] = set()
         if config.get("mask_punctuation"):
@@ -102,7 +98,7 @@ class TokenEncoder:
         if projection.is_file():
             self.projection = np.ascontiguousarray(np.load(projection), dtype=np.float32)
             if self.projection.ndim != 2:
-                raise ValueError(f"{projection}: a projection must be a 2-D (dim, hidden) matrix")
+                raise InvalidInputError(f"{projection}: a projection must be a 2-D (dim, hidden) matrix")
         self.truncated = 0
 
     def encode_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -151,7 +147,7 @@ class TokenEncoder:
                 mask[row, : len(tmask)] = tmask
             hidden = enc._run(ids, mask).astype(np.float32, copy=False)
             if hidden.ndim != 3:
-                raise ValueError(
+                raise InvalidInputError(
                     f"{enc.model_dir / 'model.onnx'}: multi-vector encoding needs per-token outputs "
                     f"(batch, sequence, hidden); this model outputs shape {hidden.shape}"
                 )
@@ -172,7 +168,7 @@ class TokenEncoder:
     def _finish(self, tokens: np.ndarray) -> np.ndarray:
         if self.projection is not None:
             if self.projection.shape[1] != tokens.shape[1]:
-                raise ValueError(
+                raise InvalidInputError(
                     f"projection.npy has shape {self.projection.shape}, the model's tokens have "
                     f"{tokens.shape[1]} dimensions (expected (dim, {tokens.shape[1]}))"
                 )
@@ -235,9 +231,9 @@ def encode_tokens_file(
     :class:`TokenEncoder` (or an ``OnnxEncoder``, wrapped) into the files of :func:`token_paths`,
     ``chunk_size`` items at a time."""
     if kind not in ("documents", "queries"):
-        raise ValueError(f"kind must be 'documents' or 'queries', got {kind!r}")
+        raise InvalidInputError(f"kind must be 'documents' or 'queries', got {kind!r}")
     if dtype not in ("float32", "float16"):
-        raise ValueError(f"dtype must be float32 or float16, got {dtype!r}")
+        raise InvalidInputError(f"dtype must be float32 or float16, got {dtype!r}")
     start = time.perf_counter()
     token_encoder = encoder if isinstance(encoder, TokenEncoder) else TokenEncoder(encoder)
     query = kind == "queries"
@@ -259,7 +255,7 @@ def encode_tokens_file(
                 if first:
                     records += 1
                 if item_id in seen:
-                    raise ValueError(f"{path}: duplicate id {item_id!r}")
+                    raise DuplicateIdError(f"{path}: duplicate id {item_id!r}")
                 seen.add(item_id)
                 chunk.append((item_id, text))
                 if len(chunk) == chunk_size:
@@ -272,7 +268,7 @@ def encode_tokens_file(
             matrices = token_encoder.encode_queries(texts) if query else token_encoder.encode_documents(texts)
             for (item_id, _), m in zip(chunk, matrices):
                 if len(m) == 0:
-                    raise ValueError(f"{path}: {item_id!r} has no tokens left to store")
+                    raise InvalidInputError(f"{path}: {item_id!r} has no tokens left to store")
                 dim = m.shape[1]
                 data.write(np.ascontiguousarray(m, dtype=np_dtype).tobytes())
                 offsets.append(offsets[-1] + len(m))
@@ -309,15 +305,17 @@ def load_tokens(prefix: PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
     paths = token_paths(prefix)
     tokens = np.load(paths["tokens"], mmap_mode="r")
     if tokens.ndim != 2:
-        raise ValueError(f"{paths['tokens']}: expected a 2-D (tokens, dim) matrix, got shape {tokens.shape}")
+        raise IndexFormatError(
+            f"{paths['tokens']}: expected a 2-D (tokens, dim) matrix, got shape {tokens.shape}"
+        )
     if tokens.dtype != np.float32:
         tokens = np.asarray(tokens, dtype=np.float32)
     offsets = np.load(paths["offsets"])
     if offsets.ndim != 1 or not np.issubdtype(offsets.dtype, np.integer) or (offsets < 0).any():
-        raise ValueError(f"{paths['offsets']}: expected a 1-D array of non-negative integer offsets")
+        raise IndexFormatError(f"{paths['offsets']}: expected a 1-D array of non-negative integer offsets")
     ids = paths["ids"].read_text(encoding="utf-8").splitlines()
     if len(ids) != len(offsets) - 1:
-        raise ValueError(
+        raise IndexFormatError(
             f"{paths['ids']} lists {len(ids)} ids but {paths['offsets']} has {len(offsets)} offsets "
             f"(one more than items)"
         )

@@ -11,7 +11,7 @@
 use super::format::{self, TermEntry, TERM_ENTRY_LEN};
 use crate::error::{Error, Result};
 use crate::io::format::{read_u64, FileWriter, MappedFile};
-use crate::postings::{BlockMeta, Cursor, PostingScorer, TermPostings, BLOCK_META_LEN};
+use crate::postings::{BlockMeta, Cursor, PostingScorer};
 use std::path::Path;
 
 pub const DOCVECTORS_FILE: &str = "docvectors.bin";
@@ -55,26 +55,12 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u32> {
 /// Invert the postings of the index being written in `dir` (its `terms.bin` and
 /// `postings.bin`) into `docvectors.bin`.
 pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
-    let v = format::FILE_VERSION;
-    let terms = MappedFile::open(dir.join(format::TERMS_FILE), format::TERMS_KIND, v, false)?;
-    let postings = MappedFile::open(
-        dir.join(format::POSTINGS_FILE),
-        format::POSTINGS_KIND,
-        v,
-        false,
-    )?;
+    let (terms, postings) = format::open_term_files(dir, format::BM25_TERM_FILES, false)?;
     let (t, p) = (terms.payload(), postings.payload());
     let num_terms = read_u64(t, 0) as usize;
     let cursor = |term: usize| {
         let e = TermEntry::decode(t, 8 + term * TERM_ENTRY_LEN);
-        let metas_at = e.postings_offset as usize;
-        let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
-        let postings = TermPostings {
-            metas: &p[metas_at..data_at],
-            data: &p[data_at..],
-            blocks: e.blocks as usize,
-        };
-        Cursor::new(postings, FrequencyOnly)
+        Cursor::new(e.postings(p), FrequencyOnly)
     };
     // Pass 1 counts each document's terms, pass 2 places them: terms come in dictionary order,
     // so every document's list fills in ascending term order.
@@ -111,7 +97,11 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
         }
     }
     offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    let mut out = FileWriter::create(dir.join(DOCVECTORS_FILE), DOCVECTORS_KIND, v)?;
+    let mut out = FileWriter::create(
+        dir.join(DOCVECTORS_FILE),
+        DOCVECTORS_KIND,
+        format::FILE_VERSION,
+    )?;
     out.write(&offsets)?;
     out.write(&data)?;
     out.finish()

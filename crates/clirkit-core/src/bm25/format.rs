@@ -14,7 +14,9 @@
 //! A block's max tf and min norm bound every BM25 score in it, whatever k1 and b.
 
 use crate::error::{Error, Result};
-use crate::io::format::{read_u32, read_u64, Kind};
+use crate::io::format::{read_u32, read_u64, Kind, MappedFile};
+use crate::postings::{TermPostings, BLOCK_META_LEN};
+use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-bm25";
 pub const VERSION: u64 = 1;
@@ -29,6 +31,49 @@ pub const IDS_FILE: &str = "ids.bin";
 
 pub const TERM_ENTRY_LEN: usize = 32;
 
+/// The header kinds and version of an inverted index's dictionary and postings files, so BM25 and
+/// the impact index open and verify them the same way.
+#[derive(Clone, Copy)]
+pub struct TermFileKinds {
+    pub terms: Kind,
+    pub postings: Kind,
+    pub version: u32,
+}
+
+pub const BM25_TERM_FILES: TermFileKinds = TermFileKinds {
+    terms: TERMS_KIND,
+    postings: POSTINGS_KIND,
+    version: FILE_VERSION,
+};
+
+/// Open `terms.bin` and `postings.bin` in `dir`, checking the dictionary's checksum when
+/// `check_terms`; the postings' checksum is left to [`verify_postings`], which reads the whole
+/// file, so opening stays near-instant.
+pub fn open_term_files(
+    dir: &Path,
+    kinds: TermFileKinds,
+    check_terms: bool,
+) -> Result<(MappedFile, MappedFile)> {
+    let terms = MappedFile::open(
+        dir.join(TERMS_FILE),
+        kinds.terms,
+        kinds.version,
+        check_terms,
+    )?;
+    let postings = MappedFile::open(
+        dir.join(POSTINGS_FILE),
+        kinds.postings,
+        kinds.version,
+        false,
+    )?;
+    Ok((terms, postings))
+}
+
+/// Check the postings file's checksum (reads all of it).
+pub fn verify_postings(postings: &MappedFile, kinds: TermFileKinds) -> Result<()> {
+    MappedFile::open(postings.path(), kinds.postings, kinds.version, true).map(|_| ())
+}
+
 /// A term's dictionary entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TermEntry {
@@ -42,6 +87,17 @@ pub struct TermEntry {
 }
 
 impl TermEntry {
+    /// This term's block metadata and packed blocks within the postings file's payload.
+    pub fn postings<'a>(&self, payload: &'a [u8]) -> TermPostings<'a> {
+        let metas_at = self.postings_offset as usize;
+        let data_at = metas_at + self.blocks as usize * BLOCK_META_LEN;
+        TermPostings {
+            metas: &payload[metas_at..data_at],
+            data: &payload[data_at..],
+            blocks: self.blocks as usize,
+        }
+    }
+
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.text_offset.to_le_bytes());
         out.extend_from_slice(&self.text_len.to_le_bytes());

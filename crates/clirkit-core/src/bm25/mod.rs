@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, Bm25Manifest};
-use crate::postings::{Cursor, TermPostings, BLOCK_META_LEN};
+use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
 use format::TermEntry;
@@ -118,13 +118,7 @@ impl Bm25Index {
             analyzers.insert(lang.clone(), analyzer);
         }
         let v = format::FILE_VERSION;
-        let terms = MappedFile::open(dir.join(format::TERMS_FILE), format::TERMS_KIND, v, true)?;
-        let postings = MappedFile::open(
-            dir.join(format::POSTINGS_FILE),
-            format::POSTINGS_KIND,
-            v,
-            false,
-        )?;
+        let (terms, postings) = format::open_term_files(&dir, format::BM25_TERM_FILES, true)?;
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
         let ids = IdTable::open(dir.join(format::IDS_FILE))?;
         let docvectors = match manifest.docvectors {
@@ -164,13 +158,7 @@ impl Bm25Index {
 
     /// Check every file's checksum, the postings' included (reads the whole index).
     pub fn verify(&self) -> Result<()> {
-        MappedFile::open(
-            self.postings.path(),
-            format::POSTINGS_KIND,
-            format::FILE_VERSION,
-            true,
-        )
-        .map(|_| ())
+        format::verify_postings(&self.postings, format::BM25_TERM_FILES)
     }
 
     pub fn dir(&self) -> &Path {
@@ -288,16 +276,9 @@ impl Bm25Index {
         terms
             .filter_map(|(term, boost)| {
                 let e = self.lookup(term)?;
-                let metas_at = e.postings_offset as usize;
-                let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
                 let term = TermScorer::new(boost, scoring::idf(e.doc_freq as u64, self.doc_count));
-                let postings = TermPostings {
-                    metas: &p[metas_at..data_at],
-                    data: &p[data_at..],
-                    blocks: e.blocks as usize,
-                };
                 let scorer = Bm25PostingScorer { term, cache, norms };
-                Some(Cursor::new(postings, scorer))
+                Some(Cursor::new(e.postings(p), scorer))
             })
             .collect()
     }
@@ -316,17 +297,6 @@ impl Bm25Index {
         params: Bm25Params,
     ) -> Result<Vec<Hit>> {
         self.search_by(Strategy::Auto, query, lang, k, params)
-    }
-
-    /// The top `k` documents by scoring every posting (the reference for [`Bm25Index::search`]).
-    pub fn search_exhaustive(
-        &self,
-        query: &str,
-        lang: Option<&str>,
-        k: usize,
-        params: Bm25Params,
-    ) -> Result<Vec<Hit>> {
-        self.search_by(Strategy::Exhaustive, query, lang, k, params)
     }
 
     /// The top `k` documents by a chosen strategy; all return the same hits.

@@ -86,7 +86,9 @@ fn pruned_search_equals_exhaustive() {
             let fast = idx
                 .search_by(Strategy::MaxScore, &query, None, k, params)
                 .unwrap();
-            let slow = idx.search_exhaustive(&query, None, k, params).unwrap();
+            let slow = idx
+                .search_by(Strategy::Exhaustive, &query, None, k, params)
+                .unwrap();
             assert_eq!(fast, slow, "query {query:?} k={k} on {docs} docs");
             assert_eq!(idx.search(&query, None, k, params).unwrap(), slow);
             for w in fast.windows(2) {

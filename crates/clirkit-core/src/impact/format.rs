@@ -16,3 +16,9 @@ pub const TERMS_KIND: Kind = *b"IMPTERMS";
 pub const POSTINGS_KIND: Kind = *b"IMPPOSTS";
 pub const DOCS_KIND: Kind = *b"IMPDOCS\0";
 pub use crate::bm25::format::{DOCS_FILE, IDS_FILE, POSTINGS_FILE, TERMS_FILE};
+
+pub const TERM_FILES: crate::bm25::format::TermFileKinds = crate::bm25::format::TermFileKinds {
+    terms: TERMS_KIND,
+    postings: POSTINGS_KIND,
+    version: FILE_VERSION,
+};

@@ -17,13 +17,15 @@ pub use crate::bm25::query::{Hit, Strategy};
 pub use builder::{build, BuildOptions};
 pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
 
-use crate::bm25::format::{check_dictionary, lookup_term, require_len};
+use crate::bm25::format::{
+    check_dictionary, lookup_term, open_term_files, require_len, verify_postings,
+};
 use crate::bm25::query::{self, DocRanks};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, ImpactManifest};
-use crate::postings::{BlockMeta, Cursor, PostingScorer, TermPostings, BLOCK_META_LEN};
+use crate::postings::{BlockMeta, Cursor, PostingScorer};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -65,13 +67,7 @@ impl ImpactIndex {
         let dir = dir.as_ref().to_path_buf();
         let manifest: ImpactManifest = manifest::read(&dir)?;
         let v = format::FILE_VERSION;
-        let terms = MappedFile::open(dir.join(format::TERMS_FILE), format::TERMS_KIND, v, true)?;
-        let postings = MappedFile::open(
-            dir.join(format::POSTINGS_FILE),
-            format::POSTINGS_KIND,
-            v,
-            false,
-        )?;
+        let (terms, postings) = open_term_files(&dir, format::TERM_FILES, true)?;
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
         let ids = IdTable::open(dir.join(format::IDS_FILE))?;
         let (num_docs, num_terms) = (manifest.num_docs as usize, manifest.num_terms as usize);
@@ -99,13 +95,7 @@ impl ImpactIndex {
 
     /// Check every file's checksum, the postings' included (reads the whole index).
     pub fn verify(&self) -> Result<()> {
-        MappedFile::open(
-            self.postings.path(),
-            format::POSTINGS_KIND,
-            format::FILE_VERSION,
-            true,
-        )
-        .map(|_| ())
+        verify_postings(&self.postings, format::TERM_FILES)
     }
 
     pub fn dir(&self) -> &Path {
@@ -152,14 +142,7 @@ impl ImpactIndex {
             .into_iter()
             .filter_map(|(term, query_impact)| {
                 let e = lookup_term(self.terms.payload(), self.num_terms(), term.as_bytes())?;
-                let metas_at = e.postings_offset as usize;
-                let data_at = metas_at + e.blocks as usize * BLOCK_META_LEN;
-                let postings = TermPostings {
-                    metas: &p[metas_at..data_at],
-                    data: &p[data_at..],
-                    blocks: e.blocks as usize,
-                };
-                Some(Cursor::new(postings, ImpactScorer { query_impact }))
+                Some(Cursor::new(e.postings(p), ImpactScorer { query_impact }))
             })
             .collect();
         let bound: f64 = cursors.iter().map(|c| c.max_score as f64).sum();

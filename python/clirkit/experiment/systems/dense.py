@@ -108,6 +108,17 @@ def write_search_run(
         index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads)
 
 
+def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
+    """The options every system that encodes its documents with an ONNX model takes."""
+    return {
+        "model": r.file("model", base, directory=True),
+        "max_length": r.positive("max_length"),
+        "batch_size": r.positive("batch_size", batch_size),
+        "fields": list(r.strings("fields", ("title", "text"))),
+        "hits": r.positive("hits"),
+    }
+
+
 class DenseKind:
     name = "dense"
     options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits")
@@ -118,15 +129,7 @@ class DenseKind:
             len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)
         ):
             raise r.error("passages", "must be [size, stride] in tokens")
-        return {
-            "model": r.file("model", base, directory=True),
-            "passages": passages,
-            "pq": r.positive("pq"),
-            "max_length": r.positive("max_length"),
-            "batch_size": r.positive("batch_size", 32),
-            "fields": list(r.strings("fields", ("title", "text"))),
-            "hits": r.positive("hits"),
-        }
+        return {**encoder_options(r, base, 32), "passages": passages, "pq": r.positive("pq")}
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options

@@ -15,7 +15,7 @@ from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
 from clirkit.experiment.stages import RUN_FILE
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
-from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder
+from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
@@ -33,13 +33,9 @@ class ImpactKind:
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         return {
-            "model": r.file("model", base, directory=True),
+            **encoder_options(r, base, 8),
             "quantize": r.positive("quantize", 100),
-            "max_length": r.positive("max_length"),
             "query_max_length": r.positive("query_max_length"),
-            "batch_size": r.positive("batch_size", 8),
-            "fields": list(r.strings("fields", ("title", "text"))),
-            "hits": r.positive("hits"),
         }
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
