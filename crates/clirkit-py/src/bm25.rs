@@ -107,10 +107,7 @@ impl PyBm25Index {
             return Err(e);
         }
         result.py_err()?;
-        let inner = py.detach(|| Bm25Index::open(&index)).py_err()?;
-        Ok(PyBm25Index {
-            inner: Arc::new(inner),
-        })
+        Self::open(py, index)
     }
 
     /// Open an existing index (memory-mapped).

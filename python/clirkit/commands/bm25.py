@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
@@ -112,15 +111,9 @@ def _rm3_flags(args: argparse.Namespace) -> list[tuple[str, bool]]:
 def _write_expansions(path: str, results) -> None:
     """One JSON line per query, ``{"id": qid, "terms": [[term, weight], ...]}`` heaviest first,
     written beside the target and renamed so that a failure leaves no partial file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as out:
-            for qid in results.qids():
-                terms = results.expansion(qid) or []
-                out.write(
-                    json.dumps({"id": qid, "terms": [[t, w] for t, w in terms]}, ensure_ascii=False) + "\n"
-                )
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from clirkit._atomic import atomic_text_output
+
+    with atomic_text_output(path) as out:
+        for qid in results.qids():
+            terms = results.expansion(qid) or []
+            out.write(json.dumps({"id": qid, "terms": [[t, w] for t, w in terms]}, ensure_ascii=False) + "\n")

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from clirkit._atomic import atomic_text_output
 from clirkit.experiment.toml_source import ExperimentError
 from clirkit.position import BucketTable, PositionTable, position_bias
 
@@ -67,15 +68,12 @@ def convert_spans(
             if tokens is not None:
                 row.append(str(tokens[doc]))
             rows.append(row)
-    target = os.fspath(output)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_text_output(output) as f:
         f.write(
             "\t".join([*SPAN_COLUMNS, "doc_chars", *(["doc_tokens"] if tokens is not None else [])]) + "\n"
         )
         for row in rows:
             f.write("\t".join(row) + "\n")
-    os.replace(tmp, target)
     return len(rows)
 
 

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from clirkit._atomic import atomic_text_output
+
 MANIFEST = "stage.json"
 
 
@@ -108,17 +110,11 @@ class ArtifactStore:
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write JSON to ``path`` through a temporary file and a rename."""
-    target = os.fspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_text_output(path) as f:
         json.dump(data, f, indent=1, ensure_ascii=False)
         f.write("\n")
-    os.replace(tmp, target)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    target = os.fspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_text_output(path) as f:
         f.write(text)
-    os.replace(tmp, target)
