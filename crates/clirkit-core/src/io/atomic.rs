@@ -201,8 +201,8 @@ impl AtomicDir {
 
     /// Write the manifest last, then move the directory into place: swapped with an existing
     /// index in one step where the system can, else the old index is moved aside first.
-    pub fn commit(mut self, manifest: &serde_json::Value) -> Result<()> {
-        let text = serde_json::to_string_pretty(manifest).expect("JSON values serialize");
+    pub fn commit(mut self, manifest_text: &str) -> Result<()> {
+        let text = manifest_text;
         write_file(self.tmp_path.join(MANIFEST), text.as_bytes())?;
         check_replaceable(&self.final_path)?;
         // Where the old index went, if there was one: the temporary name after an exchange.
@@ -244,14 +244,15 @@ fn check_replaceable(path: &Path) -> Result<()> {
             "exists and is not a directory; refusing to replace it with an index",
         ));
     }
-    let is_index = path.join(MANIFEST).is_file();
+    let is_index = crate::io::manifest::is_clirkit_index(path);
     let is_empty = fs::read_dir(path).at(path)?.next().is_none();
     if is_index || is_empty {
         Ok(())
     } else {
         Err(Error::format(
             path,
-            "exists and is not a clirkit index (no meta.json); refusing to overwrite it",
+            "exists and is not a clirkit index (no clirkit meta.json); refusing to replace it: \
+             choose an empty or new directory",
         ))
     }
 }
@@ -332,7 +333,7 @@ mod tests {
         for round in 0..2 {
             let d = AtomicDir::create(&target).unwrap();
             write_file(d.path().join("x"), format!("{round}").as_bytes()).unwrap();
-            d.commit(&serde_json::json!({"format": "t", "version": 1}))
+            d.commit(r#"{"format": "clirkit-t", "version": 1}"#)
                 .unwrap();
         }
         assert_eq!(fs::read_to_string(target.join("x")).unwrap(), "1");
@@ -345,13 +346,20 @@ mod tests {
             ["idx"],
             "no temporary or old directory is left behind"
         );
-        read_manifest(&target, "t", 1).unwrap();
-        let err = read_manifest(&target, "t", 2).unwrap_err().to_string();
+        read_manifest(&target, "clirkit-t", 1).unwrap();
+        let err = read_manifest(&target, "clirkit-t", 2)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("version 1"), "{err}");
 
         let user = root.path().join("mine");
         fs::create_dir(&user).unwrap();
         fs::write(user.join("notes.txt"), "keep").unwrap();
         assert!(AtomicDir::create(&user).is_err());
+        // A `meta.json` alone does not make a directory an index.
+        fs::write(user.join(MANIFEST), "{}").unwrap();
+        let err = AtomicDir::create(&user).err().unwrap().to_string();
+        assert!(err.contains("not a clirkit index"), "{err}");
+        assert_eq!(fs::read_to_string(user.join("notes.txt")).unwrap(), "keep");
     }
 }

@@ -3,9 +3,11 @@
 
 pub mod atomic;
 pub mod bytes;
+pub mod checksum;
 pub mod format;
 pub mod jsonl;
 pub mod manifest;
+pub mod snapshot;
 pub mod trec;
 pub mod trec_lines;
 

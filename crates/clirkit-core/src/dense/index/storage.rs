@@ -14,7 +14,7 @@ use crate::io::manifest::{self, DenseManifest, IvfParams, PqParams};
 use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-dense";
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 const FILE_VERSION: u32 = 1;
 const VECTORS: (&str, Kind) = ("vectors.bin", *b"DENSEVEC");
 const CODEBOOK: (&str, Kind) = ("pq.bin", *b"PQCODEBK");
@@ -89,7 +89,11 @@ impl DenseIndex {
     /// Open an index directory; vectors and codes are memory-mapped. Checksums are verified
     /// for every file except the full vectors (which can be tens of GB; their size is checked).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
+        crate::io::snapshot::open(dir.as_ref(), Self::open_files)
+    }
+
+    /// Open the files under `dir` (a snapshot's root).
+    fn open_files(dir: &Path) -> Result<Self> {
         let meta: DenseManifest = manifest::read(dir)?;
         let (dim, ntotal, metric) = (meta.dim, meta.ntotal, meta.metric);
         let ids = IdTable::open(dir.join("ids.bin"))?;
