@@ -208,7 +208,9 @@ def test_interrupted_build_and_other_versions(tmp_path):
     meta = json.loads((target / "meta.json").read_text())
     meta["version"] = 1  # an index of the format before checksummed manifests
     (target / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(clirkit.IndexFormatError, match="version 1, but this clirkit reads version 2; rebuild"):
+    with pytest.raises(
+        clirkit.IndexFormatError, match="version 1, but this clirkit reads version 2; rebuild"
+    ):
         BM25Index.open(target)
     (target / "meta.json").unlink()
     with pytest.raises(clirkit.IndexFormatError, match="not a clirkit index"):

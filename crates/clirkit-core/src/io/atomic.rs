@@ -257,6 +257,12 @@ fn check_replaceable(path: &Path) -> Result<()> {
     }
 }
 
+/// The text of the manifest at `path`; bytes that are not UTF-8 are a format error (corruption).
+pub fn read_manifest_text(path: &Path) -> Result<String> {
+    String::from_utf8(fs::read(path).at(path)?)
+        .map_err(|_| Error::format(path, "not valid UTF-8: the manifest is corrupt"))
+}
+
 /// Read and parse an index directory's manifest, checking its format name and version.
 pub fn read_manifest(
     dir: impl AsRef<Path>,
@@ -271,7 +277,7 @@ pub fn read_manifest(
             "not a clirkit index (no meta.json): missing, or its build did not finish",
         ));
     }
-    let text = fs::read_to_string(&path).at(&path)?;
+    let text = read_manifest_text(&path)?;
     let meta: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
     let found_format = meta.get("format").and_then(|v| v.as_str()).unwrap_or("");

@@ -188,14 +188,46 @@ pub fn write_checked(
     w.finish()
 }
 
+/// A mapped payload's chunk CRCs, and which chunks have been found intact so far.
+pub struct ChunkChecks {
+    crcs: Bytes,
+    chunk_len: usize,
+    /// One bit per chunk already checked.
+    checked: Vec<AtomicU64>,
+    path: PathBuf,
+}
+
+impl ChunkChecks {
+    /// Check the chunk CRCs of the bytes of `payload` (the file's) in `range`, clamped to the
+    /// payload, each chunk once for the life of the mapping: the read path's corruption check.
+    pub fn check(&self, payload: &[u8], range: Range<usize>) -> Result<()> {
+        let end = range.end.min(payload.len());
+        if range.start >= end {
+            return Ok(());
+        }
+        for chunk in range.start / self.chunk_len..=(end - 1) / self.chunk_len {
+            let (word, bit) = (&self.checked[chunk / 64], 1u64 << (chunk % 64));
+            if word.load(Ordering::Relaxed) & bit != 0 {
+                continue;
+            }
+            let start = chunk * self.chunk_len;
+            let bytes = &payload[start..(start + self.chunk_len).min(payload.len())];
+            if crc32fast::hash(bytes) != read_u32(&self.crcs, 4 * chunk) {
+                return Err(Error::format(
+                    &self.path,
+                    format!("checksum mismatch in bytes {start}..: the file is corrupt"),
+                ));
+            }
+            word.fetch_or(bit, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
 /// A memory-mapped checked file; [`MappedFile::payload`] is what followed the header.
 pub struct MappedFile {
     payload: Bytes,
-    chunk_crcs: Bytes,
-    chunk_len: usize,
-    /// One bit per chunk already checked by [`MappedFile::check_range`].
-    checked: Vec<AtomicU64>,
-    path: PathBuf,
+    checks: ChunkChecks,
 }
 
 impl MappedFile {
@@ -248,12 +280,14 @@ impl MappedFile {
         let trailer = Bytes::map(&path, false)?.skip(payload_end);
         Ok(MappedFile {
             payload: mmap.skip(HEADER_LEN).truncate(len as usize),
-            chunk_crcs: trailer,
-            chunk_len: header.chunk_len as usize,
-            checked: (0..chunks.div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            path,
+            checks: ChunkChecks {
+                crcs: trailer,
+                chunk_len: header.chunk_len as usize,
+                checked: (0..chunks.div_ceil(64))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+                path,
+            },
         })
     }
 
@@ -266,33 +300,19 @@ impl MappedFile {
         self.payload
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The payload and its chunk checks, for a reader that keeps the bytes and checks them
+    /// where it reads them.
+    pub fn into_checked_payload(self) -> (Bytes, ChunkChecks) {
+        (self.payload, self.checks)
     }
 
-    /// Check the chunk CRCs of the payload bytes in `range` (clamped to the payload), each chunk
-    /// once for the life of this mapping: the read path's corruption check.
+    pub fn path(&self) -> &Path {
+        &self.checks.path
+    }
+
+    /// Check the chunk CRCs of the payload bytes in `range` ([`ChunkChecks::check`]).
     pub fn check_range(&self, range: Range<usize>) -> Result<()> {
-        let end = range.end.min(self.payload.len());
-        if range.start >= end {
-            return Ok(());
-        }
-        for chunk in range.start / self.chunk_len..=(end - 1) / self.chunk_len {
-            let (word, bit) = (&self.checked[chunk / 64], 1u64 << (chunk % 64));
-            if word.load(Ordering::Relaxed) & bit != 0 {
-                continue;
-            }
-            let start = chunk * self.chunk_len;
-            let bytes = &self.payload[start..(start + self.chunk_len).min(self.payload.len())];
-            if crc32fast::hash(bytes) != read_u32(&self.chunk_crcs, 4 * chunk) {
-                return Err(Error::format(
-                    &self.path,
-                    format!("checksum mismatch in bytes {start}..: the file is corrupt"),
-                ));
-            }
-            word.fetch_or(bit, Ordering::Relaxed);
-        }
-        Ok(())
+        self.checks.check(&self.payload, range)
     }
 }
 

@@ -17,7 +17,7 @@
 //!   value zeroed), so a changed statistic is caught at open; [`verify_dir`] checks every file in full.
 
 use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::{read_manifest, AtomicDir, MANIFEST};
+use crate::io::atomic::{read_manifest, read_manifest_text, AtomicDir, MANIFEST};
 use crate::io::checksum::{self, FileDigest};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -98,7 +98,7 @@ pub fn recorded_files(dir: &Path, meta: &Value) -> Result<BTreeMap<String, FileD
 pub fn read_checked(dir: &Path, format: &str, version: u64) -> Result<Value> {
     let meta = read_manifest(dir, format, version)?;
     let path = dir.join(MANIFEST);
-    if !checksum_holds(&std::fs::read_to_string(&path).at(&path)?) {
+    if !checksum_holds(&read_manifest_text(&path)?) {
         return Err(Error::format(
             dir.join(MANIFEST),
             "checksum mismatch: the manifest was changed or is corrupt; rebuild the index",
@@ -118,7 +118,7 @@ pub struct VerifySummary {
 /// Check a whole index directory of any kind: the manifest's checksum and every recorded file's
 /// size and CRC in full, reading every byte. The first mismatch is an error naming its file.
 pub fn verify_dir(dir: &Path) -> Result<VerifySummary> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).at(dir.join(MANIFEST))?;
+    let text = read_manifest_text(&dir.join(MANIFEST))?;
     let meta: Value = serde_json::from_str(&text)
         .map_err(|e| Error::format(dir.join(MANIFEST), format!("unreadable manifest: {e}")))?;
     if !is_clirkit_index(dir) {

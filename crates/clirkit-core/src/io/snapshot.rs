@@ -13,8 +13,8 @@
 //! so a file of another build is an error (and a retry while the directory is being replaced),
 //! never a silently mixed index.
 
-use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::MANIFEST;
+use crate::error::{Error, Result};
+use crate::io::atomic::{read_manifest_text, MANIFEST};
 use crate::io::checksum;
 use crate::io::manifest;
 use std::fs::File;
@@ -74,7 +74,7 @@ impl Held {
 /// Every file the manifest records has the recorded size and header CRC (one small read each).
 fn check_files(root: &Path) -> Result<()> {
     let path = root.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).at(&path)?;
+    let text = read_manifest_text(&path)?;
     let meta: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
     for (name, digest) in manifest::recorded_files(root, &meta)? {

@@ -103,10 +103,16 @@ impl DenseIndex {
                 format!("ids.bin has {} ids, the manifest says {ntotal}", ids.len()),
             ));
         }
-        let vectors = if meta.vectors {
-            Some(map_array(dir, VECTORS, ntotal * dim, false)?)
+        // The vectors can be tens of GB: not read at open, but checked chunk by chunk where
+        // search reads them.
+        let (vectors, vector_checks) = if meta.vectors {
+            let path = dir.join(VECTORS.0);
+            let file = MappedFile::open(&path, VECTORS.1, FILE_VERSION, false)?;
+            let (payload, checks) = file.into_checked_payload();
+            let count = ntotal.checked_mul(dim).unwrap_or(usize::MAX);
+            (Some(Array::view(payload, count, &path)?), Some(checks))
         } else {
-            None
+            (None, None)
         };
         let pq = match meta.pq {
             None => None,
@@ -169,6 +175,7 @@ impl DenseIndex {
             metric,
             ids,
             vectors,
+            vector_checks,
             pq,
         })
     }
