@@ -4,8 +4,9 @@ Every flip must be harmless (the same results as the intact index) or an ``Index
 at open, search or verify time. Counted per index and outcome; ``silent`` (results differ and
 nothing raised) and ``panic`` (any other exception) must both be zero.
 
-    python benches/byte_flip_sweep.py                      # every byte of the sample's indexes
-    python benches/byte_flip_sweep.py --scifact --samples 3000 --seed 1
+    python benches/byte_flip_sweep.py --docs 40           # every byte of indexes of 40 sample docs
+    python benches/byte_flip_sweep.py --samples 2000      # 2,000 seeded bytes per file, whole sample
+    python benches/byte_flip_sweep.py --scifact --samples 1000 --seed 1
 
 The BM25 index and the dense indexes (flat, and PQ with stored vectors for re-scoring) are
 built from the embedded sample (or SciFact next to ../shared) with the vectors of
@@ -33,6 +34,7 @@ from clirkit._native import verify_index  # noqa: E402
 from clirkit.dense import DenseIndex  # noqa: E402
 from golden_outputs import SAMPLE, SHARED, ids_of, vectors  # noqa: E402
 
+QUERIES = 20
 OUTCOMES = ("harmless", "open", "search", "verify", "verify-differ", "silent", "panic")
 OUTCOME_HELP = """outcomes: harmless = same results, verify passes; open / search = IndexFormatError there;
 verify = same results, verify flags the file; verify-differ = results differ, verify flags the
@@ -126,18 +128,22 @@ def build_indexes(
     doc_ids = ids_of(corpus)
     dim = 16
     docs = vectors(len(doc_ids), dim, 1)
-    qvecs = vectors(min(len(texts), 50), dim, 2)
+    qvecs = vectors(min(len(texts), QUERIES), dim, 2)
     DenseIndex.build(docs, doc_ids, threads=1, quiet=True).save(work / "dense-flat")
     DenseIndex.build(docs, doc_ids, pq=dim // 2, threads=1, quiet=True).save(work / "dense-pq")
     return {
-        "bm25": (bm25, bm25_kind(texts[:50], 10)),
+        "bm25": (bm25, bm25_kind(texts[:QUERIES], 10)),
         "dense-flat": (work / "dense-flat", dense_kind(qvecs, 10)),
         "dense-pq": (work / "dense-pq", dense_kind(qvecs, 10)),
     }
 
 
 def run(
-    scifact: bool, samples: Optional[int], seed: int, log: Callable[[str], None] = print
+    scifact: bool,
+    samples: Optional[int],
+    seed: int,
+    docs: Optional[int] = None,
+    log: Callable[[str], None] = print,
 ) -> Dict[str, Counter]:
     if scifact:
         root = SHARED / "beir-scifact"
@@ -147,6 +153,10 @@ def run(
     rng = random.Random(seed)
     work = Path(tempfile.mkdtemp(prefix="byte-flip-"))
     totals: Dict[str, Counter] = {}
+    if docs is not None:
+        lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)[:docs]
+        corpus = work / "corpus.jsonl"
+        corpus.write_text("".join(lines), encoding="utf-8")
     try:
         for name, (path, kind) in build_indexes(corpus, queries, work, lang_field).items():
             per_file = sweep_index(name, path, kind, samples, rng, log)
@@ -163,8 +173,9 @@ def main() -> int:
         "--samples", type=int, help="flip this many seeded offsets per file (default: every byte)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--docs", type=int, help="index only the corpus's first DOCS documents")
     args = parser.parse_args()
-    totals = run(args.scifact, args.samples, args.seed)
+    totals = run(args.scifact, args.samples, args.seed, args.docs)
     bad = 0
     for name, counts in totals.items():
         print(

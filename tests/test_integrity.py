@@ -91,7 +91,7 @@ def _bench(name: str):
 
 def test_byte_flips_are_harmless_or_detected():
     sweep = _bench("byte_flip_sweep")
-    totals = sweep.run(scifact=False, samples=40, seed=7, log=lambda line: None)
+    totals = sweep.run(scifact=False, samples=40, seed=7, docs=60, log=lambda line: None)
     for name, counts in totals.items():
         assert sum(counts.values()) > 0, name
         assert counts["silent"] == 0 and counts["panic"] == 0, (name, counts)

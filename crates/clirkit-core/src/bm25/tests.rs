@@ -493,8 +493,7 @@ fn corrupt_postings_are_caught_where_they_are_read_and_by_verify() {
     let all_terms: Vec<String> = (0..400).map(|t| format!("w{t}x")).collect();
     let e = idx
         .search(&all_terms.join(" "), None, 10, Bm25Params::default())
-        .err()
-        .expect("the corrupt chunk is detected")
+        .expect_err("the corrupt chunk is detected")
         .to_string();
     assert!(e.contains("postings.bin: checksum mismatch"), "{e}");
     let e = idx.verify().err().unwrap().to_string();

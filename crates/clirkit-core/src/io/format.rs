@@ -68,9 +68,10 @@ impl Header {
         })
     }
 
-    /// How many chunk CRCs follow the payload (`None` when the header is inconsistent).
+    /// How many chunk CRCs follow the payload (`None` for a chunk length this format never
+    /// writes: a corrupt header).
     pub fn chunks(&self) -> Option<u64> {
-        (self.chunk_len > 0).then(|| self.payload_len.div_ceil(self.chunk_len as u64))
+        (self.chunk_len == CHUNK_LEN).then(|| self.payload_len.div_ceil(self.chunk_len as u64))
     }
 
     /// The whole file's size this header implies.

@@ -109,7 +109,7 @@ impl DenseIndex {
             let path = dir.join(VECTORS.0);
             let file = MappedFile::open(&path, VECTORS.1, FILE_VERSION, false)?;
             let (payload, checks) = file.into_checked_payload();
-            let count = ntotal.checked_mul(dim).unwrap_or(usize::MAX);
+            let count = ntotal.saturating_mul(dim);
             (Some(Array::view(payload, count, &path)?), Some(checks))
         } else {
             (None, None)
