@@ -29,14 +29,19 @@ DIM = 16
 QUERIES = 40
 
 
-def _inputs(work: Path) -> Tuple[Path, Path, List[str], List[Tuple[str, Optional[str]]]]:
-    """Corpus A (the sample), corpus B (every third document left out), doc ids, queries."""
+def _write_corpora(work: Path) -> None:
+    """Corpus A (the sample) and corpus B (every third document left out), written once by the
+    parent before any build (a child rewriting them would race the rebuilder's reads)."""
     rows = [
         line for line in (SAMPLE / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
     ]
+    (work / "a.jsonl").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+    (work / "b.jsonl").write_text("".join(r + "\n" for i, r in enumerate(rows) if i % 3), encoding="utf-8")
+
+
+def _inputs(work: Path) -> Tuple[Path, Path, List[str], List[Tuple[str, Optional[str]]]]:
+    """The two corpora, the doc ids and the queries."""
     corpus_a, corpus_b = work / "a.jsonl", work / "b.jsonl"
-    corpus_a.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
-    corpus_b.write_text("".join(r + "\n" for i, r in enumerate(rows) if i % 3), encoding="utf-8")
     queries = []
     for line in (SAMPLE / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:QUERIES]:
         record = json.loads(line)
@@ -79,6 +84,16 @@ def _search(kind: str, target: Path, work: Path) -> object:
     return scores.tobytes() + ids.tobytes()
 
 
+def _difference(got: object, a: object, b: object) -> str:
+    """Where a wrong result set first differs from both expected ones (for the log)."""
+    if isinstance(got, list) and isinstance(a, list) and isinstance(b, list):
+        for i, (g, x, y) in enumerate(zip(got, a, b)):
+            if g != x and g != y:
+                return f"query {i}: got {g[:3]}, A {x[:3]}, B {y[:3]}"
+        return "each query matches A or B, but not all the same one (mixed builds)"
+    return "dense results differ from both builds"
+
+
 def _rebuilder(work: Path, stop_at: float, out: "multiprocessing.Queue") -> None:
     rebuilds: Counter = Counter()
     version = "B"
@@ -113,7 +128,10 @@ def _reader(
                 print(f"panic ({kind}): {type(err).__name__}: {err}", file=sys.stderr)
                 continue
             a, b = expected[kind]
-            c["A" if got == a else "B" if got == b else "wrong"] += 1
+            outcome = "A" if got == a else "B" if got == b else "wrong"
+            c[outcome] += 1
+            if outcome == "wrong":
+                print(f"wrong ({kind}): {_difference(got, a, b)}", file=sys.stderr)
     out.put(("reads", {k: dict(v) for k, v in counts.items()}))
 
 
@@ -121,7 +139,7 @@ def run(seconds: float, readers: int = 1) -> Dict[str, Dict[str, int]]:
     """Race for `seconds`; returns per index kind the counts (rebuilds, opens, A, B, wrong, errors, panics)."""
     work = Path(tempfile.mkdtemp(prefix="rebuild-race-"))
     try:
-        _inputs_cached(work)
+        _write_corpora(work)
         expected = {}
         for kind in ("bm25", "dense"):
             _build(kind, "A", work / kind, work)
