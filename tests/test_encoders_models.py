@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shared_path
-
 from clirkit import InvalidInputError
 from clirkit.encoders import OnnxEncoder
 from clirkit.encoders.tokenization import CHARS_PER_TOKEN_BOUND, bounded_text, encode_truncated
+from conftest import shared_path
 
 ort = pytest.importorskip("onnxruntime")
 tokenizers = pytest.importorskip("tokenizers")

@@ -196,7 +196,7 @@ def open_session(
     if isinstance(model, Path):
         try:
             session = ort.InferenceSession(str(model), sess_options=options, providers=providers)
-        except Exception as err:  # onnxruntime raises its own error types for graphs it cannot load
+        except Exception:  # onnxruntime raises its own error types for graphs it cannot load
             # onnxruntime needs small tensors that feed shapes inline in the graph; an export that put
             # every tensor in external data loads once re-saved with small tensors inline.
             if not _has_external_tensors(model):

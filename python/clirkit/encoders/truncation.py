@@ -33,17 +33,26 @@ def truncate_text(text: str, max_tokens: int, tokenizer: Any = None) -> str:
         raise InvalidInputError(f"max_tokens must be at least 0, got {max_tokens}")
     if tokenizer is None:
         return _truncate_by_script(text, max_tokens)
-    if tokenizer.truncation is not None:  # a tokenizer.json may carry its own truncation: count every token
-        tokenizer = type(tokenizer).from_str(tokenizer.to_str())
-        tokenizer.no_truncation()
     budget = max_tokens
     while True:
-        offsets = tokenizer.encode(text, add_special_tokens=False).offsets
+        offsets = _token_offsets(tokenizer, text, budget)
         if len(offsets) <= max_tokens:
             return text
         text = text[: offsets[budget][0]].rstrip() if budget > 0 else ""
         # Re-tokenizing a cut word can give more pieces than it had inside the whole text.
         budget -= 1
+
+
+def _token_offsets(tokenizer: Any, text: str, budget: int) -> list[tuple[int, int]]:
+    """Offsets of ``text``'s tokens, at least the first ``budget + 1`` of them when there are that many.
+    A tokenizer.json may carry its own truncation: when it keeps more than ``budget`` tokens its output
+    serves, otherwise an untruncated copy counts (copying a large vocabulary takes a while)."""
+    truncation = tokenizer.truncation
+    if truncation is None or truncation["max_length"] > budget:
+        return tokenizer.encode(text, add_special_tokens=False).offsets
+    untruncated = type(tokenizer).from_str(tokenizer.to_str())
+    untruncated.no_truncation()
+    return untruncated.encode(text, add_special_tokens=False).offsets
 
 
 def _truncate_by_script(text: str, max_tokens: int) -> str:
