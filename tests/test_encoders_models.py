@@ -53,6 +53,12 @@ def test_external_data_model_encodes_like_the_single_file_model(tmp_path):
     external = OnnxEncoder(dst, device="cpu").encode_queries(queries)
     assert float(np.abs(single - external).max()) <= 1e-6
 
+    # Resumable encodings key on the fingerprint: new weights alone must change it.
+    before = OnnxEncoder(dst, device="cpu").fingerprint()
+    with (dst / "weights.bin").open("ab") as weights:
+        weights.write(b"\0")
+    assert OnnxEncoder(dst, device="cpu").fingerprint() != before
+
 
 def tiny_model(dst: Path, config: dict, extra_input: bool = True) -> tuple[Path, np.ndarray, np.ndarray]:
     """A float16 graph over MiniLM's tokenizer: int32 ``input_ids`` -> embedding rows, plus the row of

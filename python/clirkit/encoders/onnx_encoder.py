@@ -187,9 +187,11 @@ class OnnxEncoder:
         """A digest of the model files and every setting that changes the vectors (for resumable
         corpus encoding: a resumed run must use the same encoder)."""
         h = hashlib.sha256()
-        for name in MODEL_FILES:
-            st = (self.model_dir / name).stat()
-            h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        # Every file beside the graph, not only MODEL_FILES: external-data weights can live in any
+        # of them, and a change to the weights alone must not let a resumed run mix two models.
+        for path in sorted(p for p in self.model_dir.iterdir() if p.is_file()):
+            st = path.stat()
+            h.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns};".encode())
         h.update((self.model_dir / "config.json").read_bytes())
         h.update(json.dumps(self._vector_settings()).encode())
         return h.hexdigest()
