@@ -94,20 +94,16 @@ pub struct Bm25Index {
 }
 
 impl Bm25Index {
-    /// Open the index at `dir` as one consistent snapshot ([`crate::io::snapshot`]), even while
-    /// another process rebuilds it.
+    /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        crate::io::snapshot::open(dir, |root| {
-            let mut index = Self::open_files(root)?;
-            index.dir = dir.to_path_buf();
-            Ok(index)
-        })
+        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
     }
 
-    /// Open the files under `dir`; checks format version, analyzer versions and file checksums
-    /// (except the postings', which [`Bm25Index::verify`] checks: opening stays near-instant).
-    fn open_files(dir: &Path) -> Result<Self> {
+    /// Open the files under `dir` (a snapshot's root) of the index named `named`; checks format
+    /// version, analyzer versions and file checksums (except the postings', which are checked
+    /// where they are read, and by [`Bm25Index::verify`]: opening stays near-instant).
+    fn open_files(dir: &Path, named: &Path) -> Result<Self> {
         let dir = dir.to_path_buf();
         let manifest: Bm25Manifest = manifest::read(&dir)?;
         let num_docs = manifest.num_docs as usize;
@@ -168,7 +164,7 @@ impl Bm25Index {
             ));
         }
         Ok(Bm25Index {
-            dir,
+            dir: named.to_path_buf(),
             manifest,
             ids,
             terms,

@@ -202,14 +202,18 @@ fn spilled_build_is_identical_to_in_memory_build() {
     assert_eq!(found, ["many4", "many3", "many2", "many1", "many0"]);
 }
 
+/// An index of `random_corpus(docs, vocab)` from `seed`, built at `dir/idx`.
+fn random_index(dir: &Path, seed: u64, docs: usize, vocab: usize) -> PathBuf {
+    let corpus = write_corpus(dir, "c.jsonl", &random_corpus(&mut Rng(seed), docs, vocab));
+    let index = dir.join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    index
+}
+
 #[test]
 fn batch_search_is_deterministic_across_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(7);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, 50));
-    let index = dir.path().join("idx");
-    build(&corpus, &index, &quiet()).unwrap();
-    let idx = Bm25Index::open(&index).unwrap();
+    let idx = Bm25Index::open(random_index(dir.path(), 7, 1000, 50)).unwrap();
     let queries: Vec<BatchQuery> = (0..64)
         .map(|i| BatchQuery {
             id: format!("q{i}"),
@@ -448,13 +452,14 @@ fn rewrite_manifest(index: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
 #[test]
 fn inconsistent_statistics_are_refused_at_open() {
     let dir = tempfile::tempdir().unwrap();
-    let corpus = write_corpus(
-        dir.path(),
-        "c.jsonl",
-        &[doc("a", "zorp quux"), doc("b", "quux")],
-    );
     let index = dir.path().join("idx");
-    build(&corpus, &index, &quiet()).unwrap();
+    let docs = [doc("a", "zorp quux"), doc("b", "quux")];
+    build(
+        &write_corpus(dir.path(), "c.jsonl", &docs),
+        &index,
+        &quiet(),
+    )
+    .unwrap();
     let meta = std::fs::read_to_string(index.join("meta.json")).unwrap();
     // A hand edit breaks the manifest's checksum...
     std::fs::write(
@@ -474,10 +479,7 @@ fn inconsistent_statistics_are_refused_at_open() {
 #[test]
 fn corrupt_postings_are_caught_where_they_are_read_and_by_verify() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(3);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 3000, 400));
-    let index = dir.path().join("idx");
-    build(&corpus, &index, &quiet()).unwrap();
+    let index = random_index(dir.path(), 3, 3000, 400);
     assert_eq!(
         crate::io::manifest::verify_dir(&index).unwrap().format,
         "clirkit-bm25"

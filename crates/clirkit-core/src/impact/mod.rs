@@ -59,20 +59,15 @@ pub struct ImpactIndex {
 }
 
 impl ImpactIndex {
-    /// Open the index at `dir` as one consistent snapshot ([`crate::io::snapshot`]), even while
-    /// another process rebuilds it.
+    /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        crate::io::snapshot::open(dir, |root| {
-            let mut index = Self::open_files(root)?;
-            index.dir = dir.to_path_buf();
-            Ok(index)
-        })
+        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
     }
 
-    /// Open the files under `dir`, checking format, headers and (except the postings', which
-    /// [`ImpactIndex::verify`] checks) their checksums.
-    fn open_files(dir: &Path) -> Result<Self> {
+    /// Open the files under `dir` (a snapshot's root) of the index named `named`, checking
+    /// format, headers and (except the postings', checked where they are read) their checksums.
+    fn open_files(dir: &Path, named: &Path) -> Result<Self> {
         let dir = dir.to_path_buf();
         let manifest: ImpactManifest = manifest::read(&dir)?;
         let v = format::FILE_VERSION;
@@ -93,7 +88,7 @@ impl ImpactIndex {
             return Err(Error::format(&dir, "quantize is 0 in meta.json"));
         }
         Ok(ImpactIndex {
-            dir,
+            dir: named.to_path_buf(),
             manifest,
             ids,
             terms,

@@ -140,18 +140,14 @@ fn offsets_ok(offsets: &[u64], end: usize) -> bool {
 }
 
 impl MultiVectorIndex {
-    /// Open the index at `dir` as one consistent snapshot ([`crate::io::snapshot`]), even while
-    /// another process rebuilds it.
+    /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        crate::io::snapshot::open(dir, |root| {
-            let mut index = Self::open_files(root)?;
-            index.dir = dir.to_path_buf();
-            Ok(index)
-        })
+        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
     }
 
-    fn open_files(dir: &Path) -> Result<Self> {
+    /// Open the files under `dir` (a snapshot's root) of the index named `named`.
+    fn open_files(dir: &Path, named: &Path) -> Result<Self> {
         let meta_path = dir.join(MANIFEST);
         let m: MultiVectorManifest = manifest::read(dir)?;
         let bad = |what: &str| Error::format(&meta_path, format!("invalid manifest: {what}"));
@@ -205,7 +201,7 @@ impl MultiVectorIndex {
             None
         };
         Ok(MultiVectorIndex {
-            dir: dir.to_path_buf(),
+            dir: named.to_path_buf(),
             manifest: m,
             ids,
             centroids,
