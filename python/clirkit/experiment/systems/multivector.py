@@ -46,12 +46,21 @@ class MultiVectorKind:
         for source in task.docs.sources:
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.encoders.tokens import encode_tokens_file
+                from clirkit.encoders.tokens import encode_tokens_file, token_paths
 
+                # Encoded beside the store's partial stage so that a killed run resumes (as dense).
+                prefix = ctx.store.partial(stage.digest) / TOKENS
                 passages = tuple(options["passages"]) if options["passages"] else None
                 encode_tokens_file(
-                    _encoder(ctx, options), path, out / TOKENS, fields=options["fields"], passages=passages
+                    _encoder(ctx, options),
+                    path,
+                    prefix,
+                    fields=options["fields"],
+                    passages=passages,
+                    quiet=ctx.quiet,
                 )
+                for done in token_paths(prefix).values():
+                    done.rename(out / done.name)
 
             label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
