@@ -292,11 +292,11 @@ def test_token_encoding_resumes_to_identical_files(tmp_path: Path) -> None:
     model = shared_path("models", "all-MiniLM-L6-v2-int8")
     corpus = tmp_path / "c.jsonl"
     with open(shared_path("data", "beir-scifact", "corpus.jsonl"), encoding="utf-8") as src:
-        corpus.write_text("".join(next(src) for _ in range(10)), encoding="utf-8")
+        corpus.write_text("".join(next(src) for _ in range(6)), encoding="utf-8")
     encoder = TokenEncoder(OnnxEncoder(model, device="cpu", threads=2, max_length=48))
-    options = dict(passages=(32, 16), chunk_size=3, quiet=True)
+    options = dict(passages=(32, 16), chunk_size=2, quiet=True)
     whole = encode_tokens_file(encoder, corpus, tmp_path / "whole", **options)
-    assert whole.records == 10 and whole.items > 10 and whole.resumed_items == 0
+    assert whole.records == 6 and whole.items > 6 and whole.resumed_items == 0
     offsets = np.load(whole.offsets_path)
     # The streamed header is np.save's: the offsets file is what np.save writes.
     np.save(tmp_path / "saved.npy", offsets)
@@ -331,7 +331,7 @@ def test_token_encoding_resumes_to_identical_files(tmp_path: Path) -> None:
     with pytest.raises(_Killed):
         encode_tokens_file(StopsAfterTwoChunks(encoder.encoder), corpus, prefix, **options)
     args = ["encode", "--multivector", "--model", str(model), "--max-length", "48", "--passages", "32:16"]
-    args += ["--corpus", str(corpus), "--output", str(prefix), "--chunk-size", "3", "--quiet", "--restart"]
+    args += ["--corpus", str(corpus), "--output", str(prefix), "--chunk-size", "2", "--quiet", "--restart"]
     assert main(args) == 0
     for name, path in token_paths(prefix).items():
         assert path.read_bytes() == token_paths(tmp_path / "whole")[name].read_bytes(), name
