@@ -272,13 +272,64 @@ def encode_tokens_file(
             f.write(npy_shape_header(OFFSETS_DTYPE, (1,)) + np.zeros(1, dtype=OFFSETS_DTYPE).tobytes())
         paths["ids_partial"].write_bytes(b"")
 
+    def encode_remaining(state: dict[str, Any]) -> None:
+        """Append the rest of the input to the partial token matrix, offsets and ids; finally write
+        the shapes into the ``.npy`` headers and mark the state complete."""
+        recorded = {
+            "tokens_partial": HEADER_BYTES + state["tokens"] * dim * np_dtype.itemsize,
+            "offsets_partial": HEADER_BYTES + (state["rows"] + 1) * OFFSETS_DTYPE.itemsize,
+            "ids_partial": state["ids_bytes"],
+        }
+        _check_partial_sizes(paths, recorded)
+        with (
+            open(paths["tokens_partial"], "r+b") as data,
+            open(paths["offsets_partial"], "r+b") as offsets_out,
+            open(paths["ids_partial"], "r+b") as ids_out,
+        ):
+            files = (data, offsets_out, ids_out)
+            # Drop whatever a crash left after the last completed chunk.
+            for f, size in zip(files, recorded.values()):
+                f.truncate(size)
+                f.seek(0, os.SEEK_END)
+
+            def append(chunk_ids: list[str], texts: list[str], matrices: list[np.ndarray]) -> None:
+                ends, end = [], state["tokens"]
+                for item_id, m in zip(chunk_ids, matrices):
+                    if len(m) == 0:
+                        raise InvalidInputError(f"{source}: {item_id!r} has no tokens left to store")
+                    if m.shape[1] != dim:
+                        raise InvalidInputError(
+                            f"{source}: {item_id!r} has {m.shape[1]}-dimensional tokens, expected {dim}"
+                        )
+                    data.write(np.ascontiguousarray(m, dtype=np_dtype).tobytes())
+                    end += len(m)
+                    ends.append(end)
+                offsets_out.write(np.asarray(ends, dtype=OFFSETS_DTYPE).tobytes())
+                ids_out.write("".join(i + "\n" for i in chunk_ids).encode("utf-8"))
+                for f in files:
+                    f.flush()
+                    os.fsync(f.fileno())
+                state["tokens"] = end
+                state["ids_bytes"] = ids_out.tell()
+
+            _encode_chunks(token_encoder, source, paths["state"], state, append, **reading)
+            data.seek(0)
+            data.write(npy_shape_header(np_dtype, (state["tokens"], dim)))
+            offsets_out.seek(0)
+            offsets_out.write(npy_shape_header(OFFSETS_DTYPE, (state["rows"] + 1,)))
+            for f in (data, offsets_out):
+                f.flush()
+                os.fsync(f.fileno())
+        state["complete"] = True
+        _write_state(paths["state"], state)
+
     counts = _encode_resumably(
         paths,
         ("tokens", "offsets", "ids"),
         _expected_state(token_encoder, source, reading, dtype),
         {"dim": dim, "tokens": 0, "ids_bytes": 0},
         create_partials,
-        lambda state: _encode_tokens_remaining(token_encoder, source, paths, state, np_dtype, reading),
+        encode_remaining,
         restart,
     )
     return TokenFiles(
@@ -293,66 +344,6 @@ def encode_tokens_file(
         resumed_items=counts["resumed_rows"],
         seconds=counts["seconds"],
     )
-
-
-def _encode_tokens_remaining(
-    encoder: TokenEncoder,
-    source: Path,
-    paths: dict[str, Path],
-    state: dict[str, Any],
-    np_dtype: np.dtype,
-    reading: dict[str, Any],
-) -> None:
-    """Append the rest of the input to the partial token matrix, offsets and ids; finally write the
-    shapes into the ``.npy`` headers and mark the state complete."""
-    dim = int(state["dim"])
-    recorded = {
-        "tokens_partial": HEADER_BYTES + state["tokens"] * dim * np_dtype.itemsize,
-        "offsets_partial": HEADER_BYTES + (state["rows"] + 1) * OFFSETS_DTYPE.itemsize,
-        "ids_partial": state["ids_bytes"],
-    }
-    _check_partial_sizes(paths, recorded)
-    with (
-        open(paths["tokens_partial"], "r+b") as data,
-        open(paths["offsets_partial"], "r+b") as offsets_out,
-        open(paths["ids_partial"], "r+b") as ids_out,
-    ):
-        files = (data, offsets_out, ids_out)
-        # Drop whatever a crash left after the last completed chunk.
-        for f, size in zip(files, recorded.values()):
-            f.truncate(size)
-            f.seek(0, os.SEEK_END)
-
-        def append(chunk_ids: list[str], texts: list[str], matrices: list[np.ndarray]) -> None:
-            ends, end = [], state["tokens"]
-            for item_id, m in zip(chunk_ids, matrices):
-                if len(m) == 0:
-                    raise InvalidInputError(f"{source}: {item_id!r} has no tokens left to store")
-                if m.shape[1] != dim:
-                    raise InvalidInputError(
-                        f"{source}: {item_id!r} has {m.shape[1]}-dimensional tokens, expected {dim}"
-                    )
-                data.write(np.ascontiguousarray(m, dtype=np_dtype).tobytes())
-                end += len(m)
-                ends.append(end)
-            offsets_out.write(np.asarray(ends, dtype=OFFSETS_DTYPE).tobytes())
-            ids_out.write("".join(i + "\n" for i in chunk_ids).encode("utf-8"))
-            for f in files:
-                f.flush()
-                os.fsync(f.fileno())
-            state["tokens"] = end
-            state["ids_bytes"] = ids_out.tell()
-
-        _encode_chunks(encoder, source, paths["state"], state, append, **reading)
-        data.seek(0)
-        data.write(npy_shape_header(np_dtype, (state["tokens"], dim)))
-        offsets_out.seek(0)
-        offsets_out.write(npy_shape_header(OFFSETS_DTYPE, (state["rows"] + 1,)))
-        for f in (data, offsets_out):
-            f.flush()
-            os.fsync(f.fileno())
-    state["complete"] = True
-    _write_state(paths["state"], state)
 
 
 def load_tokens(prefix: PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:

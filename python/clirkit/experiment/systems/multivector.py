@@ -19,6 +19,7 @@ from clirkit.experiment.systems.dense import (
     add_index_stage,
     add_query_stage,
     document_encode_params,
+    encode_documents_resumably,
     write_search_run,
 )
 
@@ -48,19 +49,12 @@ class MultiVectorKind:
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.tokens import encode_tokens_file, token_paths
 
-                # Encoded beside the store's partial stage so that a killed run resumes (as dense).
-                prefix = ctx.store.partial(stage.digest) / TOKENS
-                passages = tuple(options["passages"]) if options["passages"] else None
-                encode_tokens_file(
-                    _encoder(ctx, options),
-                    path,
-                    prefix,
-                    fields=options["fields"],
-                    passages=passages,
-                    quiet=ctx.quiet,
+                def written(prefix: Path) -> list[Path]:
+                    return list(token_paths(prefix).values())
+
+                encode_documents_resumably(
+                    stage, out, ctx, options, path, TOKENS, encode_tokens_file, written
                 )
-                for done in token_paths(prefix).values():
-                    done.rename(out / done.name)
 
             label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
