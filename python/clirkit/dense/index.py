@@ -15,12 +15,14 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+import os
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
 from clirkit import _native
+from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix
@@ -141,6 +143,115 @@ class DenseIndex(NativeIndex):
             threads=checked_threads(threads),
             keep_vectors=keep_vectors,
             quiet=quiet,
+        )
+        return DenseIndex(native)
+
+    @staticmethod
+    def build_file(
+        embeddings: PathLike,
+        ids: Iterable[str],
+        index_dir: PathLike,
+        *,
+        pq: int | None = None,
+        nbits: int = 4,
+        ivf: int | None = None,
+        metric: str = "ip",
+        train_size: int | None = None,
+        seed: int = 0,
+        threads: int = 0,
+        keep_vectors: bool = True,
+        quiet: bool = False,
+        memory_mb: int = 256,
+    ) -> DenseIndex:
+        """Index the ``.npy`` matrix ``embeddings`` (float32 or float16) into ``index_dir`` by streaming.
+
+        The file is read a chunk of rows at a time (float16 converted per chunk) and the index
+        files are written as the chunks are encoded, so memory stays near ``memory_mb`` MB plus the
+        training sample and the ids, whatever the collection size (with ``ivf`` the codes, ``M``
+        bytes per vector, are also held). The files equal those of :meth:`build` then :meth:`save`
+        on the same vectors. Returns the index opened from ``index_dir``.
+        """
+        native = _native.DenseIndex.build_npy(
+            Path(embeddings),
+            [i if isinstance(i, str) else str(i) for i in ids],
+            Path(index_dir),
+            pq=pq,
+            nbits=nbits,
+            ivf=ivf,
+            metric=metric,
+            train_size=train_size,
+            seed=seed,
+            threads=checked_threads(threads),
+            keep_vectors=keep_vectors,
+            quiet=quiet,
+            memory_mb=memory_mb,
+        )
+        return DenseIndex(native)
+
+    def add(
+        self,
+        embeddings: np.ndarray | PathLike,
+        ids: Iterable[str],
+        index_dir: PathLike,
+        *,
+        memory_mb: int = 256,
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> DenseIndex:
+        """This index's vectors then ``embeddings`` (an array, or a ``.npy`` file read in chunks),
+        encoded with this index's codebook, written to ``index_dir`` (this index's own directory
+        is fine) and returned: the same index as building all the vectors at once with this codebook.
+        """
+        return self._combined(index_dir, [self], embeddings, ids, memory_mb, threads, quiet)
+
+    def build_with_codebook(
+        self,
+        embeddings: np.ndarray | PathLike,
+        ids: Iterable[str],
+        index_dir: PathLike,
+        *,
+        memory_mb: int = 256,
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> DenseIndex:
+        """A new index of ``embeddings`` encoded with this index's codebook (and IVF centroids),
+        so that it can be merged with this one (:meth:`merge`)."""
+        return self._combined(index_dir, [], embeddings, ids, memory_mb, threads, quiet)
+
+    @staticmethod
+    def merge(
+        indexes: Sequence[DenseIndex], index_dir: PathLike, *, memory_mb: int = 256, threads: int = 0
+    ) -> DenseIndex:
+        """The rows of ``indexes`` in order, written to ``index_dir``: they must have been trained
+        with the same codebook (see :meth:`build_with_codebook`); ids must be unique across them."""
+        if not indexes:
+            raise InvalidInputError("merge: give at least one index")
+        return indexes[0]._combined(index_dir, list(indexes), None, None, memory_mb, threads, True)
+
+    def _combined(
+        self,
+        index_dir: PathLike,
+        indexes: list[DenseIndex],
+        embeddings: np.ndarray | PathLike | None,
+        ids: Iterable[str] | None,
+        memory_mb: int,
+        threads: int,
+        quiet: bool,
+    ) -> DenseIndex:
+        new: dict[str, Any] = {}
+        if embeddings is not None:
+            new["ids"] = [i if isinstance(i, str) else str(i) for i in ids or []]
+            if isinstance(embeddings, (str, os.PathLike)):
+                new["npy"] = Path(embeddings)
+            else:
+                new["embeddings"] = as_matrix(embeddings, "embeddings")
+        native = self._native.write_combined(
+            Path(index_dir),
+            [i._native for i in indexes],
+            memory_mb=memory_mb,
+            threads=checked_threads(threads),
+            quiet=quiet,
+            **new,
         )
         return DenseIndex(native)
 
