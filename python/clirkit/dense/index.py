@@ -14,8 +14,8 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
 import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
@@ -25,7 +25,7 @@ from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
-from clirkit.dense.vectors import as_matrix
+from clirkit.dense.vectors import as_matrix, load_matrix
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
 
@@ -171,20 +171,26 @@ class DenseIndex(NativeIndex):
         bytes per vector, are also held). The files equal those of :meth:`build` then :meth:`save`
         on the same vectors. Returns the index opened from ``index_dir``.
         """
+        options: dict[str, Any] = {
+            "pq": pq,
+            "nbits": nbits,
+            "ivf": ivf,
+            "metric": metric,
+            "train_size": train_size,
+            "seed": seed,
+            "threads": checked_threads(threads),
+            "keep_vectors": keep_vectors,
+            "quiet": quiet,
+        }
+        id_list = [i if isinstance(i, str) else str(i) for i in ids]
+        header = np.load(os.fspath(embeddings), mmap_mode="r")
+        if header.dtype not in (np.dtype("<f4"), np.dtype("<f2")) or not header.flags.c_contiguous:
+            # Other layouts (float64, Fortran order, big endian) are converted in memory, as before.
+            DenseIndex.build(load_matrix(embeddings), id_list, **options).save(index_dir)
+            return DenseIndex.open(index_dir)
+        del header
         native = _native.DenseIndex.build_npy(
-            Path(embeddings),
-            [i if isinstance(i, str) else str(i) for i in ids],
-            Path(index_dir),
-            pq=pq,
-            nbits=nbits,
-            ivf=ivf,
-            metric=metric,
-            train_size=train_size,
-            seed=seed,
-            threads=checked_threads(threads),
-            keep_vectors=keep_vectors,
-            quiet=quiet,
-            memory_mb=memory_mb,
+            Path(embeddings), id_list, Path(index_dir), memory_mb=memory_mb, **options
         )
         return DenseIndex(native)
 
