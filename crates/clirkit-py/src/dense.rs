@@ -26,6 +26,31 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
     Ok((data, dim))
 }
 
+/// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
+/// (train_size, seed).
+fn build_options(
+    kind: (Option<usize>, usize, Option<usize>),
+    metric: &str,
+    training: (Option<usize>, u64),
+    threads: usize,
+    keep_vectors: bool,
+    quiet: bool,
+) -> PyResult<BuildOptions> {
+    let (pq, nbits, ivf) = kind;
+    let (train_size, seed) = training;
+    Ok(BuildOptions {
+        pq,
+        nbits,
+        ivf,
+        metric: metric.parse::<Metric>().py_err()?,
+        train_size,
+        seed,
+        threads,
+        keep_vectors,
+        quiet,
+    })
+}
+
 /// A dense vector index (flat exact, or PQ fast-scan with optional IVF and refine).
 #[pyclass(name = "DenseIndex", module = "clirkit._native", frozen)]
 pub struct PyDenseIndex {
@@ -75,17 +100,14 @@ impl PyDenseIndex {
         quiet: bool,
     ) -> PyResult<Self> {
         let (data, dim) = matrix(&embeddings, "embeddings")?;
-        let opts = BuildOptions {
-            pq,
-            nbits,
-            ivf,
-            metric: metric.parse::<Metric>().py_err()?,
-            train_size,
-            seed,
+        let opts = build_options(
+            (pq, nbits, ivf),
+            metric,
+            (train_size, seed),
             threads,
             keep_vectors,
             quiet,
-        };
+        )?;
         let inner = py
             .detach(|| DenseIndex::build(data, dim, &ids, &opts))
             .py_err()?;
@@ -114,17 +136,14 @@ impl PyDenseIndex {
         quiet: bool,
         memory_mb: usize,
     ) -> PyResult<Self> {
-        let opts = BuildOptions {
-            pq,
-            nbits,
-            ivf,
-            metric: metric.parse::<Metric>().py_err()?,
-            train_size,
-            seed,
+        let opts = build_options(
+            (pq, nbits, ivf),
+            metric,
+            (train_size, seed),
             threads,
             keep_vectors,
             quiet,
-        };
+        )?;
         let inner = py
             .detach(|| {
                 let source = NpyFile::open(&npy)?;

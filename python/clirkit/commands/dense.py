@@ -87,9 +87,8 @@ def run_index(args: argparse.Namespace) -> int:
     if args.append:
         index = DenseIndex.open(args.index).add(args.embeddings, ids, args.index, **grow)
     elif args.codebook_from:
-        index = DenseIndex.open(args.codebook_from).build_with_codebook(
-            args.embeddings, ids, args.index, **grow
-        )
+        template = DenseIndex.open(args.codebook_from)
+        index = template.add(args.embeddings, ids, args.index, keep_rows=False, **grow)
     else:
         index = DenseIndex.build_file(
             args.embeddings,

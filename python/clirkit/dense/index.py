@@ -200,6 +200,7 @@ class DenseIndex(NativeIndex):
         ids: Iterable[str],
         index_dir: PathLike,
         *,
+        keep_rows: bool = True,
         memory_mb: int = 256,
         threads: int = 0,
         quiet: bool = False,
@@ -207,29 +208,20 @@ class DenseIndex(NativeIndex):
         """This index's vectors then ``embeddings`` (an array, or a ``.npy`` file read in chunks),
         encoded with this index's codebook, written to ``index_dir`` (this index's own directory
         is fine) and returned: the same index as building all the vectors at once with this codebook.
-        """
-        return self._combined(index_dir, [self], embeddings, ids, memory_mb, threads, quiet)
 
-    def build_with_codebook(
-        self,
-        embeddings: np.ndarray | PathLike,
-        ids: Iterable[str],
-        index_dir: PathLike,
-        *,
-        memory_mb: int = 256,
-        threads: int = 0,
-        quiet: bool = False,
-    ) -> DenseIndex:
-        """A new index of ``embeddings`` encoded with this index's codebook (and IVF centroids),
-        so that it can be merged with this one (:meth:`merge`)."""
-        return self._combined(index_dir, [], embeddings, ids, memory_mb, threads, quiet)
+        ``keep_rows=False`` leaves this index's vectors out: a new index of ``embeddings`` encoded with
+        this codebook (and IVF centroids), which can then be merged with this one (:meth:`merge`).
+        """
+        return self._combined(
+            index_dir, [self] if keep_rows else [], embeddings, ids, memory_mb, threads, quiet
+        )
 
     @staticmethod
     def merge(
         indexes: Sequence[DenseIndex], index_dir: PathLike, *, memory_mb: int = 256, threads: int = 0
     ) -> DenseIndex:
         """The rows of ``indexes`` in order, written to ``index_dir``: they must have been trained
-        with the same codebook (see :meth:`build_with_codebook`); ids must be unique across them."""
+        with the same codebook (see :meth:`add` with ``keep_rows=False``); ids must be unique across them."""
         if not indexes:
             raise InvalidInputError("merge: give at least one index")
         return indexes[0]._combined(index_dir, list(indexes), None, None, memory_mb, threads, True)
