@@ -34,7 +34,7 @@ BENCHES = Path(__file__).resolve().parent
 # Disk per item, rounded up from the runs recorded in benches/RESULTS.md (bytes): JSONL corpus and index per
 # NeuCLIR-shaped document; .npy (float16) and index (float32 vectors + 4-bit codes) per vector dimension.
 CORPUS_BYTES_PER_DOC = 2_800
-BM25_INDEX_BYTES_PER_DOC = 2_400
+BM25_INDEX_BYTES_PER_DOC = 700
 NPY_BYTES_PER_DIM = 2
 DENSE_INDEX_BYTES_PER_DIM = 4.25
 SAFETY_BYTES = 3 << 30
