@@ -168,10 +168,7 @@ fn load_texts(
     };
     py.detach(|| -> clirkit_core::Result<HashMap<String, String>> {
         let wanted = |id: &str| ids.as_ref().is_none_or(|s| s.contains(id));
-        let tsv = matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("tsv") | Some("txt")
-        );
+        let tsv = clirkit_core::io::jsonl::is_tsv(&path);
         if tsv {
             return Ok(read_records(&path, &spec)?
                 .into_iter()

@@ -412,13 +412,10 @@ mod tests;
 /// `query`, `title`, optional `lang`) or TSV (`id<TAB>text`).
 /// Duplicate query ids are an error naming both lines.
 pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<BatchQuery>> {
-    use crate::io::jsonl::{read_records, FieldSpec};
+    use crate::io::jsonl::{is_tsv, read_records, FieldSpec};
     let path = path.as_ref();
     let records = read_records(path, &FieldSpec::queries())?;
-    let tsv = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("tsv") | Some("txt")
-    );
+    let tsv = is_tsv(path);
     let mut langs: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
     if !tsv {
         // The language is optional per query, so it is read apart from the required fields.

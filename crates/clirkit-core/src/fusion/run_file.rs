@@ -10,7 +10,6 @@ use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, Result};
 use crate::io::atomic::write_file_with;
-use crate::io::bytes::Bytes;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -41,7 +40,7 @@ impl Chunk {
 /// canonical order.
 pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
     let path = path.as_ref();
-    let bytes = Bytes::map(path, false)?;
+    let bytes = trec_lines::read_bytes(path)?;
     if bytes.is_empty() {
         return Ok(RunLists::default());
     }
