@@ -7,7 +7,7 @@
 /// Why `id` cannot be an id, or `None` if it can.
 pub fn id_problem(id: &str) -> Option<String> {
     if id.is_empty() {
-        return Some("an id must not be empty".into());
+        return Some("id is empty".into());
     }
     let bad = |c: char| c.is_whitespace() || c.is_control();
     // Ids are nearly always ASCII: one pass over the bytes settles those.
