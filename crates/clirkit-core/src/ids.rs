@@ -185,6 +185,10 @@ impl IdTable {
             return Err(Error::format(path, "id table too short"));
         }
         let len = read_u64(p, 0) as usize;
+        // Checked first: a crafted count would overflow the size computed from it.
+        if len > p.len() / 12 {
+            return Err(Error::format(path, "id table is inconsistent"));
+        }
         let need = 8 + 8 * (len + 1) + 4 * len;
         if p.len() < need || p.len() - need != read_u64(p, 8 + 8 * len) as usize {
             return Err(Error::format(path, "id table is inconsistent"));

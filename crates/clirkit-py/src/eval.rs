@@ -137,9 +137,7 @@ impl PyEvaluator {
     /// Evaluate a run dict[qid, dict[docid, score]].
     fn evaluate_dict(&self, py: Python<'_>, run: PyRunDict) -> PyResult<PyEvaluation> {
         check_scores(&run)?;
-        Ok(to_py(
-            py.detach_caught(|| self.inner.evaluate(run_queries(&run))),
-        ))
+        Ok(to_py(py.detach(|| self.inner.evaluate(run_queries(&run)))))
     }
 
     /// Evaluate a TREC run file.
