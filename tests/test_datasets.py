@@ -43,7 +43,9 @@ def test_a_query_without_text_is_an_error_naming_the_line(tmp_path):
         list(iter_jsonl(path, text_rule="any"))
 
 
-CASES = json.loads((Path(__file__).parent / "data" / "reader_cases.json").read_text(encoding="utf-8"))["cases"]
+CASES = json.loads((Path(__file__).parent / "data" / "reader_cases.json").read_text(encoding="utf-8"))[
+    "cases"
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -52,8 +54,15 @@ def test_shared_reader_cases(case):
     queries = case["kind"] == "queries"
     fields = QUERY_FIELDS if queries else CORPUS_FIELDS
     id_fields = QUERY_ID_FIELDS if queries else ID_FIELDS
-    read = lambda: parse_line("c.jsonl", 3, case["line"].encode(), fields, id_fields, "lang",  # noqa: E731
-                              "first" if queries else "join")
+    read = lambda: parse_line(
+        "c.jsonl",
+        3,
+        case["line"].encode(),
+        fields,
+        id_fields,
+        "lang",  # noqa: E731
+        "first" if queries else "join",
+    )
     if "error" in case:
         with pytest.raises(ParseError) as err:
             read()
@@ -75,7 +84,7 @@ def test_byte_order_marks_and_gzip(tmp_path):
     ids = tmp_path / "ids.txt"
     ids.write_bytes("\ufeffd1\nd2\n".encode())
     assert read_ids(ids) == ["d1", "d2"]
-    for bad, message in [("d1\nd 2\n", ":2: id \"d 2\" contains white space"), ("d1\n\n", ":2: id is empty")]:
+    for bad, message in [("d1\nd 2\n", ':2: id "d 2" contains white space'), ("d1\n\n", ":2: id is empty")]:
         ids.write_text(bad, encoding="utf-8")
         with pytest.raises(InvalidInputError, match=message):
             read_ids(ids)

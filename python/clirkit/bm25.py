@@ -262,6 +262,30 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         )
         return SearchResults(native)
 
+    def search_file_to_trec(
+        self,
+        queries_path: PathLike,
+        output: PathLike,
+        k: int = 1000,
+        *,
+        tag: str = "clirkit",
+        threads: int = 0,
+        lang: str | None = None,
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+        quiet: bool = False,
+        rm3: RM3 | bool | None = None,
+    ) -> int:
+        """:meth:`search_file` written straight to the TREC run ``output`` (atomically, the same bytes
+        as ``search_file(...).to_trec(output, tag)``), streamed in query order so that memory holds one
+        window of queries' results, not all of them. Returns the number of queries searched."""
+        return self._native.search_file_to_trec(
+            os.fspath(queries_path),
+            os.fspath(output),
+            *_batch_options(k, threads, lang, k1, b, quiet, rm3),
+            tag,
+        )
+
     def __repr__(self) -> str:
         return (
             f"BM25Index(num_docs={self.num_docs}, num_terms={self.num_terms}, "

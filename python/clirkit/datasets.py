@@ -54,7 +54,9 @@ def id_problem(doc_id: str) -> str | None:
         return "id is empty"
     if any(c.isspace() or unicodedata.category(c) == "Cc" for c in doc_id):
         shown = json.dumps(doc_id, ensure_ascii=False)
-        return f"id {shown} contains white space or a control character (TREC files and id lists cannot hold it)"
+        return (
+            f"id {shown} contains white space or a control character (TREC files and id lists cannot hold it)"
+        )
     return None
 
 

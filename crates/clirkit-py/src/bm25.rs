@@ -244,6 +244,44 @@ impl PyBm25Index {
         let params = Bm25Params { k1, b };
         self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
     }
+
+    /// Search a queries file and stream the run to `output` (atomically) in query order,
+    /// without holding every query's results: the same bytes as `search_file(...).to_trec`.
+    #[pyo3(signature = (path, output, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None, tag="clirkit"))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_file_to_trec(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        output: PathBuf,
+        k: usize,
+        threads: usize,
+        lang: Option<String>,
+        k1: f32,
+        b: f32,
+        quiet: bool,
+        rm3: Option<Rm3Tuple>,
+        tag: &str,
+    ) -> PyResult<usize> {
+        let params = Bm25Params { k1, b };
+        let rm3 = rm3.map(rm3_params);
+        py.detach_caught(|| {
+            let queries = bm25::read_queries(&path)?;
+            self.inner.batch_search_to_run_file(
+                &queries,
+                k,
+                lang.as_deref(),
+                params,
+                rm3.as_ref(),
+                threads,
+                quiet,
+                &output,
+                tag,
+            )?;
+            Ok(queries.len())
+        })
+        .py_err()
+    }
 }
 
 impl PyBm25Index {

@@ -18,11 +18,17 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--embeddings", required=True, help="n x d .npy matrix (float32 or float16)")
     p.add_argument("--ids", required=True, help="text file: one document id per line, n lines")
     p.add_argument("--index", required=True, help="index directory to create")
-    p.add_argument("--pq", type=positive_int, default=None, metavar="M", help="PQ sub-quantizers (must divide d)")
+    p.add_argument(
+        "--pq", type=positive_int, default=None, metavar="M", help="PQ sub-quantizers (must divide d)"
+    )
     p.add_argument("--nbits", type=int, default=4, choices=[4, 8], help="bits per PQ code (default 4)")
-    p.add_argument("--ivf", type=positive_int, default=None, metavar="NLIST", help="IVF coarse quantizer lists")
+    p.add_argument(
+        "--ivf", type=positive_int, default=None, metavar="NLIST", help="IVF coarse quantizer lists"
+    )
     p.add_argument("--metric", default="ip", choices=["ip", "l2"], help="similarity (default ip)")
-    p.add_argument("--train-size", type=positive_int, default=None, help="training sample rows (default 65536)")
+    p.add_argument(
+        "--train-size", type=positive_int, default=None, help="training sample rows (default 65536)"
+    )
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument(
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"

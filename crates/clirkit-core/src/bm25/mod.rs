@@ -19,10 +19,12 @@ pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use query::{Hit, Strategy};
 pub use rm3::{Expansion, Rm3Params};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::ids::IdTable;
+use crate::io::atomic::AtomicFile;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::trec::write_run_to;
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
@@ -341,6 +343,63 @@ impl Bm25Index {
         threads: usize,
         quiet: bool,
     ) -> Result<Vec<(Vec<Hit>, Option<Expansion>)>> {
+        let mut results = Vec::with_capacity(queries.len());
+        let each = |_: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
+            results.extend(window);
+            Ok(())
+        };
+        self.batch_search_each(queries, k, lang, params, rm3, threads, quiet, each)?;
+        Ok(results)
+    }
+
+    /// Search `queries` and write their run to `path` (atomically, with `tag`) as they finish:
+    /// the same bytes as [`Bm25Index::to_run`] written whole, at any thread count, while at
+    /// most one window of queries' results is held in memory.
+    #[allow(clippy::too_many_arguments)]
+    pub fn batch_search_to_run_file(
+        &self,
+        queries: &[BatchQuery],
+        k: usize,
+        lang: Option<&str>,
+        params: Bm25Params,
+        rm3: Option<&Rm3Params>,
+        threads: usize,
+        quiet: bool,
+        path: &Path,
+        tag: &str,
+    ) -> Result<()> {
+        let mut out = AtomicFile::create(path)?;
+        let each = |window_queries: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
+            let run = Run {
+                queries: window_queries
+                    .iter()
+                    .zip(window)
+                    .map(|(q, (hits, _))| (q.id.clone(), self.to_scored(&hits)))
+                    .collect(),
+            };
+            write_run_to(&mut out, &run, tag).at(path)
+        };
+        self.batch_search_each(queries, k, lang, params, rm3, threads, quiet, each)?;
+        out.commit()
+    }
+
+    /// Search `queries` window by window (each window in parallel), handing each window's
+    /// results to `each` in query order: a bounded reorder buffer, so callers can stream.
+    #[allow(clippy::too_many_arguments)]
+    fn batch_search_each(
+        &self,
+        queries: &[BatchQuery],
+        k: usize,
+        lang: Option<&str>,
+        params: Bm25Params,
+        rm3: Option<&Rm3Params>,
+        threads: usize,
+        quiet: bool,
+        mut each: impl FnMut(&[BatchQuery], Vec<(Vec<Hit>, Option<Expansion>)>) -> Result<()> + Send,
+    ) -> Result<()> {
+        /// Queries searched together: enough to keep every thread busy, few enough that their
+        /// results (at most this many times `k` hits) stay small whatever the query count.
+        const REORDER_WINDOW: usize = 4096;
         let cache = self.cache(params)?;
         // Resolve every query's analyzer first, so a bad language fails before any work.
         let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
@@ -368,22 +427,31 @@ impl Bm25Index {
             }
         };
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let results = crate::parallel::install(threads, |_| {
-            queries
-                .par_iter()
-                .zip(choice.par_iter())
-                .map(|(q, key)| {
-                    let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
-                    progress.inc(1);
-                    result.map_err(|e| match e {
-                        Error::InvalidInput(m) => Error::invalid(format!("query '{}': {m}", q.id)),
-                        other => other,
+        crate::parallel::install(threads, |_| {
+            for (window, keys) in queries
+                .chunks(REORDER_WINDOW)
+                .zip(choice.chunks(REORDER_WINDOW))
+            {
+                let results = window
+                    .par_iter()
+                    .zip(keys.par_iter())
+                    .map(|(q, key)| {
+                        let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
+                        progress.inc(1);
+                        result.map_err(|e| match e {
+                            Error::InvalidInput(m) => {
+                                Error::invalid(format!("query '{}': {m}", q.id))
+                            }
+                            other => other,
+                        })
                     })
-                })
-                .collect::<Result<Vec<_>>>()
+                    .collect::<Result<Vec<_>>>()?;
+                each(window, results)?;
+            }
+            Ok(())
         })??;
         progress.finish_and_clear();
-        Ok(results)
+        Ok(())
     }
 
     /// Hits as scored documents with string ids (f32 scores widened exactly to f64).

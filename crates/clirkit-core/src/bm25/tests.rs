@@ -225,6 +225,38 @@ fn batch_search_is_deterministic_across_threads() {
 }
 
 #[test]
+fn streamed_run_files_equal_the_whole_run_at_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(11);
+    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 300, 40));
+    let index = dir.path().join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    let idx = Bm25Index::open(&index).unwrap();
+    // More queries than one reorder window, so several windows are written in turn.
+    let queries: Vec<BatchQuery> = (0..5000)
+        .map(|i| BatchQuery {
+            id: format!("q{i}"),
+            text: format!("w{}x w{}x", i % 40, (i * 7) % 40),
+            lang: None,
+        })
+        .collect();
+    let p = Bm25Params::default();
+    let hits = idx.batch_search(&queries, 5, None, p, 1, true).unwrap();
+    let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
+    let whole = dir.path().join("whole.trec");
+    crate::io::trec::write_run(&whole, &idx.to_run(&qids, &hits), "t").unwrap();
+    for threads in [1, 3] {
+        let streamed = dir.path().join(format!("streamed-{threads}.trec"));
+        idx.batch_search_to_run_file(&queries, 5, None, p, None, threads, true, &streamed, "t")
+            .unwrap();
+        assert_eq!(
+            std::fs::read(&streamed).unwrap(),
+            std::fs::read(&whole).unwrap()
+        );
+    }
+}
+
+#[test]
 fn bad_input_errors_name_the_place() {
     let dir = tempfile::tempdir().unwrap();
     let index = dir.path().join("idx");
@@ -424,4 +456,42 @@ fn empty_corpus_builds_an_empty_index() {
         .search("zorp", None, 10, Bm25Params::default())
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
+    use crate::io::input::tests::{gzip, zstd};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(5);
+    let plain = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 200, 30));
+    let text = std::fs::read(&plain).unwrap();
+    let packed = [("c.jsonl.gz", gzip(&text)), ("c.jsonl.zst", zstd(&text))];
+    let read_dir = |index: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(index)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let mut bytes = std::fs::read(e.path()).unwrap();
+                if name == "meta.json" {
+                    // The manifest names the corpus it was built from; nothing else may differ.
+                    let mut meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    meta["build"]["corpus"] = serde_json::Value::Null;
+                    bytes = meta.to_string().into_bytes();
+                }
+                (name, bytes)
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    build(&plain, &dir.path().join("plain"), &quiet()).unwrap();
+    let expected = read_dir(&dir.path().join("plain"));
+    for (name, bytes) in packed {
+        let corpus = dir.path().join(name);
+        std::fs::write(&corpus, bytes).unwrap();
+        let index = dir.path().join(format!("idx-{name}"));
+        build(&corpus, &index, &quiet()).unwrap();
+        assert_eq!(read_dir(&index), expected, "{name}");
+    }
 }
