@@ -54,15 +54,11 @@ def test_shared_reader_cases(case):
     queries = case["kind"] == "queries"
     fields = QUERY_FIELDS if queries else CORPUS_FIELDS
     id_fields = QUERY_ID_FIELDS if queries else ID_FIELDS
-    read = lambda: parse_line(
-        "c.jsonl",
-        3,
-        case["line"].encode(),
-        fields,
-        id_fields,
-        "lang",  # noqa: E731
-        "first" if queries else "join",
-    )
+    text_rule = "first" if queries else "join"
+
+    def read():
+        return parse_line("c.jsonl", 3, case["line"].encode(), fields, id_fields, "lang", text_rule)
+
     if "error" in case:
         with pytest.raises(ParseError) as err:
             read()

@@ -7,9 +7,9 @@ import argparse
 import time
 
 from clirkit.commands.common import (
-    positive_int,
     add_search_parser,
     add_worker_options,
+    positive_int,
     report,
     threads,
 )

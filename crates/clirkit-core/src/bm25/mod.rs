@@ -19,10 +19,11 @@ pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use query::{Hit, Strategy};
 pub use rm3::{Expansion, Rm3Params};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicFile;
 use crate::io::format::{read_u64, MappedFile};
+use crate::io::id_text::write_error;
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::write_run_to;
 use crate::postings::Cursor;
@@ -377,7 +378,7 @@ impl Bm25Index {
                     .map(|(q, (hits, _))| (q.id.clone(), self.to_scored(&hits)))
                     .collect(),
             };
-            write_run_to(&mut out, &run, tag).at(path)
+            write_run_to(&mut out, &run, tag).map_err(|e| write_error(path, e))
         };
         self.batch_search_each(queries, k, lang, params, rm3, threads, quiet, each)?;
         out.commit()

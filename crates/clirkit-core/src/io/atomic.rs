@@ -203,7 +203,7 @@ pub fn write_file_with(
 ) -> Result<()> {
     let path = path.as_ref();
     let mut file = AtomicFile::create(path)?;
-    write(&mut file).at(path)?;
+    write(&mut file).map_err(|e| crate::io::id_text::write_error(path, e))?;
     file.commit()
 }
 

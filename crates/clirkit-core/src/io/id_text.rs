@@ -4,6 +4,9 @@
 //! rule is in the Python reader (`clirkit.datasets.id_problem`); both are tested on the shared
 //! table `tests/data/reader_cases.json`.
 
+use crate::error::Error;
+use std::path::Path;
+
 /// Why `id` cannot be an id, or `None` if it can.
 pub fn id_problem(id: &str) -> Option<String> {
     if id.is_empty() {
@@ -44,6 +47,16 @@ pub fn check_run_line(qid: &str, doc: &str, score: f64) -> std::io::Result<()> {
             std::io::ErrorKind::InvalidData,
             message,
         )),
+    }
+}
+
+/// The crate error for a failed write to `path`: a refused line ([`check_run_line`]) is
+/// invalid input naming the file, anything else an I/O error.
+pub fn write_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        Error::invalid(format!("{}: {e}", path.display()))
+    } else {
+        Error::io(path, e)
     }
 }
 
