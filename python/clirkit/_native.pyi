@@ -146,20 +146,9 @@ class Bm25Index:
         b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
         rm3: Optional[Tuple[int, int, float, bool]] = None,
-    ) -> SearchResults: ...
-    def search_file_to_trec(
-        self,
-        path: str,
-        output: str,
-        k: int = 1000,
-        threads: int = 0,
-        lang: Optional[str] = None,
-        k1: float = ...,  # clirkit.bm25.DEFAULT_K1
-        b: float = ...,  # clirkit.bm25.DEFAULT_B
-        quiet: bool = False,
-        rm3: Optional[Tuple[int, int, float, bool]] = None,
+        output: Optional[str] = None,
         tag: str = "clirkit",
-    ) -> int: ...
+    ) -> Optional[SearchResults]: ...
 
 @final
 class ImpactIndex:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
@@ -66,7 +66,13 @@ def _rm3(rm3: RM3 | bool | None) -> RM3 | None:
 
 
 def _batch_options(
-    k: int, threads: int, lang: str | None, k1: float, b: float, quiet: bool, rm3: RM3 | bool | None
+    k: int,
+    threads: int = 0,
+    lang: str | None = None,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    quiet: bool = False,
+    rm3: RM3 | bool | None = None,
 ) -> tuple[int, int, str | None, float, float, bool, tuple[int, int, float, bool] | None]:
     """The native ``batch_search`` / ``search_file`` arguments after the queries, in their order."""
     feedback = _rm3(rm3)
@@ -260,30 +266,19 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         native = self._native.search_file(
             os.fspath(queries_path), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
+        assert native is not None  # no output file was given
         return SearchResults(native)
 
     def search_file_to_trec(
-        self,
-        queries_path: PathLike,
-        output: PathLike,
-        k: int = 1000,
-        *,
-        tag: str = "clirkit",
-        threads: int = 0,
-        lang: str | None = None,
-        k1: float = DEFAULT_K1,
-        b: float = DEFAULT_B,
-        quiet: bool = False,
-        rm3: RM3 | bool | None = None,
-    ) -> int:
-        """:meth:`search_file` written straight to the TREC run ``output`` (atomically, the same bytes
-        as ``search_file(...).to_trec(output, tag)``), streamed in query order so that memory holds one
-        window of queries' results, not all of them. Returns the number of queries searched."""
-        return self._native.search_file_to_trec(
-            os.fspath(queries_path),
-            os.fspath(output),
-            *_batch_options(k, threads, lang, k1, b, quiet, rm3),
-            tag,
+        self, queries_path: PathLike, output: PathLike, k: int = 1000, **options: Any
+    ) -> None:
+        """:meth:`search_file` written straight to the TREC run ``output`` (atomically, the same bytes as
+        ``search_file(...).to_trec(output, tag)``), streamed in query order so that memory holds one window
+        of queries' results, not all of them. ``options``: ``tag`` (default ``"clirkit"``) and those of
+        :meth:`search_file`."""
+        tag = options.pop("tag", "clirkit")
+        self._native.search_file(
+            os.fspath(queries_path), *_batch_options(k, **options), os.fspath(output), tag
         )
 
     def __repr__(self) -> str:

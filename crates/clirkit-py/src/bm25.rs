@@ -225,6 +225,223 @@ impl PyBm25Index {
         self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
     }
 
+    /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`. With
+    /// `output`, the run is streamed there instead (atomically, in query order, the same bytes as
+    /// `to_trec` would write, without holding every query's results) and `None` returned.
+    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None, output=None, tag="clirkit"))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_file(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        k: usize,
+        threads: usize,
+        lang: Option<String>,
+        k1: f32,
+        b: f32,
+        quiet: bool,
+        rm3: Option<Rm3Tuple>,
+        output: Option<PathBuf>,
+        tag: &str,
+    ) -> PyResult<Option<PySearchResults>> {
+        let queries = py.detach_caught(|| bm25::read_queries(&path)).py_err()?;
+        let params = Bm25Params { k1, b };
+        let Some(output) = output else {
+            return self
+                .run_batch(py, queries, k, threads, lang, params, quiet, rm3)
+                .map(Some);
+        };
+        let rm3 = rm3.map(rm3_params);
+        let settings = bm25::BatchSettings {
+            k,
+            lang: lang.as_deref(),
+            params,
+            rm3: rm3.as_ref(),
+            threads,
+            quiet,
+        };
+        py.detach_caught(|| {
+            self.inner
+                .batch_search_to_run_file(&queries, &settings, &output, tag)
+        })
+        .py_err()?;
+        Ok(None)
+    }
+}
+
+impl PyBm25Index {
+    /// Build an index from a JSONL corpus (atomically) and open it.
+    #[staticmethod]
+    #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,
+                        keep_first_duplicate=false, quiet=false, memory_budget_mb=1024,
+                        store_docvectors=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        py: Python<'_>,
+        corpus: PathBuf,
+        index: PathBuf,
+        lang: Option<String>,
+        lang_field: Option<String>,
+        fields: Option<Vec<String>>,
+        threads: usize,
+        keep_first_duplicate: bool,
+        quiet: bool,
+        memory_budget_mb: usize,
+        store_docvectors: bool,
+    ) -> PyResult<Self> {
+        let opts = BuildOptions {
+            lang,
+            lang_field,
+            fields: fields.unwrap_or_else(|| vec!["title".into(), "text".into()]),
+            threads,
+            keep_first_duplicate,
+            quiet,
+            memory_budget_bytes: memory_budget_mb.max(1) << 20,
+            store_docvectors,
+            ..BuildOptions::default()
+        };
+        // The build runs on its own thread while this one watches for Ctrl-C (Python handles
+        // signals only on the main thread) and cancels it cleanly.
+        let cancel = AtomicBool::new(false);
+        let mut interrupt = None;
+        let result = py.detach_caught(|| {
+            std::thread::scope(|scope| {
+                let worker =
+                    scope.spawn(|| bm25::build_cancellable(&corpus, &index, &opts, &cancel));
+                while !worker.is_finished() {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    if interrupt.is_none() {
+                        if let Err(e) = Python::attach(|py| py.check_signals()) {
+                            interrupt = Some(e);
+                            cancel.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+                worker.join().expect("the build thread does not panic")
+            })
+        });
+        if let Some(e) = interrupt {
+            return Err(e);
+        }
+        result.py_err()?;
+        Self::open(py, index)
+    }
+
+    /// Open an existing index (memory-mapped).
+    #[staticmethod]
+    fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
+        let inner = py.detach_caught(|| Bm25Index::open(&index)).py_err()?;
+        Ok(PyBm25Index {
+            inner: Arc::new(inner),
+        })
+    }
+
+    #[getter]
+    fn num_docs(&self) -> usize {
+        self.inner.num_docs()
+    }
+
+    #[getter]
+    fn num_terms(&self) -> usize {
+        self.inner.num_terms()
+    }
+
+    #[getter]
+    fn languages(&self) -> Vec<String> {
+        self.inner.languages()
+    }
+
+    #[getter]
+    fn avgdl(&self) -> f32 {
+        self.inner.avgdl()
+    }
+
+    /// The index's manifest (meta.json) as a JSON string.
+    #[getter]
+    fn manifest_json(&self) -> String {
+        self.inner.manifest().to_json()
+    }
+
+    /// Check every file's checksum, postings included.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach_caught(|| self.inner.verify()).py_err()
+    }
+
+    /// Top-k (doc id, score) pairs for one query.
+    /// `strategy`: "auto", "maxscore" or "exhaustive" (all return the same hits).
+    #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, strategy="auto"))]
+    #[allow(clippy::too_many_arguments)]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        k: usize,
+        lang: Option<&str>,
+        k1: f32,
+        b: f32,
+        strategy: &str,
+    ) -> PyResult<Vec<(String, f64)>> {
+        let params = Bm25Params { k1, b };
+        let strategy: Strategy = strategy.parse().py_err()?;
+        let hits = py
+            .detach_caught(|| self.inner.search_by(strategy, query, lang, k, params))
+            .py_err()?;
+        Ok(hits_to_py(self.inner.as_ref(), &hits))
+    }
+
+    /// Whether the index stores document vectors (what RM3 needs).
+    #[getter]
+    fn has_docvectors(&self) -> bool {
+        self.inner.has_docvectors()
+    }
+
+    /// RM3: top-k (doc id, score) pairs of the expanded query, and the expansion's
+    /// (term, weight) pairs.
+    #[pyo3(signature = (query, rm3, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B))]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn search_rm3(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        rm3: Rm3Tuple,
+        k: usize,
+        lang: Option<&str>,
+        k1: f32,
+        b: f32,
+    ) -> PyResult<(Vec<(String, f64)>, Expansion)> {
+        let params = Bm25Params { k1, b };
+        let (hits, expansion) = py
+            .detach_caught(|| {
+                self.inner
+                    .search_rm3(query, lang, k, params, &rm3_params(rm3))
+            })
+            .py_err()?;
+        Ok((hits_to_py(self.inner.as_ref(), &hits), expansion))
+    }
+
+    /// Search (qid, text, lang-or-None) triples on `threads` threads.
+    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_search(
+        &self,
+        py: Python<'_>,
+        queries: Vec<(String, String, Option<String>)>,
+        k: usize,
+        threads: usize,
+        lang: Option<String>,
+        k1: f32,
+        b: f32,
+        quiet: bool,
+        rm3: Option<Rm3Tuple>,
+    ) -> PyResult<PySearchResults> {
+        let queries: Vec<BatchQuery> = queries
+            .into_iter()
+            .map(|(id, text, lang)| BatchQuery { id, text, lang })
+            .collect();
+        let params = Bm25Params { k1, b };
+        self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
+    }
+
     /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`.
     #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
     #[allow(clippy::too_many_arguments)]
@@ -267,17 +484,16 @@ impl PyBm25Index {
         let rm3 = rm3.map(rm3_params);
         py.detach_caught(|| {
             let queries = bm25::read_queries(&path)?;
-            self.inner.batch_search_to_run_file(
-                &queries,
+            let settings = bm25::BatchSettings {
                 k,
-                lang.as_deref(),
+                lang: lang.as_deref(),
                 params,
-                rm3.as_ref(),
+                rm3: rm3.as_ref(),
                 threads,
                 quiet,
-                &output,
-                tag,
-            )?;
+            };
+            self.inner
+                .batch_search_to_run_file(&queries, &settings, &output, tag)?;
             Ok(queries.len())
         })
         .py_err()

@@ -93,12 +93,11 @@ def _search(args: argparse.Namespace) -> int:
         results = index.search_file(args.queries, args.k, **options)
         results.to_trec(args.output, tag=args.tag)
         _write_expansions(args.print_expansions, results)
-        searched = len(results)
     else:
         # Streamed: results go to the run file window by window, never all in memory.
-        searched = index.search_file_to_trec(args.queries, args.output, args.k, tag=args.tag, **options)
+        index.search_file_to_trec(args.queries, args.output, args.k, tag=args.tag, **options)
     if not args.quiet:
-        print(f"searched {searched} queries -> {args.output}", file=sys.stderr)
+        print(f"searched {args.queries} -> {args.output}", file=sys.stderr)
     return 0
 
 

@@ -329,43 +329,39 @@ impl Bm25Index {
         threads: usize,
         quiet: bool,
     ) -> Result<Vec<Vec<Hit>>> {
-        let results = self.batch_search_with(queries, k, lang, params, None, threads, quiet)?;
+        let settings = BatchSettings {
+            k,
+            lang,
+            params,
+            rm3: None,
+            threads,
+            quiet,
+        };
+        let results = self.batch_search_with(queries, &settings)?;
         Ok(results.into_iter().map(|(hits, _)| hits).collect())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn batch_search_with(
         &self,
         queries: &[BatchQuery],
-        k: usize,
-        lang: Option<&str>,
-        params: Bm25Params,
-        rm3: Option<&Rm3Params>,
-        threads: usize,
-        quiet: bool,
+        settings: &BatchSettings,
     ) -> Result<Vec<(Vec<Hit>, Option<Expansion>)>> {
         let mut results = Vec::with_capacity(queries.len());
         let each = |_: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
             results.extend(window);
             Ok(())
         };
-        self.batch_search_each(queries, k, lang, params, rm3, threads, quiet, each)?;
+        self.batch_search_each(queries, settings, each)?;
         Ok(results)
     }
 
     /// Search `queries` and write their run to `path` (atomically, with `tag`) as they finish:
     /// the same bytes as [`Bm25Index::to_run`] written whole, at any thread count, while at
     /// most one window of queries' results is held in memory.
-    #[allow(clippy::too_many_arguments)]
     pub fn batch_search_to_run_file(
         &self,
         queries: &[BatchQuery],
-        k: usize,
-        lang: Option<&str>,
-        params: Bm25Params,
-        rm3: Option<&Rm3Params>,
-        threads: usize,
-        quiet: bool,
+        settings: &BatchSettings,
         path: &Path,
         tag: &str,
     ) -> Result<()> {
@@ -380,27 +376,29 @@ impl Bm25Index {
             };
             write_run_to(&mut out, &run, tag).map_err(|e| write_error(path, e))
         };
-        self.batch_search_each(queries, k, lang, params, rm3, threads, quiet, each)?;
+        self.batch_search_each(queries, settings, each)?;
         out.commit()
     }
 
     /// Search `queries` window by window (each window in parallel), handing each window's
     /// results to `each` in query order: a bounded reorder buffer, so callers can stream.
-    #[allow(clippy::too_many_arguments)]
     fn batch_search_each(
         &self,
         queries: &[BatchQuery],
-        k: usize,
-        lang: Option<&str>,
-        params: Bm25Params,
-        rm3: Option<&Rm3Params>,
-        threads: usize,
-        quiet: bool,
+        settings: &BatchSettings,
         mut each: impl FnMut(&[BatchQuery], Vec<(Vec<Hit>, Option<Expansion>)>) -> Result<()> + Send,
     ) -> Result<()> {
         /// Queries searched together: enough to keep every thread busy, few enough that their
         /// results (at most this many times `k` hits) stay small whatever the query count.
         const REORDER_WINDOW: usize = 4096;
+        let &BatchSettings {
+            k,
+            lang,
+            params,
+            rm3,
+            threads,
+            quiet,
+        } = settings;
         let cache = self.cache(params)?;
         // Resolve every query's analyzer first, so a bad language fails before any work.
         let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
@@ -476,6 +474,18 @@ impl Bm25Index {
 
 #[cfg(test)]
 mod tests;
+
+/// How a batch of queries is searched (see [`Bm25Index::batch_search`]): `k` hits each,
+/// analyzed with `lang` if given, BM25 `params`, RM3 if asked, on `threads` threads.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSettings<'a> {
+    pub k: usize,
+    pub lang: Option<&'a str>,
+    pub params: Bm25Params,
+    pub rm3: Option<&'a Rm3Params>,
+    pub threads: usize,
+    pub quiet: bool,
+}
 
 /// Read queries: JSONL (id from `_id`/`id`/`qid`/`query_id`, text from the first of `text`,
 /// `query`, `title`, optional `lang`) or TSV (`id<TAB>text`).

@@ -288,8 +288,15 @@ impl Bm25Index {
         quiet: bool,
     ) -> Result<(Vec<Vec<Hit>>, Vec<Expansion>)> {
         self.check_rm3(rm3)?;
-        let results =
-            self.batch_search_with(queries, k, lang, params, Some(rm3), threads, quiet)?;
+        let settings = super::BatchSettings {
+            k,
+            lang,
+            params,
+            rm3: Some(rm3),
+            threads,
+            quiet,
+        };
+        let results = self.batch_search_with(queries, &settings)?;
         Ok(results
             .into_iter()
             .map(|(hits, expansion)| (hits, expansion.expect("RM3 was asked for")))

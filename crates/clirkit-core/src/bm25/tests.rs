@@ -247,7 +247,15 @@ fn streamed_run_files_equal_the_whole_run_at_any_thread_count() {
     crate::io::trec::write_run(&whole, &idx.to_run(&qids, &hits), "t").unwrap();
     for threads in [1, 3] {
         let streamed = dir.path().join(format!("streamed-{threads}.trec"));
-        idx.batch_search_to_run_file(&queries, 5, None, p, None, threads, true, &streamed, "t")
+        let settings = BatchSettings {
+            k: 5,
+            lang: None,
+            params: p,
+            rm3: None,
+            threads,
+            quiet: true,
+        };
+        idx.batch_search_to_run_file(&queries, &settings, &streamed, "t")
             .unwrap();
         assert_eq!(
             std::fs::read(&streamed).unwrap(),

@@ -440,62 +440,37 @@ fn parse_record_value(path: &Path, line: u64, text: &str, spec: &FieldSpec) -> R
     record_from_object(path, line, text, &obj, spec)
 }
 
-/// The id of a record: the first id field present decides (a null there is an error, not a
-/// reason to look further); a string, or an integer as written in `text`, the line.
+/// The id of a record, or why it has none: the first id field present decides (a null there is
+/// an error, not a reason to look further); a string, or an integer as written in `line_text`.
 fn record_id(
-    path: &Path,
-    line: u64,
     line_text: &str,
     obj: &Map<String, Value>,
     spec: &FieldSpec,
-) -> Result<String> {
+) -> std::result::Result<String, String> {
     let (field, value) = spec
         .id_fields
         .iter()
         .find_map(|f| obj.get(f).map(|v| (f, v)))
-        .ok_or_else(|| {
-            Error::parse(
-                path,
-                line,
-                format!("no id field (looked for {})", spec.id_fields.join(", ")),
-            )
-        })?;
+        .ok_or_else(|| format!("no id field (looked for {})", spec.id_fields.join(", ")))?;
     let id = match value {
         Value::String(s) => s.clone(),
-        Value::Null => {
-            return Err(Error::parse(
-                path,
-                line,
-                format!("id field '{field}' is null"),
-            ))
-        }
+        Value::Null => return Err(format!("id field '{field}' is null")),
         Value::Number(_) => {
             // `Value` has rounded big integers to floats: take the literal from the line.
             let raws: std::collections::HashMap<String, &RawValue> =
-                serde_json::from_str(line_text)
-                    .map_err(|e| Error::parse(path, line, format!("malformed JSON: {e}")))?;
+                serde_json::from_str(line_text).map_err(|e| format!("malformed JSON: {e}"))?;
             let literal = raws[field.as_str()].get().trim();
             if !is_integer_literal(literal) {
-                return Err(Error::parse(
-                    path,
-                    line,
-                    format!("id {literal} is not a string or an integer"),
-                ));
+                return Err(format!("id {literal} is not a string or an integer"));
             }
             literal.to_string()
         }
-        other => {
-            return Err(Error::parse(
-                path,
-                line,
-                format!("id {other} is not a string or an integer"),
-            ))
-        }
+        other => return Err(format!("id {other} is not a string or an integer")),
     };
-    if let Some(problem) = id_problem(&id) {
-        return Err(Error::parse(path, line, problem));
+    match id_problem(&id) {
+        Some(problem) => Err(problem),
+        None => Ok(id),
     }
-    Ok(id)
 }
 
 fn record_from_object(
@@ -505,7 +480,7 @@ fn record_from_object(
     obj: &Map<String, Value>,
     spec: &FieldSpec,
 ) -> Result<Record> {
-    let id = record_id(path, line, line_text, obj, spec)?;
+    let id = record_id(line_text, obj, spec).map_err(|m| Error::parse(path, line, m))?;
     let mut text = String::new();
     let mut present = false;
     for field in &spec.text_fields {
