@@ -397,16 +397,7 @@ def test_streamed_cli_search_writes_what_search_file_writes(tmp_path, capsys):
     index.search_file(queries, 20, threads=1).to_trec(whole, tag="t")
     for threads in ("1", "3"):
         out = tmp_path / f"streamed-{threads}.trec"
-        args = [
-            "search",
-            "bm25",
-            "--index",
-            str(tmp_path / "idx"),
-            "--queries",
-            str(queries),
-            "--output",
-            str(out),
-        ]
+        args = f"search bm25 --index {tmp_path / 'idx'} --queries {queries} --output {out}".split()
         assert cli([*args, "--k", "20", "--tag", "t", "--threads", threads, "--quiet"]) == 0
         assert out.read_bytes() == whole.read_bytes()
     index.search_file_to_trec(queries, tmp_path / "api.trec", 20, tag="t", threads=2)

@@ -66,13 +66,7 @@ def _rm3(rm3: RM3 | bool | None) -> RM3 | None:
 
 
 def _batch_options(
-    k: int,
-    threads: int = 0,
-    lang: str | None = None,
-    k1: float = DEFAULT_K1,
-    b: float = DEFAULT_B,
-    quiet: bool = False,
-    rm3: RM3 | bool | None = None,
+    k: int, threads: int, lang: str | None, k1: float, b: float, quiet: bool, rm3: RM3 | bool | None
 ) -> tuple[int, int, str | None, float, float, bool, tuple[int, int, float, bool] | None]:
     """The native ``batch_search`` / ``search_file`` arguments after the queries, in their order."""
     feedback = _rm3(rm3)
@@ -277,9 +271,9 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         of queries' results, not all of them. ``options``: ``tag`` (default ``"clirkit"``) and those of
         :meth:`search_file`."""
         tag = options.pop("tag", "clirkit")
-        self._native.search_file(
-            os.fspath(queries_path), *_batch_options(k, **options), os.fspath(output), tag
-        )
+        settings = {"threads": 0, "lang": None, "k1": DEFAULT_K1, "b": DEFAULT_B, "quiet": False, "rm3": None}
+        native_options = _batch_options(k, **{**settings, **options})
+        self._native.search_file(os.fspath(queries_path), *native_options, os.fspath(output), tag)
 
     def __repr__(self) -> str:
         return (

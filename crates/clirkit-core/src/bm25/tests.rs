@@ -202,21 +202,30 @@ fn spilled_build_is_identical_to_in_memory_build() {
     assert_eq!(found, ["many4", "many3", "many2", "many1", "many0"]);
 }
 
-#[test]
-fn batch_search_is_deterministic_across_threads() {
+/// A random index over `vocab` words and `count` two-word queries over its words.
+fn batch_fixture(
+    seed: u64,
+    vocab: usize,
+    count: usize,
+) -> (tempfile::TempDir, Bm25Index, Vec<BatchQuery>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(7);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, 50));
+    let mut rng = Rng(seed);
+    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, vocab));
     let index = dir.path().join("idx");
     build(&corpus, &index, &quiet()).unwrap();
-    let idx = Bm25Index::open(&index).unwrap();
-    let queries: Vec<BatchQuery> = (0..64)
+    let queries = (0..count)
         .map(|i| BatchQuery {
             id: format!("q{i}"),
-            text: format!("w{}x w{}x", i % 50, (i * 7) % 50),
+            text: format!("w{}x w{}x", i % vocab, (i * 7) % vocab),
             lang: None,
         })
         .collect();
+    (dir, Bm25Index::open(&index).unwrap(), queries)
+}
+
+#[test]
+fn batch_search_is_deterministic_across_threads() {
+    let (_dir, idx, queries) = batch_fixture(7, 50, 64);
     let p = Bm25Params::default();
     let one = idx.batch_search(&queries, 50, None, p, 1, true).unwrap();
     let two = idx.batch_search(&queries, 50, None, p, 2, true).unwrap();
@@ -226,20 +235,8 @@ fn batch_search_is_deterministic_across_threads() {
 
 #[test]
 fn streamed_run_files_equal_the_whole_run_at_any_thread_count() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(11);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 300, 40));
-    let index = dir.path().join("idx");
-    build(&corpus, &index, &quiet()).unwrap();
-    let idx = Bm25Index::open(&index).unwrap();
     // More queries than one reorder window, so several windows are written in turn.
-    let queries: Vec<BatchQuery> = (0..5000)
-        .map(|i| BatchQuery {
-            id: format!("q{i}"),
-            text: format!("w{}x w{}x", i % 40, (i * 7) % 40),
-            lang: None,
-        })
-        .collect();
+    let (dir, idx, queries) = batch_fixture(11, 40, 5000);
     let p = Bm25Params::default();
     let hits = idx.batch_search(&queries, 5, None, p, 1, true).unwrap();
     let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
