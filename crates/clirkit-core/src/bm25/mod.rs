@@ -399,6 +399,9 @@ impl Bm25Index {
             threads,
             quiet,
         } = settings;
+        if let Some(rm3) = rm3 {
+            self.check_rm3(rm3)?;
+        }
         let cache = self.cache(params)?;
         // Resolve every query's analyzer first, so a bad language fails before any work.
         let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
