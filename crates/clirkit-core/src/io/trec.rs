@@ -178,9 +178,9 @@ mod tests {
 
     #[test]
     fn runs_refuse_ids_and_scores_they_cannot_hold() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("o.trec");
-        for (qid, doc, score, expected) in [
+        let (_dir, out) = temp_file("o.trec", "");
+        std::fs::remove_file(&out).unwrap();
+        let refused = [
             ("q 1", "d", 1.0, "query id \"q 1\" contains white space"),
             ("q", "d\nq Q0 forged 1 9 x", 1.0, "document id"),
             ("q", "", 1.0, "document id is empty"),
@@ -191,7 +191,8 @@ mod tests {
                 "score NaN of document 'd' for query 'q' is not finite",
             ),
             ("q", "d", f64::INFINITY, "score inf of document 'd'"),
-        ] {
+        ];
+        for (qid, doc, score, expected) in refused {
             let mut run = Run::new();
             run.push(qid.to_string(), vec![ScoredDoc::new(doc, score)]);
             let e = write_run(&out, &run, "t").unwrap_err().to_string();
