@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from clirkit.commands.common import add_search_parser, add_worker_options, positive_int, report
+from clirkit.commands.common import (
+    add_search_parser,
+    add_worker_options,
+    non_negative_int,
+    positive_int,
+    report,
+)
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -37,7 +43,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     p.add_argument(
         "--memory-mb",
-        type=positive_int,
+        type=non_negative_int,
         default=256,
         help="memory for the chunks being encoded, in MB (default 256); the training sample and the ids come on top",
     )
