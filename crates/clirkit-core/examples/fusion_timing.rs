@@ -1,8 +1,10 @@
 //! Times RRF fusion of run files already loaded, in wall and CPU time (all threads, from
 //! `/proc/self/task/*/schedstat`), and prints a checksum of the fused run (query ids, doc ids,
-//! score bits, in order) so that two builds can be checked for bit-identical output.
+//! score bits, in order) so that two builds can be checked for bit-identical output. With
+//! `--output`, the first fused run is also written there and the write and the whole file to file
+//! job (load + fuse + write) are timed.
 //!
-//!     cargo run --release -p clirkit-core --example fusion_timing -- RUN... [--repeat N]
+//!     cargo run --release -p clirkit-core --example fusion_timing -- RUN... [--repeat N] [--output F]
 //!
 //! `RAYON_NUM_THREADS=1` gives the single-thread cost.
 
