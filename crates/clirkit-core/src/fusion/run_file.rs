@@ -347,13 +347,7 @@ mod tests {
         let mut text = String::new();
         for i in 0..3000 {
             // Queries interleave; scores tie often so the doc-id tie-break matters.
-            text.push_str(&format!(
-                "q{} Q0 d{} {} {} run\n",
-                i % 7,
-                i,
-                i,
-                (i % 5) as f64 * 0.5
-            ));
+            text.push_str(&run_line(i % 7, &format!("d{i}"), i, (i % 5) as f64 * 0.5));
         }
         text.push_str("q9\tQ0\tlast\t1\t-1e3\n");
         std::fs::write(&p, &text).unwrap();
@@ -369,6 +363,10 @@ mod tests {
         assert!(std::fs::read_to_string(&out)
             .unwrap()
             .starts_with("q0 Q0 d994 1 2.0 t\n"));
+    }
+
+    fn run_line(query: usize, doc: &str, rank: usize, score: f64) -> String {
+        format!("q{query} Q0 {doc} {rank} {score:?} run\n")
     }
 
     fn parse_chunked(path: &Path, bytes: &[u8], step: usize) -> RunLists {
@@ -387,22 +385,14 @@ mod tests {
 
     #[test]
     fn queries_held_together_are_parsed_in_place_with_long_ids_across_chunks() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.trec");
-        let mut text = String::new();
-        for i in 0..2000 {
-            let doc = if i % 3 == 0 {
-                format!("a-rather-long-document-id-{i}")
-            } else {
-                format!("d{i}")
-            };
-            text.push_str(&format!(
-                "q{} Q0 {doc} {i} {} run\n",
-                i / 300,
-                (i % 11) as f64
-            ));
-        }
-        std::fs::write(&p, &text).unwrap();
+        let long_or_short = |i: usize| match i % 3 {
+            0 => format!("a-rather-long-document-id-{i}"),
+            _ => format!("d{i}"),
+        };
+        let text: String = (0..2000)
+            .map(|i| run_line(i / 300, &long_or_short(i), i, (i % 11) as f64))
+            .collect();
+        let (_dir, p) = temp_file("r.trec", &text);
         let expected = read_run(&p).unwrap();
         assert_eq!(read_run_lists(&p).unwrap().to_run(), expected);
         for step in [40, 64, 1000, 5000] {
