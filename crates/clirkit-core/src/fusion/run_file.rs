@@ -10,7 +10,7 @@ use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, Result};
 use crate::io::atomic::write_file_with;
-use crate::io::bytes::Bytes;
+use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -33,7 +33,7 @@ struct Chunk {
 /// canonical order.
 pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
     let path = path.as_ref();
-    let bytes = Bytes::map(path, false)?;
+    let bytes = trec_lines::read_bytes(path)?;
     if bytes.is_empty() {
         return Ok(RunLists::default());
     }
@@ -287,7 +287,8 @@ pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> R
 
 /// Write `lists` as a TREC run to any writer. Queries are formatted in parallel in batches, into
 /// buffers reused from batch to batch, and each batch is formatted while the one before it is
-/// being written.
+/// being written. An id a run cannot hold or a non-finite score (a CombSUM overflow) is an error,
+/// never written.
 pub fn write_run_lists_to(
     w: &mut (impl Write + Send),
     lists: &RunLists,
@@ -296,16 +297,21 @@ pub fn write_run_lists_to(
     /// Queries per batch, and per parallel piece of a batch.
     const BATCH: usize = 512;
     const PIECE: usize = 16;
-    let format = |first: usize, buffers: &mut Vec<Vec<u8>>| {
+    let format = |first: usize, buffers: &mut Vec<Vec<u8>>| -> std::io::Result<()> {
         let end = (first + BATCH).min(lists.num_queries());
         buffers.resize_with(BATCH.div_ceil(PIECE), Vec::new);
-        buffers.par_iter_mut().enumerate().for_each(|(i, out)| {
+        buffers.par_iter_mut().enumerate().try_for_each(|(i, out)| {
             out.clear();
             let mut ints = itoa::Buffer::new();
             let mut floats = zmij::Buffer::new();
             for q in (first + i * PIECE).min(end)..(first + (i + 1) * PIECE).min(end) {
                 let qid = lists.bytes(lists.queries[q].qid);
                 for (rank, d) in lists.doc_entries(q).iter().enumerate() {
+                    check_run_line(
+                        &String::from_utf8_lossy(qid),
+                        &String::from_utf8_lossy(lists.doc_bytes(d)),
+                        d.score,
+                    )?;
                     out.extend_from_slice(qid);
                     out.extend_from_slice(b" Q0 ");
                     out.extend_from_slice(lists.doc_bytes(d));
@@ -318,16 +324,18 @@ pub fn write_run_lists_to(
                     out.push(b'\n');
                 }
             }
-        });
+            Ok(())
+        })
     };
     let (mut ready, mut next) = (Vec::new(), Vec::new());
-    format(0, &mut ready);
+    format(0, &mut ready)?;
     for first in (BATCH..lists.num_queries()).step_by(BATCH) {
-        let (written, ()) = rayon::join(
+        let (written, formatted) = rayon::join(
             || ready.iter().try_for_each(|text| w.write_all(text)),
             || format(first, &mut next),
         );
         written?;
+        formatted?;
         std::mem::swap(&mut ready, &mut next);
     }
     ready.iter().try_for_each(|text| w.write_all(text))?;
