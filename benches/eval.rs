@@ -1,9 +1,13 @@
-//! Criterion benches of evaluation: parsing a run file, and the measures on parsed runs.
+//! Criterion benches of evaluation (parsing a run file, and the measures on parsed runs) and of
+//! the run-file kernels under it and under fusion: the shared line tokenizer, the fusion reader
+//! (parsing into a run's entry array) and writer.
 //! `cargo bench -p clirkit-benches --bench eval`
 
 use clirkit_core::eval::{
     parse_measures, EvalOptions, Evaluator, QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
+use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
+use clirkit_core::io::trec_lines::for_each_line;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use std::io::Write;
@@ -121,6 +125,31 @@ fn bench(c: &mut Criterion) {
             let file = RunFile::open(&path).unwrap();
             black_box(evaluator.evaluate(file.queries().unwrap()))
         })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("run_files");
+    g.throughput(Throughput::Elements(lines as u64));
+    g.sample_size(10);
+    let bytes = std::fs::read(&path).unwrap();
+    g.bench_function("tokenize_lines_1000q_x_1000d", |b| {
+        b.iter(|| {
+            let mut fields = 0;
+            for_each_line::<6, ()>(&bytes, |_, line| {
+                fields += line.count;
+                Ok(())
+            })
+            .unwrap();
+            black_box(fields)
+        })
+    });
+    g.bench_function("fusion_read_1000q_x_1000d", |b| {
+        b.iter(|| black_box(read_run_lists(&path).unwrap().num_entries()))
+    });
+    let lists = read_run_lists(&path).unwrap();
+    let out = dir.join("written.trec");
+    g.bench_function("fusion_write_1000q_x_1000d", |b| {
+        b.iter(|| write_run_lists(&out, &lists, "bench").unwrap())
     });
     g.finish();
     std::fs::remove_dir_all(&dir).ok();

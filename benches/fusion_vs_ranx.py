@@ -159,6 +159,12 @@ def main() -> None:
             lambda: fuse([str(p) for p in paths], method="rrf", k=60, output=out), args.repeat
         )
 
+        # Printed before ranx starts: its worker takes minutes and several GB.
+        print(
+            f"# clirkit: load {t_load_ck:.3f} s, fuse (first call) {fuse_calls[0][0]:.3f} s, "
+            f"file to file {t_e2e_ck:.3f} s",
+            flush=True,
+        )
         ranx_out = Path(tmp) / "ranx.trec"
         worker = subprocess.run(
             [sys.executable, __file__, "--ranx-worker", *map(str, paths), str(ranx_out)],

@@ -1,12 +1,14 @@
 //! Times RRF fusion of run files already loaded, in wall and CPU time (all threads, from
 //! `/proc/self/task/*/schedstat`), and prints a checksum of the fused run (query ids, doc ids,
-//! score bits, in order) so that two builds can be checked for bit-identical output.
+//! score bits, in order) so that two builds can be checked for bit-identical output. With
+//! `--output`, the first fused run is also written there and the write and the whole file to file
+//! job (load + fuse + write) are timed.
 //!
-//!     cargo run --release -p clirkit-core --example fusion_timing -- RUN... [--repeat N]
+//!     cargo run --release -p clirkit-core --example fusion_timing -- RUN... [--repeat N] [--output F]
 //!
 //! `RAYON_NUM_THREADS=1` gives the single-thread cost.
 
-use clirkit_core::fusion::run_file::read_run_lists;
+use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
 use clirkit_core::fusion::{fuse, FusionOptions, Method, RunLists};
 use std::time::Instant;
 
@@ -49,6 +51,12 @@ fn main() {
         repeat = args[i + 1].parse().expect("--repeat N");
         args.drain(i..i + 2);
     }
+    let mut output = None;
+    if let Some(i) = args.iter().position(|a| a == "--output") {
+        output = Some(args[i + 1].clone());
+        args.drain(i..i + 2);
+    }
+    let start = (Instant::now(), cpu_seconds());
     let (t, c) = (Instant::now(), cpu_seconds());
     let runs: Vec<RunLists> = args.iter().map(|p| read_run_lists(p).unwrap()).collect();
     println!(
@@ -68,5 +76,20 @@ fn main() {
             fused.num_entries(),
             checksum(&fused)
         );
+        if let Some(out) = &output {
+            let (t, c) = (Instant::now(), cpu_seconds());
+            write_run_lists(out, &fused, "clirkit-fuse").unwrap();
+            println!(
+                "write: {:.3} s wall, {:.3} s CPU",
+                t.elapsed().as_secs_f64(),
+                cpu_seconds() - c
+            );
+            println!(
+                "file to file (load + first fuse + write): {:.3} s wall, {:.3} s CPU",
+                start.0.elapsed().as_secs_f64(),
+                cpu_seconds() - start.1
+            );
+            break;
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! A fast TREC run reader for evaluation: the file is memory-mapped and parsed in parallel
 //! chunks without copying ids (documents borrow their ids from the mapping). The line grammar is
 //! [`crate::io::trec_lines::RunLine`], as for [`crate::io::trec::read_run`]
-//! (fields are split on ASCII whitespace, found 8 bytes at a time; other control characters
-//! also separate, which sane run files never contain):
+//! (fields are split on ASCII whitespace, found 8 bytes at a time by
+//! [`trec_lines::for_each_line`]):
 //! `qid Q0 docid rank score [tag]`, blank lines skipped, a repeated (qid, docid) is an error
 //! naming both lines.
 
@@ -70,127 +70,40 @@ impl RunFile {
     }
 }
 
-/// Separator bytes: ASCII whitespace and control characters (0x00-0x20), found 8 bytes at a time.
-/// For the whitespace trec_eval splits on this is the same; other control characters never occur
-/// in sane run files.
-const LOW: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-const HIGH: u64 = 0x8080_8080_8080_8080;
-/// Adding 0x5F to a byte's low 7 bits sets its high bit iff those bits are >= 0x21 (no carry out
-/// of the byte: 0x7F + 0x5F < 0x100).
-const ADD: u64 = 0x5F5F_5F5F_5F5F_5F5F;
-
-/// The high bit of every byte of `word` that is a separator (< 0x21).
-#[inline]
-fn separator_mask(word: u64) -> u64 {
-    !(((word & LOW) + ADD) | word) & HIGH
-}
-
-/// Turns a chunk's fields into grouped queries.
-struct ChunkParser<'a> {
-    data: &'a [u8],
-    text: &'a str,
-    start: usize,
-    segments: Vec<RunQuery<'a>>,
-    capacity_hint: usize,
-    fields: [(usize, usize); 6],
-    count: usize,
-    line_start: usize,
-}
-
-impl<'a> ChunkParser<'a> {
-    #[inline]
-    fn field(&mut self, from: usize, to: usize) {
-        if self.count < 6 {
-            self.fields[self.count] = (from, to);
-        }
-        self.count += 1;
-    }
-
-    #[inline]
-    fn end_line(&mut self, next_line: usize) -> std::result::Result<(), LineError> {
-        let count = std::mem::replace(&mut self.count, 0);
-        let line_start = std::mem::replace(&mut self.line_start, next_line);
-        if count == 0 {
-            return Ok(());
-        }
-        let (text, bytes, fields) = (self.text, self.data, self.fields);
-        let score =
-            RunLine::checked_score(count, &text[fields[4].0..fields[4].1]).map_err(|message| {
-                LineError {
-                    offset: self.start + line_start,
-                    message,
-                }
-            })?;
-        let qid = &bytes[fields[0].0..fields[0].1];
-        let doc = ScoredRef::new(score, &bytes[fields[2].0..fields[2].1]);
-        match self.segments.last_mut() {
-            Some(seg) if seg.qid.as_bytes() == qid => seg.docs.push(doc),
-            last => {
-                // Most files hold each query's lines together, with similar counts per query.
-                if let Some(seg) = last {
-                    self.capacity_hint = seg.docs.len().max(16);
-                }
-                let mut docs = Vec::with_capacity(self.capacity_hint);
-                docs.push(doc);
-                self.segments.push(RunQuery {
-                    qid: &text[fields[0].0..fields[0].1],
-                    docs,
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
 fn parse_chunk(
     data: &[u8],
     start: usize,
     end: usize,
 ) -> std::result::Result<Vec<RunQuery<'_>>, LineError> {
     let bytes = &data[start..end];
-    // Validated once here; fields are cut at ASCII separators, so each is valid UTF-8 too.
+    // Validated once here; fields are cut at ASCII whitespace, so each is valid UTF-8 too.
     let text = check_utf8(bytes, start)?;
-    let mut p = ChunkParser {
-        data: bytes,
-        text,
-        start,
-        segments: Vec::new(),
-        capacity_hint: 16,
-        fields: [(0, 0); 6],
-        count: 0,
-        line_start: 0,
-    };
-    let mut field_start = 0;
-    let mut on_separator = |p: &mut ChunkParser, at: usize| -> std::result::Result<(), LineError> {
-        if at > field_start {
-            p.field(field_start, at);
-        }
-        field_start = at + 1;
-        if bytes[at] == b'\n' {
-            p.end_line(at + 1)?;
+    let mut segments: Vec<RunQuery> = Vec::new();
+    let mut capacity_hint = 16;
+    trec_lines::for_each_line::<6, LineError>(bytes, |line_start, line| {
+        let field = |i: usize| line.ranges[i].0..line.ranges[i].1;
+        let score =
+            RunLine::checked_score(line.count, &text[field(4)]).map_err(|message| LineError {
+                offset: start + line_start,
+                message,
+            })?;
+        let qid = &text[field(0)];
+        let doc = ScoredRef::new(score, &bytes[field(2)]);
+        match segments.last_mut() {
+            Some(seg) if seg.qid == qid => seg.docs.push(doc),
+            last => {
+                // Most files hold each query's lines together, with similar counts per query.
+                if let Some(seg) = last {
+                    capacity_hint = seg.docs.len().max(16);
+                }
+                let mut docs = Vec::with_capacity(capacity_hint);
+                docs.push(doc);
+                segments.push(RunQuery { qid, docs });
+            }
         }
         Ok(())
-    };
-    let words = bytes.len() / 8;
-    for w in 0..words {
-        let at = w * 8;
-        let word = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        let mut mask = separator_mask(word);
-        while mask != 0 {
-            on_separator(&mut p, at + (mask.trailing_zeros() / 8) as usize)?;
-            mask &= mask - 1;
-        }
-    }
-    for (at, &b) in bytes.iter().enumerate().skip(words * 8) {
-        if b < 0x21 {
-            on_separator(&mut p, at)?;
-        }
-    }
-    if field_start < bytes.len() {
-        p.field(field_start, bytes.len());
-    }
-    p.end_line(bytes.len())?;
-    Ok(p.segments)
+    })?;
+    Ok(segments)
 }
 
 fn find_duplicate<'a>(
@@ -270,24 +183,6 @@ mod tests {
         assert!(e.contains(":1: expected 6 columns"), "{e}");
         let e = error_of(b"q1 Q0 a 1 1 x\nq1 Q0 \xff 1 1 x\n");
         assert!(e.contains(":2: not valid UTF-8"), "{e}");
-    }
-
-    #[test]
-    fn separator_mask_flags_exactly_the_low_bytes() {
-        for b in 0..=255u8 {
-            for pos in 0..8 {
-                let mut bytes = [b'x'; 8];
-                bytes[pos] = b;
-                // a separator next to a high byte must not leak into it
-                bytes[(pos + 1) % 8] = 0xFF;
-                if (pos + 1) % 8 == pos {
-                    continue;
-                }
-                let mask = separator_mask(u64::from_le_bytes(bytes));
-                let want = if b < 0x21 { 0x80u64 << (8 * pos) } else { 0 };
-                assert_eq!(mask, want, "byte {b:#x} at {pos}");
-            }
-        }
     }
 
     #[test]

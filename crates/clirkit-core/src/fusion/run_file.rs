@@ -13,28 +13,20 @@ use crate::io::atomic::write_file_with;
 use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Write;
+use std::ops::Range;
 use std::path::Path;
 
-/// The parse of one chunk: its own arena (query ids, long doc ids), its entries, and runs of
-/// consecutive lines with the same query as (query id span, end index into `docs`).
+/// The parse of one chunk, whose entries went straight into its own slice of the run's entry
+/// array: its arena (query ids, long doc ids), how many entries it filled, and runs of
+/// consecutive lines with the same query as (query id span, end index into its slice).
 #[derive(Default)]
 struct Chunk {
     arena: Vec<u8>,
-    docs: Vec<DocEntry>,
+    filled: usize,
     groups: Vec<(Span, usize)>,
-}
-
-impl Chunk {
-    fn push_query_id(&mut self, bytes: &[u8]) -> Span {
-        let start = self.arena.len() as u32;
-        self.arena.extend_from_slice(bytes);
-        Span {
-            start,
-            len: bytes.len() as u32,
-        }
-    }
+    long_ids: bool,
 }
 
 /// Read a TREC run file into [`RunLists`]: queries in first-appearance order, documents in
@@ -51,73 +43,102 @@ pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
 /// Parse the bytes of a run file (`path` is used in error messages).
 pub fn parse_run_bytes(path: &Path, bytes: &[u8]) -> Result<RunLists> {
     let ranges = trec_lines::chunks(bytes, rayon::current_num_threads() * 4);
+    parse_ranges(path, bytes, &ranges)
+}
+
+/// Parse `bytes` cut at `ranges` (each ending after a newline): each chunk parses in parallel
+/// into its own slice of one entry array, sized by the chunks' line counts, so that a file
+/// holding each query's lines together needs no regrouping copy.
+fn parse_ranges(path: &Path, bytes: &[u8], ranges: &[Range<usize>]) -> Result<RunLists> {
+    let capacities: Vec<usize> = ranges
+        .par_iter()
+        .map(|r| trec_lines::max_lines(&bytes[r.clone()]))
+        .collect();
+    let mut entries = zeroed_entries(capacities.iter().sum());
+    let mut slices: Vec<&mut [DocEntry]> = Vec::with_capacity(ranges.len());
+    let mut rest: &mut [DocEntry] = &mut entries;
+    for &n in &capacities {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        slices.push(head);
+        rest = tail;
+    }
     let chunks: Vec<std::result::Result<Chunk, LineError>> = ranges
-        .into_par_iter()
-        .map(|r| parse_chunk(&bytes[r.clone()], r.start))
+        .par_iter()
+        .zip(slices)
+        .map(|(r, out)| parse_chunk(&bytes[r.clone()], r.start, out))
         .collect();
     let mut parsed = Vec::with_capacity(chunks.len());
     for chunk in chunks {
         parsed.push(chunk.map_err(|e| e.locate(path, bytes))?);
     }
-    let lists = stitch(parsed)?;
+    let lists = stitch(parsed, &capacities, entries)?;
     check_duplicates(path, bytes, lists)
 }
 
-fn parse_chunk(bytes: &[u8], base: usize) -> std::result::Result<Chunk, LineError> {
+fn parse_chunk(
+    bytes: &[u8],
+    base: usize,
+    out: &mut [DocEntry],
+) -> std::result::Result<Chunk, LineError> {
+    // Validated once here; fields are cut at ASCII whitespace, so each is valid UTF-8 too.
     let text = check_utf8(bytes, base)?;
     let mut chunk = Chunk::default();
     let mut current_qid: &[u8] = &[];
-    let mut line_start = 0;
-    for line in text.split('\n') {
-        let offset = base + line_start;
-        line_start += line.len() + 1;
-        let parsed = RunLine::parse(line).map_err(|message| LineError { offset, message })?;
-        let Some(RunLine { qid, doc, score }) = parsed else {
-            continue;
+    trec_lines::for_each_line::<6, LineError>(bytes, |line_start, line| {
+        let error = |message| LineError {
+            offset: base + line_start,
+            message,
         };
-        let qid = qid.as_bytes();
+        let field = |i: usize| line.ranges[i].0..line.ranges[i].1;
+        let score = RunLine::checked_score(line.count, &text[field(4)]).map_err(error)?;
+        let qid = &bytes[field(0)];
         if chunk.groups.is_empty() || qid != current_qid {
             if let Some(last) = chunk.groups.last_mut() {
-                last.1 = chunk.docs.len();
+                last.1 = chunk.filled;
             }
             let span = chunk.push_query_id(qid);
             chunk.groups.push((span, 0));
             current_qid = qid;
         }
-        let id = IdKey::encode(doc.as_bytes(), &mut chunk.arena)
-            .map_err(|message| LineError { offset, message })?;
-        chunk.docs.push(DocEntry { id, score });
-    }
+        let arena_len = chunk.arena.len();
+        let id = IdKey::encode(&bytes[field(2)], &mut chunk.arena).map_err(error)?;
+        chunk.long_ids |= chunk.arena.len() > arena_len;
+        out[chunk.filled] = DocEntry { id, score };
+        chunk.filled += 1;
+        Ok(())
+    })?;
     if let Some(last) = chunk.groups.last_mut() {
-        last.1 = chunk.docs.len();
+        last.1 = chunk.filled;
     }
     Ok(chunk)
 }
 
+impl Chunk {
+    fn push_query_id(&mut self, bytes: &[u8]) -> Span {
+        let start = self.arena.len() as u32;
+        self.arena.extend_from_slice(bytes);
+        Span {
+            start,
+            len: bytes.len() as u32,
+        }
+    }
+}
+
 /// Join chunk parses into one [`RunLists`]: one arena, queries in first-appearance order, each
 /// query's entries contiguous and canonically sorted (duplicates are checked afterwards).
-fn stitch(chunks: Vec<Chunk>) -> Result<RunLists> {
+/// `entries` holds chunk `c`'s entries from the sum of the `capacities` before it. When the
+/// file holds each query's lines together, with no blank lines between, that is already the
+/// final layout; otherwise the entries are regrouped by query into a new array.
+fn stitch(
+    chunks: Vec<Chunk>,
+    capacities: &[usize],
+    mut entries: Vec<DocEntry>,
+) -> Result<RunLists> {
     let total_arena: usize = chunks.iter().map(|c| c.arena.len()).sum();
     if total_arena > u32::MAX as usize {
         return Err(Error::invalid(
             "run too large: more than 4 GiB of query and long document ids",
         ));
-    }
-    // Blocks of consecutive lines: (query index, chunk, entry range in that chunk).
-    let mut query_of: FxHashMap<&[u8], usize> = FxHashMap::default();
-    let mut qid_of_query: Vec<(usize, Span)> = Vec::new();
-    let mut blocks: Vec<(usize, usize, std::ops::Range<usize>)> = Vec::new();
-    for (c, chunk) in chunks.iter().enumerate() {
-        let mut begin = 0;
-        for &(qid, end) in &chunk.groups {
-            let bytes = &chunk.arena[qid.start as usize..(qid.start + qid.len) as usize];
-            let q = *query_of.entry(bytes).or_insert_with(|| {
-                qid_of_query.push((c, qid));
-                qid_of_query.len() - 1
-            });
-            blocks.push((q, c, begin..end));
-            begin = end;
-        }
     }
     let mut arena_base = Vec::with_capacity(chunks.len());
     let mut arena = Vec::with_capacity(total_arena);
@@ -125,45 +146,93 @@ fn stitch(chunks: Vec<Chunk>) -> Result<RunLists> {
         arena_base.push(arena.len() as u32);
         arena.extend_from_slice(&chunk.arena);
     }
-    let shift = |c: usize, s: Span| Span {
-        start: s.start + arena_base[c],
-        len: s.len,
-    };
+    // Long ids point into the joined arena from here on.
+    let mut chunk_slices: Vec<&mut [DocEntry]> = Vec::with_capacity(chunks.len());
+    let mut rest: &mut [DocEntry] = &mut entries;
+    for &n in capacities {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        chunk_slices.push(head);
+        rest = tail;
+    }
+    chunk_slices
+        .into_par_iter()
+        .zip(&chunks)
+        .zip(&arena_base)
+        .filter(|((_, chunk), &base)| chunk.long_ids && base > 0)
+        .for_each(|((slice, chunk), &base)| {
+            for d in &mut slice[..chunk.filled] {
+                d.id = d.id.shifted(base);
+            }
+        });
 
-    // Counting sort of blocks by query keeps each query's lines in file order.
+    // Blocks of consecutive lines: (query index, entry range in `entries`).
+    let mut query_of: FxHashMap<&[u8], usize> = FxHashMap::default();
+    let mut qid_of_query: Vec<Span> = Vec::new();
+    let mut blocks: Vec<(usize, Range<usize>)> = Vec::new();
+    let mut chunk_start = 0;
+    for ((c, chunk), &capacity) in chunks.iter().enumerate().zip(capacities) {
+        let mut begin = 0;
+        for &(qid, end) in &chunk.groups {
+            let qid = Span {
+                start: qid.start + arena_base[c],
+                len: qid.len,
+            };
+            let q = *query_of.entry(arena_span(&arena, qid)).or_insert_with(|| {
+                qid_of_query.push(qid);
+                qid_of_query.len() - 1
+            });
+            blocks.push((q, chunk_start + begin..chunk_start + end));
+            begin = end;
+        }
+        chunk_start += capacity;
+    }
+
     let num_queries = qid_of_query.len();
     let mut count = vec![0usize; num_queries + 1];
-    for (q, _, range) in &blocks {
+    for (q, range) in &blocks {
         count[q + 1] += range.len();
     }
     for q in 0..num_queries {
         count[q + 1] += count[q];
     }
+    let total_docs = count[num_queries];
+    // Each block goes where a counting sort by query puts it, keeping each query's lines in file
+    // order; when that is where it already is for every block, nothing moves.
+    let destinations: Vec<usize> = {
+        let mut fill = count.clone();
+        blocks
+            .iter()
+            .map(|(q, range)| {
+                fill[*q] += range.len();
+                fill[*q] - range.len()
+            })
+            .collect()
+    };
+    let in_place = blocks
+        .iter()
+        .zip(&destinations)
+        .all(|((_, range), &to)| range.start == to);
+    let mut docs = if in_place {
+        entries.truncate(total_docs);
+        entries
+    } else {
+        let mut docs = zeroed_entries(total_docs);
+        for ((_, range), to) in blocks.into_iter().zip(destinations) {
+            docs[to..to + range.len()].copy_from_slice(&entries[range]);
+        }
+        docs
+    };
     let queries: Vec<QueryEntry> = (0..num_queries)
         .map(|q| QueryEntry {
-            qid: shift(qid_of_query[q].0, qid_of_query[q].1),
+            qid: qid_of_query[q],
             docs: count[q]..count[q + 1],
         })
         .collect();
-    let total_docs = count[num_queries];
-    let mut docs = zeroed_entries(total_docs);
-    let mut fill = count;
-    for (q, c, range) in blocks {
-        let base = arena_base[c];
-        for d in &chunks[c].docs[range] {
-            docs[fill[q]] = DocEntry {
-                id: d.id.shifted(base),
-                score: d.score,
-            };
-            fill[q] += 1;
-        }
-    }
-    drop(chunks);
 
     let mut slices: Vec<&mut [DocEntry]> = Vec::with_capacity(num_queries);
     let mut rest: &mut [DocEntry] = &mut docs;
     for q in &queries {
-        let (head, tail) = rest.split_at_mut(q.docs.len());
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(q.docs.len());
         slices.push(head);
         rest = tail;
     }
@@ -173,13 +242,26 @@ fn stitch(chunks: Vec<Chunk>) -> Result<RunLists> {
     Ok(RunLists::from_parts(arena, queries, docs))
 }
 
+fn arena_span(arena: &[u8], span: Span) -> &[u8] {
+    &arena[span.start as usize..(span.start + span.len) as usize]
+}
+
 /// Reject a repeated (query, document) pair, naming both lines as `read_run` does.
 fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLists> {
     let found = (0..lists.num_queries())
         .into_par_iter()
-        .find_first(|&q| first_duplicate(&lists.arena, lists.doc_entries(q)).is_some());
+        .map_init(FxHashSet::default, |seen, q| {
+            first_duplicate(&lists.arena, lists.doc_entries(q), seen).map(|_| q)
+        })
+        .find_first(|found| found.is_some())
+        .flatten();
     let Some(q) = found else { return Ok(lists) };
-    let doc = first_duplicate(&lists.arena, lists.doc_entries(q)).unwrap_or_default();
+    let doc = first_duplicate(
+        &lists.arena,
+        lists.doc_entries(q),
+        &mut FxHashSet::default(),
+    )
+    .unwrap_or_default();
     let qid = lists.bytes(lists.queries[q].qid);
     let lines = find_lines(bytes, 2, |f| f.len() > 2 && f[0] == qid && f[2] == doc);
     let (first, second) = (
@@ -203,45 +285,60 @@ pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> R
     write_file_with(path, |file| write_run_lists_to(file, lists, tag))
 }
 
-/// Write `lists` as a TREC run to any writer; queries are formatted in parallel in batches. An
-/// id a run cannot hold or a non-finite score (a CombSUM overflow) is an error, never written.
-pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> std::io::Result<()> {
+/// Write `lists` as a TREC run to any writer. Queries are formatted in parallel in batches, into
+/// buffers reused from batch to batch, and each batch is formatted while the one before it is
+/// being written. An id a run cannot hold or a non-finite score (a CombSUM overflow) is an error,
+/// never written.
+pub fn write_run_lists_to(
+    w: &mut (impl Write + Send),
+    lists: &RunLists,
+    tag: &str,
+) -> std::io::Result<()> {
+    /// Queries per batch, and per parallel piece of a batch.
     const BATCH: usize = 512;
-    let queries: Vec<usize> = (0..lists.num_queries()).collect();
-    for batch in queries.chunks(BATCH) {
-        let texts: std::io::Result<Vec<Vec<u8>>> = batch
-            .par_chunks(16)
-            .map(|qs| {
-                let mut out = Vec::new();
-                let mut ints = itoa::Buffer::new();
-                let mut floats = zmij::Buffer::new();
-                for &q in qs {
-                    let qid = lists.bytes(lists.queries[q].qid);
-                    for (rank, d) in lists.doc_entries(q).iter().enumerate() {
-                        check_run_line(
-                            &String::from_utf8_lossy(qid),
-                            &String::from_utf8_lossy(lists.doc_bytes(d)),
-                            d.score,
-                        )?;
-                        out.extend_from_slice(qid);
-                        out.extend_from_slice(b" Q0 ");
-                        out.extend_from_slice(lists.doc_bytes(d));
-                        out.push(b' ');
-                        out.extend_from_slice(ints.format(rank + 1).as_bytes());
-                        out.push(b' ');
-                        out.extend_from_slice(floats.format_finite(d.score).as_bytes());
-                        out.push(b' ');
-                        out.extend_from_slice(tag.as_bytes());
-                        out.push(b'\n');
-                    }
+    const PIECE: usize = 16;
+    let format = |first: usize, buffers: &mut Vec<Vec<u8>>| -> std::io::Result<()> {
+        let end = (first + BATCH).min(lists.num_queries());
+        buffers.resize_with(BATCH.div_ceil(PIECE), Vec::new);
+        buffers.par_iter_mut().enumerate().try_for_each(|(i, out)| {
+            out.clear();
+            let mut ints = itoa::Buffer::new();
+            let mut floats = zmij::Buffer::new();
+            for q in (first + i * PIECE).min(end)..(first + (i + 1) * PIECE).min(end) {
+                let qid = lists.bytes(lists.queries[q].qid);
+                for (rank, d) in lists.doc_entries(q).iter().enumerate() {
+                    check_run_line(
+                        &String::from_utf8_lossy(qid),
+                        &String::from_utf8_lossy(lists.doc_bytes(d)),
+                        d.score,
+                    )?;
+                    out.extend_from_slice(qid);
+                    out.extend_from_slice(b" Q0 ");
+                    out.extend_from_slice(lists.doc_bytes(d));
+                    out.push(b' ');
+                    out.extend_from_slice(ints.format(rank + 1).as_bytes());
+                    out.push(b' ');
+                    out.extend_from_slice(floats.format_finite(d.score).as_bytes());
+                    out.push(b' ');
+                    out.extend_from_slice(tag.as_bytes());
+                    out.push(b'\n');
                 }
-                Ok(out)
-            })
-            .collect();
-        for text in texts? {
-            w.write_all(&text)?;
-        }
+            }
+            Ok(())
+        })
+    };
+    let (mut ready, mut next) = (Vec::new(), Vec::new());
+    format(0, &mut ready)?;
+    for first in (BATCH..lists.num_queries()).step_by(BATCH) {
+        let (written, formatted) = rayon::join(
+            || ready.iter().try_for_each(|text| w.write_all(text)),
+            || format(first, &mut next),
+        );
+        written?;
+        formatted?;
+        std::mem::swap(&mut ready, &mut next);
     }
+    ready.iter().try_for_each(|text| w.write_all(text))?;
     w.flush()
 }
 
@@ -258,13 +355,7 @@ mod tests {
         let mut text = String::new();
         for i in 0..3000 {
             // Queries interleave; scores tie often so the doc-id tie-break matters.
-            text.push_str(&format!(
-                "q{} Q0 d{} {} {} run\n",
-                i % 7,
-                i,
-                i,
-                (i % 5) as f64 * 0.5
-            ));
+            text.push_str(&run_line(i % 7, &format!("d{i}"), i, (i % 5) as f64 * 0.5));
         }
         text.push_str("q9\tQ0\tlast\t1\t-1e3\n");
         std::fs::write(&p, &text).unwrap();
@@ -282,22 +373,42 @@ mod tests {
             .starts_with("q0 Q0 d994 1 2.0 t\n"));
     }
 
+    fn run_line(query: usize, doc: &str, rank: usize, score: f64) -> String {
+        format!("q{query} Q0 {doc} {rank} {score:?} run\n")
+    }
+
     fn parse_chunked(path: &Path, bytes: &[u8], step: usize) -> RunLists {
-        let mut bounds = vec![0];
+        let mut ranges = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
             let end = match memchr::memchr(b'\n', &bytes[(at + step).min(bytes.len() - 1)..]) {
                 Some(i) => (at + step).min(bytes.len() - 1) + i + 1,
                 None => bytes.len(),
             };
-            bounds.push(end);
+            ranges.push(at..end);
             at = end;
         }
-        let chunks = bounds
-            .windows(2)
-            .map(|w| parse_chunk(&bytes[w[0]..w[1]], w[0]).ok().unwrap())
+        parse_ranges(path, bytes, &ranges).unwrap()
+    }
+
+    #[test]
+    fn queries_held_together_are_parsed_in_place_with_long_ids_across_chunks() {
+        let long_or_short = |i: usize| match i % 3 {
+            0 => format!("a-rather-long-document-id-{i}"),
+            _ => format!("d{i}"),
+        };
+        let text: String = (0..2000)
+            .map(|i| run_line(i / 300, &long_or_short(i), i, (i % 11) as f64))
             .collect();
-        check_duplicates(path, bytes, stitch(chunks).unwrap()).unwrap()
+        let (_dir, p) = temp_file("r.trec", &text);
+        let expected = read_run(&p).unwrap();
+        assert_eq!(read_run_lists(&p).unwrap().to_run(), expected);
+        for step in [40, 64, 1000, 5000] {
+            assert_eq!(parse_chunked(&p, text.as_bytes(), step).to_run(), expected);
+        }
+        // A blank line between two lines of one query leaves a gap: the regrouping path.
+        let gapped = text.replacen("\n", "\n\n", 500);
+        assert_eq!(parse_chunked(&p, gapped.as_bytes(), 64).to_run(), expected);
     }
 
     #[test]

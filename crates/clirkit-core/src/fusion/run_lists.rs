@@ -230,7 +230,7 @@ impl RunListsBuilder {
         let RunLists { arena, docs, .. } = &mut self.lists;
         let list = &mut docs[first..end];
         sort_entries(arena, list);
-        if let Some(dup) = first_duplicate(arena, list) {
+        if let Some(dup) = first_duplicate(arena, list, &mut FxHashSet::default()) {
             return Err(Error::invalid(format!(
                 "query '{qid_text}': document '{}' given twice",
                 String::from_utf8_lossy(dup)
@@ -266,11 +266,28 @@ pub(crate) fn sort_entries(arena: &[u8], list: &mut [DocEntry]) {
     }
 }
 
-/// The first doc id that occurs twice in `list`, if any.
-pub(crate) fn first_duplicate<'a>(arena: &'a [u8], list: &'a [DocEntry]) -> Option<&'a [u8]> {
-    let mut seen: FxHashSet<&[u8]> = FxHashSet::default();
+/// The first doc id that occurs twice in `list`, if any; `seen` is scratch space, reused from
+/// call to call. Inline keys are equal exactly when their ids are, so they are hashed as two
+/// words; a list with a long id is checked on the ids' bytes.
+pub(crate) fn first_duplicate<'a>(
+    arena: &'a [u8],
+    list: &'a [DocEntry],
+    seen: &mut FxHashSet<[u64; 2]>,
+) -> Option<&'a [u8]> {
+    seen.clear();
     seen.reserve(list.len());
-    list.iter()
-        .map(|d| d.id.bytes(arena))
-        .find(|id| !seen.insert(id))
+    for d in list {
+        if !d.id.is_inline() {
+            let mut seen_ids: FxHashSet<&[u8]> = FxHashSet::default();
+            seen_ids.reserve(list.len());
+            return list
+                .iter()
+                .map(|d| d.id.bytes(arena))
+                .find(|id| !seen_ids.insert(id));
+        }
+        if !seen.insert(d.id.words()) {
+            return Some(d.id.bytes(arena));
+        }
+    }
+    None
 }
