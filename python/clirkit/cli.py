@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "clirkit.commands.encode",
     "clirkit.commands.demo",
     "clirkit.commands.experiment",
+    "clirkit.commands.verify",
 ]
 
 

@@ -74,6 +74,47 @@ impl Error {
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidInput(message.into())
     }
+
+    /// The same error with a path under `from` named under `to` instead: an index opened
+    /// through a directory handle reports its files under the directory the user named.
+    pub fn relocated(self, from: &Path, to: &Path) -> Self {
+        let fix = |path: PathBuf| match path.strip_prefix(from) {
+            Ok(rest) if rest.as_os_str().is_empty() => to.to_path_buf(),
+            Ok(rest) => to.join(rest),
+            Err(_) => path,
+        };
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: fix(path),
+                source,
+            },
+            Error::Parse {
+                path,
+                line,
+                message,
+            } => Error::Parse {
+                path: fix(path),
+                line,
+                message,
+            },
+            Error::DuplicateId {
+                path,
+                id,
+                line,
+                first_line,
+            } => Error::DuplicateId {
+                path: fix(path),
+                id,
+                line,
+                first_line,
+            },
+            Error::Format { path, message } => Error::Format {
+                path: fix(path),
+                message,
+            },
+            other => other,
+        }
+    }
 }
 
 /// Attach a path to `std::io::Result`s.

@@ -254,7 +254,8 @@ class DenseIndex(NativeIndex):
         return DenseIndex(native)
 
     def save(self, dir: PathLike) -> None:
-        """Write the index directory atomically (manifest ``clirkit-dense`` v1)."""
+        """Write the index directory atomically (manifest ``clirkit-dense`` v2); an existing directory
+        that is not a clirkit index is never replaced."""
         self._native.save(Path(dir))
 
     @staticmethod

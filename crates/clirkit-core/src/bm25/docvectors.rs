@@ -56,17 +56,17 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u32> {
 /// `postings.bin`) into `docvectors.bin`.
 pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
     let (terms, postings) = format::open_term_files(dir, format::BM25_TERM_FILES, false)?;
-    let (t, p) = (terms.payload(), postings.payload());
+    let t = terms.payload();
     let num_terms = read_u64(t, 0) as usize;
     let cursor = |term: usize| {
         let e = TermEntry::decode(t, 8 + term * TERM_ENTRY_LEN);
-        Cursor::new(e.postings(p), FrequencyOnly)
+        e.postings(&postings).map(|p| Cursor::new(p, FrequencyOnly))
     };
     // Pass 1 counts each document's terms, pass 2 places them: terms come in dictionary order,
     // so every document's list fills in ascending term order.
     let mut starts = vec![0usize; num_docs + 1];
     for term in 0..num_terms {
-        cursor(term).drain(|doc, _| starts[doc as usize + 1] += 1);
+        cursor(term)?.drain(|doc, _| starts[doc as usize + 1] += 1);
     }
     for d in 0..num_docs {
         starts[d + 1] += starts[d];
@@ -74,7 +74,7 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
     let mut fill = starts.clone();
     let mut pairs = vec![(0u32, 0u32); starts[num_docs]];
     for term in 0..num_terms {
-        cursor(term).drain(|doc, tf| {
+        cursor(term)?.drain(|doc, tf| {
             let slot = &mut fill[doc as usize];
             pairs[*slot] = (term as u32, tf);
             *slot += 1;

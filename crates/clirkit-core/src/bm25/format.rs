@@ -15,11 +15,11 @@
 
 use crate::error::{Error, Result};
 use crate::io::format::{read_u32, read_u64, Kind, MappedFile};
-use crate::postings::{TermPostings, BLOCK_META_LEN};
+use crate::postings::{BlockMeta, TermPostings, BLOCK_META_LEN, MAX_BLOCK_DATA_LEN};
 use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-bm25";
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 pub const FILE_VERSION: u32 = 1;
 pub const TERMS_KIND: Kind = *b"BM25TERM";
 pub const POSTINGS_KIND: Kind = *b"BM25POST";
@@ -47,8 +47,8 @@ pub const BM25_TERM_FILES: TermFileKinds = TermFileKinds {
 };
 
 /// Open `terms.bin` and `postings.bin` in `dir`, checking the dictionary's checksum when
-/// `check_terms`; the postings' checksum is left to [`verify_postings`], which reads the whole
-/// file, so opening stays near-instant.
+/// `check_terms`; the postings' checksum is left to `verify`, which reads the whole file, so
+/// opening stays near-instant.
 pub fn open_term_files(
     dir: &Path,
     kinds: TermFileKinds,
@@ -69,11 +69,6 @@ pub fn open_term_files(
     Ok((terms, postings))
 }
 
-/// Check the postings file's checksum (reads all of it).
-pub fn verify_postings(postings: &MappedFile, kinds: TermFileKinds) -> Result<()> {
-    MappedFile::open(postings.path(), kinds.postings, kinds.version, true).map(|_| ())
-}
-
 /// A term's dictionary entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TermEntry {
@@ -87,15 +82,27 @@ pub struct TermEntry {
 }
 
 impl TermEntry {
-    /// This term's block metadata and packed blocks within the postings file's payload.
-    pub fn postings<'a>(&self, payload: &'a [u8]) -> TermPostings<'a> {
+    /// This term's block metadata and packed blocks in the postings file, once the chunk CRCs
+    /// of the bytes they span check out: corruption is an error where it is first read.
+    pub fn postings<'a>(&self, file: &'a MappedFile) -> Result<TermPostings<'a>> {
+        let payload = file.payload();
         let metas_at = self.postings_offset as usize;
-        let data_at = metas_at + self.blocks as usize * BLOCK_META_LEN;
-        TermPostings {
-            metas: &payload[metas_at..data_at],
+        let data_at = metas_at.saturating_add(self.blocks as usize * BLOCK_META_LEN);
+        if self.blocks == 0 || data_at > payload.len() {
+            return Err(Error::format(
+                file.path(),
+                "a term's postings lie outside the file: the index is corrupt",
+            ));
+        }
+        file.check_range(metas_at..data_at)?;
+        let metas = &payload[metas_at..data_at];
+        let last = BlockMeta::decode(metas, self.blocks as usize - 1);
+        file.check_range(data_at..data_at + last.offset as usize + MAX_BLOCK_DATA_LEN)?;
+        Ok(TermPostings {
+            metas,
             data: &payload[data_at..],
             blocks: self.blocks as usize,
-        }
+        })
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {

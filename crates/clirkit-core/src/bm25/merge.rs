@@ -64,8 +64,8 @@ fn append_postings(
     offset: u32,
     docs: &mut Vec<u32>,
     tfs: &mut Vec<u32>,
-) {
-    let postings = e.postings(index.postings.payload());
+) -> Result<()> {
+    let postings = e.postings(&index.postings)?;
     let (mut d, mut t) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
     let mut prev = u32::MAX;
     for b in 0..postings.blocks {
@@ -77,6 +77,7 @@ fn append_postings(
         tfs.extend_from_slice(&t[..n]);
         prev = meta.last_doc;
     }
+    Ok(())
 }
 
 /// Merge the indexes at `inputs` (in order) into a new index at `out`, atomically; returns the
@@ -138,7 +139,7 @@ pub fn merge(inputs: &[&Path], out: &Path) -> Result<(u64, u64)> {
             if heads[i] < index.num_terms() {
                 let e = index.term_entry(heads[i]);
                 if index.term_text(&e) == term {
-                    append_postings(index, &e, offsets[i], &mut docs, &mut tfs);
+                    append_postings(index, &e, offsets[i], &mut docs, &mut tfs)?;
                     heads[i] += 1;
                 }
             }

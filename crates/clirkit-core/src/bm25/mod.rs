@@ -98,15 +98,38 @@ pub struct Bm25Index {
 }
 
 impl Bm25Index {
-    /// Open an index; checks its format version, analyzer versions and file checksums (except
-    /// the postings', which [`Bm25Index::verify`] checks: opening stays near-instant).
+    /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.as_ref();
+        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
+    }
+
+    /// Open the files under `dir` (a snapshot's root) of the index named `named`; checks format
+    /// version, analyzer versions and file checksums (except the postings', which are checked
+    /// where they are read, and by [`Bm25Index::verify`]: opening stays near-instant).
+    fn open_files(dir: &Path, named: &Path) -> Result<Self> {
+        let dir = dir.to_path_buf();
         let manifest: Bm25Manifest = manifest::read(&dir)?;
         let num_docs = manifest.num_docs as usize;
         let num_terms = manifest.num_terms as usize;
         let doc_count = manifest.doc_count;
         let avgdl = manifest.avgdl;
+        // The statistics scoring trusts must agree with each other: a hand-edited or corrupt
+        // `avgdl` would otherwise change every score silently.
+        let expected_avgdl = scoring::avg_length(manifest.sum_total_term_freq, doc_count);
+        if !(avgdl.is_finite() && avgdl > 0.0)
+            || avgdl != expected_avgdl
+            || doc_count > num_docs as u64
+        {
+            return Err(Error::format(
+                dir.join(crate::io::atomic::MANIFEST),
+                format!(
+                    "inconsistent statistics: avgdl {avgdl}, doc_count {doc_count}, num_docs {num_docs}, \
+                     sum_total_term_freq {} (avgdl should be {expected_avgdl})",
+                    manifest.sum_total_term_freq
+                ),
+            ));
+        }
         let mut analyzers = BTreeMap::new();
         for (lang, built_with) in &manifest.analyzers {
             let analyzer = Analyzer::for_lang(lang)?;
@@ -145,7 +168,7 @@ impl Bm25Index {
             ));
         }
         Ok(Bm25Index {
-            dir,
+            dir: named.to_path_buf(),
             manifest,
             ids,
             terms,
@@ -160,9 +183,9 @@ impl Bm25Index {
         })
     }
 
-    /// Check every file's checksum, the postings' included (reads the whole index).
+    /// Check every file of the index directory against the manifest's checksums, in full.
     pub fn verify(&self) -> Result<()> {
-        format::verify_postings(&self.postings, format::BM25_TERM_FILES)
+        crate::io::manifest::verify_dir(&self.dir).map(|_| ())
     }
 
     pub fn dir(&self) -> &Path {
@@ -264,7 +287,7 @@ impl Bm25Index {
         analyzer: &Analyzer,
         text: &str,
         cache: &'a NormCache,
-    ) -> Vec<Cursor<'a, Bm25PostingScorer<'a>>> {
+    ) -> Result<Vec<Cursor<'a, Bm25PostingScorer<'a>>>> {
         let bag = Self::bag_of_words(analyzer, text);
         self.weighted_cursors(bag.iter().map(|(t, c)| (t.as_str(), *c as f32)), cache)
     }
@@ -274,15 +297,14 @@ impl Bm25Index {
         &'a self,
         terms: impl Iterator<Item = (&'t str, f32)>,
         cache: &'a NormCache,
-    ) -> Vec<Cursor<'a, Bm25PostingScorer<'a>>> {
-        let p = self.postings.payload();
+    ) -> Result<Vec<Cursor<'a, Bm25PostingScorer<'a>>>> {
         let norms = self.norms();
         terms
             .filter_map(|(term, boost)| {
                 let e = self.lookup(term)?;
                 let term = TermScorer::new(boost, scoring::idf(e.doc_freq as u64, self.doc_count));
                 let scorer = Bm25PostingScorer { term, cache, norms };
-                Some(Cursor::new(e.postings(p), scorer))
+                Some(e.postings(&self.postings).map(|p| Cursor::new(p, scorer)))
             })
             .collect()
     }
@@ -314,7 +336,7 @@ impl Bm25Index {
     ) -> Result<Vec<Hit>> {
         let cache = self.cache(params)?;
         let analyzer = self.query_analyzer(lang)?;
-        let cursors = self.cursors(&analyzer, query, &cache);
+        let cursors = self.cursors(&analyzer, query, &cache)?;
         Ok(query::top_k(strategy, cursors, k, self.ranks()))
     }
 

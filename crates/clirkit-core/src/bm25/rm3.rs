@@ -164,13 +164,13 @@ impl Bm25Index {
         text: &str,
         cache: &NormCache,
         n: usize,
-    ) -> Vec<Hit> {
+    ) -> Result<Vec<Hit>> {
         let ranks = self.ranks();
         let mut k = n;
         let mut hits = loop {
             let hits = query::top_k(
                 Strategy::Auto,
-                self.cursors(analyzer, text, cache),
+                self.cursors(analyzer, text, cache)?,
                 k,
                 ranks,
             );
@@ -187,7 +187,7 @@ impl Bm25Index {
                 .then_with(|| ranks.rank(a.doc).cmp(&ranks.rank(b.doc)))
         });
         hits.truncate(n);
-        hits
+        Ok(hits)
     }
 
     /// The RM3 expansion of the query `text` analyzed by `analyzer`.
@@ -198,7 +198,7 @@ impl Bm25Index {
         cache: &NormCache,
         rm3: &Rm3Params,
     ) -> Result<Expansion> {
-        let feedback = self.feedback_docs(analyzer, text, cache, rm3.fb_docs);
+        let feedback = self.feedback_docs(analyzer, text, cache, rm3.fb_docs)?;
         let model = self.relevance_model(&feedback, rm3)?;
         let bag = Self::bag_of_words(analyzer, text);
         let mut original: Vec<(String, f32)> =
@@ -222,9 +222,15 @@ impl Bm25Index {
     }
 
     /// The top `k` documents of an expanded query, each term's score scaled by its weight.
-    fn search_expansion(&self, expansion: &Expansion, k: usize, cache: &NormCache) -> Vec<Hit> {
-        let cursors = self.weighted_cursors(expansion.iter().map(|(t, w)| (t.as_str(), *w)), cache);
-        query::top_k(Strategy::Auto, cursors, k, self.ranks())
+    fn search_expansion(
+        &self,
+        expansion: &Expansion,
+        k: usize,
+        cache: &NormCache,
+    ) -> Result<Vec<Hit>> {
+        let terms = expansion.iter().map(|(t, w)| (t.as_str(), *w));
+        let cursors = self.weighted_cursors(terms, cache)?;
+        Ok(query::top_k(Strategy::Auto, cursors, k, self.ranks()))
     }
 
     pub(super) fn check_rm3(&self, rm3: &Rm3Params) -> Result<()> {
@@ -251,7 +257,7 @@ impl Bm25Index {
         let cache = self.cache(params)?;
         let analyzer = self.query_analyzer(lang)?;
         let expansion = self.expand(&analyzer, query, &cache, rm3)?;
-        Ok((self.search_expansion(&expansion, k, &cache), expansion))
+        Ok((self.search_expansion(&expansion, k, &cache)?, expansion))
     }
 
     /// One query of a batch: plain BM25, or RM3 with its expansion.
@@ -265,12 +271,15 @@ impl Bm25Index {
     ) -> Result<(Vec<Hit>, Option<Expansion>)> {
         match rm3 {
             None => {
-                let cursors = self.cursors(analyzer, text, cache);
+                let cursors = self.cursors(analyzer, text, cache)?;
                 Ok((query::top_k(Strategy::Auto, cursors, k, self.ranks()), None))
             }
             Some(rm3) => {
                 let expansion = self.expand(analyzer, text, cache, rm3)?;
-                Ok((self.search_expansion(&expansion, k, cache), Some(expansion)))
+                Ok((
+                    self.search_expansion(&expansion, k, cache)?,
+                    Some(expansion),
+                ))
             }
         }
     }

@@ -202,6 +202,14 @@ fn spilled_build_is_identical_to_in_memory_build() {
     assert_eq!(found, ["many4", "many3", "many2", "many1", "many0"]);
 }
 
+/// An index of `random_corpus(docs, vocab)` from `seed`, built at `dir/idx`.
+fn random_index(dir: &Path, seed: u64, docs: usize, vocab: usize) -> PathBuf {
+    let corpus = write_corpus(dir, "c.jsonl", &random_corpus(&mut Rng(seed), docs, vocab));
+    let index = dir.join("idx");
+    build(&corpus, &index, &quiet()).unwrap();
+    index
+}
+
 /// A random index over `vocab` words and `count` two-word queries over its words.
 fn batch_fixture(
     seed: u64,
@@ -209,10 +217,7 @@ fn batch_fixture(
     count: usize,
 ) -> (tempfile::TempDir, Bm25Index, Vec<BatchQuery>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(seed);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, vocab));
-    let index = dir.path().join("idx");
-    build(&corpus, &index, &quiet()).unwrap();
+    let index = random_index(dir.path(), seed, 1000, vocab);
     let queries = (0..count)
         .map(|i| BatchQuery {
             id: format!("q{i}"),
@@ -396,7 +401,7 @@ fn failed_rebuild_keeps_the_old_index_and_versions_are_checked() {
     let meta = std::fs::read_to_string(&meta_path).unwrap();
     std::fs::write(
         &meta_path,
-        meta.replace("\"version\": 1", "\"version\": 99"),
+        meta.replace("\"version\": 2", "\"version\": 99"),
     )
     .unwrap();
     let e = Bm25Index::open(&index).err().unwrap().to_string();
@@ -463,6 +468,100 @@ fn empty_corpus_builds_an_empty_index() {
         .is_empty());
 }
 
+/// Rewrite `meta.json` with `edit` applied and its checksum recomputed, as a tool that knows the
+/// format could: what the open-time statistics checks must catch on their own.
+fn rewrite_manifest(index: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let out = crate::io::atomic::AtomicDir::create(index.with_extension("copy")).unwrap();
+    for entry in std::fs::read_dir(index).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != "meta.json" {
+            std::fs::copy(entry.path(), out.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let mut manifest: Bm25Manifest = crate::io::manifest::read(index).unwrap();
+    let mut value = serde_json::to_value(&manifest).unwrap();
+    edit(&mut value);
+    manifest = serde_json::from_value(value).unwrap();
+    crate::io::manifest::commit(out, &manifest).unwrap();
+    std::fs::remove_dir_all(index).unwrap();
+    std::fs::rename(index.with_extension("copy"), index).unwrap();
+}
+
+#[test]
+fn inconsistent_statistics_are_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("idx");
+    let docs = [doc("a", "zorp quux"), doc("b", "quux")];
+    build(
+        &write_corpus(dir.path(), "c.jsonl", &docs),
+        &index,
+        &quiet(),
+    )
+    .unwrap();
+    let meta = std::fs::read_to_string(index.join("meta.json")).unwrap();
+    // A hand edit breaks the manifest's checksum...
+    std::fs::write(
+        index.join("meta.json"),
+        meta.replace("\"avgdl\": 1.5", "\"avgdl\": 0"),
+    )
+    .unwrap();
+    let e = Bm25Index::open(&index).err().unwrap().to_string();
+    assert!(e.contains("meta.json: checksum mismatch"), "{e}");
+    std::fs::write(index.join("meta.json"), &meta).unwrap();
+    // ...and one with a recomputed checksum still fails on the statistics themselves.
+    rewrite_manifest(&index, |m| m["avgdl"] = serde_json::json!(0.0));
+    let e = Bm25Index::open(&index).err().unwrap().to_string();
+    assert!(e.contains("inconsistent statistics: avgdl 0"), "{e}");
+}
+
+#[test]
+fn corrupt_postings_are_caught_where_they_are_read_and_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = random_index(dir.path(), 3, 3000, 400);
+    assert_eq!(
+        crate::io::manifest::verify_dir(&index).unwrap().format,
+        "clirkit-bm25"
+    );
+    let path = index.join(format::POSTINGS_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = crate::io::format::HEADER_LEN + bytes.len() / 3;
+    bytes[at] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    // Opening stays cheap (the postings are not read), so it succeeds; a search over every
+    // term reads every postings chunk and meets the corrupt one; verify names the file.
+    let idx = Bm25Index::open(&index).unwrap();
+    let all_terms: Vec<String> = (0..400).map(|t| format!("w{t}x")).collect();
+    let e = idx
+        .search(&all_terms.join(" "), None, 10, Bm25Params::default())
+        .expect_err("the corrupt chunk is detected")
+        .to_string();
+    assert!(e.contains("postings.bin: checksum mismatch"), "{e}");
+    let e = idx.verify().err().unwrap().to_string();
+    assert!(
+        e.contains("postings.bin") && e.contains("checksum mismatch"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_directory_that_is_not_an_index_is_never_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), "c.jsonl", &[doc("a", "zorp")]);
+    let user = dir.path().join("thesis");
+    std::fs::create_dir(&user).unwrap();
+    std::fs::write(user.join("meta.json"), "{}").unwrap();
+    std::fs::write(user.join("thesis.tex"), "x").unwrap();
+    let e = build(&corpus, &user, &quiet()).err().unwrap().to_string();
+    assert!(
+        e.contains("thesis") && e.contains("not a clirkit index"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(user.join("thesis.tex")).unwrap(),
+        "x"
+    );
+}
+
 #[test]
 fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
     use crate::io::input::tests::{gzip, zstd};
@@ -479,9 +578,11 @@ fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let mut bytes = std::fs::read(e.path()).unwrap();
                 if name == "meta.json" {
-                    // The manifest names the corpus it was built from; nothing else may differ.
+                    // The manifest names the corpus it was built from (and so its own checksum
+                    // differs); nothing else may differ.
                     let mut meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
                     meta["build"]["corpus"] = serde_json::Value::Null;
+                    meta["checksum"] = serde_json::Value::Null;
                     bytes = meta.to_string().into_bytes();
                 }
                 (name, bytes)

@@ -10,7 +10,7 @@
 use crate::io::format::Kind;
 
 pub const FORMAT: &str = "clirkit-impact";
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 pub const FILE_VERSION: u32 = 1;
 pub const TERMS_KIND: Kind = *b"IMPTERMS";
 pub const POSTINGS_KIND: Kind = *b"IMPPOSTS";

@@ -17,9 +17,7 @@ pub use crate::bm25::query::{Hit, Strategy};
 pub use builder::{build, BuildOptions};
 pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
 
-use crate::bm25::format::{
-    check_dictionary, lookup_term, open_term_files, require_len, verify_postings,
-};
+use crate::bm25::format::{check_dictionary, lookup_term, open_term_files, require_len};
 use crate::bm25::query::{self, DocRanks};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
@@ -61,10 +59,16 @@ pub struct ImpactIndex {
 }
 
 impl ImpactIndex {
-    /// Open an index, checking its format, its files' headers and (except the postings',
-    /// which [`ImpactIndex::verify`] checks) their checksums.
+    /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.as_ref();
+        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
+    }
+
+    /// Open the files under `dir` (a snapshot's root) of the index named `named`, checking
+    /// format, headers and (except the postings', checked where they are read) their checksums.
+    fn open_files(dir: &Path, named: &Path) -> Result<Self> {
+        let dir = dir.to_path_buf();
         let manifest: ImpactManifest = manifest::read(&dir)?;
         let v = format::FILE_VERSION;
         let (terms, postings) = open_term_files(&dir, format::TERM_FILES, true)?;
@@ -84,7 +88,7 @@ impl ImpactIndex {
             return Err(Error::format(&dir, "quantize is 0 in meta.json"));
         }
         Ok(ImpactIndex {
-            dir,
+            dir: named.to_path_buf(),
             manifest,
             ids,
             terms,
@@ -93,9 +97,9 @@ impl ImpactIndex {
         })
     }
 
-    /// Check every file's checksum, the postings' included (reads the whole index).
+    /// Check every file of the index directory against the manifest's checksums, in full.
     pub fn verify(&self) -> Result<()> {
-        verify_postings(&self.postings, format::TERM_FILES)
+        crate::io::manifest::verify_dir(&self.dir).map(|_| ())
     }
 
     pub fn dir(&self) -> &Path {
@@ -137,14 +141,16 @@ impl ImpactIndex {
     ) -> Result<Vec<Cursor<'_, ImpactScorer>>> {
         vectors::check_terms(terms, at)?;
         let quantized = vectors::quantize_terms(terms, self.quantize(), at)?;
-        let p = self.postings.payload();
         let cursors: Vec<_> = quantized
             .into_iter()
             .filter_map(|(term, query_impact)| {
                 let e = lookup_term(self.terms.payload(), self.num_terms(), term.as_bytes())?;
-                Some(Cursor::new(e.postings(p), ImpactScorer { query_impact }))
+                Some(
+                    e.postings(&self.postings)
+                        .map(|p| Cursor::new(p, ImpactScorer { query_impact })),
+                )
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let bound: f64 = cursors.iter().map(|c| c.max_score as f64).sum();
         if bound >= EXACT_SCORE_LIMIT {
             return Err(at(format!(

@@ -250,8 +250,8 @@ impl AtomicDir {
 
     /// Write the manifest last, then move the directory into place: swapped with an existing
     /// index in one step where the system can, else the old index is moved aside first.
-    pub fn commit(mut self, manifest: &serde_json::Value) -> Result<()> {
-        let text = serde_json::to_string_pretty(manifest).expect("JSON values serialize");
+    pub fn commit(mut self, manifest_text: &str) -> Result<()> {
+        let text = manifest_text;
         let owner = self.tmp_path.join(BUILD_OWNER);
         fs::remove_file(&owner).at(&owner)?;
         write_file(self.tmp_path.join(MANIFEST), text.as_bytes())?;
@@ -295,16 +295,23 @@ fn check_replaceable(path: &Path) -> Result<()> {
             "exists and is not a directory; refusing to replace it with an index",
         ));
     }
-    let is_index = path.join(MANIFEST).is_file();
+    let is_index = crate::io::manifest::is_clirkit_index(path);
     let is_empty = fs::read_dir(path).at(path)?.next().is_none();
     if is_index || is_empty {
         Ok(())
     } else {
         Err(Error::format(
             path,
-            "exists and is not a clirkit index (no meta.json); refusing to overwrite it",
+            "exists and is not a clirkit index (no clirkit meta.json); refusing to replace it: \
+             choose an empty or new directory",
         ))
     }
+}
+
+/// The text of the manifest at `path`; bytes that are not UTF-8 are a format error (corruption).
+pub fn read_manifest_text(path: &Path) -> Result<String> {
+    String::from_utf8(fs::read(path).at(path)?)
+        .map_err(|_| Error::format(path, "not valid UTF-8: the manifest is corrupt"))
 }
 
 /// Read and parse an index directory's manifest, checking its format name and version.
@@ -321,7 +328,7 @@ pub fn read_manifest(
             "not a clirkit index (no meta.json): missing, or its build did not finish",
         ));
     }
-    let text = fs::read_to_string(&path).at(&path)?;
+    let text = read_manifest_text(&path)?;
     let meta: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
     let found_format = meta.get("format").and_then(|v| v.as_str()).unwrap_or("");
@@ -380,7 +387,7 @@ mod tests {
         }
         let dir = AtomicDir::create(&target).unwrap();
         assert!(dir.path().join(BUILD_OWNER).exists());
-        dir.commit(&serde_json::json!({"format": "test"})).unwrap();
+        dir.commit(r#"{"format": "test"}"#).unwrap();
         assert!(!abandoned.exists());
         assert!(in_use.exists() && not_ours.exists() && other_index.exists());
         let files: Vec<_> = fs::read_dir(&target)
@@ -414,7 +421,7 @@ mod tests {
         for round in 0..2 {
             let d = AtomicDir::create(&target).unwrap();
             write_file(d.path().join("x"), format!("{round}").as_bytes()).unwrap();
-            d.commit(&serde_json::json!({"format": "t", "version": 1}))
+            d.commit(r#"{"format": "clirkit-t", "version": 1}"#)
                 .unwrap();
         }
         assert_eq!(fs::read_to_string(target.join("x")).unwrap(), "1");
@@ -427,13 +434,20 @@ mod tests {
             ["idx"],
             "no temporary or old directory is left behind"
         );
-        read_manifest(&target, "t", 1).unwrap();
-        let err = read_manifest(&target, "t", 2).unwrap_err().to_string();
+        read_manifest(&target, "clirkit-t", 1).unwrap();
+        let err = read_manifest(&target, "clirkit-t", 2)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("version 1"), "{err}");
 
         let user = root.path().join("mine");
         fs::create_dir(&user).unwrap();
         fs::write(user.join("notes.txt"), "keep").unwrap();
         assert!(AtomicDir::create(&user).is_err());
+        // A `meta.json` alone does not make a directory an index.
+        fs::write(user.join(MANIFEST), "{}").unwrap();
+        let err = AtomicDir::create(&user).err().unwrap().to_string();
+        assert!(err.contains("not a clirkit index"), "{err}");
+        assert_eq!(fs::read_to_string(user.join("notes.txt")).unwrap(), "keep");
     }
 }

@@ -20,6 +20,7 @@ enum Storage {
 pub struct Bytes {
     storage: Storage,
     start: usize,
+    end: usize,
 }
 
 impl Bytes {
@@ -41,6 +42,7 @@ impl Bytes {
         // caveat: wrong numbers, a parse error or SIGBUS, the same for every reader here.
         let map = unsafe { options.map(&file) }.at(path)?;
         Ok(Bytes {
+            end: map.len(),
             storage: Storage::Mapped(map),
             start: 0,
         })
@@ -50,6 +52,13 @@ impl Bytes {
     pub fn skip(mut self, n: usize) -> Self {
         assert!(n <= self.len(), "cannot skip {n} of {} bytes", self.len());
         self.start += n;
+        self
+    }
+
+    /// The first `n` of these bytes (a payload without the trailer that follows it).
+    pub fn truncate(mut self, n: usize) -> Self {
+        assert!(n <= self.len(), "cannot keep {n} of {} bytes", self.len());
+        self.end = self.start + n;
         self
     }
 
@@ -63,13 +72,14 @@ impl Bytes {
             Storage::Owned(v) => v,
             Storage::Mapped(m) => m,
         };
-        &all[self.start..]
+        &all[self.start..self.end]
     }
 }
 
 impl From<Vec<u8>> for Bytes {
     fn from(v: Vec<u8>) -> Self {
         Bytes {
+            end: v.len(),
             storage: Storage::Owned(v),
             start: 0,
         }
@@ -116,13 +126,12 @@ impl<T: Plain> Array<T> {
     /// View `bytes` (read from `path`, named in errors) as exactly `count` values of `T`.
     pub fn view(bytes: Bytes, count: usize, path: impl AsRef<Path>) -> Result<Self> {
         let size = std::mem::size_of::<T>();
-        if bytes.len() != count * size {
+        if Some(bytes.len()) != count.checked_mul(size) {
             return Err(Error::format(
                 path,
                 format!(
-                    "holds {} bytes, the manifest implies {}",
+                    "holds {} bytes, the manifest implies {count} values of {size} bytes",
                     bytes.len(),
-                    count * size
                 ),
             ));
         }
@@ -212,7 +221,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("holds 12 bytes, the manifest implies 16"), "{e}");
+        assert!(
+            e.contains("holds 12 bytes, the manifest implies 4 values of 4 bytes"),
+            "{e}"
+        );
         std::fs::write(&p, [&[0u8][..], owned.as_bytes()].concat()).unwrap();
         let e = Array::<u32>::view(Bytes::map(&p, false).unwrap().skip(1), 3, &p)
             .err()

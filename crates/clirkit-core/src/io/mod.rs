@@ -3,11 +3,13 @@
 
 pub mod atomic;
 pub mod bytes;
+pub mod checksum;
 pub mod format;
 pub mod id_text;
 pub mod input;
 pub mod jsonl;
 pub mod manifest;
+pub mod snapshot;
 pub mod trec;
 pub mod trec_lines;
 

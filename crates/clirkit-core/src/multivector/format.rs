@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "clirkit-multivector";
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 const FILE_VERSION: u32 = 1;
 /// Centroid numbers are stored in 16 bits.
 pub const MAX_CENTROIDS: usize = 1 << 16;
@@ -140,8 +140,14 @@ fn offsets_ok(offsets: &[u64], end: usize) -> bool {
 }
 
 impl MultiVectorIndex {
+    /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
+        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
+    }
+
+    /// Open the files under `dir` (a snapshot's root) of the index named `named`.
+    fn open_files(dir: &Path, named: &Path) -> Result<Self> {
         let meta_path = dir.join(MANIFEST);
         let m: MultiVectorManifest = manifest::read(dir)?;
         let bad = |what: &str| Error::format(&meta_path, format!("invalid manifest: {what}"));
@@ -195,7 +201,7 @@ impl MultiVectorIndex {
             None
         };
         Ok(MultiVectorIndex {
-            dir: dir.to_path_buf(),
+            dir: named.to_path_buf(),
             manifest: m,
             ids,
             centroids,

@@ -13,6 +13,8 @@ pub const BLOCK_LEN: usize = 128;
 pub const BLOCK_META_LEN: usize = 16;
 /// Zero bytes after the last block, so unpacking may read a full word past a block's end.
 pub const POSTINGS_PADDING: usize = 8;
+/// The most bytes one block's data (and the padding read past it) can span.
+pub const MAX_BLOCK_DATA_LEN: usize = 2 * BLOCK_LEN * 4 + POSTINGS_PADDING;
 
 /// Skip information for one block of postings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

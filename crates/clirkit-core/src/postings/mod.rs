@@ -6,5 +6,7 @@
 pub mod codec;
 pub mod cursor;
 
-pub use codec::{encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, POSTINGS_PADDING};
+pub use codec::{
+    encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, MAX_BLOCK_DATA_LEN, POSTINGS_PADDING,
+};
 pub use cursor::{Cursor, PostingScorer, TermPostings, END};

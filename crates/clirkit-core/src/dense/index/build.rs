@@ -38,6 +38,7 @@ impl DenseIndex {
             metric: opts.metric,
             ids: table,
             vectors: opts.keep_vectors.then(|| Array::from(data.to_vec())),
+            vector_checks: None,
             pq,
         })
     }

@@ -30,6 +30,7 @@ use super::Metric;
 use crate::error::Result;
 use crate::ids::IdTable;
 use crate::io::bytes::Array;
+use crate::io::format::ChunkChecks;
 use crate::ranking::Run;
 
 /// How to build a [`DenseIndex`].
@@ -110,6 +111,8 @@ pub struct DenseIndex {
     metric: Metric,
     ids: IdTable,
     vectors: Option<Array<f32>>,
+    /// The chunk CRCs of mapped vectors, checked where search reads them (none when built here).
+    vector_checks: Option<ChunkChecks>,
     pq: Option<PqPart>,
 }
 
@@ -147,6 +150,24 @@ impl DenseIndex {
     }
     pub fn has_vectors(&self) -> bool {
         self.vectors.is_some()
+    }
+
+    /// The stored vectors, once the chunks holding rows `rows` check out (a mapped index's
+    /// corruption is an error where search reads it).
+    fn vectors_checked(&self, rows: std::ops::Range<usize>) -> Result<&[f32]> {
+        let vectors = self.vectors.as_ref().ok_or_else(|| {
+            crate::Error::invalid(
+                "this search needs the full vectors, but the index was built with keep_vectors=False",
+            )
+        })?;
+        if let Some(checks) = &self.vector_checks {
+            let row_bytes = self.dim * std::mem::size_of::<f32>();
+            checks.check(
+                vectors.as_bytes(),
+                rows.start * row_bytes..rows.end * row_bytes,
+            )?;
+        }
+        Ok(vectors.as_slice())
     }
 
     /// Turn search hits into a run with string doc ids; `qids` name the queries in order.

@@ -41,11 +41,7 @@ impl DenseIndex {
         }
         match &self.pq {
             None => {
-                let data = self
-                    .vectors
-                    .as_ref()
-                    .expect("flat indexes keep vectors")
-                    .as_slice();
+                let data = self.vectors_checked(0..self.ntotal)?;
                 let isa = Isa::select_float()?;
                 parallel::install(opts.threads, |threads| {
                     flat::search(isa, self.metric, data, self.dim, queries, opts.k, threads)
@@ -58,7 +54,7 @@ impl DenseIndex {
                 let isa = Isa::select()?;
                 parallel::install(opts.threads, |threads| {
                     self.search_pq(p, queries, nq, opts, threads, isa)
-                })
+                })?
             }
         }
     }
@@ -78,7 +74,7 @@ impl DenseIndex {
         opts: &SearchOptions,
         threads: usize,
         isa: Isa,
-    ) -> Hits {
+    ) -> Result<Hits> {
         let (d, m, ksub) = (self.dim, p.pq.m, p.pq.ksub());
         let shortlist = if opts.refine > 0 {
             opts.refine.max(opts.k)
@@ -161,25 +157,19 @@ impl DenseIndex {
                 let mut hits: Vec<(f32, u32)> = cands
                     .iter()
                     .map(|h| {
-                        let id = self.slot_to_id(p, h.id);
+                        let id = self.slot_to_id(p, h.id) as usize;
                         if opts.refine > 0 {
-                            let v = self.vectors.as_ref().expect("checked above").as_slice();
-                            (
-                                flat::score(
-                                    self.metric,
-                                    q,
-                                    &v[id as usize * d..(id as usize + 1) * d],
-                                ),
-                                id,
-                            )
+                            let v = self.vectors_checked(id..id + 1)?;
+                            let score = flat::score(self.metric, q, &v[id * d..(id + 1) * d]);
+                            Ok((score, id as u32))
                         } else {
-                            (h.score, id)
+                            Ok((h.score, id as u32))
                         }
                     })
-                    .collect();
+                    .collect::<Result<_>>()?;
                 hits.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
                 hits.truncate(opts.k);
-                hits
+                Ok(hits)
             })
             .collect()
     }

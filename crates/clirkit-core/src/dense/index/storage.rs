@@ -15,7 +15,7 @@ use crate::io::manifest::{self, DenseManifest, IvfParams, PqParams};
 use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-dense";
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 pub(super) const FILE_VERSION: u32 = 1;
 pub(super) const VECTORS: (&str, Kind) = ("vectors.bin", *b"DENSEVEC");
 pub(super) const CODEBOOK: (&str, Kind) = ("pq.bin", *b"PQCODEBK");
@@ -109,7 +109,11 @@ impl DenseIndex {
     /// Open an index directory; vectors and codes are memory-mapped. Checksums are verified
     /// for every file except the full vectors (which can be tens of GB; their size is checked).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
+        crate::io::snapshot::open(dir.as_ref(), Self::open_files)
+    }
+
+    /// Open the files under `dir` (a snapshot's root).
+    fn open_files(dir: &Path) -> Result<Self> {
         let meta: DenseManifest = manifest::read(dir)?;
         let (dim, ntotal, metric) = (meta.dim, meta.ntotal, meta.metric);
         let ids = IdTable::open(dir.join("ids.bin"))?;
@@ -119,10 +123,16 @@ impl DenseIndex {
                 format!("ids.bin has {} ids, the manifest says {ntotal}", ids.len()),
             ));
         }
-        let vectors = if meta.vectors {
-            Some(map_array(dir, VECTORS, ntotal * dim, false)?)
+        // The vectors can be tens of GB: not read at open, but checked chunk by chunk where
+        // search reads them.
+        let (vectors, vector_checks) = if meta.vectors {
+            let path = dir.join(VECTORS.0);
+            let file = MappedFile::open(&path, VECTORS.1, FILE_VERSION, false)?;
+            let (payload, checks) = file.into_checked_payload();
+            let count = ntotal.saturating_mul(dim);
+            (Some(Array::view(payload, count, &path)?), Some(checks))
         } else {
-            None
+            (None, None)
         };
         let pq = match meta.pq {
             None => None,
@@ -185,6 +195,7 @@ impl DenseIndex {
             metric,
             ids,
             vectors,
+            vector_checks,
             pq,
         })
     }

@@ -172,7 +172,7 @@ fn save_open_round_trip() {
     }
     let bytes = std::fs::read(dir.path().join("idx1/codes.bin")).unwrap();
     let mut bad = bytes.clone();
-    *bad.last_mut().unwrap() ^= 0xff;
+    bad[crate::io::format::HEADER_LEN + 1] ^= 0xff;
     std::fs::write(dir.path().join("idx1/codes.bin"), &bad).unwrap();
     let e = DenseIndex::open(dir.path().join("idx1"))
         .err()

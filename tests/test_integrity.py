@@ -1,0 +1,106 @@
+"""Index ownership, consistent snapshots and integrity (issue 16, items 1-3): the reproductions
+from the issue, `clirkit verify`, and short runs of the byte-flip sweep and the rebuild race
+(the full runs are `benches/byte_flip_sweep.py` and `benches/rebuild_race.py`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from clirkit import BM25Index, IndexFormatError
+from clirkit.cli import main as cli
+from clirkit.dense import DenseIndex
+
+BENCHES = Path(__file__).resolve().parent.parent / "benches"
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "c.jsonl"
+    rows = [{"_id": f"d{i}", "text": f"zorp quux {'blip ' * (i % 4)}"} for i in range(30)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["bm25", "dense"])
+def test_a_directory_holding_meta_json_is_not_an_index_and_survives(tmp_path, corpus, kind, capsys):
+    target = tmp_path / "d"
+    target.mkdir()
+    (target / "meta.json").write_text("{}")
+    (target / "thesis.tex").write_text("x")
+    if kind == "bm25":
+        args = ["index", "bm25", "--corpus", str(corpus), "--index", str(target), "--quiet"]
+    else:
+        np.save(tmp_path / "e.npy", np.eye(30, 8, dtype=np.float32))
+        (tmp_path / "ids.txt").write_text("".join(f"d{i}\n" for i in range(30)))
+        args = ["index", "dense", "--embeddings", str(tmp_path / "e.npy"), "--ids", str(tmp_path / "ids.txt")]
+        args += ["--index", str(target), "--quiet"]
+    assert cli(args) != 0
+    err = capsys.readouterr().err
+    assert str(target) in err and "not a clirkit index" in err, err
+    assert (target / "thesis.tex").read_text() == "x"
+    with pytest.raises(IndexFormatError, match="not a clirkit index"):
+        DenseIndex.build(np.eye(30, 8, dtype=np.float32), [f"d{i}" for i in range(30)], quiet=True).save(
+            target
+        )
+    assert sorted(p.name for p in target.iterdir()) == ["meta.json", "thesis.tex"]
+
+
+def test_verify_command_checks_every_file(tmp_path, corpus, capsys):
+    index = tmp_path / "idx"
+    BM25Index.build(corpus, index, quiet=True, store_docvectors=True)
+    assert cli(["verify", str(index)]) == 0
+    out = capsys.readouterr().out
+    assert "ok (clirkit-bm25, 5 files" in out, out
+    docvectors = index / "docvectors.bin"
+    data = bytearray(docvectors.read_bytes())
+    data[-1] ^= 0x01  # the last chunk CRC: only a full check reads it
+    docvectors.write_bytes(bytes(data))
+    assert cli(["verify", str(index)]) == 2
+    err = capsys.readouterr().err
+    assert "docvectors.bin" in err and "checksum mismatch" in err, err
+
+
+def test_avgdl_zero_is_an_error_at_open(tmp_path, corpus):
+    index = tmp_path / "idx"
+    BM25Index.build(corpus, index, quiet=True)
+    meta = index / "meta.json"
+    text = meta.read_text()
+    meta.write_text(text.replace('"avgdl": ', '"avgdl": 0, "was": '))
+    with pytest.raises(IndexFormatError, match="meta.json"):
+        BM25Index.open(index)
+
+
+def test_non_finite_vectors_are_refused_at_build():
+    data = np.ones((4, 8), dtype=np.float32)
+    data[2, 5] = np.nan
+    with pytest.raises(Exception, match="vector 2 has a non-finite value"):
+        DenseIndex.build(data, ["a", "b", "c", "d"], quiet=True)
+
+
+def _bench(name: str):
+    sys.path.insert(0, str(BENCHES))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCHES))
+
+
+def test_byte_flips_are_harmless_or_detected():
+    sweep = _bench("byte_flip_sweep")
+    totals = sweep.run(scifact=False, samples=40, seed=7, docs=60, log=lambda line: None)
+    for name, counts in totals.items():
+        assert sum(counts.values()) > 0, name
+        assert counts["silent"] == 0 and counts["panic"] == 0, (name, counts)
+        assert counts["verify-differ"] == 0, (name, counts)
+
+
+def test_rebuild_race_never_mixes_builds():
+    race = _bench("rebuild_race")
+    totals = race.run(seconds=3)
+    for kind, c in totals.items():
+        assert c["opens"] > 0 and c["rebuilds"] > 0, (kind, c)
+        assert c["wrong"] == c["errors"] == c["panics"] == c["crashed_processes"] == 0, (kind, c)
