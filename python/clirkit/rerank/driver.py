@@ -9,11 +9,13 @@ to the backend in one batch, which gives exactly the one-query-at-a-time result.
 Reliability:
 
 - a persistent cache (SQLite, standard library) keyed by (backend identity, query text, window
-  doc ids in order) stores every answer as soon as it arrives, so an interrupted run resumes
-  without repeating calls and a rerun is free;
+  doc ids in order, digest of the passages) stores every definitive answer as soon as it arrives,
+  so an interrupted run resumes without repeating calls and a rerun is free;
 - a failed window (timeout, server error, unparsable answer after retries) keeps its current
-  order and is reported in :class:`RerankStats`; failures are cached too, so reruns are
-  reproducible, unless ``retry_failed=True``.
+  order and is reported in :class:`RerankStats`. Transient failures (timeouts, refused
+  connections, HTTP 5xx/429/401, malformed responses) are never cached: the next run asks again.
+  Definitive ones (the model's unparsable answer) are, so reruns are reproducible, unless
+  ``retry_failed=True``.
 
 Output: per query, the reranked top ``depth`` followed by the rest of the first-stage list in
 its original order; scores are rewritten to ``n, n-1, ..., 1`` (``n`` = number of candidates) so
@@ -225,13 +227,14 @@ def rerank(
             for query, _step, start, doc_ids in pending:
                 qid = candidates[query][0]
                 text = query_text[qid]
-                key = RerankCache.key(identity, text, doc_ids) if identity is not None else None
+                passages = [doc_text[d] for d in doc_ids]
+                key = RerankCache.key(identity, text, doc_ids, passages) if identity is not None else None
                 hit = store.get(key) if store is not None and key else None
                 if hit is not None and (hit.answer is not None or not retry_failed):
                     stats.cache_hits += 1
                     apply(query, start, _checked(hit))
                     continue
-                requests.append(WindowRequest(text, [doc_text[d] for d in doc_ids], qid, doc_ids))
+                requests.append(WindowRequest(text, passages, qid, doc_ids))
                 slots.append((query, start, key))
             answered = [False] * len(slots)
             for i, result in backend.rank(requests):
@@ -243,7 +246,7 @@ def rerank(
                 stats.calls += result.calls
                 stats.prompt_tokens += result.prompt_tokens
                 stats.completion_tokens += result.completion_tokens
-                if store is not None and key:
+                if store is not None and key and not result.transient:
                     store.put(key, result)
                 apply(query, start, result)
             for (query, start, _), done in zip(slots, answered):
