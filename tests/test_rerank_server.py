@@ -362,7 +362,8 @@ def test_faulty_server_completes_and_cache_replays(collection, tmp_path):
 
 def rerank_command(run_path, queries, corpus, url, cache, out, stats_path, *extra: str) -> List[str]:
     """`clirkit rerank` of the collection against the fake server at ``url`` (depth 30, window 10,
-    stride 5), cached in ``cache``, writing ``out`` and ``stats_path``; ``extra`` options appended."""
+    stride 5), cached in ``cache`` (None: the default, beside ``out``), writing ``out`` and
+    ``stats_path``; ``extra`` options appended."""
     return [
         sys.executable,
         "-m",
@@ -384,8 +385,7 @@ def rerank_command(run_path, queries, corpus, url, cache, out, stats_path, *extr
         "10",
         "--stride",
         "5",
-        "--cache",
-        str(cache),
+        *(["--cache", str(cache)] if cache is not None else []),
         "--output",
         str(out),
         "--stats",
@@ -410,13 +410,14 @@ def test_killed_run_resumes_with_only_missing_calls(collection, tmp_path):
     run, run_path, queries, corpus = collection
     hold_after = 23
     server = HoldingServer(hold_after)
-    cache, out, stats_path = tmp_path / "cache.sqlite", tmp_path / "reranked.trec", tmp_path / "stats.json"
+    out, stats_path = tmp_path / "reranked.trec", tmp_path / "stats.json"
+    cache = tmp_path / "reranked.trec.answers.sqlite"  # the default cache, beside the output
     cmd = rerank_command(
         run_path,
         queries,
         corpus,
         server.url,
-        cache,
+        None,
         out,
         stats_path,
         "--backend",

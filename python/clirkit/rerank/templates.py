@@ -145,9 +145,8 @@ def split_reasoning(text: str) -> Tuple[Optional[str], str]:
     unclosed ``<think>`` is all reasoning), then inside ``<answer>…</answer>`` or after the last
     ``Answer:``/``Final answer:``/``Ranking:`` marker; reasoning is None when there was none."""
     reasoning: List[str] = []
-    close = None
-    for close in _THINK_CLOSE.finditer(text):
-        pass
+    closes = list(_THINK_CLOSE.finditer(text))
+    close = closes[-1] if closes else None
     if close is not None:
         reasoning.append(_THINK_OPEN.sub("", text[: close.start()], count=1).strip())
         text = text[close.end() :]
