@@ -124,9 +124,26 @@ def first_stage(work: Path, n_queries: int, depth: int) -> tuple:
                 out.write(line)
     index, run = work / "bm25-index", work / f"bm25-top{depth}.trec"
     if not index.exists():
-        subprocess.run(clirkit("index", "bm25", "--corpus", str(SCIFACT / "corpus.jsonl"), "--index", str(index), "--quiet"), check=True)
+        subprocess.run(
+            clirkit(
+                "index", "bm25", "--corpus", str(SCIFACT / "corpus.jsonl"), "--index", str(index), "--quiet"
+            ),
+            check=True,
+        )
     subprocess.run(
-        clirkit("search", "bm25", "--index", str(index), "--queries", str(queries), "--output", str(run), "--k", str(depth), "--quiet"),
+        clirkit(
+            "search",
+            "bm25",
+            "--index",
+            str(index),
+            "--queries",
+            str(queries),
+            "--output",
+            str(run),
+            "--k",
+            str(depth),
+            "--quiet",
+        ),
         check=True,
     )
     return queries, run
@@ -183,7 +200,17 @@ def main() -> None:
         "bm25_ndcg10": ndcg10(run),
     }
     common = ["--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth)]
-    common += ["--model", "gemma3-270m", "--concurrency", "1", "--timeout", "600", "--retries", "1", "--quiet"]
+    common += [
+        "--model",
+        "gemma3-270m",
+        "--concurrency",
+        "1",
+        "--timeout",
+        "600",
+        "--retries",
+        "1",
+        "--quiet",
+    ]
     server.start()
     try:
         for name, extra in (
@@ -195,7 +222,17 @@ def main() -> None:
             out, stats_path = work / f"{name}.trec", work / f"{name}.stats.json"
             for stale in (out, Path(f"{out}.answers.sqlite")):
                 stale.unlink(missing_ok=True)
-            cmd = clirkit("rerank", *common, *extra, "--base-url", server.url, "--output", str(out), "--stats", str(stats_path))
+            cmd = clirkit(
+                "rerank",
+                *common,
+                *extra,
+                "--base-url",
+                server.url,
+                "--output",
+                str(out),
+                "--stats",
+                str(stats_path),
+            )
             code, seconds = timed(cmd)
             stats = json.loads(stats_path.read_text())
             results[name] = {

@@ -135,6 +135,12 @@ WINDOW = WindowRequest(
 
 # --- prompt families -------------------------------------------------------------------------------
 
+# rank_llm's system message, the same in rank_zephyr_template.yaml and rank_zephyr_alpha_template.yaml.
+RANKLLM_SYSTEM = {
+    "role": "system",
+    "content": "You are RankLLM, an intelligent assistant that can rank passages based on their relevancy to the query",
+}
+
 
 def test_rankzephyr_request_body_is_rank_llms(servers):
     server = servers(lambda conn, req, n: send(conn, chat("[2] > [1] > [3]")))
@@ -145,11 +151,7 @@ def test_rankzephyr_request_body_is_rank_llms(servers):
     assert server.requests[0].body == {
         "model": "m",
         "messages": [
-            {
-                "role": "system",
-                "content": "You are RankLLM, an intelligent assistant that can rank passages based on their "
-                "relevancy to the query",
-            },
+            RANKLLM_SYSTEM,
             {
                 "role": "user",
                 "content": "I will provide you with 3 passages, each indicated by a numerical identifier []. "
@@ -198,11 +200,7 @@ def test_first_request_body_and_ranking_from_first_token_logprobs(servers):
     assert server.requests[0].body == {
         "model": "m",
         "messages": [
-            {
-                "role": "system",
-                "content": "You are RankLLM, an intelligent assistant that can rank passages based on their "
-                "relevancy to the query",
-            },
+            RANKLLM_SYSTEM,
             {
                 "role": "user",
                 "content": "I will provide you with 3 passages, each indicated by an alphabetical identifier []. "
@@ -328,7 +326,7 @@ def test_yes_no_score_is_the_log_odds_of_yes_from_top_logprobs(servers):
     assert math.isclose(scores[1].value, math.log(0.1 / 0.95))
     # "no" absent from the top list: bounded at a tenth of the least likely listed token.
     assert math.isclose(scores[2].value, math.log(0.6 / (0.6 + 0.001)))
-    body = next(r.body for r in server.requests if "relevant<|im_end|>" in r.body["prompt"])
+    body = next(r.body for r in server.requests if ": relevant<|im_end|>" in r.body["prompt"])
     assert body == {
         "model": "m",
         "prompt": qwen3_reranker_prompt("q?", "relevant"),

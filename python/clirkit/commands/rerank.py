@@ -136,18 +136,13 @@ def _reranker(args: argparse.Namespace) -> Tuple[Optional[Backend], Optional[Sco
         if not args.base_url or not args.model:
             raise InvalidInputError(f"--backend {args.backend} needs --base-url and --model")
     if args.backend == "openai":
-        return (
-            OpenAIChatBackend(
-                args.base_url,
-                args.model,
-                max_words=args.max_words,
-                temperature=args.temperature,
-                max_tokens=args.max_tokens,
-                template=args.template,
-                **server,  # type: ignore[arg-type]
-            ),
-            None,
+        listwise = dict(
+            template=args.template,
+            max_words=args.max_words,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
         )
+        return OpenAIChatBackend(args.base_url, args.model, **listwise, **server), None  # type: ignore[arg-type]
     if args.backend == "query-likelihood":
         return None, QueryLikelihoodScorer(args.base_url, args.model, **server)  # type: ignore[arg-type]
     if args.backend == "yes-no":

@@ -148,6 +148,32 @@ def _texts(source: Union[PathLike, Mapping[str, str]], ids: set, queries: bool) 
     return _native.load_texts(os.fspath(source), ids, queries)
 
 
+def candidate_texts(
+    candidates: List[Tuple[str, List[str]]],
+    queries: Union[PathLike, Mapping[str, str]],
+    corpus: Union[PathLike, Mapping[str, str]],
+    depth: int,
+) -> Tuple[Mapping[str, str], Mapping[str, str]]:
+    """The texts of the run's queries and of every query's top ``depth`` documents; a missing one is
+    an :class:`InvalidInputError` naming it."""
+    query_text = _texts(queries, {q for q, _ in candidates}, True)
+    doc_text = _texts(corpus, {d for _, docs in candidates for d in docs[:depth]}, False)
+    for qid, docs in candidates:
+        if docs and qid not in query_text:
+            raise InvalidInputError(f"query '{qid}' of the run has no text in the queries")
+        missing = next((d for d in docs[:depth] if d not in doc_text), None)
+        if missing is not None:
+            raise InvalidInputError(f"document '{missing}' (query '{qid}') is not in the corpus")
+    return query_text, doc_text
+
+
+def opened_cache(cache: Union[None, PathLike, RerankCache]) -> Tuple[bool, Optional[RerankCache]]:
+    """``(owned, store)``: the cache opened from a path (owned: to close), or as given."""
+    if cache is None or isinstance(cache, RerankCache):
+        return False, cache
+    return True, RerankCache(cache)
+
+
 def rerank(
     run: RunInput,
     queries: Union[PathLike, Mapping[str, str]],
@@ -188,18 +214,8 @@ def rerank(
     ]
     state = _native.RerankState(candidates, depth, window, stride)
 
-    query_text = _texts(queries, {q for q, _ in candidates}, True)
-    wanted = {d for _, docs in candidates for d in docs[:depth]}
-    doc_text = _texts(corpus, wanted, False)
-    for qid, docs in candidates:
-        if docs and qid not in query_text:
-            raise InvalidInputError(f"query '{qid}' of the run has no text in the queries")
-        missing = next((d for d in docs[:depth] if d not in doc_text), None)
-        if missing is not None:
-            raise InvalidInputError(f"document '{missing}' (query '{qid}') is not in the corpus")
-
-    own_cache = cache is not None and not isinstance(cache, RerankCache)
-    store: Optional[RerankCache] = RerankCache(cache) if own_cache else cache  # type: ignore[arg-type]
+    query_text, doc_text = candidate_texts(candidates, queries, corpus, depth)
+    own_cache, store = opened_cache(cache)
     stats = RerankStats(queries=len(candidates), windows=state.total_windows)
     failed: List[Tuple[int, int, str]] = []
     bar = _Progress(state.total_windows, progress)

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
-from clirkit._native import InvalidInputError
-from clirkit.rerank.http import Attempts, HttpFailure, ModelClient, UnusableAnswer, scrub
-from clirkit.rerank.openai_chat import MAX_RESPONSE_BYTES, concurrently
+from clirkit.rerank.http import Attempts, HttpFailure, UnusableAnswer, scrub
+from clirkit.rerank.openai_chat import ServerModel, concurrently
 from clirkit.rerank.pointwise import PassageScore, Scorer
-from clirkit.rerank.templates import Truncate
 
 __all__ = [
     "QWEN3_RERANKER_INSTRUCTION",
@@ -108,46 +105,15 @@ def yes_no_log_odds(top_logprobs: object) -> float:
     return math.log(yes) - math.log(yes + no)
 
 
-class _CompletionsScorer(Scorer):
-    """What the completions scorers share: the client, concurrency, truncation and the identity."""
+class _CompletionsScorer(Scorer, ServerModel):
+    """What the completions scorers share; options as :class:`~clirkit.rerank.openai_chat.ServerModel`."""
 
     kind = "completions"
     version = ""
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: Optional[str],
-        timeout: float,
-        retries: int,
-        backoff: float,
-        max_backoff: float,
-        concurrency: int,
-        truncate: Optional[Truncate],
-        truncate_identity: str,
-        extra_body: Optional[Dict[str, object]],
-        max_response_bytes: int,
-    ) -> None:
-        if concurrency < 1 or retries < 0 or timeout <= 0 or max_backoff < 0:
-            raise InvalidInputError(
-                "concurrency >= 1, retries >= 0, timeout > 0 and max_backoff >= 0 are required"
-            )
-        self.model = model
-        self.client = ModelClient(
-            base_url,
-            api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
-            timeout,
-            retries,
-            backoff,
-            max_backoff,
-            max_response_bytes,
-        )
-        self.concurrency = concurrency
-        self.truncate = truncate
-        self.extra_body = dict(extra_body or {})
-        extra = json.dumps(self.extra_body, sort_keys=True)
-        self.identity = f"{self.kind}:{model}:{self.version}:{extra}{truncate_identity}"
+    def __init__(self, base_url: str, model: str, **server_options) -> None:
+        ServerModel.__init__(self, base_url, model, **server_options)
+        self.identity = f"{self.kind}:{self.version}:{self.settings_identity()}"
 
     def request(self, query: str, passage: str):
         """``(payload, read)`` for one pair: ``read(reply)`` gives the score."""
@@ -179,7 +145,8 @@ class _CompletionsScorer(Scorer):
 
 
 class QueryLikelihoodScorer(_CompletionsScorer):
-    """UPR query likelihood: score = log P(query | passage) under the model at ``base_url``.
+    """UPR query likelihood: score = log P(query | passage) under the model at ``base_url`` (options as
+    :class:`~clirkit.rerank.openai_chat.ServerModel`).
 
     The request: UPR's prompt with the query appended, ``echo: true``, ``logprobs: 1``,
     ``max_tokens: 1`` (some servers, llama.cpp's among them, read 0 as "no limit"; the one
@@ -187,26 +154,6 @@ class QueryLikelihoodScorer(_CompletionsScorer):
 
     kind = "query-likelihood"
     version = "upr-v1"
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: Optional[str] = None,
-        timeout: float = 60.0,
-        retries: int = 3,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        concurrency: int = 8,
-        truncate: Optional[Truncate] = None,
-        truncate_identity: str = "",
-        extra_body: Optional[Dict[str, object]] = None,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-    ) -> None:
-        super().__init__(
-            base_url, model, api_key, timeout, retries, backoff, max_backoff, concurrency,
-            truncate, truncate_identity, extra_body, max_response_bytes,
-        )  # fmt: skip
 
     def request(self, query: str, passage: str):
         prompt, query_start = query_likelihood_prompt(query, passage)
@@ -233,26 +180,10 @@ class YesNoScorer(_CompletionsScorer):
     version = "qwen3-reranker-v1"
 
     def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: Optional[str] = None,
-        timeout: float = 60.0,
-        retries: int = 3,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
-        concurrency: int = 8,
-        truncate: Optional[Truncate] = None,
-        truncate_identity: str = "",
-        extra_body: Optional[Dict[str, object]] = None,
-        max_response_bytes: int = MAX_RESPONSE_BYTES,
-        instruction: str = QWEN3_RERANKER_INSTRUCTION,
+        self, base_url: str, model: str, instruction: str = QWEN3_RERANKER_INSTRUCTION, **server_options
     ) -> None:
+        super().__init__(base_url, model, **server_options)
         self.instruction = instruction
-        super().__init__(
-            base_url, model, api_key, timeout, retries, backoff, max_backoff, concurrency,
-            truncate, truncate_identity, extra_body, max_response_bytes,
-        )  # fmt: skip
         self.identity += f":instruction={json.dumps(instruction)}"
 
     def request(self, query: str, passage: str):

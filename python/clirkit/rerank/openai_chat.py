@@ -19,14 +19,15 @@ from clirkit.rerank.templates import TEMPLATES, Truncate, first_token_permutatio
 # Re-exported: RankGPT's prompt was first defined here.
 from clirkit.rerank.templates import rankgpt_messages  # noqa: F401  isort: skip
 
-__all__ = ["OpenAIChatBackend", "rankgpt_messages"]
+__all__ = ["OpenAIChatBackend", "ServerModel", "rankgpt_messages"]
 
 #: Default cap on one response's size: a ranking answer (or a reasoning one) is far smaller.
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 
-class OpenAIChatBackend(Backend):
-    """An OpenAI-compatible chat-completions client ranking windows with a prompt family.
+class ServerModel:
+    """What every backend of an OpenAI-compatible server shares: the guarded client with its retries,
+    the concurrency, the token budgets of prompt texts and the extra request fields.
 
     Args:
         base_url: the server's API root, e.g. ``http://127.0.0.1:8000/v1``.
@@ -34,18 +35,17 @@ class OpenAIChatBackend(Backend):
         api_key: bearer token (default: ``$OPENAI_API_KEY``, none if unset); never stored or printed.
         timeout: seconds per request, all of it (connect, send, answer).
         retries: extra attempts after a timeout, connection error, HTTP 401/408/429/5xx, malformed
-            response, or an answer without a usable identifier; other HTTP errors fail at once.
+            response, or an unusable answer; other HTTP errors fail at once.
         backoff: seconds before the first retry, doubled each time; a 429 or 503 answer's
             ``Retry-After`` (seconds or a date) makes the wait that long if it is longer.
         max_backoff: the longest wait before a retry, whatever the doubling or ``Retry-After``.
         concurrency: requests in flight at once.
-        max_words: passages are cut to this many words (RankGPT and rank_llm use 300).
-        temperature, max_tokens, extra_body: sent with each request (``extra_body``'s fields last,
-            e.g. ``{"chat_template_kwargs": {"enable_thinking": true}}``).
-        template: the prompt family, ``rankgpt``, ``rankzephyr`` or ``first``.
         truncate: ``truncate(text, is_query)`` applied to the query and each passage first
-            (token-aware truncation); part of the identity through ``truncate_identity``.
-        max_response_bytes: a larger response fails its window.
+            (token-aware truncation, :mod:`clirkit.rerank.prompt_budget`); ``truncate_identity``
+            names it in the cache identity.
+        extra_body: fields merged into each request last, e.g.
+            ``{"chat_template_kwargs": {"enable_thinking": true}}``.
+        max_response_bytes: a larger response fails its request.
     """
 
     def __init__(
@@ -58,13 +58,9 @@ class OpenAIChatBackend(Backend):
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         concurrency: int = 8,
-        max_words: int = 300,
-        temperature: float = 0.0,
-        max_tokens: Optional[int] = None,
-        extra_body: Optional[Dict[str, object]] = None,
-        template: str = "rankgpt",
         truncate: Optional[Truncate] = None,
         truncate_identity: str = "",
+        extra_body: Optional[Dict[str, object]] = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if concurrency < 1 or retries < 0 or timeout <= 0 or max_backoff < 0 or max_response_bytes < 1:
@@ -72,9 +68,6 @@ class OpenAIChatBackend(Backend):
                 "concurrency >= 1, retries >= 0, timeout > 0, max_backoff >= 0 and max_response_bytes >= 1 "
                 "are required"
             )
-        if template not in TEMPLATES:
-            raise InvalidInputError(f"unknown template '{template}': one of {', '.join(TEMPLATES)}")
-        self.template = TEMPLATES[template]
         self.model = model
         self.client = ModelClient(
             base_url,
@@ -85,18 +78,50 @@ class OpenAIChatBackend(Backend):
             max_backoff,
             max_response_bytes,
         )
-        self.url = self.client.base_url + "/chat/completions"
         self.concurrency = concurrency
+        self.truncate = truncate
+        self.truncate_identity = truncate_identity
+        self.extra_body = dict(extra_body or {})
+
+    def settings_identity(self) -> str:
+        """The model, the extra fields and the truncation, for cache identities (the server's address
+        is left out: the same model answers the same wherever it runs)."""
+        return f"{self.model}:{json.dumps(self.extra_body, sort_keys=True)}{self.truncate_identity}"
+
+
+class OpenAIChatBackend(Backend, ServerModel):
+    """An OpenAI-compatible chat-completions client ranking windows with a prompt family.
+
+    Args:
+        base_url, model: the server and the model (see :class:`ServerModel` for the other options:
+            ``api_key``, ``timeout``, ``retries``, ``backoff``, ``max_backoff``, ``concurrency``,
+            ``truncate``, ``truncate_identity``, ``extra_body``, ``max_response_bytes``).
+        template: the prompt family, ``rankgpt``, ``rankzephyr`` or ``first``.
+        max_words: passages are cut to this many words (RankGPT and rank_llm use 300).
+        temperature, max_tokens: sent with each request (FIRST always asks for one token).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        template: str = "rankgpt",
+        max_words: int = 300,
+        temperature: float = 0.0,
+        max_tokens: Optional[int] = None,
+        **server_options,
+    ) -> None:
+        if template not in TEMPLATES:
+            raise InvalidInputError(f"unknown template '{template}': one of {', '.join(TEMPLATES)}")
+        ServerModel.__init__(self, base_url, model, **server_options)
+        self.template = TEMPLATES[template]
+        self.url = self.client.base_url + "/chat/completions"
         self.max_words = max_words
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.extra_body = dict(extra_body or {})
-        self.truncate = truncate
-        # The server's address is left out: the same model answers the same wherever it runs.
-        extra = json.dumps(self.extra_body, sort_keys=True)
         self.identity = (
-            f"openai-chat:{model}:{self.template.version}:words={max_words}:t={temperature}"
-            f":max_tokens={max_tokens}:{extra}{truncate_identity}"
+            f"openai-chat:{self.template.version}:words={max_words}:t={temperature}:max_tokens={max_tokens}"
+            f":{self.settings_identity()}"
         )
 
     def payload(self, request: WindowRequest) -> Dict[str, object]:

@@ -21,7 +21,7 @@ from clirkit._types import PathLike, RunDict, RunInput
 from clirkit.fusion import load_run
 from clirkit.rerank.backends import Backend, WindowRequest, WindowResult
 from clirkit.rerank.cache import RerankCache
-from clirkit.rerank.driver import FailedWindow, RerankStats, _Progress, _texts
+from clirkit.rerank.driver import FailedWindow, RerankStats, _Progress, candidate_texts, opened_cache
 
 __all__ = ["CallableScorer", "PassageScore", "PointwiseBackend", "Scorer", "rerank_pointwise"]
 
@@ -115,17 +115,8 @@ def rerank_pointwise(
     candidates: List[Tuple[str, List[str]]] = [
         (qid, [d for d, _ in docs]) for qid, docs in load_run(run).to_list()
     ]
-    query_text = _texts(queries, {q for q, _ in candidates}, True)
-    doc_text = _texts(corpus, {d for _, docs in candidates for d in docs[:depth]}, False)
-    for qid, docs in candidates:
-        if docs and qid not in query_text:
-            raise InvalidInputError(f"query '{qid}' of the run has no text in the queries")
-        missing = next((d for d in docs[:depth] if d not in doc_text), None)
-        if missing is not None:
-            raise InvalidInputError(f"document '{missing}' (query '{qid}') is not in the corpus")
-
-    own_cache = cache is not None and not isinstance(cache, RerankCache)
-    store: Optional[RerankCache] = RerankCache(cache) if own_cache else cache  # type: ignore[arg-type]
+    query_text, doc_text = candidate_texts(candidates, queries, corpus, depth)
+    own_cache, store = opened_cache(cache)
     stats = RerankStats(queries=len(candidates), windows=sum(1 for _, docs in candidates if docs))
     bar = _Progress(stats.windows, progress)
     out: RunDict = {}
