@@ -29,6 +29,7 @@ from clirkit.rerank import (
 )
 from clirkit.rerank.likelihood import query_likelihood_prompt, qwen3_reranker_prompt
 from clirkit.rerank.templates import split_reasoning
+from conftest import shared_path
 
 SECRET = "sk-test-SECRET-0123456789"
 
@@ -640,3 +641,48 @@ def test_failed_windows_give_a_summary_and_exit_status_3(servers, tmp_path, caps
     stderr = capsys.readouterr().err
     assert "clirkit: error: 2 of 6 windows failed and kept their first-stage order" in stderr
     assert (tmp_path / "out.trec").exists()
+
+
+# --- token budgets in prompts -------------------------------------------------------------------
+
+CJK_AND_THAI = {
+    "zh": "跨语言信息检索是一个研究领域，它关注用一种语言的查询检索另一种语言的文档。",
+    "th": "การค้นคืนสารสนเทศข้ามภาษาเป็นสาขาวิชาที่ศึกษาการค้นหาเอกสารในภาษาหนึ่งด้วยคำค้นในอีกภาษาหนึ่ง",
+    "en": "Cross-language information retrieval finds documents in one language for queries in another one.",
+}
+
+
+@pytest.mark.parametrize("with_tokenizer", [True, False])
+def test_prompt_passages_and_queries_are_cut_to_their_token_budget(servers, tmp_path, with_tokenizer):
+    pytest.importorskip("clirkit.encoders.truncation")
+    tokenizer_path = (
+        shared_path("models", "multilingual-e5-small-int8", "tokenizer.json") if with_tokenizer else None
+    )
+    server = servers(lambda conn, req, n: send(conn, chat(listwise_answer(req))))
+    run = {"q": {lang: 3.0 - i for i, lang in enumerate(CJK_AND_THAI)}}
+    collection = (run, {"q": CJK_AND_THAI["zh"] + " " + CJK_AND_THAI["en"]}, CJK_AND_THAI)
+    extra = ["--template", "rankzephyr", "--depth", "3", "--window", "3", "--stride", "3"]
+    extra += ["--passage-tokens", "12", "--query-tokens", "6"]
+    extra += ["--tokenizer", str(tokenizer_path)] if tokenizer_path else []
+    assert rerank_cli(tmp_path, server.url, "cut.trec", *extra, collection=collection) == 0
+    content = server.requests[0].body["messages"][1]["content"]
+    passages = [line.split("] ", 1)[1] for line in content.split("\n") if line[:3] in ("[1]", "[2]", "[3]")]
+    query = content.split("search query: ", 1)[1].split(".\n", 1)[0]
+    if tokenizer_path:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.no_truncation()
+
+        def count(text: str) -> int:
+            return len(tokenizer.encode(text, add_special_tokens=False).ids)
+    else:
+
+        def count(text: str) -> int:  # the script-aware estimate: a character of CJK or Thai, or a word
+            return sum(
+                1 for ch in text if "\u0e00" <= ch <= "\u0e7f" or "\u4e00" <= ch <= "\u9fff" or ch == "，"
+            ) + len([w for w in text.split() if w.isascii()])
+
+    for passage, whole in zip(passages, CJK_AND_THAI.values()):
+        assert 0 < count(passage) <= 12 and whole.startswith(passage) and passage != whole
+    assert 0 < count(query) <= 6 and CJK_AND_THAI["zh"].startswith(query)

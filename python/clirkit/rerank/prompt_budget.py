@@ -44,6 +44,7 @@ def prompt_truncation(
         with open(tokenizer_path, "rb") as f:
             tokenizer_digest = hashlib.sha256(f.read()).hexdigest()[:16]
         tokenizer = Tokenizer.from_file(tokenizer_path)
+        tokenizer.no_truncation()  # count every token of a text, whatever the file's own settings
 
     def truncate(text: str, is_query: bool) -> str:
         budget = query_tokens if is_query else passage_tokens
