@@ -4,12 +4,13 @@ subset of SciFact's test queries, BM25's top DEPTH.
 
 Measured, each through ``clirkit rerank`` as a user would run it (the commands are printed):
 
-- listwise reranking (``--template rankgpt``, window 20, stride 10): nDCG@10 before and after,
-  windows per second, failures and repairs;
-- query-likelihood reranking (UPR, ``--backend query-likelihood``): nDCG@10, queries per second;
-- a cache-resume check: a fresh listwise run whose server is killed after K answers; the run ends
-  with its remaining windows failed (exit status 3, nothing cached for them); the rerun against a
-  restarted server makes exactly the missing calls.
+- listwise reranking (``--template rankgpt``, window 20, stride 10) of the first ``--queries`` test
+  queries, interrupted: the server is killed after K answers, the run goes on against nothing (its
+  remaining windows fail transiently, are not cached, and the run exits with status 3), and the rerun
+  against a restarted server must ask exactly for the windows not cached; nDCG@10 before and after,
+  windows per second of the rerun, failures and repairs;
+- query-likelihood reranking (UPR, ``--backend query-likelihood``) of the first ``--ql-queries``:
+  nDCG@10 before and after, requests per second.
 
 Set-up, in a separate environment (llama-cpp-python builds llama.cpp from source):
 
@@ -21,7 +22,7 @@ Set-up, in a separate environment (llama-cpp-python builds llama.cpp from source
 
 Run (clirkit's own environment; ``--server-python`` is the llama environment's interpreter):
 
-    python benches/llama_rerank.py --server-python /work/venvs/llama/bin/python --queries 50
+    python benches/llama_rerank.py --server-python /work/venvs/llama/bin/python --queries 50 --ql-queries 50
 
 Needs ../shared (SciFact). Stays out of CI: the build alone takes tens of minutes on 2 cores.
 """
@@ -117,12 +118,12 @@ def first_stage(work: Path, n_queries: int, depth: int) -> tuple:
             if qid not in qrels_ids:
                 qrels_ids.append(qid)
     wanted = set(qrels_ids[:n_queries])
-    queries = work / "queries.jsonl"
+    queries = work / f"queries-{n_queries}.jsonl"
     with open(SCIFACT / "queries.jsonl") as f, open(queries, "w") as out:
         for line in f:
             if json.loads(line)["_id"] in wanted:
                 out.write(line)
-    index, run = work / "bm25-index", work / f"bm25-top{depth}.trec"
+    index, run = work / "bm25-index", work / f"bm25-top{depth}-{n_queries}q.trec"
     if not index.exists():
         subprocess.run(
             clirkit(
@@ -172,16 +173,50 @@ def cached_answers(cache: Path) -> int:
         return 0
 
 
+def reranked(name: str, cmd: List[str], stats_path: Path, out: Path) -> dict:
+    """Run ``cmd`` (a ``clirkit rerank``) and report its figures."""
+    code, seconds = timed(cmd)
+    stats = json.loads(stats_path.read_text())
+    return {
+        "command": shown(cmd),
+        "exit": code,
+        "ndcg10": round(ndcg10(out), 4),
+        "wall_s": round(seconds, 1),
+        "windows": stats["windows"],
+        "calls": stats["calls"],
+        "cache_hits": stats["cache_hits"],
+        "asked_per_second": round(stats["calls"] / stats["seconds"], 4) if stats["calls"] else None,
+        "failures": stats["failures"],
+        "repaired": stats["repaired"],
+        "prompt_tokens": stats["prompt_tokens"],
+        "completion_tokens": stats["completion_tokens"],
+    }
+
+
+def fresh(work: Path, name: str) -> tuple:
+    out, stats_path = work / f"{name}.trec", work / f"{name}.stats.json"
+    for stale in (out, stats_path, Path(f"{out}.answers.sqlite")):
+        stale.unlink(missing_ok=True)
+    return out, stats_path, Path(f"{out}.answers.sqlite")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server-python", required=True, help="python of the llama-cpp-python environment")
-    parser.add_argument("--queries", type=int, default=50, help="first N SciFact test queries (default: 50)")
+    parser.add_argument(
+        "--queries", type=int, default=50, help="listwise: first N SciFact test queries (default: 50)"
+    )
     parser.add_argument("--depth", type=int, default=20, help="rerank BM25's top DEPTH (default: 20)")
     parser.add_argument("--max-words", type=int, default=100, help="listwise passage cut (default: 100)")
-    parser.add_argument("--passage-tokens", type=int, help="query-likelihood passage budget (default: whole)")
+    parser.add_argument("--kill-after", type=int, default=10, help="kill the server after K listwise answers")
+    parser.add_argument(
+        "--ql-queries", type=int, default=50, help="query likelihood: first N queries (default: 50)"
+    )
+    parser.add_argument(
+        "--ql-passage-tokens", type=int, help="query-likelihood passage budget (default: whole)"
+    )
     parser.add_argument("--n-ctx", type=int, default=8192, help="server context (default: 8192)")
     parser.add_argument("--threads", type=int, default=2, help="server threads (default: 2)")
-    parser.add_argument("--kill-after", type=int, default=10, help="resume check: kill after K answers")
     parser.add_argument("--work", default=str(ROOT / "benches" / ".work" / "llama"), help="working directory")
     args = parser.parse_args()
     if not SCIFACT.exists():
@@ -189,97 +224,65 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     model = gguf_path(args.server_python, work)
-    queries, run = first_stage(work, args.queries, args.depth)
     corpus = str(SCIFACT / "corpus.jsonl")
     server = LlamaServer(args.server_python, model, args.n_ctx, args.threads, work / "server.log")
     results: dict = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-        "model": f"{model.name} ({model.resolve().stat().st_size / 1e6:.0f} MB)",
-        "queries": args.queries,
-        "depth": args.depth,
-        "bm25_ndcg10": ndcg10(run),
+        "model": f"{model.name} ({model.stat().st_size / 1e6:.0f} MB)",
+        "server": shown(server.command),
     }
-    common = ["--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth)]
-    common += [
-        "--model",
-        "gemma3-270m",
-        "--concurrency",
-        "1",
-        "--timeout",
-        "600",
-        "--retries",
-        "1",
-        "--quiet",
-    ]
+    common = ["--model", "gemma3-270m", "--concurrency", "1", "--timeout", "900", "--retries", "1", "--quiet"]
     server.start()
     try:
-        for name, extra in (
-            ("listwise", ["--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10",
-                          "--max-words", str(args.max_words), "--max-tokens", "120"]),
-            ("query_likelihood", ["--backend", "query-likelihood"]
-             + (["--passage-tokens", str(args.passage_tokens)] if args.passage_tokens else [])),
-        ):  # fmt: skip
-            out, stats_path = work / f"{name}.trec", work / f"{name}.stats.json"
-            for stale in (out, Path(f"{out}.answers.sqlite")):
-                stale.unlink(missing_ok=True)
-            cmd = clirkit(
-                "rerank",
-                *common,
-                *extra,
-                "--base-url",
-                server.url,
-                "--output",
-                str(out),
-                "--stats",
-                str(stats_path),
-            )
-            code, seconds = timed(cmd)
-            stats = json.loads(stats_path.read_text())
-            results[name] = {
-                "command": shown(cmd),
-                "exit": code,
-                "ndcg10": ndcg10(out),
-                "seconds": round(seconds, 1),
-                "windows": stats["windows"],
-                "per_second": round(stats["windows"] / stats["seconds"], 3),
-                "calls": stats["calls"],
-                "failures": stats["failures"],
-                "repaired": stats["repaired"],
-                "prompt_tokens": stats["prompt_tokens"],
-            }
-            print(json.dumps(results[name]), flush=True)
-
-        # Resume: kill the server after K answers, finish the run against nothing, rerun on a new server.
-        out, stats_path = work / "resume.trec", work / "resume.stats.json"
-        cache = Path(f"{out}.answers.sqlite")
-        for stale in (out, cache):
-            stale.unlink(missing_ok=True)
+        # Listwise, interrupted: the server is killed after K answers; the run goes on against nothing
+        # (its remaining windows fail, transiently: not cached) and exits 3; the rerun against a
+        # restarted server asks exactly for the windows not cached.
+        queries, run = first_stage(work, args.queries, args.depth)
+        results["listwise_subset"] = {
+            "queries": args.queries,
+            "depth": args.depth,
+            "bm25_ndcg10": round(ndcg10(run), 4),
+        }
+        out, stats_path, cache = fresh(work, "listwise")
         cmd = clirkit(
-            "rerank", *common, "--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10",
-            "--max-words", str(args.max_words), "--max-tokens", "120", "--base-url", server.url,
+            "rerank", "--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth),
+            "--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10",
+            "--max-words", str(args.max_words), "--max-tokens", "120", *common, "--base-url", server.url,
             "--output", str(out), "--stats", str(stats_path),
         )  # fmt: skip
-        print("$", shown(cmd), "  # server killed after", args.kill_after, "answers", flush=True)
+        print("$", shown(cmd), f"  # the server killed after {args.kill_after} answers", flush=True)
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         while cached_answers(cache) < args.kill_after and proc.poll() is None:
             time.sleep(0.2)
         server.stop()
         _, stderr = proc.communicate(timeout=3600)
-        first = json.loads(stats_path.read_text())
+        print(stderr.strip()[-1500:], flush=True)
+        interrupted = json.loads(stats_path.read_text())
         cached = cached_answers(cache)
         server.start()
-        code, _ = timed(cmd)
-        second = json.loads(stats_path.read_text())
-        results["resume"] = {
-            "first_exit": proc.returncode,
-            "first_failures": first["failures"],
-            "cached_after_kill": cached,
-            "rerun_exit": code,
-            "rerun_calls": second["calls"],
-            "rerun_cache_hits": second["cache_hits"],
-            "windows": second["windows"],
-            "same_as_uninterrupted": out.read_text() == (work / "listwise.trec").read_text(),
+        results["listwise_interrupted"] = {
+            "exit": proc.returncode,
+            "windows": interrupted["windows"],
+            "answered_then_cached": cached,
+            "failed": interrupted["failures"],
         }
+        results["listwise_resumed"] = reranked("listwise", cmd, stats_path, out)
+        print(json.dumps(results["listwise_resumed"]), flush=True)
+
+        queries, run = first_stage(work, args.ql_queries, args.depth)
+        results["ql_subset"] = {
+            "queries": args.ql_queries,
+            "depth": args.depth,
+            "bm25_ndcg10": round(ndcg10(run), 4),
+        }
+        out, stats_path, _ = fresh(work, "query-likelihood")
+        budget = ["--passage-tokens", str(args.ql_passage_tokens)] if args.ql_passage_tokens else []
+        cmd = clirkit(
+            "rerank", "--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth),
+            "--backend", "query-likelihood", *budget, *common, "--base-url", server.url,
+            "--output", str(out), "--stats", str(stats_path),
+        )  # fmt: skip
+        results["query_likelihood"] = reranked("query-likelihood", cmd, stats_path, out)
     finally:
         server.stop()
     print(json.dumps(results, indent=1))
