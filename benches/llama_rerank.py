@@ -200,17 +200,73 @@ def fresh(work: Path, name: str) -> tuple:
     return out, stats_path, Path(f"{out}.answers.sqlite")
 
 
+def listwise_interrupted(args, work: Path, server: LlamaServer, common: List[str], results: dict) -> None:
+    """Listwise, interrupted: the server is killed after K answers; the run goes on against nothing
+    (its remaining windows fail, transiently: not cached) and exits 3; the rerun against a restarted
+    server asks exactly for the windows not cached."""
+    queries, run = first_stage(work, args.queries, args.depth)
+    results["listwise_subset"] = {
+        "queries": args.queries,
+        "depth": args.depth,
+        "bm25_ndcg10": round(ndcg10(run), 4),
+    }
+    out, stats_path, cache = fresh(work, "listwise")
+    cmd = clirkit(
+        "rerank", "--run", str(run), "--queries", str(queries), "--corpus", str(SCIFACT / "corpus.jsonl"),
+        "--depth", str(args.depth), "--backend", "openai", "--template", "rankgpt", "--window", "20",
+        "--stride", "10", "--max-words", str(args.max_words), "--max-tokens", "120", *common,
+        "--base-url", server.url, "--output", str(out), "--stats", str(stats_path),
+    )  # fmt: skip
+    print("$", shown(cmd), f"  # the server killed after {args.kill_after} answers", flush=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while cached_answers(cache) < args.kill_after and proc.poll() is None:
+        time.sleep(0.2)
+    server.stop()
+    _, stderr = proc.communicate(timeout=3600)
+    print(stderr.strip()[-1500:], flush=True)
+    interrupted = json.loads(stats_path.read_text())
+    results["listwise_interrupted"] = {
+        "exit": proc.returncode,
+        "windows": interrupted["windows"],
+        "answered_then_cached": cached_answers(cache),
+        "failed": interrupted["failures"],
+    }
+    server.start()
+    results["listwise_resumed"] = reranked("listwise", cmd, stats_path, out)
+    print(json.dumps(results["listwise_resumed"]), flush=True)
+
+
+def query_likelihood(args, work: Path, server: LlamaServer, common: List[str], results: dict) -> None:
+    """UPR query likelihood of the first ``--ql-queries`` queries' top ``--ql-depth``."""
+    queries, run = first_stage(work, args.ql_queries, args.ql_depth)
+    results["ql_subset"] = {
+        "queries": args.ql_queries,
+        "depth": args.ql_depth,
+        "bm25_ndcg10": round(ndcg10(run), 4),
+    }
+    out, stats_path, _ = fresh(work, "query-likelihood")
+    budget = ["--passage-tokens", str(args.ql_passage_tokens)] if args.ql_passage_tokens else []
+    cmd = clirkit(
+        "rerank", "--run", str(run), "--queries", str(queries), "--corpus", str(SCIFACT / "corpus.jsonl"),
+        "--depth", str(args.ql_depth), "--backend", "query-likelihood", *budget, *common,
+        "--base-url", server.url, "--output", str(out), "--stats", str(stats_path),
+    )  # fmt: skip
+    results["query_likelihood"] = reranked("query-likelihood", cmd, stats_path, out)
+    print(json.dumps(results["query_likelihood"]), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server-python", required=True, help="python of the llama-cpp-python environment")
-    parser.add_argument(
-        "--queries", type=int, default=50, help="listwise: first N SciFact test queries (default: 50)"
-    )
-    parser.add_argument("--depth", type=int, default=20, help="rerank BM25's top DEPTH (default: 20)")
+    parser.add_argument("--queries", type=int, default=50, help="listwise: first N test queries (0: none)")
+    parser.add_argument("--depth", type=int, default=20, help="listwise: rerank the top DEPTH (default: 20)")
     parser.add_argument("--max-words", type=int, default=100, help="listwise passage cut (default: 100)")
     parser.add_argument("--kill-after", type=int, default=10, help="kill the server after K listwise answers")
     parser.add_argument(
-        "--ql-queries", type=int, default=50, help="query likelihood: first N queries (default: 50)"
+        "--ql-queries", type=int, default=50, help="query likelihood: first N queries (0: none)"
+    )
+    parser.add_argument(
+        "--ql-depth", type=int, default=20, help="query likelihood: the top DEPTH (default: 20)"
     )
     parser.add_argument(
         "--ql-passage-tokens", type=int, help="query-likelihood passage budget (default: whole)"
@@ -224,7 +280,6 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     model = gguf_path(args.server_python, work)
-    corpus = str(SCIFACT / "corpus.jsonl")
     server = LlamaServer(args.server_python, model, args.n_ctx, args.threads, work / "server.log")
     results: dict = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
@@ -234,59 +289,14 @@ def main() -> None:
     common = ["--model", "gemma3-270m", "--concurrency", "1", "--timeout", "900", "--retries", "1", "--quiet"]
     server.start()
     try:
-        # Listwise, interrupted: the server is killed after K answers; the run goes on against nothing
-        # (its remaining windows fail, transiently: not cached) and exits 3; the rerun against a
-        # restarted server asks exactly for the windows not cached.
-        queries, run = first_stage(work, args.queries, args.depth)
-        results["listwise_subset"] = {
-            "queries": args.queries,
-            "depth": args.depth,
-            "bm25_ndcg10": round(ndcg10(run), 4),
-        }
-        out, stats_path, cache = fresh(work, "listwise")
-        cmd = clirkit(
-            "rerank", "--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth),
-            "--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10",
-            "--max-words", str(args.max_words), "--max-tokens", "120", *common, "--base-url", server.url,
-            "--output", str(out), "--stats", str(stats_path),
-        )  # fmt: skip
-        print("$", shown(cmd), f"  # the server killed after {args.kill_after} answers", flush=True)
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        while cached_answers(cache) < args.kill_after and proc.poll() is None:
-            time.sleep(0.2)
-        server.stop()
-        _, stderr = proc.communicate(timeout=3600)
-        print(stderr.strip()[-1500:], flush=True)
-        interrupted = json.loads(stats_path.read_text())
-        cached = cached_answers(cache)
-        server.start()
-        results["listwise_interrupted"] = {
-            "exit": proc.returncode,
-            "windows": interrupted["windows"],
-            "answered_then_cached": cached,
-            "failed": interrupted["failures"],
-        }
-        results["listwise_resumed"] = reranked("listwise", cmd, stats_path, out)
-        print(json.dumps(results["listwise_resumed"]), flush=True)
-
-        queries, run = first_stage(work, args.ql_queries, args.depth)
-        results["ql_subset"] = {
-            "queries": args.ql_queries,
-            "depth": args.depth,
-            "bm25_ndcg10": round(ndcg10(run), 4),
-        }
-        out, stats_path, _ = fresh(work, "query-likelihood")
-        budget = ["--passage-tokens", str(args.ql_passage_tokens)] if args.ql_passage_tokens else []
-        cmd = clirkit(
-            "rerank", "--run", str(run), "--queries", str(queries), "--corpus", corpus, "--depth", str(args.depth),
-            "--backend", "query-likelihood", *budget, *common, "--base-url", server.url,
-            "--output", str(out), "--stats", str(stats_path),
-        )  # fmt: skip
-        results["query_likelihood"] = reranked("query-likelihood", cmd, stats_path, out)
+        if args.queries:
+            listwise_interrupted(args, work, server, common, results)
+        if args.ql_queries:
+            query_likelihood(args, work, server, common, results)
     finally:
         server.stop()
     print(json.dumps(results, indent=1))
-    (work / "results.json").write_text(json.dumps(results, indent=1))
+    (work / f"results-{int(time.time())}.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
