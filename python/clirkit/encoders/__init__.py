@@ -2,8 +2,12 @@
 
 - :mod:`~clirkit.encoders.onnx_encoder`: :class:`OnnxEncoder`, texts in, dense vectors out (its
   docstring lists the options);
+- :mod:`~clirkit.encoders.cross_encoder`: :class:`CrossEncoder`, (query, passage) pairs in, relevance
+  scores out;
+- :mod:`~clirkit.encoders.truncation`: :func:`truncate_text`, token-aware truncation in any script;
 - :mod:`~clirkit.encoders.sparse`: :class:`SparseEncoder`, texts in, SPLADE term weights out;
-- :mod:`~clirkit.encoders.session`: the onnxruntime session (device, graph preparation, IO binding);
+- :mod:`~clirkit.encoders.session`: the onnxruntime session (device, graph preparation, model inputs,
+  IO binding);
 - :mod:`~clirkit.encoders.tokenization`: tokenizers, padded batches, token windows;
 - :mod:`~clirkit.encoders.pooling`: token states to one vector per text;
 - :mod:`~clirkit.encoders.quantization`: batch-invariant int8 graphs;
@@ -25,17 +29,20 @@ from clirkit.encoders.corpus import (
     output_paths,
     sparse_output_paths,
 )
+from clirkit.encoders.cross_encoder import CrossEncoder
 from clirkit.encoders.onnx_encoder import MODEL_FILES, OnnxEncoder
 from clirkit.encoders.passages import doc_id, maxp, maxp_file
 from clirkit.encoders.pooling import POOLINGS
 from clirkit.encoders.session import DEVICES
 from clirkit.encoders.sparse import SparseEncoder, is_sparse_model
 from clirkit.encoders.tokens import TokenEncoder, TokenFiles, encode_tokens_file, load_tokens, token_paths
+from clirkit.encoders.truncation import truncate_text
 
 __all__ = [
     "DEVICES",
     "MODEL_FILES",
     "POOLINGS",
+    "CrossEncoder",
     "EncodeResult",
     "OnnxEncoder",
     "SparseEncodeResult",
@@ -54,4 +61,5 @@ __all__ = [
     "output_paths",
     "sparse_output_paths",
     "token_paths",
+    "truncate_text",
 ]

@@ -15,7 +15,12 @@ default from ``config.json`` and can be overridden by keyword arguments:
     Prepended to queries / passages (multilingual-e5: ``"query: "`` / ``"passage: "``). Default ``""``.
 ``max_length``
     Tokens per input including special tokens; at most ``max_position_embeddings``. Longer inputs are
-    truncated and counted in :attr:`OnnxEncoder.truncated` (never an error).
+    truncated and counted in :attr:`OnnxEncoder.truncated` (never an error); a long text is cut to a
+    character bound before it is tokenized (:func:`clirkit.encoders.tokenization.encode_truncated`), so a
+    50 MB document costs what its first tokens cost.
+``inputs``
+    Values for model inputs the tokenizer does not give (e.g. ``task_id``); see
+    :mod:`clirkit.encoders.session`.
 
 ``batch_invariant`` (default True)
     Dynamically quantized int8 models compute one activation scale over the whole padded batch, so a
@@ -40,7 +45,6 @@ import hashlib
 import json
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -49,8 +53,14 @@ import numpy as np
 from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
 from clirkit.encoders.pooling import POOLINGS, is_sparse_config, pool, pooling_from_config
-from clirkit.encoders.session import import_runtime, open_session, pick_device
-from clirkit.encoders.tokenization import load_tokenizers, padded_batch, token_windows
+from clirkit.encoders.session import ModelInputs, import_runtime, open_session, pick_device
+from clirkit.encoders.tokenization import (
+    encode_truncated,
+    load_tokenizers,
+    map_batches,
+    padded_batch,
+    token_windows,
+)
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
 T = TypeVar("T")
@@ -134,11 +144,7 @@ class OnnxEncoder:
         self.one_text_per_call = self._onnx.one_text_per_call
         self.graph_optimization = self._onnx.graph_optimization
         self.fp16 = self._onnx.fp16
-        unknown = set(self._onnx.input_names) - {"input_ids", "attention_mask", "token_type_ids"}
-        if unknown:
-            raise InvalidInputError(
-                f"{self.model_dir / 'model.onnx'}: unsupported model inputs {sorted(unknown)}"
-            )
+        self._inputs = ModelInputs(self.session, self.config, self.model_dir / "model.onnx")
         self._check_vocabulary()
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
@@ -181,9 +187,11 @@ class OnnxEncoder:
         """A digest of the model files and every setting that changes the vectors (for resumable
         corpus encoding: a resumed run must use the same encoder)."""
         h = hashlib.sha256()
-        for name in MODEL_FILES:
-            st = (self.model_dir / name).stat()
-            h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        # Every file beside the graph, not only MODEL_FILES: external-data weights can live in any
+        # of them, and a change to the weights alone must not let a resumed run mix two models.
+        for path in sorted(p for p in self.model_dir.iterdir() if p.is_file()):
+            st = path.stat()
+            h.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns};".encode())
         h.update((self.model_dir / "config.json").read_bytes())
         h.update(json.dumps(self._vector_settings()).encode())
         return h.hexdigest()
@@ -240,34 +248,20 @@ class OnnxEncoder:
         """Tokenize ``texts`` (counting truncations), form batches and apply ``embed(input ids, attention
         mask)`` to each, concurrently where the session allows: (the text positions of each batch, what
         ``embed`` returned for it)."""
-        encodings = self.tokenizer.encode_batch(texts)
+        encodings = encode_truncated(self.tokenizer, texts, self.max_length)
         self.truncated += sum(1 for e in encodings if e.overflowing)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        # Stable sort, longest first: the first batch is the biggest, so memory problems show at once.
-        order = np.argsort(-lengths, kind="stable")
         size = 1 if self.one_text_per_call else self.batch_size
-        batches = [order[start : start + size] for start in range(0, len(order), size)]
 
         def embed_batch(batch: np.ndarray) -> T:
             return embed(*padded_batch(encodings, batch, self.pad_id))
 
-        if self.workers > 1 and len(batches) > 1:
-            # onnxruntime releases the GIL while it runs; one session serves concurrent calls.
-            with ThreadPoolExecutor(min(self.workers, len(batches))) as executor:
-                results = list(executor.map(embed_batch, batches))
-        else:
-            results = [embed_batch(batch) for batch in batches]
-        return batches, results
+        return map_batches([len(e.ids) for e in encodings], size, self.workers, embed_batch)
 
     def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return pool(self._run(ids, mask).astype(np.float32, copy=False), mask, self.pooling, self.normalize)
 
-    def _feeds(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-        available = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        return {name: available[name] for name in self._onnx.input_names}
-
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return self._onnx.run(self._feeds(ids, mask))
+        return self._onnx.run(self._inputs.feeds(ids, mask))
 
     def token_windows(self, text: str, size: int, stride: int) -> list[str]:
         """Split ``text`` into passages of at most ``size`` tokens starting every ``stride`` tokens

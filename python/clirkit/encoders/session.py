@@ -1,9 +1,25 @@
 """The onnxruntime side of an encoder: the optional runtime imports, the device, the model graph as it
-is run (rewritten for per-sequence quantization or float16 where asked), the session and its calls."""
+is run (rewritten for per-sequence quantization or float16 where asked), the session, its inputs and its
+calls.
+
+Models load by path, so ONNX files whose weights live in external-data files beside the graph (any model
+over protobuf's 2 GB limit) load as they are. Inputs are cast to the types the graph declares (int32 ids,
+float16 masks) and outputs come back as float32, so float16 and float32 exports are used alike.
+
+Inputs other than the tokenizer's are fed from ``config.json``'s ``"input_values"`` object, input name to value
+(a number or nested list), e.g. ``{"input_values": {"task_id": 2}}`` for a model with a task-adapter input. A
+value is cast to the input's declared type and broadcast to its shape: fixed dimensions as declared, a
+symbolic first dimension to the batch and a symbolic second one to the sequence length. Without an entry,
+``token_type_ids`` is fed the tokenizer's type ids (zeros for single texts) and ``position_ids`` the
+positions ``0, 1, …`` of each sequence; any other input is an error naming it.
+"""
 
 from __future__ import annotations
 
+import mmap
+import tempfile
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,16 +82,85 @@ class OnnxSession:
     output_name: str
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
-        """The model's first output for ``feeds``."""
+        """The model's output named :attr:`output_name` for ``feeds``, as float32."""
         if self.device != "cuda":
-            return self.session.run([self.output_name], feeds)[0]
-        # IO binding: inputs copied to the GPU once, the output allocated there and copied back once.
-        binding = self.session.io_binding()
-        for name, array in feeds.items():
-            binding.bind_cpu_input(name, array)
-        binding.bind_output(self.output_name, "cuda")
-        self.session.run_with_iobinding(binding)
-        return binding.copy_outputs_to_cpu()[0]
+            output = self.session.run([self.output_name], feeds)[0]
+        else:
+            # IO binding: inputs copied to the GPU once, the output allocated there and copied back once.
+            binding = self.session.io_binding()
+            for name, array in feeds.items():
+                binding.bind_cpu_input(name, array)
+            binding.bind_output(self.output_name, "cuda")
+            self.session.run_with_iobinding(binding)
+            output = binding.copy_outputs_to_cpu()[0]
+        return np.asarray(output).astype(np.float32, copy=False)
+
+
+#: numpy types of the ONNX tensor types an input may declare.
+_INPUT_TYPES = {
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(bool)": np.bool_,
+}
+
+
+class ModelInputs:
+    """Builds a session's feeds from token ids, attention mask and type ids (see the module docstring for
+    ``config.json``'s ``"input_values"`` and the defaults)."""
+
+    def __init__(self, session: Any, config: Mapping[str, Any], model_path: Path) -> None:
+        configured = config.get("input_values", {})
+        if not isinstance(configured, dict):
+            raise InvalidInputError(
+                f"{model_path}: config.json 'input_values' must be an object, got {configured!r}"
+            )
+        self._inputs: list[tuple[str, Any, list[Any], Any]] = []
+        for node in session.get_inputs():
+            dtype = _INPUT_TYPES.get(node.type)
+            if dtype is None:
+                raise InvalidInputError(f"{model_path}: input {node.name!r} has unsupported type {node.type}")
+            shape = list(node.shape) if node.shape is not None else []
+            if node.name in configured:
+                value = np.asarray(configured[node.name])
+            elif node.name in ("input_ids", "attention_mask", "token_type_ids", "position_ids"):
+                value = None
+            else:
+                raise InvalidInputError(
+                    f"{model_path}: the model needs input {node.name!r}, which the tokenizer does not give: "
+                    f'set it in config.json, e.g. "input_values": {{"{node.name}": 0}}'
+                )
+            self._inputs.append((node.name, dtype, shape, value))
+
+    def feeds(
+        self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None = None
+    ) -> dict[str, np.ndarray]:
+        """The session's feeds for a padded batch (``type_ids`` default to zeros)."""
+        feeds = {}
+        for name, dtype, shape, value in self._inputs:
+            if value is not None:
+                array = np.broadcast_to(value, _concrete_shape(shape, ids.shape))
+            elif name == "input_ids":
+                array = ids
+            elif name == "attention_mask":
+                array = mask
+            elif name == "token_type_ids":
+                array = type_ids if type_ids is not None else np.zeros_like(ids)
+            else:
+                array = np.broadcast_to(np.arange(ids.shape[1], dtype=np.int64), ids.shape)
+            feeds[name] = np.ascontiguousarray(array, dtype=dtype)
+        return feeds
+
+
+def _concrete_shape(declared: list[Any], batch_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``declared`` with symbolic dimensions replaced: the first by the batch size, the second by the
+    sequence length."""
+    return tuple(
+        dim if isinstance(dim, int) else batch_shape[min(axis, len(batch_shape) - 1)]
+        for axis, dim in enumerate(declared)
+    )
 
 
 def open_session(
@@ -84,7 +169,9 @@ def open_session(
     """A session for ``model_path`` on ``device`` (``cuda`` or ``cpu``) with ``threads`` workers (0: all
     cores)."""
     options = ort.SessionOptions()
-    model, rewritten, one_text_per_call, fp16 = _model_bytes(model_path, device, batch_invariant, fp16)
+    if not model_path.is_file():
+        raise FileNotFoundError(f"model file {model_path} does not exist")
+    model, rewritten, one_text_per_call, fp16 = _prepared_model(model_path, device, batch_invariant, fp16)
     # onnxruntime's extended fusions change int8 rounding (up to 1e-2 cosine on degenerate
     # inputs), so a rewritten quantized graph gets the basic optimizations only: its vectors then
     # equal the original model's run one text at a time at that level.
@@ -106,7 +193,20 @@ def open_session(
     providers = ["CPUExecutionProvider"]
     if device == "cuda":
         providers.insert(0, "CUDAExecutionProvider")
-    session = ort.InferenceSession(model, sess_options=options, providers=providers)
+    if isinstance(model, Path):
+        try:
+            session = ort.InferenceSession(str(model), sess_options=options, providers=providers)
+        except Exception:  # onnxruntime raises its own error types for graphs it cannot load
+            # onnxruntime needs small tensors that feed shapes inline in the graph; an export that put
+            # every tensor in external data loads once re-saved with small tensors inline.
+            if not _has_external_tensors(model):
+                raise
+            model = _resaved(_import_onnx().load(str(model)))
+    if not isinstance(model, Path):
+        with model:  # a prepared graph saved with its external data; the session holds its own copy
+            session = ort.InferenceSession(
+                str(Path(model.name) / "model.onnx"), sess_options=options, providers=providers
+            )
     return OnnxSession(
         session=session,
         device=device,
@@ -119,16 +219,15 @@ def open_session(
     )
 
 
-def _model_bytes(
+def _prepared_model(
     path: Path, device: str, batch_invariant: bool, fp16: bool
-) -> tuple[bytes, bool, bool, bool]:
-    """model.onnx, rewritten for per-sequence int8 activation quantization when it is dynamically
-    quantized and batched on CUDA (see :mod:`clirkit.encoders.quantization`) and with float16 weights when
-    ``fp16`` is on; whether it was rewritten for quantization; whether it runs one text per call (a
-    dynamically quantized model on CPU); and whether float16 stays on."""
-    raw = path.read_bytes()
-    # Operator types are plain strings in the protobuf: no need to parse a float model.
-    dynamic = b"DynamicQuantizeLinear" in raw
+) -> tuple[Path | tempfile.TemporaryDirectory[str], bool, bool, bool]:
+    """The model to run: ``path`` itself, or a temporary directory holding model.onnx rewritten for
+    per-sequence int8 activation quantization when it is dynamically quantized and batched on CUDA (see
+    :mod:`clirkit.encoders.quantization`) and with float16 weights when ``fp16`` is on; whether it was
+    rewritten for quantization; whether it runs one text per call (a dynamically quantized model on CPU);
+    and whether float16 stays on."""
+    dynamic = _is_dynamically_quantized(path)
     # On CPU such a model runs one text per call instead (see clirkit.encoders.onnx_encoder).
     one_text_per_call = batch_invariant and dynamic and device != "cuda"
     quantized = batch_invariant and dynamic and device == "cuda"
@@ -140,15 +239,9 @@ def _model_bytes(
         )
         fp16 = False
     if not (quantized or fp16):
-        return raw, False, one_text_per_call, fp16
-    try:
-        import onnx
-    except ImportError as err:
-        raise ImportError(
-            "clirkit encoders need the onnx package to prepare the model graph: "
-            "pip install 'clirkit[encoders]' (or pass batch_invariant=False)"
-        ) from err
-    model = onnx.load_from_string(raw)
+        return path, False, one_text_per_call, fp16
+    onnx = _import_onnx()
+    model = onnx.load(str(path))  # external data, if any, is read from beside the graph
     rewritten = False
     if quantized:
         from clirkit.encoders.quantization import per_sequence_quantization
@@ -158,4 +251,49 @@ def _model_bytes(
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         model = convert_float_to_float16(model, keep_io_types=True)
-    return model.SerializeToString(), rewritten, one_text_per_call, fp16
+    return _resaved(model), rewritten, one_text_per_call, fp16
+
+
+def _import_onnx() -> Any:
+    try:
+        import onnx
+    except ImportError as err:
+        raise ImportError(
+            "clirkit encoders need the onnx package to prepare the model graph: "
+            "pip install 'clirkit[encoders]' (or pass batch_invariant=False)"
+        ) from err
+    return onnx
+
+
+def _resaved(model: Any) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory holding ``model`` as model.onnx, its large tensors in external data (a
+    prepared model may exceed protobuf's 2 GB) and its small ones inline."""
+    scratch = tempfile.TemporaryDirectory(prefix="clirkit-model-")
+    _import_onnx().save_model(
+        model,
+        str(Path(scratch.name) / "model.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="model.onnx.data",
+    )
+    return scratch
+
+
+def _has_external_tensors(path: Path) -> bool:
+    """Whether the graph at ``path`` keeps tensors in external-data files."""
+    try:
+        import onnx
+    except ImportError:
+        return False
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer)
+
+
+def _is_dynamically_quantized(path: Path) -> bool:
+    """Whether the graph holds DynamicQuantizeLinear nodes: operator types are plain strings in the
+    protobuf, so the file is scanned, not parsed (mapped: it can be large)."""
+    with path.open("rb") as f:
+        if path.stat().st_size == 0:
+            return False
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return mapped.find(b"DynamicQuantizeLinear") >= 0

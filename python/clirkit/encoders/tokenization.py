@@ -4,12 +4,21 @@ documents into token windows, and padded batches."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar, Union
 
 import numpy as np
 
 from clirkit._native import InvalidInputError
+
+T = TypeVar("T")
+
+#: Characters allowed per token of ``max_length`` before a text is tokenized (see
+#: :func:`encode_truncated`).
+CHARS_PER_TOKEN_BOUND = 32
+
+TextInput = Union[str, tuple[str, str]]
 
 
 def load_tokenizers(tokenizers: Any, path: Path, max_length: int) -> tuple[Any, Any]:
@@ -53,3 +62,69 @@ def token_windows(splitter: Any, text: str, size: int, stride: int) -> list[str]
         if end == len(offsets):
             break
     return passages
+
+
+def bounded_text(text: str, max_length: int) -> str:
+    """``text`` cut to ``max_length * CHARS_PER_TOKEN_BOUND`` characters, what the tokenizer is handed
+    first by :func:`encode_truncated`."""
+    return text[: max_length * CHARS_PER_TOKEN_BOUND]
+
+
+def encode_truncated(tokenizer: Any, inputs: Sequence[TextInput], max_length: int) -> list[Any]:
+    """``tokenizer.encode_batch(inputs)`` for a tokenizer truncating at ``max_length`` tokens, without
+    tokenizing megabytes that truncation throws away: each text (the second of a pair) is first cut to
+    :func:`bounded_text`, ``CHARS_PER_TOKEN_BOUND`` (32) characters per token.
+
+    The cut never changes the encoding for real tokenizers. Vocabulary tokens span a few characters
+    (WordPiece, BPE and Unigram pieces rarely exceed 20), so a cut text still overflows ``max_length``
+    by far, and tokenization is local: pre-tokenizers split at whitespace and punctuation, and merges or
+    Viterbi segmentation within a piece do not reach thousands of characters back. Where a text defeats
+    this (long whitespace runs, one ``[UNK]`` for a long word, characters the normalizer drops), the
+    kept tokens reach past half the cut or do not fill ``max_length``, and that text is tokenized whole.
+    """
+    bound = max_length * CHARS_PER_TOKEN_BOUND
+    cut_inputs: list[TextInput] = [
+        (item[0], bounded_text(item[1], max_length))
+        if isinstance(item, tuple)
+        else bounded_text(item, max_length)
+        for item in inputs
+    ]
+    encodings = tokenizer.encode_batch(cut_inputs)
+    for i, item in enumerate(inputs):
+        text, sequence = (item[1], 1) if isinstance(item, tuple) else (item, 0)
+        if len(text) <= bound:
+            continue
+        encoding = encodings[i]
+        kept_end = max(
+            (end for seq, (_, end) in zip(encoding.sequence_ids, encoding.offsets) if seq == sequence),
+            default=0,
+        )
+        if not encoding.overflowing or kept_end > bound // 2:
+            encodings[i] = tokenizer.encode(*item) if isinstance(item, tuple) else tokenizer.encode(item)
+    return encodings
+
+
+def map_batches(
+    lengths: Sequence[int], size: int, workers: int, run: Callable[[np.ndarray], T]
+) -> tuple[list[np.ndarray], list[T]]:
+    """Form batches of ``size`` inputs, longest first (each then padded to its own longest input), and
+    apply ``run(positions)`` to each, concurrently over ``workers`` threads: (the input positions of
+    each batch, what ``run`` returned for it)."""
+    # Stable sort, longest first: the first batch is the biggest, so memory problems show at once.
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    batches = [order[start : start + size] for start in range(0, len(order), size)]
+    if workers > 1 and len(batches) > 1:
+        # onnxruntime releases the GIL while it runs; one session serves concurrent calls.
+        with ThreadPoolExecutor(min(workers, len(batches))) as executor:
+            return batches, list(executor.map(run, batches))
+    return batches, [run(batch) for batch in batches]
+
+
+def padded_type_ids(encodings: Sequence[Any], batch: np.ndarray) -> np.ndarray:
+    """The token type ids (segment ids of a pair) of the encodings at positions ``batch``, padded with 0
+    to the length of the first, as :func:`padded_batch` pads ids."""
+    width = len(encodings[batch[0]].ids)
+    type_ids = np.zeros((len(batch), width), dtype=np.int64)
+    for row, i in enumerate(batch):
+        type_ids[row, : len(encodings[i].type_ids)] = encodings[i].type_ids
+    return type_ids
