@@ -16,6 +16,7 @@ import threading
 import types
 from typing import Callable, Dict, List, Optional
 
+import clirkit
 import pytest
 from clirkit import cli
 from clirkit.rerank import (
@@ -399,6 +400,27 @@ def test_cross_encoder_backend_on_the_cli(tmp_path, monkeypatch):
     assert cli.main([*argv, "--output", str(out), "--depth", "30", "--quiet"]) == 0
     assert made == {"model_dir": "fake-dir", "max_length": 256, "batch_size": 32}
     assert (tmp_path / "ce.trec.answers.sqlite").exists()
+
+
+def test_cross_encoder_backend_sorts_by_a_real_cross_encoders_scores(tmp_path):
+    pytest.importorskip("onnx")
+    from clirkit.encoders import CrossEncoder
+    from test_cross_encoder import with_head  # MiniLM with a one-logit head
+
+    model_dir, _, _ = with_head(tmp_path / "ce", 1)
+    run, queries, corpus = scored_collection(2, 12)
+    run_path, queries_path, corpus_path = files(tmp_path, run, queries, corpus)
+    out = tmp_path / "ce.trec"
+    argv = ["rerank", "--backend", "cross-encoder", "--model-dir", str(model_dir), "--depth", "12", "--quiet"]
+    argv += ["--run", str(run_path), "--queries", str(queries_path), "--corpus", str(corpus_path)]
+    assert cli.main([*argv, "--output", str(out)]) == 0
+    reranked = clirkit.read_run(out)
+    model = CrossEncoder(model_dir)
+    for q, docs in run.items():
+        first_stage = sorted(docs, key=lambda d: -docs[d])
+        scores = model.score(queries[q], [corpus[d] for d in first_stage[:12]])
+        top = [first_stage[i] for i in sorted(range(12), key=lambda i: (-scores[i], i))]
+        assert list(reranked[q])[:12] == top
 
 
 # --- the CLI, its default cache and its exit status ------------------------------------------------
