@@ -134,3 +134,32 @@ def test_neuclir_example_equals_the_separate_cli_commands(tmp_path, shared):
         expected = evaluate(str(data / "qrels" / "zh.txt"), f"{c}/{system}.trec", ["nDCG@20", "Judged@20"])
         for key, value in expected.items():
             assert results.value(system, "mono/zh", key) == value, (system, key)
+
+
+def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, shared, capsys):
+    """``clirkit experiment plan examples/scifact-three-families.toml``: BM25 (+RM3), e5 dense, splade
+    impact and MiniLM multi-vector runs on SciFact, their RRF, one evaluation each."""
+    from clirkit.cli import main as cli
+
+    root = shared("data", "beir-scifact").parent.parent
+    for model in ("multilingual-e5-small-int8", "splade-tiny-en", "all-MiniLM-L6-v2-int8"):
+        shared("models", model)
+    path = _example(tmp_path, "scifact-three-families.toml", (), root)
+    assert cli(["experiment", "plan", str(path), "--workdir", str(tmp_path / "work")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    stages = [line.split(maxsplit=3) for line in lines[:-1]]
+    assert all(state == "run" for state, *_ in stages)
+    kinds = [kind for _, kind, *_ in stages]
+    assert sorted(set(kinds)) == [
+        "bm25-index", "dense-index", "encode", "encode-queries", "encode-query-tokens", "encode-tokens",
+        "eval", "fuse", "impact-index", "multivector-index", "search", "sparse-encode",
+        "sparse-encode-queries",
+    ]  # fmt: skip
+    # Plain BM25 and BM25+RM3 (whose index keeps document vectors) have an index each.
+    assert kinds.count("bm25-index") == 2
+    searches = sorted(label for _, kind, _, label in stages if kind in ("search", "fuse"))
+    assert searches == [f"{s} scifact" for s in ("bm25", "bm25-rm3", "e5", "minilm-mv", "rrf", "splade")]
+    assert kinds.count("eval") == 6
+    assert lines[-1] == f"{len(stages)} stages: 0 cached, {len(stages)} to run"
+    text = path.read_text()
+    assert 'inputs = ["bm25-rm3", "e5", "splade", "minilm-mv"]' in text and "rm3 = true" in text

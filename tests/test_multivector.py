@@ -177,6 +177,20 @@ def test_bad_input_gives_clear_errors(tmp_path: Path) -> None:
         MultiVectorIndex.open(tmp_path / "a")
 
 
+def test_index_size_per_token_at_d128_2bit(tmp_path: Path) -> None:
+    """At d = 128 with 2-bit residuals an index takes at most 40 bytes a token, everything on disk
+    counted (PLAID's is about 36): 32 of residual, 2 of centroid number, at most 4 of inverted lists, and
+    the centroids, ids and offsets shared out over the tokens (800 documents of 50 tokens, 64 centroids)."""
+    docs, per_doc = 800, 50
+    tokens = unit_tokens(docs * per_doc, dim=128, seed=3)
+    offsets = np.arange(0, docs * per_doc + 1, per_doc, dtype=np.uint64)
+    ids = [f"doc{i}" for i in range(docs)]
+    index = MultiVectorIndex.build(tokens, offsets, ids, tmp_path / "idx", nbits=2, centroids=64, threads=2)
+    assert (index.ntokens, index.dim) == (docs * per_doc, 128)
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "idx").rglob("*") if p.is_file())
+    assert 34 < on_disk / index.ntokens <= 40
+
+
 def test_load_tokens_checks_ids_against_offsets(tmp_path: Path) -> None:
     np.save(tmp_path / "p.tokens.npy", unit_tokens(5))
     np.save(tmp_path / "p.offsets.npy", np.array([0, 2, 5]))
@@ -213,12 +227,12 @@ def test_colbert_conventions_and_projection(tmp_path: Path) -> None:
     assert [q.shape for q in queries] == [(16, 64), (16, 64)]
     np.testing.assert_allclose(np.linalg.norm(queries[0], axis=1), 1.0, atol=1e-5)
     doc = "Ulcers, it seems, are caused by bacteria."
-    with_marks = colbert.encode_documents([doc])[0]
+    with_marks = colbert.encode_passages([doc])[0]
     wordpieces = len(plain.encoder.tokenizer.encode(doc).ids)  # [CLS] ... [SEP]
-    assert plain.encode_documents([doc])[0].shape == (wordpieces, 384)
+    assert plain.encode_passages([doc])[0].shape == (wordpieces, 384)
     # The [D] marker added, the two commas and the full stop skipped.
     assert with_marks.shape == (wordpieces + 1 - 3, 64)
-    assert colbert.encode_documents(["word " * 40])[0].shape == (32, 64)
+    assert colbert.encode_passages(["word " * 40])[0].shape == (32, 64)
 
 
 def test_passages_encode_to_ids_with_separator_and_maxp(tmp_path: Path) -> None:
@@ -261,3 +275,63 @@ def test_experiment_system_kind_multivector(tmp_path: Path) -> None:
     index.search_trec(tokens, offsets, qids, direct, 1000)
     written = (tmp_path / "work" / "runs" / "minilm-mv" / "mlir" / "en.trec").read_text()
     assert written and written.split("\n")[0].split()[:5] == direct.read_text().split("\n")[0].split()[:5]
+
+
+class _Killed(BaseException):
+    """Stands for a kill -9 between two chunks (BaseException: nothing on the way catches it)."""
+
+
+def test_token_encoding_resumes_to_identical_files(tmp_path: Path) -> None:
+    """An encoding stopped after two chunks, its partial files then given a torn record (a kill in the
+    middle of a write), resumes from its last synced chunk and writes the bytes of an uninterrupted run;
+    other settings are refused, --restart starts over."""
+    pytest.importorskip("onnxruntime")
+    from clirkit.encoders import OnnxEncoder
+    from clirkit.encoders.tokens import TokenEncoder, encode_tokens_file, token_output_paths, token_paths
+
+    model = shared_path("models", "all-MiniLM-L6-v2-int8")
+    corpus = tmp_path / "c.jsonl"
+    with open(shared_path("data", "beir-scifact", "corpus.jsonl"), encoding="utf-8") as src:
+        corpus.write_text("".join(next(src) for _ in range(6)), encoding="utf-8")
+    encoder = TokenEncoder(OnnxEncoder(model, device="cpu", threads=2, max_length=48))
+    options = dict(passages=(32, 16), chunk_size=2, quiet=True)
+    whole = encode_tokens_file(encoder, corpus, tmp_path / "whole", **options)
+    assert whole.records == 6 and whole.items > 6 and whole.resumed_items == 0
+    offsets = np.load(whole.offsets_path)
+    # The streamed header is np.save's: the offsets file is what np.save writes.
+    np.save(tmp_path / "saved.npy", offsets)
+    assert whole.offsets_path.read_bytes() == (tmp_path / "saved.npy").read_bytes()
+
+    class StopsAfterTwoChunks(TokenEncoder):
+        chunks = 0
+
+        def encode_passages(self, texts):
+            if self.chunks == 2:
+                raise _Killed
+            self.chunks += 1
+            return super().encode_passages(texts)
+
+    prefix = tmp_path / "resumed"
+    with pytest.raises(_Killed):
+        encode_tokens_file(StopsAfterTwoChunks(encoder.encoder), corpus, prefix, **options)
+    partial = token_output_paths(prefix)
+    assert not any(p.exists() for p in token_paths(prefix).values())
+    for name in ("tokens_partial", "offsets_partial", "ids_partial"):
+        with open(partial[name], "ab") as f:
+            f.write(b"\x7f torn record")
+    with pytest.raises(InvalidInputError, match="different settings"):
+        encode_tokens_file(encoder, corpus, prefix, **{**options, "passages": (24, 12)})
+    resumed = encode_tokens_file(encoder, corpus, prefix, **options)
+    assert 0 < resumed.resumed_items < resumed.items == whole.items
+    for name, path in token_paths(prefix).items():
+        assert path.read_bytes() == token_paths(tmp_path / "whole")[name].read_bytes(), name
+    assert not partial["state"].exists()
+
+    # --restart discards an interrupted run and encodes everything again.
+    with pytest.raises(_Killed):
+        encode_tokens_file(StopsAfterTwoChunks(encoder.encoder), corpus, prefix, **options)
+    args = ["encode", "--multivector", "--model", str(model), "--max-length", "48", "--passages", "32:16"]
+    args += ["--corpus", str(corpus), "--output", str(prefix), "--chunk-size", "2", "--quiet", "--restart"]
+    assert main(args) == 0
+    for name, path in token_paths(prefix).items():
+        assert path.read_bytes() == token_paths(tmp_path / "whole")[name].read_bytes(), name

@@ -100,8 +100,8 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument(
         "--chunk-size",
         type=_positive,
-        default=10_000,
-        help="records per chunk (memory bound and resume granularity)",
+        help="records per chunk (memory bound and resume granularity; default 10,000, with --multivector "
+        "1,000: a record there is a matrix)",
     )
     p.add_argument("--restart", action="store_true", help="discard an interrupted run's progress")
     p.add_argument(
@@ -200,7 +200,7 @@ def _file_options(args: argparse.Namespace) -> dict[str, Any]:
         "fields": tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None,
         "passages": args.passages,
         "separator": args.separator,
-        "chunk_size": args.chunk_size,
+        "chunk_size": args.chunk_size or 10_000,
         "restart": args.restart,
         "quiet": args.quiet,
     }

@@ -155,14 +155,16 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
         encoder,
         args.corpus or args.queries,
         args.output,
-        kind="queries" if args.queries else "documents",
+        kind="queries" if args.queries else "passages",
         fields=fields,
-        **_picked(args, "passages", "separator", "dtype"),
+        chunk_size=args.chunk_size or 1000,
+        **_picked(args, "passages", "separator", "dtype", "restart", "quiet"),
     )
+    resumed = f" (resumed after {result.resumed_items} items)" if result.resumed_items else ""
     report(
         args,
         f"encoded {result.records} records -> {result.items} items, {result.tokens} tokens x {result.dim} "
-        f"({args.dtype}) in {result.seconds:.1f}s: {result.tokens_path}, {result.offsets_path}, {result.ids_path}"
-        + (f"; {result.truncated} inputs truncated" if result.truncated else ""),
+        f"({args.dtype}) in {result.seconds:.1f}s{resumed}: {result.tokens_path}, {result.offsets_path}, "
+        f"{result.ids_path}" + (f"; {result.truncated} inputs truncated" if result.truncated else ""),
     )
     return 0

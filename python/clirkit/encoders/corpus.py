@@ -76,11 +76,18 @@ class SparseEncodeResult:
 
 
 def npy_header(dtype: np.dtype, rows: int, dim: int) -> bytes:
-    """A version-1.0 ``.npy`` header padded to exactly :data:`HEADER_BYTES` bytes."""
-    body = f"{{'descr': '{dtype.str}', 'fortran_order': False, 'shape': ({rows}, {dim}), }}"
+    """A version-1.0 ``.npy`` header of a ``(rows, dim)`` matrix padded to exactly :data:`HEADER_BYTES`
+    bytes."""
+    return npy_shape_header(dtype, (rows, dim))
+
+
+def npy_shape_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """A version-1.0 ``.npy`` header padded to exactly :data:`HEADER_BYTES` bytes: what ``np.save``
+    writes for an array of that shape."""
+    body = f"{{'descr': '{dtype.str}', 'fortran_order': False, 'shape': {shape!r}, }}"
     header_len = HEADER_BYTES - 10
     if len(body) + 1 > header_len:
-        raise InvalidInputError(f"shape ({rows}, {dim}) does not fit an .npy header of {HEADER_BYTES} bytes")
+        raise InvalidInputError(f"shape {shape} does not fit an .npy header of {HEADER_BYTES} bytes")
     body = body.ljust(header_len - 1) + "\n"
     return b"\x93NUMPY\x01\x00" + header_len.to_bytes(2, "little") + body.encode("latin1")
 

@@ -26,16 +26,17 @@ Files written for a prefix ``PREFIX`` (documents, passages or queries alike):
 ``PREFIX.ids.txt``
     one id per item (passages: ``docid#k``).
 
-The three are written under temporary names while encoding (the token matrix streamed chunk by chunk,
-its ``.npy`` header written last) and renamed into place at the end, the ids file last.
+The three are written under temporary names while encoding (streamed chunk by chunk, the ``.npy``
+headers written last) and renamed into place at the end, resumably: the state file and the resume rules
+are :mod:`clirkit.encoders.corpus`'s.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import string
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,17 +44,38 @@ from typing import Any
 
 import numpy as np
 
-from clirkit._native import DuplicateIdError, IndexFormatError, InvalidInputError
+from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
-from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl
-from clirkit.encoders.corpus import HEADER_BYTES, npy_header, prefixed_paths
+from clirkit.encoders.corpus import (
+    DTYPES,
+    HEADER_BYTES,
+    _check_partial_sizes,
+    _encode_chunks,
+    _encode_resumably,
+    _existing_file,
+    _expected_state,
+    _reading_options,
+    _write_state,
+    npy_shape_header,
+    prefixed_paths,
+)
 
 __all__ = ["TokenEncoder", "TokenFiles", "encode_tokens_file", "load_tokens", "token_paths"]
+
+
+OFFSETS_DTYPE = np.dtype("<i8")
 
 
 def token_paths(prefix: PathLike) -> dict[str, Path]:
     """The files of a token encoding: ``tokens``, ``offsets``, ``ids``."""
     return prefixed_paths(prefix, tokens=".tokens.npy", offsets=".offsets.npy", ids=".ids.txt")
+
+
+def token_output_paths(prefix: PathLike) -> dict[str, Path]:
+    """The files of a token encoding run: final, partial and state."""
+    final = token_paths(prefix)
+    partial = {f"{name}_partial": p.with_name(p.name + ".partial") for name, p in final.items()}
+    return {**final, **partial, **prefixed_paths(prefix, state=".encode-state.json")}
 
 
 class TokenEncoder:
@@ -105,7 +127,26 @@ class TokenEncoder:
         """One ``(tokens, dim)`` float32 matrix per query (with the query prefix and augmentation)."""
         return self._encode([self.encoder.query_prefix + t for t in texts], query=True)
 
-    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+    @property
+    def model_dir(self) -> Path:
+        return self.encoder.model_dir
+
+    @property
+    def dim(self) -> int:
+        """Dimension of the stored token vectors (the projection's output, if any)."""
+        return self.encoder.dim if self.projection is None else int(self.projection.shape[0])
+
+    def fingerprint(self) -> str:
+        """The model's fingerprint with every per-token setting (for resumable encoding)."""
+        h = hashlib.sha256(b"multivector;" + self.encoder.fingerprint().encode())
+        if self.projection is not None:
+            h.update(self.projection.tobytes())
+        return h.hexdigest()
+
+    def token_windows(self, text: str, size: int, stride: int) -> list[str]:
+        return self.encoder.token_windows(text, size, stride)
+
+    def encode_passages(self, texts: Sequence[str]) -> list[np.ndarray]:
         """One ``(tokens, dim)`` float32 matrix per document or passage."""
         return self._encode([self.encoder.passage_prefix + t for t in texts], query=False)
 
@@ -189,30 +230,8 @@ class TokenFiles:
     dim: int
     records: int
     truncated: int
+    resumed_items: int
     seconds: float
-
-
-def _items(
-    encoder: Any,
-    path: PathLike,
-    query: bool,
-    fields: Sequence[str] | None,
-    passages: tuple[int, int] | None,
-    separator: str,
-) -> Iterator[tuple[str, str, bool]]:
-    """(item id, text, first item of its record) for every query, document or passage."""
-    records = iter_jsonl(
-        path,
-        tuple(fields) if fields else (QUERY_FIELDS if query else CORPUS_FIELDS),
-        QUERY_ID_FIELDS if query else ID_FIELDS,
-        text_rule="first" if query else "join",
-    )
-    for rec in records:
-        if passages and not query:
-            for k, passage in enumerate(encoder.token_windows(rec.text, *passages)):
-                yield f"{rec.id}{separator}{k}", passage, k == 0
-        else:
-            yield rec.id, rec.text, True
 
 
 def encode_tokens_file(
@@ -220,81 +239,110 @@ def encode_tokens_file(
     path: PathLike,
     prefix: PathLike,
     *,
-    kind: str = "documents",
+    kind: str = "passages",
     fields: Sequence[str] | None = None,
+    id_fields: Sequence[str] | None = None,
     passages: tuple[int, int] | None = None,
     separator: str = "#",
     dtype: str = "float32",
     chunk_size: int = 1000,
+    restart: bool = False,
+    quiet: bool = False,
 ) -> TokenFiles:
-    """Encode a JSONL corpus (``kind="documents"``) or query file (``"queries"``) with a
-    :class:`TokenEncoder` (or an ``OnnxEncoder``, wrapped) into the files of :func:`token_paths`,
-    ``chunk_size`` items at a time."""
-    if kind not in ("documents", "queries"):
-        raise InvalidInputError(f"kind must be 'documents' or 'queries', got {kind!r}")
-    if dtype not in ("float32", "float16"):
-        raise InvalidInputError(f"dtype must be float32 or float16, got {dtype!r}")
-    start = time.perf_counter()
+    """Encode a JSONL corpus (``kind="passages"``: documents, or their ``passages=(size, stride)``
+    windows) or query file (``"queries"``) with a :class:`TokenEncoder` (or an ``OnnxEncoder``, wrapped)
+    into the files of :func:`token_paths`, ``chunk_size`` records at a time.
+
+    Resumable as :func:`clirkit.encoders.encode_file` (the same state file, ``PREFIX.encode-state.json``):
+    a run killed at any point and started again with the same encoder and settings continues after the
+    last chunk it synced and writes the same bytes as an uninterrupted run."""
+    if dtype not in DTYPES:
+        raise InvalidInputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    reading = _reading_options(kind, fields, id_fields, passages, separator, chunk_size, quiet)
+    source = _existing_file(path)
     token_encoder = encoder if isinstance(encoder, TokenEncoder) else TokenEncoder(encoder)
-    query = kind == "queries"
-    np_dtype = np.dtype(dtype)
-    final = token_paths(prefix)
-    partial = {name: p.with_name(p.name + ".partial") for name, p in final.items()}
-    final["tokens"].parent.mkdir(parents=True, exist_ok=True)
-    offsets = [0]
-    records = 0
-    seen: set[str] = set()
-    dim = 0
-    with open(partial["tokens"], "wb") as data, open(partial["ids"], "w", encoding="utf-8") as ids_out:
-        data.write(b"\0" * HEADER_BYTES)
-        items = _items(token_encoder.encoder, path, query, fields, passages, separator)
-        done = False
-        while not done:
-            chunk: list[tuple[str, str]] = []
-            for item_id, text, first in items:
-                if first:
-                    records += 1
-                if item_id in seen:
-                    raise DuplicateIdError(f"{path}: duplicate id {item_id!r}")
-                seen.add(item_id)
-                chunk.append((item_id, text))
-                if len(chunk) == chunk_size:
-                    break
-            else:
-                done = True
-            if not chunk:
-                break
-            texts = [t for _, t in chunk]
-            matrices = token_encoder.encode_queries(texts) if query else token_encoder.encode_documents(texts)
-            for (item_id, _), m in zip(chunk, matrices):
-                if len(m) == 0:
-                    raise InvalidInputError(f"{path}: {item_id!r} has no tokens left to store")
-                dim = m.shape[1]
-                data.write(np.ascontiguousarray(m, dtype=np_dtype).tobytes())
-                offsets.append(offsets[-1] + len(m))
-                ids_out.write(item_id + "\n")
-        data.seek(0)
-        data.write(npy_header(np_dtype, offsets[-1], dim))
-        for f in (data, ids_out):
-            f.flush()
-            os.fsync(f.fileno())
-    np.save(partial["offsets"], np.asarray(offsets, dtype=np.int64), allow_pickle=False)
-    # np.save appends ".npy" to a name without it.
-    saved = partial["offsets"].with_name(partial["offsets"].name + ".npy")
-    if saved.exists():
-        saved.replace(partial["offsets"])
-    for name in ("tokens", "offsets", "ids"):
-        partial[name].replace(final[name])
+    paths = token_output_paths(prefix)
+    np_dtype = np.dtype(dtype).newbyteorder("<")
+    dim = token_encoder.dim
+
+    def create_partials() -> None:
+        with open(paths["tokens_partial"], "wb") as f:
+            f.write(npy_shape_header(np_dtype, (0, dim)))
+        with open(paths["offsets_partial"], "wb") as f:
+            f.write(npy_shape_header(OFFSETS_DTYPE, (1,)) + np.zeros(1, dtype=OFFSETS_DTYPE).tobytes())
+        paths["ids_partial"].write_bytes(b"")
+
+    def encode_remaining(state: dict[str, Any]) -> None:
+        """Append the rest of the input to the partial token matrix, offsets and ids; finally write
+        the shapes into the ``.npy`` headers and mark the state complete."""
+        recorded = {
+            "tokens_partial": HEADER_BYTES + state["tokens"] * dim * np_dtype.itemsize,
+            "offsets_partial": HEADER_BYTES + (state["rows"] + 1) * OFFSETS_DTYPE.itemsize,
+            "ids_partial": state["ids_bytes"],
+        }
+        _check_partial_sizes(paths, recorded)
+        with (
+            open(paths["tokens_partial"], "r+b") as data,
+            open(paths["offsets_partial"], "r+b") as offsets_out,
+            open(paths["ids_partial"], "r+b") as ids_out,
+        ):
+            files = (data, offsets_out, ids_out)
+            # Drop whatever a crash left after the last completed chunk.
+            for f, size in zip(files, recorded.values()):
+                f.truncate(size)
+                f.seek(0, os.SEEK_END)
+
+            def append(chunk_ids: list[str], texts: list[str], matrices: list[np.ndarray]) -> None:
+                ends, end = [], state["tokens"]
+                for item_id, m in zip(chunk_ids, matrices):
+                    if len(m) == 0:
+                        raise InvalidInputError(f"{source}: {item_id!r} has no tokens left to store")
+                    if m.shape[1] != dim:
+                        raise InvalidInputError(
+                            f"{source}: {item_id!r} has {m.shape[1]}-dimensional tokens, expected {dim}"
+                        )
+                    data.write(np.ascontiguousarray(m, dtype=np_dtype).tobytes())
+                    end += len(m)
+                    ends.append(end)
+                offsets_out.write(np.asarray(ends, dtype=OFFSETS_DTYPE).tobytes())
+                ids_out.write("".join(i + "\n" for i in chunk_ids).encode("utf-8"))
+                for f in files:
+                    f.flush()
+                    os.fsync(f.fileno())
+                state["tokens"] = end
+                state["ids_bytes"] = ids_out.tell()
+
+            _encode_chunks(token_encoder, source, paths["state"], state, append, **reading)
+            data.seek(0)
+            data.write(npy_shape_header(np_dtype, (state["tokens"], dim)))
+            offsets_out.seek(0)
+            offsets_out.write(npy_shape_header(OFFSETS_DTYPE, (state["rows"] + 1,)))
+            for f in (data, offsets_out):
+                f.flush()
+                os.fsync(f.fileno())
+        state["complete"] = True
+        _write_state(paths["state"], state)
+
+    counts = _encode_resumably(
+        paths,
+        ("tokens", "offsets", "ids"),
+        _expected_state(token_encoder, source, reading, dtype),
+        {"dim": dim, "tokens": 0, "ids_bytes": 0},
+        create_partials,
+        encode_remaining,
+        restart,
+    )
     return TokenFiles(
-        final["tokens"],
-        final["offsets"],
-        final["ids"],
-        items=len(offsets) - 1,
-        tokens=offsets[-1],
+        paths["tokens"],
+        paths["offsets"],
+        paths["ids"],
+        items=counts["rows"],
+        tokens=int(np.load(paths["offsets"], mmap_mode="r")[-1]),
         dim=dim,
-        records=records,
-        truncated=token_encoder.truncated,
-        seconds=time.perf_counter() - start,
+        records=counts["records"],
+        truncated=counts["truncated"],
+        resumed_items=counts["resumed_rows"],
+        seconds=counts["seconds"],
     )
 
 

@@ -91,9 +91,11 @@ class Experiment:
     def plan_text(self) -> str:
         """What would run and what is cached, one stage per line, plus the counts."""
         lines = []
+        # Kinds such as "sparse-encode-queries" are wider than the usual 12 columns.
+        width = max([12, *(len(stage.kind) + 2 for stage in self.plan.stages)])
         for stage in self.plan.stages:
             state = "cached" if self.plan.cached(stage) else "run"
-            lines.append(f"{state:<7}{stage.kind:<12}{stage.digest}  {stage.label}")
+            lines.append(f"{state:<7}{stage.kind:<{width}}{stage.digest}  {stage.label}")
         cached, to_run = self.plan.counts()
         lines.append(f"{len(self.plan.stages)} stages: {cached} cached, {to_run} to run")
         return "\n".join(lines) + "\n"

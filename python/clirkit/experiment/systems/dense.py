@@ -6,8 +6,9 @@ files together), and its search encodes the task's queries."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
@@ -38,6 +39,29 @@ def _encoder(ctx: RunContext, options: dict[str, Any]):
     from clirkit.encoders import OnnxEncoder
 
     return cached_encoder(ctx, "encoder", OnnxEncoder, options, ctx.threads or None)
+
+
+def encode_documents_resumably(
+    stage: Stage,
+    out: Path,
+    ctx: RunContext,
+    options: dict[str, Any],
+    path: str,
+    name: str,
+    encode_file: Callable[..., Any],
+    written: Callable[[Path], Iterable[Path]],
+) -> None:
+    """Encode the documents at ``path`` with ``encode_file(encoder, path, prefix, ...)`` (a resumable
+    encoding: :mod:`clirkit.encoders.corpus`) under the prefix ``name`` in the store's partial directory
+    of ``stage``, which outlives a killed run so that the next one continues it, then move the files
+    ``written(prefix)`` into ``out``."""
+    prefix = ctx.store.partial(stage.digest) / name
+    passages = tuple(options["passages"]) if options["passages"] else None
+    encode_file(
+        _encoder(ctx, options), path, prefix, fields=options["fields"], passages=passages, quiet=ctx.quiet
+    )
+    for done in written(prefix):
+        done.rename(out / done.name)
 
 
 def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any]:
@@ -141,19 +165,10 @@ class DenseKind:
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encode_corpus import encode_file, output_paths
 
-                prefix = ctx.store.partial(stage.digest) / EMBEDDINGS
-                passages = tuple(options["passages"]) if options["passages"] else None
-                encode_file(
-                    _encoder(ctx, options),
-                    path,
-                    prefix,
-                    fields=options["fields"],
-                    passages=passages,
-                    quiet=ctx.quiet,
-                )
-                for kind, done in output_paths(prefix).items():
-                    if kind in ("npy", "ids"):
-                        done.rename(out / done.name)
+                def written(prefix: Path) -> list[Path]:
+                    return [output_paths(prefix)[kind] for kind in ("npy", "ids")]
+
+                encode_documents_resumably(stage, out, ctx, options, path, EMBEDDINGS, encode_file, written)
 
             label = f"encode {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}

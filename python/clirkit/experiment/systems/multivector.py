@@ -19,6 +19,7 @@ from clirkit.experiment.systems.dense import (
     add_index_stage,
     add_query_stage,
     document_encode_params,
+    encode_documents_resumably,
     write_search_run,
 )
 
@@ -46,11 +47,13 @@ class MultiVectorKind:
         for source in task.docs.sources:
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.encoders.tokens import encode_tokens_file
+                from clirkit.encoders.tokens import encode_tokens_file, token_paths
 
-                passages = tuple(options["passages"]) if options["passages"] else None
-                encode_tokens_file(
-                    _encoder(ctx, options), path, out / TOKENS, fields=options["fields"], passages=passages
+                def written(prefix: Path) -> list[Path]:
+                    return list(token_paths(prefix).values())
+
+                encode_documents_resumably(
+                    stage, out, ctx, options, path, TOKENS, encode_tokens_file, written
                 )
 
             label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
