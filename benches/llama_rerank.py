@@ -200,23 +200,31 @@ def fresh(work: Path, name: str) -> tuple:
     return out, stats_path, Path(f"{out}.answers.sqlite")
 
 
-def listwise_interrupted(args, work: Path, server: LlamaServer, common: List[str], results: dict) -> None:
+def rerank_command(
+    args, work: Path, name: str, n_queries: int, depth: int, backend: List[str], results: dict
+):
+    """``(command, output, stats, cache)`` of ``clirkit rerank`` over the first ``n_queries``' BM25
+    top ``depth`` with ``backend`` options; the subset's BM25 nDCG@10 goes into ``results``."""
+    queries, run = first_stage(work, n_queries, depth)
+    results[f"{name}_subset"] = {"queries": n_queries, "depth": depth, "bm25_ndcg10": round(ndcg10(run), 4)}
+    out, stats_path, cache = fresh(work, name)
+    cmd = clirkit(
+        "rerank", "--run", str(run), "--queries", str(queries), "--corpus", str(SCIFACT / "corpus.jsonl"),
+        "--depth", str(depth), *backend, "--model", "gemma3-270m", "--concurrency", "1", "--timeout", "900",
+        "--retries", "1", "--quiet", "--output", str(out), "--stats", str(stats_path),
+    )  # fmt: skip
+    return cmd, out, stats_path, cache
+
+
+def listwise_interrupted(args, work: Path, server: LlamaServer, results: dict) -> None:
     """Listwise, interrupted: the server is killed after K answers; the run goes on against nothing
     (its remaining windows fail, transiently: not cached) and exits 3; the rerun against a restarted
     server asks exactly for the windows not cached."""
-    queries, run = first_stage(work, args.queries, args.depth)
-    results["listwise_subset"] = {
-        "queries": args.queries,
-        "depth": args.depth,
-        "bm25_ndcg10": round(ndcg10(run), 4),
-    }
-    out, stats_path, cache = fresh(work, "listwise")
-    cmd = clirkit(
-        "rerank", "--run", str(run), "--queries", str(queries), "--corpus", str(SCIFACT / "corpus.jsonl"),
-        "--depth", str(args.depth), "--backend", "openai", "--template", "rankgpt", "--window", "20",
-        "--stride", "10", "--max-words", str(args.max_words), "--max-tokens", "120", *common,
-        "--base-url", server.url, "--output", str(out), "--stats", str(stats_path),
-    )  # fmt: skip
+    backend = ["--backend", "openai", "--template", "rankgpt", "--window", "20", "--stride", "10"]
+    backend += ["--max-words", str(args.max_words), "--max-tokens", "120", "--base-url", server.url]
+    cmd, out, stats_path, cache = rerank_command(
+        args, work, "listwise", args.queries, args.depth, backend, results
+    )
     print("$", shown(cmd), f"  # the server killed after {args.kill_after} answers", flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while cached_answers(cache) < args.kill_after and proc.poll() is None:
@@ -236,44 +244,34 @@ def listwise_interrupted(args, work: Path, server: LlamaServer, common: List[str
     print(json.dumps(results["listwise_resumed"]), flush=True)
 
 
-def query_likelihood(args, work: Path, server: LlamaServer, common: List[str], results: dict) -> None:
+def query_likelihood(args, work: Path, server: LlamaServer, results: dict) -> None:
     """UPR query likelihood of the first ``--ql-queries`` queries' top ``--ql-depth``."""
-    queries, run = first_stage(work, args.ql_queries, args.ql_depth)
-    results["ql_subset"] = {
-        "queries": args.ql_queries,
-        "depth": args.ql_depth,
-        "bm25_ndcg10": round(ndcg10(run), 4),
-    }
-    out, stats_path, _ = fresh(work, "query-likelihood")
-    budget = ["--passage-tokens", str(args.ql_passage_tokens)] if args.ql_passage_tokens else []
-    cmd = clirkit(
-        "rerank", "--run", str(run), "--queries", str(queries), "--corpus", str(SCIFACT / "corpus.jsonl"),
-        "--depth", str(args.ql_depth), "--backend", "query-likelihood", *budget, *common,
-        "--base-url", server.url, "--output", str(out), "--stats", str(stats_path),
-    )  # fmt: skip
+    backend = ["--backend", "query-likelihood", "--base-url", server.url]
+    backend += ["--passage-tokens", str(args.ql_passage_tokens)] if args.ql_passage_tokens else []
+    cmd, out, stats_path, _ = rerank_command(
+        args, work, "query-likelihood", args.ql_queries, args.ql_depth, backend, results
+    )
     results["query_likelihood"] = reranked("query-likelihood", cmd, stats_path, out)
     print(json.dumps(results["query_likelihood"]), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server-python", required=True, help="python of the llama-cpp-python environment")
-    parser.add_argument("--queries", type=int, default=50, help="listwise: first N test queries (0: none)")
-    parser.add_argument("--depth", type=int, default=20, help="listwise: rerank the top DEPTH (default: 20)")
-    parser.add_argument("--max-words", type=int, default=100, help="listwise passage cut (default: 100)")
-    parser.add_argument("--kill-after", type=int, default=10, help="kill the server after K listwise answers")
-    parser.add_argument(
-        "--ql-queries", type=int, default=50, help="query likelihood: first N queries (0: none)"
+    options = (  # (flag, type, default, help)
+        ("--server-python", str, None, "python of the llama-cpp-python environment (required)"),
+        ("--queries", int, 50, "listwise: first N test queries (0: none)"),
+        ("--depth", int, 20, "listwise: rerank the top DEPTH"),
+        ("--max-words", int, 100, "listwise passage cut in words"),
+        ("--kill-after", int, 10, "kill the server after K listwise answers"),
+        ("--ql-queries", int, 50, "query likelihood: first N queries (0: none)"),
+        ("--ql-depth", int, 20, "query likelihood: rerank the top DEPTH"),
+        ("--ql-passage-tokens", int, None, "query likelihood: passage token budget (default: whole)"),
+        ("--n-ctx", int, 8192, "server context"),
+        ("--threads", int, 2, "server threads"),
+        ("--work", str, str(ROOT / "benches" / ".work" / "llama"), "working directory"),
     )
-    parser.add_argument(
-        "--ql-depth", type=int, default=20, help="query likelihood: the top DEPTH (default: 20)"
-    )
-    parser.add_argument(
-        "--ql-passage-tokens", type=int, help="query-likelihood passage budget (default: whole)"
-    )
-    parser.add_argument("--n-ctx", type=int, default=8192, help="server context (default: 8192)")
-    parser.add_argument("--threads", type=int, default=2, help="server threads (default: 2)")
-    parser.add_argument("--work", default=str(ROOT / "benches" / ".work" / "llama"), help="working directory")
+    for flag, kind, default, text in options:
+        parser.add_argument(flag, type=kind, default=default, required=flag == "--server-python", help=text)
     args = parser.parse_args()
     if not SCIFACT.exists():
         raise SystemExit(f"{SCIFACT} is missing (../shared)")
@@ -286,13 +284,12 @@ def main() -> None:
         "model": f"{model.name} ({model.stat().st_size / 1e6:.0f} MB)",
         "server": shown(server.command),
     }
-    common = ["--model", "gemma3-270m", "--concurrency", "1", "--timeout", "900", "--retries", "1", "--quiet"]
     server.start()
     try:
         if args.queries:
-            listwise_interrupted(args, work, server, common, results)
+            listwise_interrupted(args, work, server, results)
         if args.ql_queries:
-            query_likelihood(args, work, server, common, results)
+            query_likelihood(args, work, server, results)
     finally:
         server.stop()
     print(json.dumps(results, indent=1))
