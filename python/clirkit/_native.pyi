@@ -91,6 +91,8 @@ class Bm25Index:
         store_docvectors: bool = False,
     ) -> Bm25Index: ...
     @staticmethod
+    def merge(inputs: list[str], index: str) -> Bm25Index: ...
+    @staticmethod
     def open(index: str) -> Bm25Index: ...
     @property
     def num_docs(self) -> int: ...
@@ -312,6 +314,33 @@ class DenseIndex:
         seed: int = 0,
         threads: int = 0,
         keep_vectors: bool = True,
+        quiet: bool = False,
+    ) -> DenseIndex: ...
+    @staticmethod
+    def build_npy(
+        npy: os.PathLike[str] | str,
+        ids: list[str],
+        dir: os.PathLike[str] | str,
+        pq: int | None = None,
+        nbits: int = 4,
+        ivf: int | None = None,
+        metric: str = "ip",
+        train_size: int | None = None,
+        seed: int = 0,
+        threads: int = 0,
+        keep_vectors: bool = True,
+        quiet: bool = False,
+        memory_mb: int = 256,
+    ) -> DenseIndex: ...
+    def write_combined(
+        self,
+        dir: os.PathLike[str] | str,
+        indexes: list[DenseIndex],
+        ids: list[str] | None = None,
+        embeddings: _npt.NDArray[_np.float32] | None = None,
+        npy: os.PathLike[str] | str | None = None,
+        memory_mb: int = 256,
+        threads: int = 0,
         quiet: bool = False,
     ) -> DenseIndex: ...
     @staticmethod

@@ -170,6 +170,13 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         )
 
     @staticmethod
+    def merge(inputs: Sequence[PathLike], index: PathLike) -> BM25Index:
+        """Merge the indexes ``inputs`` (in order; built alike, ids unique across them) into a new
+        index ``index`` and open it: its files equal those of one build over the inputs' corpora
+        concatenated, with the global statistics (document count, average length) recomputed."""
+        return BM25Index(_native.Bm25Index.merge([os.fspath(p) for p in inputs], os.fspath(index)))
+
+    @staticmethod
     def open(index: PathLike) -> BM25Index:
         """Open (memory-map) an index built by :meth:`build` or ``clirkit index bm25``."""
         return BM25Index(_native.Bm25Index.open(os.fspath(index)))

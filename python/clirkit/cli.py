@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "clirkit.commands.rerank",
     "clirkit.commands.eval",
     "clirkit.commands.dense",
+    "clirkit.commands.merge",
     "clirkit.commands.multivector",
     "clirkit.commands.encode",
     "clirkit.commands.demo",
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups = {
         "index": top.add_parser(
-            "index", help="build an index (bm25 | impact | dense | multivector)"
+            "index", help="build an index (bm25 | impact | dense | multivector) or merge indexes"
         ).add_subparsers(dest="kind", metavar="KIND", required=True),
         "search": top.add_parser(
             "search", help="search an index (bm25 | impact | dense | multivector)"

@@ -53,6 +53,14 @@ pub fn hits_to_py(index: &dyn DocIds, hits: &[Hit]) -> Vec<(String, f64)> {
 
 #[pymethods]
 impl PyBm25Index {
+    /// Merge the indexes `inputs` (in order) into a new index `index` (atomically) and open it.
+    #[staticmethod]
+    fn merge(py: Python<'_>, inputs: Vec<PathBuf>, index: PathBuf) -> PyResult<Self> {
+        let paths: Vec<&std::path::Path> = inputs.iter().map(PathBuf::as_path).collect();
+        py.detach(|| bm25::merge::merge(&paths, &index)).py_err()?;
+        Self::open(py, index)
+    }
+
     /// Build an index from a JSONL corpus (atomically) and open it.
     #[staticmethod]
     #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,

@@ -3,7 +3,8 @@
 
 use crate::errors::IntoPy;
 use crate::io::{run_to_py, PyRun};
-use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, SearchOptions};
+use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
+use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions};
 use clirkit_core::io::trec;
 use clirkit_core::passages;
 use clirkit_core::ranking::Run;
@@ -23,6 +24,31 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
         )))
     })?;
     Ok((data, dim))
+}
+
+/// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
+/// (train_size, seed).
+fn build_options(
+    kind: (Option<usize>, usize, Option<usize>),
+    metric: &str,
+    training: (Option<usize>, u64),
+    threads: usize,
+    keep_vectors: bool,
+    quiet: bool,
+) -> PyResult<BuildOptions> {
+    let (pq, nbits, ivf) = kind;
+    let (train_size, seed) = training;
+    Ok(BuildOptions {
+        pq,
+        nbits,
+        ivf,
+        metric: metric.parse::<Metric>().py_err()?,
+        train_size,
+        seed,
+        threads,
+        keep_vectors,
+        quiet,
+    })
 }
 
 /// A dense vector index (flat exact, or PQ fast-scan with optional IVF and refine).
@@ -74,19 +100,105 @@ impl PyDenseIndex {
         quiet: bool,
     ) -> PyResult<Self> {
         let (data, dim) = matrix(&embeddings, "embeddings")?;
-        let opts = BuildOptions {
-            pq,
-            nbits,
-            ivf,
-            metric: metric.parse::<Metric>().py_err()?,
-            train_size,
-            seed,
+        let opts = build_options(
+            (pq, nbits, ivf),
+            metric,
+            (train_size, seed),
             threads,
             keep_vectors,
             quiet,
-        };
+        )?;
         let inner = py
             .detach(|| DenseIndex::build(data, dim, &ids, &opts))
+            .py_err()?;
+        Ok(PyDenseIndex { inner })
+    }
+
+    /// Build into `dir` from a float32 or float16 `.npy` file read a chunk at a time, with
+    /// about `memory_mb` MB for the chunks; returns the index opened from `dir`.
+    #[staticmethod]
+    #[pyo3(signature = (npy, ids, dir, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
+                        seed=0, threads=0, keep_vectors=true, quiet=false, memory_mb=256))]
+    #[allow(clippy::too_many_arguments)]
+    fn build_npy(
+        py: Python<'_>,
+        npy: PathBuf,
+        ids: Vec<String>,
+        dir: PathBuf,
+        pq: Option<usize>,
+        nbits: usize,
+        ivf: Option<usize>,
+        metric: &str,
+        train_size: Option<usize>,
+        seed: u64,
+        threads: usize,
+        keep_vectors: bool,
+        quiet: bool,
+        memory_mb: usize,
+    ) -> PyResult<Self> {
+        let opts = build_options(
+            (pq, nbits, ivf),
+            metric,
+            (train_size, seed),
+            threads,
+            keep_vectors,
+            quiet,
+        )?;
+        let inner = py
+            .detach(|| {
+                let source = NpyFile::open(&npy)?;
+                DenseIndex::build_streaming(&source, &ids, &opts, memory_mb << 20, &dir)?;
+                DenseIndex::open(&dir)
+            })
+            .py_err()?;
+        Ok(PyDenseIndex { inner })
+    }
+
+    /// Write into `dir` the rows of `indexes`, then new vectors (`embeddings` or the `.npy` file
+    /// `npy`, with `ids`), all encoded with this index's codebook; returns the index opened from
+    /// `dir` (which may be the directory of one of `indexes`).
+    #[pyo3(signature = (dir, indexes, ids=None, embeddings=None, npy=None, memory_mb=256, threads=0,
+                        quiet=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn write_combined(
+        &self,
+        py: Python<'_>,
+        dir: PathBuf,
+        indexes: Vec<PyRef<'_, PyDenseIndex>>,
+        ids: Option<Vec<String>>,
+        embeddings: Option<PyReadonlyArray2<'_, f32>>,
+        npy: Option<PathBuf>,
+        memory_mb: usize,
+        threads: usize,
+        quiet: bool,
+    ) -> PyResult<Self> {
+        let array = embeddings
+            .as_ref()
+            .map(|a| matrix(a, "embeddings"))
+            .transpose()?;
+        let indexes: Vec<&DenseIndex> = indexes.iter().map(|i| &i.inner).collect();
+        let inner = py
+            .detach(|| {
+                let source: Option<Box<dyn VectorSource>> = match (array, &npy) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::invalid("give embeddings or an .npy file, not both"))
+                    }
+                    (Some((data, dim)), None) => Some(Box::new(SliceSource::new(data, dim)?)),
+                    (None, Some(path)) => Some(Box::new(NpyFile::open(path)?)),
+                    (None, None) => None,
+                };
+                let mut parts: Vec<Part<'_>> = indexes.iter().map(|i| Part::Index(i)).collect();
+                let ids = ids.unwrap_or_default();
+                if let Some(source) = &source {
+                    parts.push(Part::Vectors {
+                        source: source.as_ref(),
+                        ids: &ids,
+                    });
+                }
+                self.inner
+                    .write_combined(&parts, &dir, memory_mb << 20, threads, quiet)?;
+                DenseIndex::open(&dir)
+            })
             .py_err()?;
         Ok(PyDenseIndex { inner })
     }

@@ -12,8 +12,10 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p = groups["index"].add_parser(
         "dense",
         help="index embeddings (.npy) for exact or PQ fast-scan search",
-        description="Index embeddings from a .npy file (float32 or float16, memory-mapped). "
-        "Without --pq the index is exact (flat); with --pq M it stores 4-bit (or 8-bit) PQ codes.",
+        description="Index embeddings from a .npy file (float32 or float16), read and encoded a chunk at a time "
+        "so memory stays near --memory-mb whatever the collection size. Without --pq the index is exact "
+        "(flat); with --pq M it stores 4-bit (or 8-bit) PQ codes. --append adds the vectors to an existing "
+        "index with its codebook; --codebook-from encodes them with another index's codebook (to merge later).",
     )
     p.add_argument("--embeddings", required=True, help="n x d .npy matrix (float32 or float16)")
     p.add_argument("--ids", required=True, help="text file: one document id per line, n lines")
@@ -26,6 +28,24 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument(
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
+    )
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        default=256,
+        help="memory for the chunks being encoded, in MB (default 256); the training sample and the ids come on top",
+    )
+    grow = p.add_mutually_exclusive_group()
+    grow.add_argument(
+        "--append",
+        action="store_true",
+        help="add the vectors to the existing index --index, encoded with its codebook (training options are ignored)",
+    )
+    grow.add_argument(
+        "--codebook-from",
+        metavar="DIR",
+        default=None,
+        help="encode with the codebook of the index DIR instead of training one (indexes built so can be merged)",
     )
     add_worker_options(p, run_index)
 
@@ -59,25 +79,30 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    from clirkit.dense import DenseIndex, load_matrix, read_ids
+    from clirkit.dense import DenseIndex, read_ids
 
     start = time.perf_counter()
-    emb = load_matrix(args.embeddings)
     ids = read_ids(args.ids)
-    index = DenseIndex.build(
-        emb,
-        ids,
-        pq=args.pq,
-        nbits=args.nbits,
-        ivf=args.ivf,
-        metric=args.metric,
-        train_size=args.train_size,
-        seed=args.seed,
-        threads=args.threads,
-        keep_vectors=not args.no_vectors,
-        quiet=args.quiet,
-    )
-    index.save(args.index)
+    grow = {"memory_mb": args.memory_mb, "threads": args.threads, "quiet": args.quiet}
+    if args.append:
+        index = DenseIndex.open(args.index).add(args.embeddings, ids, args.index, **grow)
+    elif args.codebook_from:
+        template = DenseIndex.open(args.codebook_from)
+        index = template.add(args.embeddings, ids, args.index, keep_rows=False, **grow)
+    else:
+        index = DenseIndex.build_file(
+            args.embeddings,
+            ids,
+            args.index,
+            pq=args.pq,
+            nbits=args.nbits,
+            ivf=args.ivf,
+            metric=args.metric,
+            train_size=args.train_size,
+            seed=args.seed,
+            keep_vectors=not args.no_vectors,
+            **grow,
+        )
     report(
         args,
         f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "

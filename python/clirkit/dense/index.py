@@ -14,6 +14,7 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
@@ -21,9 +22,10 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 
 from clirkit import _native
+from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
-from clirkit.dense.vectors import as_matrix
+from clirkit.dense.vectors import as_matrix, load_matrix
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
 
@@ -141,6 +143,113 @@ class DenseIndex(NativeIndex):
             threads=checked_threads(threads),
             keep_vectors=keep_vectors,
             quiet=quiet,
+        )
+        return DenseIndex(native)
+
+    @staticmethod
+    def build_file(
+        embeddings: PathLike,
+        ids: Iterable[str],
+        index_dir: PathLike,
+        *,
+        pq: int | None = None,
+        nbits: int = 4,
+        ivf: int | None = None,
+        metric: str = "ip",
+        train_size: int | None = None,
+        seed: int = 0,
+        threads: int = 0,
+        keep_vectors: bool = True,
+        quiet: bool = False,
+        memory_mb: int = 256,
+    ) -> DenseIndex:
+        """Index the ``.npy`` matrix ``embeddings`` (float32 or float16) into ``index_dir`` by streaming.
+
+        The file is read a chunk of rows at a time (float16 converted per chunk) and the index
+        files are written as the chunks are encoded, so memory stays near ``memory_mb`` MB plus the
+        training sample and the ids, whatever the collection size (with ``ivf`` the codes, ``M``
+        bytes per vector, are also held). The files equal those of :meth:`build` then :meth:`save`
+        on the same vectors. Returns the index opened from ``index_dir``.
+        """
+        options: dict[str, Any] = {
+            "pq": pq,
+            "nbits": nbits,
+            "ivf": ivf,
+            "metric": metric,
+            "train_size": train_size,
+            "seed": seed,
+            "threads": checked_threads(threads),
+            "keep_vectors": keep_vectors,
+            "quiet": quiet,
+        }
+        id_list = [i if isinstance(i, str) else str(i) for i in ids]
+        header = np.load(os.fspath(embeddings), mmap_mode="r")
+        if header.dtype not in (np.dtype("<f4"), np.dtype("<f2")) or not header.flags.c_contiguous:
+            # Other layouts (float64, Fortran order, big endian) are converted in memory, as before.
+            DenseIndex.build(load_matrix(embeddings), id_list, **options).save(index_dir)
+            return DenseIndex.open(index_dir)
+        del header
+        native = _native.DenseIndex.build_npy(
+            Path(embeddings), id_list, Path(index_dir), memory_mb=memory_mb, **options
+        )
+        return DenseIndex(native)
+
+    def add(
+        self,
+        embeddings: np.ndarray | PathLike,
+        ids: Iterable[str],
+        index_dir: PathLike,
+        *,
+        keep_rows: bool = True,
+        memory_mb: int = 256,
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> DenseIndex:
+        """This index's vectors then ``embeddings`` (an array, or a ``.npy`` file read in chunks),
+        encoded with this index's codebook, written to ``index_dir`` (this index's own directory
+        is fine) and returned: the same index as building all the vectors at once with this codebook.
+
+        ``keep_rows=False`` leaves this index's vectors out: a new index of ``embeddings`` encoded with
+        this codebook (and IVF centroids), which can then be merged with this one (:meth:`merge`).
+        """
+        return self._combined(
+            index_dir, [self] if keep_rows else [], embeddings, ids, memory_mb, threads, quiet
+        )
+
+    @staticmethod
+    def merge(
+        indexes: Sequence[DenseIndex], index_dir: PathLike, *, memory_mb: int = 256, threads: int = 0
+    ) -> DenseIndex:
+        """The rows of ``indexes`` in order, written to ``index_dir``: they must have been trained
+        with the same codebook (see :meth:`add` with ``keep_rows=False``); ids must be unique across them."""
+        if not indexes:
+            raise InvalidInputError("merge: give at least one index")
+        return indexes[0]._combined(index_dir, list(indexes), None, None, memory_mb, threads, True)
+
+    def _combined(
+        self,
+        index_dir: PathLike,
+        indexes: list[DenseIndex],
+        embeddings: np.ndarray | PathLike | None,
+        ids: Iterable[str] | None,
+        memory_mb: int,
+        threads: int,
+        quiet: bool,
+    ) -> DenseIndex:
+        new: dict[str, Any] = {}
+        if embeddings is not None:
+            new["ids"] = [i if isinstance(i, str) else str(i) for i in ids or []]
+            if isinstance(embeddings, (str, os.PathLike)):
+                new["npy"] = Path(embeddings)
+            else:
+                new["embeddings"] = as_matrix(embeddings, "embeddings")
+        native = self._native.write_combined(
+            Path(index_dir),
+            [i._native for i in indexes],
+            memory_mb=memory_mb,
+            threads=checked_threads(threads),
+            quiet=quiet,
+            **new,
         )
         return DenseIndex(native)
 

@@ -282,21 +282,25 @@ fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> 
     }
     postings.write(&[0u8; crate::postings::POSTINGS_PADDING])?;
     postings.finish()?;
+    write_terms(dir, num_terms, &entries, &texts)?;
+    Ok(num_terms)
+}
 
+/// Write `terms.bin`: the term count, the encoded [`TermEntry`]s, the term strings.
+pub(super) fn write_terms(dir: &Path, num_terms: u64, entries: &[u8], texts: &[u8]) -> Result<()> {
     let mut terms = FileWriter::create(
         dir.join(format::TERMS_FILE),
         format::TERMS_KIND,
         format::FILE_VERSION,
     )?;
     terms.write(&num_terms.to_le_bytes())?;
-    terms.write(&entries)?;
-    terms.write(&texts)?;
-    terms.finish()?;
-    Ok(num_terms)
+    terms.write(entries)?;
+    terms.write(texts)?;
+    terms.finish()
 }
 
 /// Write each document's norm and its rank in id byte order (`sorted`: documents in id order).
-fn write_docs(dir: &Path, norms: &[u8], sorted: &[u32]) -> Result<()> {
+pub(super) fn write_docs(dir: &Path, norms: &[u8], sorted: &[u32]) -> Result<()> {
     let n = sorted.len();
     let mut w = FileWriter::create(
         dir.join(format::DOCS_FILE),

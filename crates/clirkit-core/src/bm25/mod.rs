@@ -10,6 +10,7 @@ pub mod builder;
 pub mod docvectors;
 pub mod format;
 mod memory_index;
+pub mod merge;
 pub mod query;
 pub mod rm3;
 pub mod scoring;

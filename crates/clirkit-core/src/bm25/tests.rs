@@ -425,3 +425,72 @@ fn empty_corpus_builds_an_empty_index() {
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn merge_equals_one_build_of_the_concatenated_corpora() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = random_corpus(&mut Rng(11), 400, 60);
+    let whole = write_corpus(dir.path(), "all.jsonl", &lines);
+    let once = dir.path().join("once");
+    build(&whole, &once, &quiet()).unwrap();
+    let mut parts = Vec::new();
+    for (i, range) in [0..150, 150..151, 151..400].into_iter().enumerate() {
+        let corpus = write_corpus(dir.path(), &format!("part{i}.jsonl"), &lines[range]);
+        let index = dir.path().join(format!("part{i}"));
+        build(&corpus, &index, &quiet()).unwrap();
+        parts.push(index);
+    }
+    let merged = dir.path().join("merged");
+    let inputs: Vec<&Path> = parts.iter().map(PathBuf::as_path).collect();
+    merge::merge(&inputs, &merged).unwrap();
+    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
+        let (a, b) = (once.join(file), merged.join(file));
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{file}"
+        );
+    }
+    let (a, b) = (
+        Bm25Index::open(&once).unwrap(),
+        Bm25Index::open(&merged).unwrap(),
+    );
+    let (a, b) = (a.manifest(), b.manifest());
+    assert_eq!(
+        (
+            a.num_docs,
+            a.doc_count,
+            a.sum_total_term_freq,
+            a.avgdl,
+            a.num_terms
+        ),
+        (
+            b.num_docs,
+            b.doc_count,
+            b.sum_total_term_freq,
+            b.avgdl,
+            b.num_terms
+        )
+    );
+
+    let e = merge::merge(&[&parts[0], &parts[0]], &dir.path().join("x"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("also in an earlier input"), "{e}");
+    let other = dir.path().join("other");
+    let opts = BuildOptions {
+        fields: vec!["text".into()],
+        ..quiet()
+    };
+    build(
+        &write_corpus(dir.path(), "o.jsonl", &[doc("z", "a b")]),
+        &other,
+        &opts,
+    )
+    .unwrap();
+    let e = merge::merge(&[&parts[0], &other], &dir.path().join("x"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("indexed fields"), "{e}");
+}

@@ -16,6 +16,7 @@ use rayon::prelude::*;
 /// Slot value of block padding.
 pub const EMPTY_SLOT: u32 = u32::MAX;
 
+#[derive(Clone)]
 pub struct CoarseQuantizer {
     pub nlist: usize,
     pub d: usize,

@@ -7,7 +7,9 @@
 //!   integer accumulation in SIMD (AVX-512 VBMI/VNNI, AVX2, scalar; chosen at run time).
 //! - [`flat`]: exact blocked inner product / L2, the reference and the refine step.
 //! - [`ivf`]: optional coarse quantizer (nlist lists, nprobe scanned).
-//! - [`index`]: [`DenseIndex`] (flat | PQ [+ IVF] [+ stored vectors for refine]), save/open.
+//! - [`index`]: [`DenseIndex`] (flat | PQ [+ IVF] [+ stored vectors for refine]), save/open,
+//!   streamed builds, append and merge.
+//! - [`source`]: vectors read a chunk at a time (in memory or a float32/float16 `.npy` file).
 //! - top-k selection lives in [`crate::topk`] (shared with BM25; ties go to the lower id here).
 //!
 //! Scores are always "higher is better": inner product for `ip`, the negated squared L2
@@ -19,8 +21,9 @@ pub mod flat;
 pub mod index;
 pub mod ivf;
 pub mod kmeans;
+pub mod source;
 
-pub use index::{BuildOptions, DenseIndex, SearchOptions};
+pub use index::{BuildOptions, DenseIndex, Part, SearchOptions};
 
 use crate::error::{Error, Result};
 

@@ -160,12 +160,16 @@ impl<T: Plain> Array<T> {
 
     /// The values' bytes (little endian), as they are stored in a file.
     pub fn as_bytes(&self) -> &[u8] {
-        let values = self.as_slice();
-        // SAFETY: a slice of plain numbers is readable as its bytes: no padding, u8 has
-        // alignment 1, and the length is the slice's size in bytes.
-        unsafe {
-            std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
-        }
+        as_byte_slice(self.as_slice())
+    }
+}
+
+/// The bytes of plain numbers (little endian on the hosts clirkit runs on), as stored in a file.
+pub fn as_byte_slice<T: Plain>(values: &[T]) -> &[u8] {
+    // SAFETY: a slice of plain numbers is readable as its bytes: no padding, u8 has
+    // alignment 1, and the length is the slice's size in bytes.
+    unsafe {
+        std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
     }
 }
 

@@ -25,16 +25,7 @@ impl DenseIndex {
             )));
         }
         let table = IdTable::from_ids(ids)?;
-        if opts.ivf.is_some() && opts.pq.is_none() {
-            return Err(Error::invalid(
-                "an IVF coarse quantizer needs PQ codes (give pq=M as well)",
-            ));
-        }
-        if opts.pq.is_none() && !opts.keep_vectors {
-            return Err(Error::invalid(
-                "a flat index is its vectors: keep_vectors=False needs pq=M",
-            ));
-        }
+        check_options(opts)?;
         let pq = match opts.pq {
             None => None,
             Some(m) => Some(parallel::install(opts.threads, |_| {
@@ -49,6 +40,40 @@ impl DenseIndex {
             vectors: opts.keep_vectors.then(|| Array::from(data.to_vec())),
             pq,
         })
+    }
+}
+
+/// Refuse option combinations that make no index.
+pub(super) fn check_options(opts: &BuildOptions) -> Result<()> {
+    if opts.ivf.is_some() && opts.pq.is_none() {
+        return Err(Error::invalid(
+            "an IVF coarse quantizer needs PQ codes (give pq=M as well)",
+        ));
+    }
+    if opts.pq.is_none() && !opts.keep_vectors {
+        return Err(Error::invalid(
+            "a flat index is its vectors: keep_vectors=False needs pq=M",
+        ));
+    }
+    Ok(())
+}
+
+/// The codes file's payload: `raw` codes (`m` per row) placed in slot order (padding slots
+/// are code 0), packed in blocks for 4 bits.
+pub(super) fn codes_in_slot_order(raw: &[u8], slots: &[u32], m: usize, nbits: usize) -> Vec<u8> {
+    let mut ordered = vec![0u8; slots.len().div_ceil(BLOCK) * BLOCK * m];
+    for (s, &id) in slots.iter().enumerate() {
+        if id != EMPTY_SLOT {
+            ordered[s * m..(s + 1) * m]
+                .copy_from_slice(&raw[id as usize * m..(id as usize + 1) * m]);
+        }
+    }
+    if nbits == 4 {
+        let mut packed = Vec::with_capacity(ordered.len() / 2);
+        layout::pack(&ordered, m, &mut packed);
+        packed
+    } else {
+        ordered
     }
 }
 
@@ -87,21 +112,7 @@ fn build_pq(data: &[f32], dim: usize, m: usize, opts: &BuildOptions) -> Result<P
         ),
         Some(a) => slot_layout(a, opts.ivf.unwrap_or(1)),
     };
-    // Codes in slot order (padding slots are code 0).
-    let mut ordered = vec![0u8; slots.len().div_ceil(BLOCK) * BLOCK * m];
-    for (s, &id) in slots.iter().enumerate() {
-        if id != EMPTY_SLOT {
-            ordered[s * m..(s + 1) * m]
-                .copy_from_slice(&raw[id as usize * m..(id as usize + 1) * m]);
-        }
-    }
-    let codes = if opts.nbits == 4 {
-        let mut packed = Vec::with_capacity(ordered.len() / 2);
-        layout::pack(&ordered, m, &mut packed);
-        packed
-    } else {
-        ordered
-    };
+    let codes = codes_in_slot_order(&raw, &slots, m, opts.nbits);
     let coarse = coarse.map(|quantizer| Coarse {
         quantizer,
         slots: Array::from(slots),

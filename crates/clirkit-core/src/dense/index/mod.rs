@@ -10,17 +10,19 @@
 //!
 //! The index is split by concern (like FAISS's `IndexFastScan` / `IndexPQFastScan`): the type
 //! and its options here, [`build`](DenseIndex::build) in `build.rs`, search scheduling and
-//! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, and the index directory
-//! (save/open) in `storage.rs`.
+//! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, the index directory
+//! (save/open) in `storage.rs`, and streamed builds, append and merge in `stream.rs`.
 
 mod build;
 mod scan;
 mod search;
 mod storage;
+mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use storage::{FORMAT, VERSION};
+pub use stream::Part;
 
 use super::codebook::ProductQuantizer;
 use super::ivf::CoarseQuantizer;
@@ -111,6 +113,15 @@ pub struct DenseIndex {
     pq: Option<PqPart>,
 }
 
+/// "flat", "pq4", "pq8", "ivf{n},pq4", ... from PQ's `(m, nbits)` and IVF's nlist.
+fn kind_name(params: Option<((usize, usize), Option<usize>)>) -> String {
+    match params {
+        None => "flat".into(),
+        Some(((m, nbits), None)) => format!("pq{m}x{nbits}"),
+        Some(((m, nbits), Some(nlist))) => format!("ivf{nlist},pq{m}x{nbits}"),
+    }
+}
+
 /// Per query, the best hits: (score, internal id), best first.
 pub type Hits = Vec<Vec<(f32, u32)>>;
 
@@ -129,13 +140,10 @@ impl DenseIndex {
     }
     /// "flat", "pq4", "pq8", "ivf{n},pq4", ...
     pub fn kind(&self) -> String {
-        match &self.pq {
-            None => "flat".into(),
-            Some(p) => match &p.coarse {
-                None => format!("pq{}x{}", p.pq.m, p.pq.nbits),
-                Some(c) => format!("ivf{},pq{}x{}", c.quantizer.nlist, p.pq.m, p.pq.nbits),
-            },
-        }
+        kind_name(self.pq.as_ref().map(|p| {
+            let nlist = p.coarse.as_ref().map(|c| c.quantizer.nlist);
+            ((p.pq.m, p.pq.nbits), nlist)
+        }))
     }
     pub fn has_vectors(&self) -> bool {
         self.vectors.is_some()

@@ -5,6 +5,7 @@ use super::{Coarse, DenseIndex, PqPart};
 use crate::dense::codebook::ProductQuantizer;
 use crate::dense::fastscan::{layout, BLOCK};
 use crate::dense::ivf::{CoarseQuantizer, EMPTY_SLOT};
+use crate::dense::Metric;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::{AtomicDir, MANIFEST};
@@ -15,13 +16,13 @@ use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-dense";
 pub const VERSION: u64 = 1;
-const FILE_VERSION: u32 = 1;
-const VECTORS: (&str, Kind) = ("vectors.bin", *b"DENSEVEC");
-const CODEBOOK: (&str, Kind) = ("pq.bin", *b"PQCODEBK");
-const CODES: (&str, Kind) = ("codes.bin", *b"PQCODES\0");
-const IVF_CENTROIDS: (&str, Kind) = ("ivf_centroids.bin", *b"IVFCENTR");
-const IVF_LISTS: (&str, Kind) = ("ivf_lists.bin", *b"IVFLISTS");
-const IVF_SLOTS: (&str, Kind) = ("ivf_slots.bin", *b"IVFSLOTS");
+pub(super) const FILE_VERSION: u32 = 1;
+pub(super) const VECTORS: (&str, Kind) = ("vectors.bin", *b"DENSEVEC");
+pub(super) const CODEBOOK: (&str, Kind) = ("pq.bin", *b"PQCODEBK");
+pub(super) const CODES: (&str, Kind) = ("codes.bin", *b"PQCODES\0");
+pub(super) const IVF_CENTROIDS: (&str, Kind) = ("ivf_centroids.bin", *b"IVFCENTR");
+pub(super) const IVF_LISTS: (&str, Kind) = ("ivf_lists.bin", *b"IVFLISTS");
+pub(super) const IVF_SLOTS: (&str, Kind) = ("ivf_slots.bin", *b"IVFSLOTS");
 
 /// Map `dir/file` as exactly `count` values of `T`.
 fn map_array<T: Plain>(
@@ -35,12 +36,39 @@ fn map_array<T: Plain>(
     Array::view(payload, count, &path)
 }
 
-fn save_array<T: Plain>(values: &Array<T>, dir: &Path, file: (&str, Kind)) -> Result<()> {
+pub(super) fn save_array<T: Plain>(
+    values: &Array<T>,
+    dir: &Path,
+    file: (&str, Kind),
+) -> Result<()> {
     let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
     for chunk in values.as_bytes().chunks(1 << 24) {
         w.write(chunk)?;
     }
     w.finish()
+}
+
+/// The manifest of an index of `ntotal` vectors; `params` are PQ's `(m, nbits)` and IVF's nlist.
+pub(super) fn dense_manifest(
+    dim: usize,
+    ntotal: usize,
+    metric: Metric,
+    vectors: bool,
+    params: Option<((usize, usize), Option<usize>)>,
+) -> DenseManifest {
+    DenseManifest {
+        format: FORMAT.into(),
+        version: VERSION,
+        kind: super::kind_name(params),
+        dim,
+        ntotal,
+        metric,
+        vectors,
+        pq: params.map(|((m, nbits), _)| PqParams { m, nbits }),
+        ivf: params
+            .and_then(|(_, nlist)| nlist)
+            .map(|nlist| IvfParams { nlist }),
+    }
 }
 
 impl DenseIndex {
@@ -52,24 +80,10 @@ impl DenseIndex {
         if let Some(v) = &self.vectors {
             save_array(v, &tmp, VECTORS)?;
         }
-        let mut manifest = DenseManifest {
-            format: FORMAT.into(),
-            version: VERSION,
-            kind: self.kind(),
-            dim: self.dim,
-            ntotal: self.ntotal,
-            metric: self.metric,
-            vectors: self.vectors.is_some(),
-            pq: None,
-            ivf: None,
-        };
+        let mut params = None;
         if let Some(p) = &self.pq {
             save_array(&Array::from(p.pq.centroids.clone()), &tmp, CODEBOOK)?;
             save_array(&p.codes, &tmp, CODES)?;
-            manifest.pq = Some(PqParams {
-                m: p.pq.m,
-                nbits: p.pq.nbits,
-            });
             if let Some(c) = &p.coarse {
                 save_array(
                     &Array::from(c.quantizer.centroids.clone()),
@@ -78,11 +92,17 @@ impl DenseIndex {
                 )?;
                 save_array(&Array::from(c.block_starts.clone()), &tmp, IVF_LISTS)?;
                 save_array(&c.slots, &tmp, IVF_SLOTS)?;
-                manifest.ivf = Some(IvfParams {
-                    nlist: c.quantizer.nlist,
-                });
             }
+            let nlist = p.coarse.as_ref().map(|c| c.quantizer.nlist);
+            params = Some(((p.pq.m, p.pq.nbits), nlist));
         }
+        let manifest = dense_manifest(
+            self.dim,
+            self.ntotal,
+            self.metric,
+            self.vectors.is_some(),
+            params,
+        );
         manifest::commit(out, &manifest)
     }
 

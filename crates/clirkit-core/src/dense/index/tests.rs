@@ -263,3 +263,161 @@ fn bad_inputs_have_clear_errors() {
         .to_string()
         .contains("refine needs the full vectors"));
 }
+
+/// Every file of an index directory by name.
+fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn streamed_build_equals_in_memory_build_at_any_budget() {
+    use crate::dense::source::SliceSource;
+    let (n, d) = (300, 16);
+    let data = clustered(n, d, 3);
+    let source = SliceSource::new(&data, d).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let configs = [
+        (None, 4, None, true),
+        (Some(8), 4, None, true),
+        (Some(8), 8, None, true),
+        (Some(8), 4, Some(5), true),
+        (Some(4), 8, Some(3), false),
+    ];
+    for (c, &(pq, nbits, ivf, keep_vectors)) in configs.iter().enumerate() {
+        let o = BuildOptions {
+            train_size: Some(260),
+            seed: 7,
+            keep_vectors,
+            ..opts(pq, nbits, ivf, Metric::L2)
+        };
+        let in_memory = tmp.path().join(format!("memory{c}"));
+        DenseIndex::build(&data, d, &ids(n), &o)
+            .unwrap()
+            .save(&in_memory)
+            .unwrap();
+        // One byte of budget still makes chunks of one block: far below the data's 19 KB.
+        for budget in [1, 1 << 30] {
+            let streamed = tmp.path().join(format!("streamed{c}-{budget}"));
+            DenseIndex::build_streaming(&source, &ids(n), &o, budget, &streamed).unwrap();
+            assert_eq!(
+                files(&in_memory),
+                files(&streamed),
+                "config {c}, budget {budget}"
+            );
+        }
+    }
+}
+
+#[test]
+fn append_and_merge_equal_one_build_with_the_same_codebook() {
+    use crate::dense::source::SliceSource;
+    let (n, d, half) = (300, 16, 170);
+    let data = clustered(n, d, 4);
+    let all_ids = ids(n);
+    let tmp = tempfile::tempdir().unwrap();
+    let queries = clustered(5, d, 5);
+    let so = SearchOptions {
+        k: 30,
+        refine: 60,
+        nprobe: 2,
+        threads: 1,
+    };
+    for (c, (nbits, ivf)) in [(4, None), (8, None), (4, Some(4))].into_iter().enumerate() {
+        let at_once = tmp.path().join(format!("once{c}"));
+        DenseIndex::build(
+            &data,
+            d,
+            &all_ids,
+            &opts(Some(8), nbits, ivf, Metric::InnerProduct),
+        )
+        .unwrap()
+        .save(&at_once)
+        .unwrap();
+        let template = DenseIndex::open(&at_once).unwrap();
+        let first = SliceSource::new(&data[..half * d], d).unwrap();
+        let second = SliceSource::new(&data[half * d..], d).unwrap();
+        let (ids_a, ids_b) = all_ids.split_at(half);
+        let (a, b) = (
+            tmp.path().join(format!("a{c}")),
+            tmp.path().join(format!("b{c}")),
+        );
+        for (dir, source, ids) in [(&a, &first, ids_a), (&b, &second, ids_b)] {
+            let part = Part::Vectors { source, ids };
+            template.write_combined(&[part], dir, 1, 1, true).unwrap();
+        }
+        let index_a = DenseIndex::open(&a).unwrap();
+        let appended = tmp.path().join(format!("appended{c}"));
+        let parts = [
+            Part::Index(&index_a),
+            Part::Vectors {
+                source: &second,
+                ids: ids_b,
+            },
+        ];
+        index_a
+            .write_combined(&parts, &appended, 100, 2, true)
+            .unwrap();
+        assert_eq!(files(&at_once), files(&appended), "append, config {c}");
+        let want = template.search(&queries, d, &so).unwrap();
+        let got = DenseIndex::open(&appended)
+            .unwrap()
+            .search(&queries, d, &so)
+            .unwrap();
+        assert_eq!(want, got);
+
+        let index_b = DenseIndex::open(&b).unwrap();
+        let merged = tmp.path().join(format!("merged{c}"));
+        let parts = [Part::Index(&index_a), Part::Index(&index_b)];
+        index_a.write_combined(&parts, &merged, 1, 1, true).unwrap();
+        assert_eq!(files(&at_once), files(&merged), "merge, config {c}");
+    }
+
+    let other = DenseIndex::build(
+        &data,
+        d,
+        &all_ids,
+        &opts(Some(8), 4, None, Metric::InnerProduct),
+    )
+    .unwrap();
+    let retrained = DenseIndex::build(
+        &data,
+        d,
+        &all_ids,
+        &BuildOptions {
+            seed: 9,
+            ..opts(Some(8), 4, None, Metric::InnerProduct)
+        },
+    )
+    .unwrap();
+    let e = other
+        .write_combined(
+            &[Part::Index(&retrained)],
+            &tmp.path().join("x"),
+            1,
+            1,
+            true,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("part 1") && e.contains("same codebook"), "{e}");
+    let e = other
+        .write_combined(
+            &[Part::Index(&other), Part::Index(&other)],
+            &tmp.path().join("x"),
+            1,
+            1,
+            true,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("duplicate id 'doc0'"), "{e}");
+}

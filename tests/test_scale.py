@@ -1,0 +1,109 @@
+"""Streamed dense builds, append, merge (dense and BM25) through the API and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from clirkit import BM25Index, DenseIndex, InvalidInputError
+from clirkit.cli import main
+
+
+def clustered(n: int, d: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(8, d)).astype(np.float32)
+    x = c[rng.integers(0, 8, n)] + 0.4 * rng.normal(size=(n, d)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def files(index: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(index.iterdir())}
+
+
+def write_ids(path: Path, ids: list[str]) -> str:
+    path.write_text("\n".join(ids) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_streamed_build_equals_in_memory_build(tmp_path, dtype):
+    x = clustered(700, 16, 0).astype(dtype)
+    ids = [f"d{i}" for i in range(len(x))]
+    np.save(tmp_path / "x.npy", x)
+    options = {"pq": 8, "ivf": 4, "train_size": 300, "seed": 3}
+    DenseIndex.build(x, ids, **options).save(tmp_path / "memory")
+    # One MB of chunk budget against a 22-45 KB file, and one far below it (chunks of 32 rows).
+    for memory_mb in [1, 0]:
+        streamed = DenseIndex.build_file(
+            tmp_path / "x.npy", ids, tmp_path / "streamed", memory_mb=memory_mb, **options
+        )
+        assert streamed.ntotal == len(x)
+        assert files(tmp_path / "memory") == files(tmp_path / "streamed")
+
+
+def test_cli_append_and_merge_equal_one_build_with_the_same_codebook(tmp_path):
+    x = clustered(500, 16, 1)
+    q = clustered(7, 16, 2)
+    ids = [f"d{i}" for i in range(len(x))]
+    np.save(tmp_path / "a16.npy", x[:200].astype(np.float16))
+    np.save(tmp_path / "b.npy", x[200:])
+    np.save(tmp_path / "q.npy", q)
+    dense = ["index", "dense", "--quiet", "--memory-mb", "0"]
+    once = str(tmp_path / "once")
+    # The first part is given as float16: the whole collection holds the same values.
+    x[:200] = x[:200].astype(np.float16).astype(np.float32)
+    np.save(tmp_path / "all.npy", x)
+    assert main([*dense, "--embeddings", str(tmp_path / "all.npy"), "--ids", write_ids(tmp_path / "all.txt", ids),
+                 "--index", once, "--pq", "8"]) == 0  # fmt: skip
+    grown = str(tmp_path / "grown")
+    assert main([*dense, "--embeddings", str(tmp_path / "a16.npy"), "--ids", write_ids(tmp_path / "a.txt", ids[:200]),
+                 "--index", grown, "--codebook-from", once]) == 0  # fmt: skip
+    part_a = files(Path(grown))
+    b_ids = write_ids(tmp_path / "b.txt", ids[200:])
+    assert (
+        main([*dense, "--embeddings", str(tmp_path / "b.npy"), "--ids", b_ids, "--index", grown, "--append"])
+        == 0
+    )
+    assert files(Path(once)) == files(Path(grown))
+    search = ["search", "dense", "--queries", str(tmp_path / "q.npy"), "--k", "20", "--quiet",
+              "--qids", write_ids(tmp_path / "qids.txt", [f"q{i}" for i in range(len(q))])]  # fmt: skip
+    for index in [once, grown]:
+        assert main([*search, "--index", index, "--output", f"{index}.trec"]) == 0
+    assert Path(f"{once}.trec").read_bytes() == Path(f"{grown}.trec").read_bytes()
+
+    b = str(tmp_path / "b")
+    assert main([*dense, "--embeddings", str(tmp_path / "b.npy"), "--ids", b_ids, "--index", b,
+                 "--codebook-from", once]) == 0  # fmt: skip
+    a = tmp_path / "a"
+    a.mkdir()
+    for name, content in part_a.items():
+        (a / name).write_bytes(content)
+    merged = tmp_path / "merged"
+    assert main(["index", "merge", "--quiet", "--index", str(merged), str(a), b]) == 0
+    assert files(Path(once)) == files(merged)
+
+    other = DenseIndex.build(x, ids, pq=8, seed=5)
+    other.save(tmp_path / "other")
+    with pytest.raises(InvalidInputError, match="same codebook"):
+        DenseIndex.merge([DenseIndex.open(a), DenseIndex.open(tmp_path / "other")], tmp_path / "bad")
+
+
+def test_bm25_merge_equals_one_build(tmp_path):
+    lines = [f'{{"_id": "doc{i}", "text": "w{i % 7} w{i % 3} common w{i % 11} w{i}"}}' for i in range(90)]
+    (tmp_path / "all.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[:40]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[40:]) + "\n")
+    for name in ["all", "a", "b"]:
+        BM25Index.build(tmp_path / f"{name}.jsonl", tmp_path / name, quiet=True)
+    assert main(["index", "merge", "--quiet", "--index", str(tmp_path / "merged"),
+                 str(tmp_path / "a"), str(tmp_path / "b")]) == 0  # fmt: skip
+    whole, merged = files(tmp_path / "all"), files(tmp_path / "merged")
+    assert {k: v for k, v in whole.items() if k != "meta.json"} == {
+        k: v for k, v in merged.items() if k != "meta.json"
+    }
+    one, two = BM25Index.open(tmp_path / "all"), BM25Index.open(tmp_path / "merged")
+    assert (one.num_docs, one.avgdl) == (two.num_docs, two.avgdl)
+    assert one.search("common w3", k=20) == two.search("common w3", k=20)
+    assert main(["index", "merge", "--quiet", "--index", str(tmp_path / "x"), str(tmp_path / "a"),
+                 str(tmp_path / "grown")]) == 2  # fmt: skip
