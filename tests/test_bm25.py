@@ -381,3 +381,47 @@ def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
         BM25Index.build(corpus, tmp_path / "idx", quiet=True)
     interrupter.join()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]
+
+
+def test_streamed_cli_search_writes_what_search_file_writes(tmp_path, capsys):
+    """`clirkit search bm25` streams its run; the bytes are those of search_file + to_trec at any thread count."""
+    corpus = write_jsonl(
+        tmp_path / "c.jsonl",
+        [{"_id": f"d{i}", "text": f"w{i % 7} w{i % 11} w{i % 3}"} for i in range(300)],
+    )
+    queries = write_jsonl(
+        tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": f"w{i % 7} w{i % 5}"} for i in range(40)]
+    )
+    index = BM25Index.build(corpus, tmp_path / "idx", quiet=True)
+    whole = tmp_path / "whole.trec"
+    index.search_file(queries, 20, threads=1).to_trec(whole, tag="t")
+    for threads in ("1", "3"):
+        out = tmp_path / f"streamed-{threads}.trec"
+        args = f"search bm25 --index {tmp_path / 'idx'} --queries {queries} --output {out}".split()
+        assert cli([*args, "--k", "20", "--tag", "t", "--threads", threads, "--quiet"]) == 0
+        assert out.read_bytes() == whole.read_bytes()
+    index.search_file_to_trec(queries, tmp_path / "api.trec", 20, tag="t", threads=2)
+    assert (tmp_path / "api.trec").read_bytes() == whole.read_bytes()
+    for flag, value in (("--k", "-5"), ("--k", "0"), ("--threads", "-2")):
+        with pytest.raises(SystemExit) as usage_error:
+            cli([*args, flag, value])
+        assert usage_error.value.code == 2
+        assert f"argument {flag}: {value} is not" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "x"), "--memory-mb", "-1"])
+    assert "argument --memory-mb: -1 is not a positive integer" in capsys.readouterr().err
+
+
+def test_compressed_and_bom_inputs(tmp_path):
+    import gzip
+
+    rows = [{"_id": 99999999999999999999, "text": "zorp"}, {"_id": "d2", "text": "zorp zorp"}]
+    text = "\ufeff" + "".join(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / "c.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    index = BM25Index.build(tmp_path / "c.jsonl.gz", tmp_path / "idx", quiet=True)
+    (tmp_path / "q.tsv.gz").write_bytes(gzip.compress("\ufeffq1\tzorp\n".encode()))
+    results = index.search_file(tmp_path / "q.tsv.gz", 5)
+    assert [doc for doc, _ in results["q1"]] == ["d2", "99999999999999999999"]
+    (tmp_path / "bad.tsv").write_text("q 1\tzorp\n", encoding="utf-8")
+    with pytest.raises(clirkit.ParseError, match=r'bad\.tsv:1: id "q 1" contains white space'):
+        index.search_file(tmp_path / "bad.tsv", 5)

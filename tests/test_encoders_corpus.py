@@ -58,7 +58,7 @@ def test_iter_jsonl_joins_fields_and_names_bad_lines(tmp_path):
         ('{"_id": "a"\n', "c.jsonl:2: malformed JSON"),
         ('{"text": "no id"}\n', "c.jsonl:2: no id field"),
         ('["list"]\n', "c.jsonl:2: expected a JSON object"),
-        ('{"_id": "a b", "text": "x"}\n', "c.jsonl:2: id 'a b'"),
+        ('{"_id": "a b", "text": "x"}\n', 'c.jsonl:2: id "a b" contains white space'),
         ('{"_id": "a", "text": 3}\n', "c.jsonl:2: field 'text' of 'a'"),
     ]:
         p.write_text('{"_id": "ok"}\n' + bad)

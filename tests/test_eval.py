@@ -147,3 +147,22 @@ def test_sample_collection_runs(sample_dir: Path):
         warnings.simplefilter("error")
         res = evaluation.evaluate(qrels, run, ["ndcg_cut.10", "P.1"])
     assert res["ndcg_cut_10"] == pytest.approx(1.0)
+
+
+def test_a_zero_prints_as_trec_eval_prints_it():
+    table = evaluation.format_trec_eval({"q1": {"ndcg_cut_10": -0.0, "map": 0.25}})
+    assert table == "ndcg_cut_10           \tq1\t0.0000\nmap                   \tq1\t0.2500\n"
+
+
+def test_runs_and_qrels_skip_a_byte_order_mark_and_read_compressed_files(tmp_path: Path):
+    import gzip
+
+    qrels, run = tmp_path / "q.trec.gz", tmp_path / "r.trec"
+    qrels.write_bytes(gzip.compress("\ufeffq1 0 d1 1\n".encode()))
+    run.write_text("\ufeffq1 Q0 d1 1 2.0 x\n", encoding="utf-8")
+    assert evaluation.evaluate(qrels, run, ["P_1"]) == {"P_1": 1.0}
+
+
+def test_internal_errors_are_clirkit_errors():
+    assert issubclass(clirkit.InternalError, clirkit.ClirkitError)
+    assert issubclass(clirkit.InternalError, ValueError)

@@ -63,7 +63,7 @@ def test_the_lazy_dense_names_of_the_top_level_package():
 
 @pytest.mark.parametrize("name", ERRORS)
 def test_every_clirkit_error_is_a_value_error(name):
-    assert len(ERRORS) == 6
+    assert len(ERRORS) == 7
     error = getattr(clirkit, name)
     assert issubclass(error, clirkit.ClirkitError) and issubclass(error, ValueError)
 
@@ -107,6 +107,11 @@ def test_threads_zero_is_all_cores_and_negative_is_refused(tmp_path, capsys):
         clirkit.DenseIndex.build(np.eye(4, dtype=np.float32), ["a", "b", "c", "d"], threads=-1)
     clirkit.write_run(tmp_path / "a.trec", run)
     argv = ["fuse", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"), "--output", str(tmp_path / "o.trec")]
-    assert cli.main([*argv, "--threads", "-1"]) == 2
-    assert "threads must be 0 (all cores) or a positive number, got -1" in capsys.readouterr().err
+    for threads in ("-1", "100000"):
+        with pytest.raises(SystemExit) as usage_error:
+            cli.main([*argv, "--threads", threads])
+        assert usage_error.value.code == 2
+        assert f"{threads} is not 0 (all cores) or a number of threads up to 1024" in capsys.readouterr().err
+    with pytest.raises(clirkit.InvalidInputError, match="threads must be at most 1024"):
+        checked_threads(100000)
     assert cli.main([*argv, "--threads", "0"]) == 0

@@ -42,3 +42,21 @@ def test_cli_canonicalize(tmp_path):
         [sys.executable, "-m", "clirkit.cli", "canonicalize", str(src), "--output", str(out)], check=True
     )
     assert out.read_text().splitlines()[0] == "q1 Q0 b 1 2 clirkit"
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ({"q1": {"a b": 1.0}}, 'document id "a b" contains white space'),
+        ({"q1": {"a\nq9 Q0 forged 1 9 x": 1.0}}, "document id"),
+        ({"q 1": {"a": 1.0}}, 'query id "q 1" contains white space'),
+        ({"q1": {"": 1.0}}, "document id is empty"),
+        ({"q1": {"a": float("nan")}}, "score NaN of document 'a' for query 'q1' is not finite"),
+        ({"q1": {"a": float("inf")}}, "score inf of document 'a'"),
+    ],
+)
+def test_runs_refuse_what_they_could_not_read_back(tmp_path, run, message):
+    p = tmp_path / "run.trec"
+    with pytest.raises(clirkit.InvalidInputError, match=message):
+        clirkit.write_run(p, run)
+    assert not p.exists()

@@ -10,6 +10,7 @@ __all__ = [
     "IndexFormatError",
     "UnknownLanguageError",
     "InvalidInputError",
+    "InternalError",
     "read_run",
     "write_run",
     "read_qrels",
@@ -52,6 +53,7 @@ class DuplicateIdError(ClirkitError): ...
 class IndexFormatError(ClirkitError): ...
 class UnknownLanguageError(ClirkitError): ...
 class InvalidInputError(ClirkitError): ...
+class InternalError(ClirkitError): ...
 
 # --- runs and qrels -------------------------------------------------------------------------
 def read_run(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
@@ -146,7 +148,9 @@ class Bm25Index:
         b: float = ...,  # clirkit.bm25.DEFAULT_B
         quiet: bool = False,
         rm3: Optional[Tuple[int, int, float, bool]] = None,
-    ) -> SearchResults: ...
+        output: Optional[str] = None,
+        tag: str = "clirkit",
+    ) -> Optional[SearchResults]: ...
 
 @final
 class ImpactIndex:

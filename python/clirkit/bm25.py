@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
@@ -267,7 +267,20 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         native = self._native.search_file(
             os.fspath(queries_path), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
+        assert native is not None  # no output file was given
         return SearchResults(native)
+
+    def search_file_to_trec(
+        self, queries_path: PathLike, output: PathLike, k: int = 1000, **options: Any
+    ) -> None:
+        """:meth:`search_file` written straight to the TREC run ``output`` (atomically, the same bytes as
+        ``search_file(...).to_trec(output, tag)``), streamed in query order so that memory holds one window
+        of queries' results, not all of them. ``options``: ``tag`` (default ``"clirkit"``) and those of
+        :meth:`search_file`."""
+        tag = options.pop("tag", "clirkit")
+        settings = {"threads": 0, "lang": None, "k1": DEFAULT_K1, "b": DEFAULT_B, "quiet": False, "rm3": None}
+        native_options = _batch_options(k, **{**settings, **options})
+        self._native.search_file(os.fspath(queries_path), *native_options, os.fspath(output), tag)
 
     def __repr__(self) -> str:
         return (

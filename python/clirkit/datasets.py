@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import unicodedata
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import IO, Any, NamedTuple
 
 from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
@@ -18,6 +20,62 @@ QUERY_FIELDS = ("text", "query", "title")
 #: How a record's text comes from its fields: ``"join"`` the present ones (documents; none
 #: present is an empty document) or take the ``"first"`` present one (queries; none is an error).
 TEXT_RULES = ("join", "first")
+
+
+#: The UTF-8 byte-order mark some editors write first; it is never part of the first id.
+BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+class _IntegerLiteral(str):
+    """A JSON integer as written in the file (``99999999999999999999`` stays so)."""
+
+
+class _FloatLiteral(str):
+    """A JSON number with a fraction or an exponent, as written: never an id."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str) -> Any:
+    """JSON with numbers kept as their literals, so ids follow the Rust reader's rules."""
+    return json.loads(
+        text, parse_int=_IntegerLiteral, parse_float=_FloatLiteral, parse_constant=_refuse_constant
+    )
+
+
+def id_problem(doc_id: str) -> str | None:
+    """Why ``doc_id`` cannot be an id (empty, or holding white space or a control character that would
+    break a TREC line or an id list), or ``None``: the rule of the Rust ``io::id_text::id_problem``."""
+    if not doc_id:
+        return "id is empty"
+    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in doc_id):
+        shown = json.dumps(doc_id, ensure_ascii=False)
+        return (
+            f"id {shown} contains white space or a control character (TREC files and id lists cannot hold it)"
+        )
+    return None
+
+
+def open_input(path: PathLike) -> IO[bytes]:
+    """Open an input file for binary reading, decompressing gzip (recognised by its magic bytes, as the
+    Rust reader does); a zstd file is refused with a clear error (the Rust readers take it)."""
+    f = open(path, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
+    head = f.read(4)
+    f.seek(0)
+    if head.startswith(_GZIP_MAGIC):
+        f.close()
+        return gzip.open(path, "rb")
+    if head.startswith(_ZSTD_MAGIC):
+        f.close()
+        raise InvalidInputError(
+            f"{os.fspath(path)}: zstd-compressed input is read by the Rust commands only; decompress it "
+            "(zstd -d) or recompress it with gzip for this command"
+        )
+    return f
 
 
 class Record(NamedTuple):
@@ -70,11 +128,13 @@ def iter_jsonl_from(
     if text_rule not in TEXT_RULES:
         raise InvalidInputError(f"text_rule must be one of {', '.join(TEXT_RULES)}, not {text_rule!r}")
     where = os.fspath(path)
-    with open(where, "rb") as f:
+    with open_input(where) as f:
         f.seek(offset)
         for raw in f:
             line += 1
             offset += len(raw)
+            if line == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
             if not raw.strip():
                 continue
             record = parse_line(where, line, raw, fields, id_fields, lang_field, text_rule)
@@ -92,28 +152,25 @@ def parse_line(
 ) -> Record:
     """Parse one JSONL line into a :class:`Record` (errors name ``path:line``)."""
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ParseError(f"{path}:{line}: not valid UTF-8 (byte {err.start})") from None
+    try:
+        obj = _loads(text)
     except json.JSONDecodeError as err:
         raise ParseError(f"{path}:{line}: malformed JSON: {err.msg} at column {err.colno}") from None
+    except ValueError as err:
+        raise ParseError(f"{path}:{line}: malformed JSON: {err}") from None
     if not isinstance(obj, dict):
         raise ParseError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
-    doc_id = next((obj[k] for k in id_fields if obj.get(k) is not None), None)
-    if doc_id is None:
-        raise ParseError(f"{path}:{line}: no id field (looked for {', '.join(id_fields)})")
-    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-        raise ParseError(f"{path}:{line}: id must be a string or an integer, got {doc_id!r}")
-    doc_id = str(doc_id)
-    if not doc_id or any(c.isspace() for c in doc_id):
-        raise ParseError(f"{path}:{line}: id {doc_id!r} is empty or contains whitespace")
+    doc_id = _record_id(path, line, obj, id_fields)
     parts = []
     present = False
     for name in fields:
         value = obj.get(name)
         if value is None:
             continue
-        if not isinstance(value, str):
+        if type(value) is not str:
             raise ParseError(f"{path}:{line}: field '{name}' of '{doc_id}' must be a string")
         present = True
         value = value.strip()
@@ -124,4 +181,24 @@ def parse_line(
     if text_rule == "first" and not present:
         raise ParseError(f"{path}:{line}: '{doc_id}' has no text field (looked for {', '.join(fields)})")
     lang = obj.get(lang_field)
-    return Record(doc_id, " ".join(parts), lang if isinstance(lang, str) else None)
+    return Record(doc_id, " ".join(parts), lang if type(lang) is str else None)
+
+
+def _record_id(path: str, line: int, obj: dict[str, Any], id_fields: Sequence[str]) -> str:
+    """The first id field present decides (a null there is an error, not a reason to look further): a
+    string, or an integer as written; the rules of the Rust reader, tested on one shared table."""
+    field = next((k for k in id_fields if k in obj), None)
+    if field is None:
+        raise ParseError(f"{path}:{line}: no id field (looked for {', '.join(id_fields)})")
+    value = obj[field]
+    if value is None:
+        raise ParseError(f"{path}:{line}: id field '{field}' is null")
+    if isinstance(value, _IntegerLiteral) or type(value) is str:
+        doc_id = str(value)
+    else:
+        shown = value if isinstance(value, _FloatLiteral) else json.dumps(value)
+        raise ParseError(f"{path}:{line}: id {shown} is not a string or an integer")
+    problem = id_problem(doc_id)
+    if problem:
+        raise ParseError(f"{path}:{line}: {problem}")
+    return doc_id

@@ -225,7 +225,8 @@ def format_trec_eval(results: Mapping[str, Any]) -> str:
     lines = []
     for qid, values in rows:
         for key, value in values.items():
-            shown = f"{int(value)}" if key in _COUNTS else f"{value:.4f}"
+            # `+ 0.0` turns -0.0 into 0.0: trec_eval prints a zero score as 0.0000.
+            shown = f"{int(value)}" if key in _COUNTS else f"{value + 0.0:.4f}"
             lines.append(f"{key:<22}\t{qid}\t{shown}")
     return "\n".join(lines) + ("\n" if lines else "")
 

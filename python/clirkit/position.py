@@ -121,7 +121,7 @@ def position_bias(
 
 
 def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4f}"
+    return "-" if x is None else f"{x + 0.0:.4f}"
 
 
 def format_tables(tables: Sequence[PositionTable]) -> str:

@@ -37,6 +37,10 @@ pub enum Error {
     /// Arguments or data that violate a precondition (dimension mismatch, NaN vectors, ...).
     #[error("{0}")]
     InvalidInput(String),
+    /// A bug: clirkit panicked. Bindings turn a panic into this error, so a caller sees one of
+    /// clirkit's errors rather than an abort or an exception it cannot catch.
+    #[error("internal error (a bug in clirkit, please report it): {0}")]
+    Internal(String),
     /// A worker pool the system would not start (out of threads or memory).
     #[error("cannot start {threads} worker threads: {message}")]
     ThreadPool { threads: usize, message: String },

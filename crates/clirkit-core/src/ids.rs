@@ -111,6 +111,34 @@ fn hash_id(id: &str) -> u64 {
     rustc_hash::FxBuildHasher.hash_one(id.as_bytes())
 }
 
+/// Check what [`IdTable::get`] and [`IdTable::find`] rely on, once: the offsets rise, the blob is
+/// UTF-8 with every offset on a character boundary, and the sorted numbers are in range. A CRC
+/// proves only that the bytes are the ones written, not that a crafted file was written sanely.
+fn validate_layout(p: &[u8], len: usize) -> std::result::Result<(), String> {
+    let blob_start = 8 + 8 * (len + 1) + 4 * len;
+    let blob = std::str::from_utf8(&p[blob_start..]).map_err(|e| {
+        format!(
+            "id table holds invalid UTF-8 at blob byte {}",
+            e.valid_up_to()
+        )
+    })?;
+    let mut previous = 0;
+    for i in 0..=len {
+        let offset = read_u64(p, 8 + 8 * i) as usize;
+        if offset < previous || offset > blob.len() || !blob.is_char_boundary(offset) {
+            return Err(format!(
+                "id table offset {i} ({offset}) is out of order or splits a character"
+            ));
+        }
+        previous = offset;
+    }
+    let sorted_start = 8 + 8 * (len + 1);
+    if (0..len).any(|j| read_u32(p, sorted_start + 4 * j) as usize >= len) {
+        return Err("id table's sorted order names an id out of range".into());
+    }
+    Ok(())
+}
+
 impl IdTable {
     /// Build from ids in internal-number order; ids must be unique.
     pub fn from_ids(ids: &[String]) -> Result<Self> {
@@ -157,10 +185,15 @@ impl IdTable {
             return Err(Error::format(path, "id table too short"));
         }
         let len = read_u64(p, 0) as usize;
+        // Checked first: a crafted count would overflow the size computed from it.
+        if len > p.len() / 12 {
+            return Err(Error::format(path, "id table is inconsistent"));
+        }
         let need = 8 + 8 * (len + 1) + 4 * len;
         if p.len() < need || p.len() - need != read_u64(p, 8 + 8 * len) as usize {
             return Err(Error::format(path, "id table is inconsistent"));
         }
+        validate_layout(p, len).map_err(|message| Error::format(path, message))?;
         Ok(IdTable {
             bytes: file.into_payload(),
             len,
@@ -192,7 +225,8 @@ impl IdTable {
         let blob = 8 + 8 * (self.len + 1) + 4 * self.len;
         let start = read_u64(p, 8 + 8 * i) as usize;
         let end = read_u64(p, 8 + 8 * (i + 1)) as usize;
-        // SAFETY: the blob was written from `String`s and checked by CRC on open.
+        // SAFETY: `open` checked that the blob is UTF-8 and every offset a character boundary
+        // (`validate_layout`); a table built in memory was made from `String`s.
         unsafe { std::str::from_utf8_unchecked(&p[blob + start..blob + end]) }
     }
 
@@ -267,6 +301,47 @@ mod tests {
         }
         assert_eq!(t.find("nope"), None);
         assert!(IdTable::from_ids(&["a".into(), "a".into()]).is_err());
+    }
+
+    #[test]
+    fn a_crafted_table_with_a_valid_crc_is_refused_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ids.bin");
+        let table = |offsets: [u64; 3], sorted: [u32; 2], blob: &[u8]| {
+            let mut payload = 2u64.to_le_bytes().to_vec();
+            offsets
+                .iter()
+                .for_each(|o| payload.extend_from_slice(&o.to_le_bytes()));
+            sorted
+                .iter()
+                .for_each(|s| payload.extend_from_slice(&s.to_le_bytes()));
+            payload.extend_from_slice(blob);
+            payload
+        };
+        for (payload, expected) in [
+            (table([0, 1, 3], [0, 1], b"a\xff\xfe"), "invalid UTF-8"),
+            (
+                table([0, 1, 3], [0, 1], "éa".as_bytes()),
+                "splits a character",
+            ),
+            (table([0, 2, 1], [0, 1], b"a"), "out of order"),
+            (table([0, 1, 2], [0, 7], b"ab"), "out of range"),
+        ] {
+            write_checked(&p, KIND, VERSION, &payload).unwrap();
+            let e = IdTable::open(&p).err().expect(expected).to_string();
+            assert!(e.contains(expected), "{e}");
+        }
+        write_checked(
+            &p,
+            KIND,
+            VERSION,
+            &table([0, 2, 3], [1, 0], "éa".as_bytes()),
+        )
+        .unwrap();
+        assert_eq!(
+            IdTable::open(&p).unwrap().iter().collect::<Vec<_>>(),
+            ["é", "a"]
+        );
     }
 
     #[test]

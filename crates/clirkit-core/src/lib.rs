@@ -10,6 +10,8 @@ pub mod dense;
 pub mod error;
 pub mod eval;
 pub mod fusion;
+#[cfg(test)]
+mod fuzz;
 pub mod ids;
 pub mod impact;
 pub mod io;

@@ -1,7 +1,7 @@
 //! `clirkit._native.Bm25Index` and `SearchResults`: thin wrappers over `clirkit_core::bm25`.
 //! Builds and searches run with the GIL released; results stay native until asked for.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::bm25::{
     self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Expansion, Hit, Rm3Params, Strategy,
 };
@@ -95,7 +95,7 @@ impl PyBm25Index {
         // signals only on the main thread) and cancels it cleanly.
         let cancel = AtomicBool::new(false);
         let mut interrupt = None;
-        let result = py.detach(|| {
+        let result = py.detach_caught(|| {
             std::thread::scope(|scope| {
                 let worker =
                     scope.spawn(|| bm25::build_cancellable(&corpus, &index, &opts, &cancel));
@@ -121,7 +121,7 @@ impl PyBm25Index {
     /// Open an existing index (memory-mapped).
     #[staticmethod]
     fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| Bm25Index::open(&index)).py_err()?;
+        let inner = py.detach_caught(|| Bm25Index::open(&index)).py_err()?;
         Ok(PyBm25Index {
             inner: Arc::new(inner),
         })
@@ -155,7 +155,7 @@ impl PyBm25Index {
 
     /// Check every file's checksum, postings included.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.verify()).py_err()
+        py.detach_caught(|| self.inner.verify()).py_err()
     }
 
     /// Top-k (doc id, score) pairs for one query.
@@ -175,7 +175,7 @@ impl PyBm25Index {
         let params = Bm25Params { k1, b };
         let strategy: Strategy = strategy.parse().py_err()?;
         let hits = py
-            .detach(|| self.inner.search_by(strategy, query, lang, k, params))
+            .detach_caught(|| self.inner.search_by(strategy, query, lang, k, params))
             .py_err()?;
         Ok(hits_to_py(self.inner.as_ref(), &hits))
     }
@@ -202,7 +202,7 @@ impl PyBm25Index {
     ) -> PyResult<(Vec<(String, f64)>, Expansion)> {
         let params = Bm25Params { k1, b };
         let (hits, expansion) = py
-            .detach(|| {
+            .detach_caught(|| {
                 self.inner
                     .search_rm3(query, lang, k, params, &rm3_params(rm3))
             })
@@ -233,8 +233,10 @@ impl PyBm25Index {
         self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
     }
 
-    /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`.
-    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
+    /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`. With
+    /// `output`, the run is streamed there instead (atomically, in query order, the same bytes as
+    /// `to_trec` would write, without holding every query's results) and `None` returned.
+    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None, output=None, tag="clirkit"))]
     #[allow(clippy::too_many_arguments)]
     fn search_file(
         &self,
@@ -247,10 +249,31 @@ impl PyBm25Index {
         b: f32,
         quiet: bool,
         rm3: Option<Rm3Tuple>,
-    ) -> PyResult<PySearchResults> {
-        let queries = py.detach(|| bm25::read_queries(&path)).py_err()?;
+        output: Option<PathBuf>,
+        tag: &str,
+    ) -> PyResult<Option<PySearchResults>> {
+        let queries = py.detach_caught(|| bm25::read_queries(&path)).py_err()?;
         let params = Bm25Params { k1, b };
-        self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
+        let Some(output) = output else {
+            return self
+                .run_batch(py, queries, k, threads, lang, params, quiet, rm3)
+                .map(Some);
+        };
+        let rm3 = rm3.map(rm3_params);
+        let settings = bm25::BatchSettings {
+            k,
+            lang: lang.as_deref(),
+            params,
+            rm3: rm3.as_ref(),
+            threads,
+            quiet,
+        };
+        py.detach_caught(|| {
+            self.inner
+                .batch_search_to_run_file(&queries, &settings, &output, tag)
+        })
+        .py_err()?;
+        Ok(None)
     }
 }
 
@@ -272,7 +295,7 @@ impl PyBm25Index {
         let position = PySearchResults::positions(&qids)?;
         let lang = lang.as_deref();
         let (hits, expansions) = py
-            .detach(|| match &rm3 {
+            .detach_caught(|| match &rm3 {
                 None => self
                     .inner
                     .batch_search(&queries, k, lang, params, threads, quiet)
@@ -370,7 +393,7 @@ impl PySearchResults {
     /// Write a TREC run (`qid Q0 docid rank score tag`) in canonical order, atomically.
     #[pyo3(signature = (path, tag="clirkit-bm25"))]
     fn to_trec(&self, py: Python<'_>, path: PathBuf, tag: &str) -> PyResult<()> {
-        py.detach(|| trec::write_run(&path, &self.to_run(), tag))
+        py.detach_caught(|| trec::write_run(&path, &self.to_run(), tag))
             .py_err()
     }
 

@@ -1,7 +1,7 @@
 //! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
 //! float32 scores and int64 internal ids out; the GIL is released while building and searching.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions};
@@ -109,7 +109,7 @@ impl PyDenseIndex {
             quiet,
         )?;
         let inner = py
-            .detach(|| DenseIndex::build(data, dim, &ids, &opts))
+            .detach_caught(|| DenseIndex::build(data, dim, &ids, &opts))
             .py_err()?;
         Ok(PyDenseIndex { inner })
     }
@@ -205,12 +205,12 @@ impl PyDenseIndex {
 
     #[staticmethod]
     fn open(py: Python<'_>, dir: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| DenseIndex::open(&dir)).py_err()?;
+        let inner = py.detach_caught(|| DenseIndex::open(&dir)).py_err()?;
         Ok(PyDenseIndex { inner })
     }
 
     fn save(&self, py: Python<'_>, dir: PathBuf) -> PyResult<()> {
-        py.detach(|| self.inner.save(&dir)).py_err()
+        py.detach_caught(|| self.inner.save(&dir)).py_err()
     }
 
     /// (scores float32 (q, k), internal ids int64 (q, k)); missing hits are -inf / -1.
@@ -231,7 +231,9 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        let hits = py.detach(|| self.inner.search(data, dim, &opts)).py_err()?;
+        let hits = py
+            .detach_caught(|| self.inner.search(data, dim, &opts))
+            .py_err()?;
         let nq = hits.len();
         let mut scores = vec![f32::NEG_INFINITY; nq * k];
         let mut ids = vec![-1i64; nq * k];
@@ -269,7 +271,7 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach(|| self.run(data, dim, &qids, &opts, maxp))
+        py.detach_caught(|| self.run(data, dim, &qids, &opts, maxp))
             .py_err()
             .map(run_to_py)
     }
@@ -297,7 +299,7 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach(|| {
+        py.detach_caught(|| {
             let run = self.run(data, dim, &qids, &opts, maxp)?;
             trec::write_run(&path, &run, tag)
         })

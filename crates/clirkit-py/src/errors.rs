@@ -43,6 +43,12 @@ create_exception!(
     ClirkitError,
     "Arguments or data that violate a precondition."
 );
+create_exception!(
+    clirkit,
+    InternalError,
+    ClirkitError,
+    "A bug in clirkit (a Rust panic): please report it with the message."
+);
 
 pub fn to_py(err: Error) -> PyErr {
     let msg = err.to_string();
@@ -54,6 +60,39 @@ pub fn to_py(err: Error) -> PyErr {
         Error::UnknownLanguage { .. } => UnknownLanguageError::new_err(msg),
         Error::InvalidInput(_) => InvalidInputError::new_err(msg),
         Error::ThreadPool { .. } => PyOSError::new_err(msg),
+        Error::Internal(_) => InternalError::new_err(msg),
+    }
+}
+
+/// What a detached call returns when its closure panicked.
+pub trait FromPanic {
+    fn from_panic(message: String) -> Self;
+}
+
+impl<T> FromPanic for clirkit_core::Result<T> {
+    fn from_panic(message: String) -> Self {
+        Err(Error::Internal(message))
+    }
+}
+
+/// [`Python::detach`] that turns a panic of `f` into [`Error::Internal`] (an `InternalError` in
+/// Python): a PyO3 panic is a `BaseException` that `except Exception` does not catch.
+pub trait DetachCaught {
+    fn detach_caught<R: FromPanic + Send, F: FnOnce() -> R + Send>(self, f: F) -> R;
+}
+
+impl DetachCaught for Python<'_> {
+    fn detach_caught<R: FromPanic + Send, F: FnOnce() -> R + Send>(self, f: F) -> R {
+        self.detach(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".into());
+                R::from_panic(message)
+            })
+        })
     }
 }
 
@@ -79,5 +118,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<UnknownLanguageError>(),
     )?;
     m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
     Ok(())
 }

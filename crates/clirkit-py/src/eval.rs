@@ -2,7 +2,7 @@
 //! position-bias tables and paired significance tests. Conversion only; the work is in
 //! `clirkit_core::eval`.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::eval::position::{self, PositionTable};
 use clirkit_core::eval::qrels_file::read_qrels_index;
 use clirkit_core::eval::{
@@ -118,7 +118,7 @@ impl PyEvaluator {
             qrels_from_dict(d)?
         } else {
             let path: PathBuf = qrels.extract()?;
-            py.detach(|| read_qrels_index(&path)).py_err()?
+            py.detach_caught(|| read_qrels_index(&path)).py_err()?
         };
         Ok(PyEvaluator {
             inner: core_eval::Evaluator::new(
@@ -142,7 +142,7 @@ impl PyEvaluator {
 
     /// Evaluate a TREC run file.
     fn evaluate_file(&self, py: Python<'_>, run: PathBuf) -> PyResult<PyEvaluation> {
-        py.detach(|| -> clirkit_core::Result<Evaluation> {
+        py.detach_caught(|| -> clirkit_core::Result<Evaluation> {
             let file = RunFile::open(&run)?;
             Ok(self.inner.evaluate(file.queries()?))
         })
@@ -174,7 +174,7 @@ fn evaluate_files(
     complete: bool,
 ) -> PyResult<PyEvaluation> {
     let opts = options(relevance_level, judged_docs_only, complete);
-    py.detach(|| core_eval::evaluate_files(&qrels, &run, &measures, opts))
+    py.detach_caught(|| core_eval::evaluate_files(&qrels, &run, &measures, opts))
         .py_err()
         .map(to_py)
 }
@@ -228,7 +228,7 @@ fn position_bias(
     }
     let opts = options(1, false, complete);
     let (table, evaluation) = py
-        .detach(|| -> clirkit_core::Result<(PositionTable, Evaluation)> {
+        .detach_caught(|| -> clirkit_core::Result<(PositionTable, Evaluation)> {
             let mut judgements = position::read_positions(&positions)?;
             let file;
             let queries = match (&run_dict, &run_path) {
@@ -275,7 +275,7 @@ fn randomization_test(
     seed: u64,
 ) -> PyResult<(f64, f64, f64, usize)> {
     let r = py
-        .detach(|| significance::randomization_test(&a, &b, permutations, seed))
+        .detach_caught(|| significance::randomization_test(&a, &b, permutations, seed))
         .py_err()?;
     Ok((r.mean_difference, r.statistic, r.p_value, r.queries))
 }

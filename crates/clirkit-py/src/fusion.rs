@@ -1,7 +1,7 @@
 //! Fusion bindings: `NativeRun` (a run held in Rust, read from a file without building Python
 //! objects) and `fuse`.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::fusion::normalize::Norm;
 use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
@@ -32,7 +32,7 @@ impl NativeRun {
     #[pyo3(signature = (path, threads = None))]
     fn read(py: Python<'_>, path: PathBuf, threads: Option<usize>) -> PyResult<Self> {
         let lists = py
-            .detach(|| with_threads(threads, || read_run_lists(&path)))
+            .detach_caught(|| with_threads(threads, || read_run_lists(&path)))
             .py_err()?;
         Ok(NativeRun {
             inner: Arc::new(lists),
@@ -90,7 +90,7 @@ impl NativeRun {
         threads: Option<usize>,
     ) -> PyResult<()> {
         let inner = self.inner.clone();
-        py.detach(|| with_threads(threads, || write_run_lists(&path, &inner, tag)))
+        py.detach_caught(|| with_threads(threads, || write_run_lists(&path, &inner, tag)))
             .py_err()
     }
 
@@ -155,7 +155,7 @@ fn fuse(
         }
     }
     let fused = py
-        .detach(|| {
+        .detach_caught(|| {
             with_threads(threads, || {
                 let loaded = sources
                     .into_iter()

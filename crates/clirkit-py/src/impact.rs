@@ -2,7 +2,7 @@
 //! searches run with the GIL released; batch results are BM25's `SearchResults`.
 
 use crate::bm25::{hits_to_py, DocIds, PySearchResults};
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::impact::{self, BuildOptions, ImpactIndex, Strategy, WeightedVector};
 use clirkit_core::io::manifest::Manifest;
 use pyo3::prelude::*;
@@ -39,7 +39,7 @@ impl PyImpactIndex {
             threads,
             quiet,
         };
-        py.detach(|| impact::build(&vectors, &index, &opts))
+        py.detach_caught(|| impact::build(&vectors, &index, &opts))
             .py_err()?;
         Self::open(py, index)
     }
@@ -47,7 +47,7 @@ impl PyImpactIndex {
     /// Open an existing index (memory-mapped).
     #[staticmethod]
     fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| ImpactIndex::open(&index)).py_err()?;
+        let inner = py.detach_caught(|| ImpactIndex::open(&index)).py_err()?;
         Ok(PyImpactIndex {
             inner: Arc::new(inner),
         })
@@ -76,7 +76,7 @@ impl PyImpactIndex {
 
     /// Check every file's checksum, postings included.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.verify()).py_err()
+        py.detach_caught(|| self.inner.verify()).py_err()
     }
 
     /// Top-k (doc id, score) pairs for one query's (term, weight) pairs.
@@ -91,7 +91,7 @@ impl PyImpactIndex {
     ) -> PyResult<Vec<(String, f64)>> {
         let strategy: Strategy = strategy.parse().py_err()?;
         let hits = py
-            .detach(|| self.inner.search_by(strategy, &query, k))
+            .detach_caught(|| self.inner.search_by(strategy, &query, k))
             .py_err()?;
         Ok(hits_to_py(self.inner.as_ref(), &hits))
     }
@@ -129,7 +129,7 @@ impl PyImpactIndex {
         threads: usize,
         quiet: bool,
     ) -> PyResult<PySearchResults> {
-        let queries = py.detach(|| impact::read_queries(&path)).py_err()?;
+        let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
         self.run_batch(py, queries, k, threads, quiet)
     }
 }
@@ -146,7 +146,7 @@ impl PyImpactIndex {
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
         let position = PySearchResults::positions(&qids)?;
         let hits = py
-            .detach(|| self.inner.batch_search(&queries, k, threads, quiet))
+            .detach_caught(|| self.inner.batch_search(&queries, k, threads, quiet))
             .py_err()?;
         Ok(PySearchResults {
             index: self.inner.clone(),

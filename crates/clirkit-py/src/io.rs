@@ -1,6 +1,6 @@
 //! Run and qrels files to and from Python's `dict[qid, dict[docid, value]]` (pytrec_eval's shape).
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use pyo3::prelude::*;
@@ -39,7 +39,9 @@ pub fn run_from_py(run: HashMap<String, HashMap<String, f64>>) -> Run {
 /// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
 #[pyfunction]
 fn read_run(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyRun> {
-    py.detach(|| trec::read_run(&path)).py_err().map(run_to_py)
+    py.detach_caught(|| trec::read_run(&path))
+        .py_err()
+        .map(run_to_py)
 }
 
 /// Write a run given as dict[qid, dict[docid, score]] in canonical order, atomically.
@@ -52,13 +54,14 @@ fn write_run(
     tag: &str,
 ) -> PyResult<()> {
     let run = run_from_py(run);
-    py.detach(|| trec::write_run(&path, &run, tag)).py_err()
+    py.detach_caught(|| trec::write_run(&path, &run, tag))
+        .py_err()
 }
 
 /// Read qrels (TREC or BEIR TSV) as a list of (qid, [(docid, label), ...]) in file order.
 #[pyfunction]
 fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
-    py.detach(|| trec::read_qrels(&path))
+    py.detach_caught(|| trec::read_qrels(&path))
         .py_err()
         .map(|q| q.queries)
 }

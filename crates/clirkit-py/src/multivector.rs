@@ -2,7 +2,7 @@
 //! (item i owns rows offsets[i]..offsets[i+1]), read in place; the GIL is released while building and
 //! searching.
 
-use crate::errors::{to_py, IntoPy};
+use crate::errors::{to_py, DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::io::trec;
 use clirkit_core::multivector::{
@@ -132,7 +132,7 @@ impl PyMultiVectorIndex {
             keep_vectors,
         };
         let inner = py
-            .detach(|| {
+            .detach_caught(|| {
                 let docs = TokenMatrix::new(data, dim, offsets, Some(&ids), "documents")?;
                 MultiVectorIndex::build(&docs, &ids, &dir, &opts)
             })
@@ -142,7 +142,7 @@ impl PyMultiVectorIndex {
 
     #[staticmethod]
     fn open(py: Python<'_>, dir: PathBuf) -> PyResult<Self> {
-        let inner = py.detach(|| MultiVectorIndex::open(&dir)).py_err()?;
+        let inner = py.detach_caught(|| MultiVectorIndex::open(&dir)).py_err()?;
         Ok(PyMultiVectorIndex { inner })
     }
 
@@ -157,7 +157,7 @@ impl PyMultiVectorIndex {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
         let opts = &options.inner;
         let hits = py
-            .detach(|| {
+            .detach_caught(|| {
                 let queries = TokenMatrix::new(data, dim, offsets, None, "queries")?;
                 self.inner.search(&queries, opts)
             })
@@ -183,7 +183,7 @@ impl PyMultiVectorIndex {
     ) -> PyResult<Option<PyRun>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
         let opts = &options.inner;
-        py.detach(|| {
+        py.detach_caught(|| {
             let queries = TokenMatrix::new(data, dim, offsets, Some(&qids), "queries")?;
             let run = self.inner.search_run(&queries, &qids, opts, maxp)?;
             match &path {
@@ -262,7 +262,7 @@ fn maxsim_search<'py>(
     let (ddata, ddim, doffsets) = slices(&doc_tokens, &doc_offsets, "documents")?;
     let (qdata, qdim, qoffsets) = slices(&query_tokens, &query_offsets, "queries")?;
     let hits = py
-        .detach(|| {
+        .detach_caught(|| {
             let docs = TokenMatrix::new(ddata, ddim, doffsets, None, "documents")?;
             let queries = TokenMatrix::new(qdata, qdim, qoffsets, None, "queries")?;
             exact::search(&docs, &queries, k, threads)

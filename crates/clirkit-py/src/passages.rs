@@ -1,6 +1,6 @@
 //! MaxP aggregation of passage runs into document runs.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_from_py, run_to_py, PyRun};
 use clirkit_core::passages;
 use pyo3::prelude::*;
@@ -18,7 +18,7 @@ fn maxp(
     depth: Option<usize>,
 ) -> PyResult<PyRun> {
     let run = run_from_py(run);
-    py.detach(|| passages::maxp(&run, separator, depth))
+    py.detach_caught(|| passages::maxp(&run, separator, depth))
         .py_err()
         .map(run_to_py)
 }

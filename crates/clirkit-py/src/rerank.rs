@@ -1,7 +1,7 @@
 //! Reranking bindings: the batched sliding-window state, permutation parsing, and loading the
 //! texts of just the candidate documents from a corpus.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::io::jsonl::{parse_record, read_records, FieldSpec, LineReader};
 use clirkit_core::rerank::{self, Outcome, RerankState as CoreState, WindowPlan, WindowStatus};
@@ -166,12 +166,9 @@ fn load_texts(
     } else {
         FieldSpec::corpus()
     };
-    py.detach(|| -> clirkit_core::Result<HashMap<String, String>> {
+    py.detach_caught(|| -> clirkit_core::Result<HashMap<String, String>> {
         let wanted = |id: &str| ids.as_ref().is_none_or(|s| s.contains(id));
-        let tsv = matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("tsv") | Some("txt")
-        );
+        let tsv = clirkit_core::io::jsonl::is_tsv(&path);
         if tsv {
             return Ok(read_records(&path, &spec)?
                 .into_iter()

@@ -7,7 +7,7 @@ import json
 import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
-from clirkit.commands.common import add_search_parser, add_worker_options
+from clirkit.commands.common import add_search_parser, add_worker_options, positive_int
 
 
 def register(top, groups) -> None:
@@ -19,7 +19,9 @@ def register(top, groups) -> None:
     lang.add_argument("--lang-field", help="JSON field holding each document's language code")
     p.add_argument("--fields", default="title,text", help="comma-separated text fields, joined with a space")
     p.add_argument("--keep-first-duplicate", action="store_true", help="keep the first of duplicate doc ids")
-    p.add_argument("--memory-mb", type=int, default=1024, help="postings memory before spilling to disk")
+    p.add_argument(
+        "--memory-mb", type=positive_int, default=1024, help="postings memory before spilling to disk"
+    )
     p.add_argument(
         "--store-docvectors", action="store_true", help="also store document term vectors (needed by --rm3)"
     )
@@ -33,7 +35,7 @@ def register(top, groups) -> None:
         help="search a BM25 index, writing a TREC run",
     )
     s.add_argument("--output", required=True, help="TREC run file to write")
-    s.add_argument("--k", type=int, default=1000, help="hits per query")
+    s.add_argument("--k", type=positive_int, default=1000, help="hits per query")
     s.add_argument("--k1", type=float, default=DEFAULT_K1, help="BM25 k1")
     s.add_argument("--b", type=float, default=DEFAULT_B, help="BM25 b")
     s.add_argument("--lang", help="analyze every query in this language")
@@ -79,21 +81,23 @@ def _search(args: argparse.Namespace) -> int:
     if args.rm3:
         rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight, not args.no_term_filter)
     index = BM25Index.open(args.index)
-    results = index.search_file(
-        args.queries,
-        args.k,
-        threads=args.threads,
-        lang=args.lang,
-        k1=args.k1,
-        b=args.b,
-        quiet=args.quiet,
-        rm3=rm3,
-    )
-    results.to_trec(args.output, tag=args.tag)
+    options = {
+        "threads": args.threads,
+        "lang": args.lang,
+        "k1": args.k1,
+        "b": args.b,
+        "quiet": args.quiet,
+        "rm3": rm3,
+    }
     if args.print_expansions:
+        results = index.search_file(args.queries, args.k, **options)
+        results.to_trec(args.output, tag=args.tag)
         _write_expansions(args.print_expansions, results)
+    else:
+        # Streamed: results go to the run file window by window, never all in memory.
+        index.search_file_to_trec(args.queries, args.output, args.k, tag=args.tag, **options)
     if not args.quiet:
-        print(f"searched {len(results)} queries -> {args.output}", file=sys.stderr)
+        print(f"searched {args.queries} -> {args.output}", file=sys.stderr)
     return 0
 
 

@@ -6,11 +6,35 @@ import argparse
 import sys
 from typing import Any
 
-from clirkit._threads import worker_count
+from clirkit._threads import MAX_THREADS, worker_count
+
+
+def _bounded_int(low: int, high: int | None, wording: str) -> Any:
+    """An argparse type: an integer in ``[low, high]``; anything else a usage error naming the rule."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is not {wording}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+#: ``--k`` and the like: a count of at least one.
+positive_int = _bounded_int(1, None, "a positive integer")
+#: A count where 0 means "all" or "none".
+non_negative_int = _bounded_int(0, None, "0 or a positive integer")
+#: ``--threads``: 0 for all cores, else at most MAX_THREADS.
+thread_count = _bounded_int(0, MAX_THREADS, f"0 (all cores) or a number of threads up to {MAX_THREADS}")
 
 
 def add_threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=0, help="worker threads (default 0: all cores)")
+    p.add_argument("--threads", type=thread_count, default=0, help="worker threads (default 0: all cores)")
 
 
 def add_quiet(p: argparse.ArgumentParser) -> None:

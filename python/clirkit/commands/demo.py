@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clirkit.commands.common import add_worker_options
+from clirkit.commands.common import add_worker_options, positive_int
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 EXPERIMENT = SAMPLE / "demo.toml"
@@ -28,7 +28,7 @@ def register(top, groups) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--workdir", help="keep the artifacts and tables here (default: a temporary directory)")
-    p.add_argument("--k", type=int, default=100, help="documents retrieved per query (default 100)")
+    p.add_argument("--k", type=positive_int, default=100, help="documents retrieved per query (default 100)")
     add_worker_options(p, run_demo)
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from clirkit.commands.common import add_search_parser, add_worker_options, report
+from clirkit.commands.common import (
+    add_search_parser,
+    add_worker_options,
+    non_negative_int,
+    positive_int,
+    report,
+)
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -20,18 +26,24 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--embeddings", required=True, help="n x d .npy matrix (float32 or float16)")
     p.add_argument("--ids", required=True, help="text file: one document id per line, n lines")
     p.add_argument("--index", required=True, help="index directory to create")
-    p.add_argument("--pq", type=int, default=None, metavar="M", help="PQ sub-quantizers (must divide d)")
+    p.add_argument(
+        "--pq", type=positive_int, default=None, metavar="M", help="PQ sub-quantizers (must divide d)"
+    )
     p.add_argument("--nbits", type=int, default=4, choices=[4, 8], help="bits per PQ code (default 4)")
-    p.add_argument("--ivf", type=int, default=None, metavar="NLIST", help="IVF coarse quantizer lists")
+    p.add_argument(
+        "--ivf", type=positive_int, default=None, metavar="NLIST", help="IVF coarse quantizer lists"
+    )
     p.add_argument("--metric", default="ip", choices=["ip", "l2"], help="similarity (default ip)")
-    p.add_argument("--train-size", type=int, default=None, help="training sample rows (default 65536)")
+    p.add_argument(
+        "--train-size", type=positive_int, default=None, help="training sample rows (default 65536)"
+    )
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument(
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
     )
     p.add_argument(
         "--memory-mb",
-        type=int,
+        type=non_negative_int,
         default=256,
         help="memory for the chunks being encoded, in MB (default 256); the training sample and the ids come on top",
     )
@@ -58,8 +70,8 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--qids", required=True, help="text file: one query id per line, q lines")
     s.add_argument("--output", required=True, help="TREC run file to write")
-    s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
-    s.add_argument("--nprobe", type=int, default=1, help="IVF lists scanned per query (default 1)")
+    s.add_argument("--k", type=positive_int, default=1000, help="hits per query (default 1000)")
+    s.add_argument("--nprobe", type=positive_int, default=1, help="IVF lists scanned per query (default 1)")
     s.add_argument(
         "--refine",
         type=int,

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from clirkit.commands.common import add_quiet
+from clirkit.commands.common import add_quiet, thread_count
 
 FORMATS = ("text", "markdown", "csv", "json")
 
@@ -26,7 +26,9 @@ def register(top, groups) -> None:
     run.add_argument(
         "--workdir", help="where artifacts and tables go (default: FILE's stem + .work beside it)"
     )
-    run.add_argument("--threads", type=int, help="worker threads (default: the file's, else all cores)")
+    run.add_argument(
+        "--threads", type=thread_count, help="worker threads (default: the file's, else all cores)"
+    )
     run.add_argument("--format", choices=FORMATS, default="text", help="table format on stdout")
     add_quiet(run)
     run.set_defaults(func=_run)

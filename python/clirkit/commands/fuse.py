@@ -6,7 +6,7 @@ import argparse
 from typing import List
 
 from clirkit._threads import checked_threads
-from clirkit.commands.common import add_threads
+from clirkit.commands.common import add_threads, positive_int
 from clirkit.fusion import fuse_native
 
 
@@ -33,7 +33,9 @@ def register(top, groups) -> None:
     )
     p.add_argument("--k", type=float, default=60.0, help="RRF constant (default: 60)")
     p.add_argument("--weights", type=_weights, help="one weight per run, e.g. 1,0.5,0.5 (default: all 1)")
-    p.add_argument("--depth", type=int, help="use only the top DEPTH documents of each run (default: all)")
+    p.add_argument(
+        "--depth", type=positive_int, help="use only the top DEPTH documents of each run (default: all)"
+    )
     p.add_argument(
         "--norm",
         choices=["minmax", "zscore", "none"],
@@ -41,7 +43,9 @@ def register(top, groups) -> None:
         help="per-query score normalization for combsum/combmnz/interpolate (default: minmax)",
     )
     p.add_argument("--alpha", type=float, help="weight of the first run for interpolate (second: 1-alpha)")
-    p.add_argument("--top", type=int, help="keep the top TOP fused documents per query (default: all)")
+    p.add_argument(
+        "--top", type=positive_int, help="keep the top TOP fused documents per query (default: all)"
+    )
     p.add_argument("--tag", default="clirkit-fuse", help="run tag (6th column)")
     add_threads(p)
     p.set_defaults(func=_fuse)

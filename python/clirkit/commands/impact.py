@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clirkit.commands.common import add_search_parser, add_worker_options, threads
+from clirkit.commands.common import add_search_parser, add_worker_options, positive_int, threads
 from clirkit.impact import DEFAULT_QUANTIZE, RUN_TAG, ImpactIndex
 
 
@@ -42,7 +42,7 @@ def register(top, groups) -> None:
         "--device", choices=("auto", "cuda", "cpu"), default="auto", help="with --model: where to encode"
     )
     s.add_argument("--output", required=True, help="TREC run file to write")
-    s.add_argument("--k", type=int, default=1000, help="hits per query")
+    s.add_argument("--k", type=positive_int, default=1000, help="hits per query")
     s.add_argument("--tag", default=RUN_TAG, help="run tag (6th column)")
     add_worker_options(s, _search)
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from clirkit._native import InvalidInputError
-from clirkit.commands.common import add_worker_options, report
+from clirkit.commands.common import add_worker_options, non_negative_int, report
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
@@ -22,7 +22,10 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--index", required=True, help="index directory to create (atomically)")
     p.add_argument("inputs", nargs="+", metavar="INDEX", help="index directories to merge, in order")
     p.add_argument(
-        "--memory-mb", type=int, default=256, help="dense: memory for the rows being copied, in MB"
+        "--memory-mb",
+        type=non_negative_int,
+        default=256,
+        help="dense: memory for the rows being copied, in MB",
     )
     add_worker_options(p, run_merge)
 

@@ -9,6 +9,7 @@ import time
 from clirkit.commands.common import (
     add_search_parser,
     add_worker_options,
+    positive_int,
     report,
     threads,
 )
@@ -61,7 +62,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         "defaults for k.",
     )
     s.add_argument("--output", required=True, help="TREC run file to write")
-    s.add_argument("--k", type=int, default=1000, help="hits per query (default 1000)")
+    s.add_argument("--k", type=positive_int, default=1000, help="hits per query (default 1000)")
     s.add_argument("--ncells", type=int, default=None, help="centroids probed per query token")
     s.add_argument(
         "--centroid-score-threshold", type=float, default=None, help="stage-2 pruning threshold (-inf: none)"

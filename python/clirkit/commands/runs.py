@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from clirkit.commands.common import non_negative_int
 from clirkit.runs import read_run, write_run
 
 
@@ -12,7 +13,7 @@ def register(top, groups) -> None:
     p = top.add_parser("canonicalize", help="re-sort a run file into canonical order with fresh ranks")
     p.add_argument("run", help="TREC run file")
     p.add_argument("--output", required=True, help="where to write the sorted run")
-    p.add_argument("--k", type=int, default=0, help="keep the top k per query (default: all)")
+    p.add_argument("--k", type=non_negative_int, default=0, help="keep the top k per query (default: all)")
     p.add_argument("--tag", default="clirkit", help="run tag (6th column)")
     p.set_defaults(func=_canonicalize)
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
+from clirkit.datasets import BOM, id_problem, open_input
 
 __all__ = ["as_matrix", "load_matrix", "read_ids"]
 
@@ -32,14 +33,19 @@ def load_matrix(path: PathLike) -> np.ndarray:
 
 
 def read_ids(path: PathLike) -> list[str]:
-    """One id per line (UTF-8); blank lines and surrounding whitespace in ids are errors."""
+    """One id per line (UTF-8, a byte-order mark skipped, gzip read as such); an empty line or an id
+    holding white space or a control character is an error naming the line."""
     ids: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.rstrip("\r\n")
-            if not text.strip() or text != text.strip():
-                raise InvalidInputError(
-                    f"{path}:{lineno}: an id line must be a non-empty id without surrounding spaces"
-                )
+    with open_input(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1:
+                raw = raw.removeprefix(BOM)
+            try:
+                text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+            except UnicodeDecodeError as err:
+                raise InvalidInputError(f"{path}:{lineno}: not valid UTF-8 (byte {err.start})") from None
+            problem = id_problem(text)
+            if problem:
+                raise InvalidInputError(f"{path}:{lineno}: {problem}")
             ids.append(text)
     return ids

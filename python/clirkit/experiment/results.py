@@ -77,7 +77,7 @@ class Results:
             for column in columns:
                 v = self.value(system, column, measure)
                 mark = MARK if (system, column, measure) in marked else ""
-                cells.append("-" if v is None else f"{v:.4f}{mark}")
+                cells.append("-" if v is None else f"{v + 0.0:.4f}{mark}")
             out.append(cells)
         return out
 

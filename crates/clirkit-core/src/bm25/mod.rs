@@ -22,8 +22,11 @@ pub use rm3::{Expansion, Rm3Params};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
+use crate::io::atomic::AtomicFile;
 use crate::io::format::{read_u64, MappedFile};
+use crate::io::id_text::write_error;
 use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::trec::write_run_to;
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
@@ -327,21 +330,79 @@ impl Bm25Index {
         threads: usize,
         quiet: bool,
     ) -> Result<Vec<Vec<Hit>>> {
-        let results = self.batch_search_with(queries, k, lang, params, None, threads, quiet)?;
+        let settings = BatchSettings {
+            k,
+            lang,
+            params,
+            rm3: None,
+            threads,
+            quiet,
+        };
+        let results = self.batch_search_with(queries, &settings)?;
         Ok(results.into_iter().map(|(hits, _)| hits).collect())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn batch_search_with(
         &self,
         queries: &[BatchQuery],
-        k: usize,
-        lang: Option<&str>,
-        params: Bm25Params,
-        rm3: Option<&Rm3Params>,
-        threads: usize,
-        quiet: bool,
+        settings: &BatchSettings,
     ) -> Result<Vec<(Vec<Hit>, Option<Expansion>)>> {
+        let mut results = Vec::with_capacity(queries.len());
+        let each = |_: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
+            results.extend(window);
+            Ok(())
+        };
+        self.batch_search_each(queries, settings, each)?;
+        Ok(results)
+    }
+
+    /// Search `queries` and write their run to `path` (atomically, with `tag`) as they finish:
+    /// the same bytes as [`Bm25Index::to_run`] written whole, at any thread count, while at
+    /// most one window of queries' results is held in memory.
+    pub fn batch_search_to_run_file(
+        &self,
+        queries: &[BatchQuery],
+        settings: &BatchSettings,
+        path: &Path,
+        tag: &str,
+    ) -> Result<()> {
+        let mut out = AtomicFile::create(path)?;
+        let each = |window_queries: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
+            let run = Run {
+                queries: window_queries
+                    .iter()
+                    .zip(window)
+                    .map(|(q, (hits, _))| (q.id.clone(), self.to_scored(&hits)))
+                    .collect(),
+            };
+            write_run_to(&mut out, &run, tag).map_err(|e| write_error(path, e))
+        };
+        self.batch_search_each(queries, settings, each)?;
+        out.commit()
+    }
+
+    /// Search `queries` window by window (each window in parallel), handing each window's
+    /// results to `each` in query order: a bounded reorder buffer, so callers can stream.
+    fn batch_search_each(
+        &self,
+        queries: &[BatchQuery],
+        settings: &BatchSettings,
+        mut each: impl FnMut(&[BatchQuery], Vec<(Vec<Hit>, Option<Expansion>)>) -> Result<()> + Send,
+    ) -> Result<()> {
+        /// Queries searched together: enough to keep every thread busy, few enough that their
+        /// results (at most this many times `k` hits) stay small whatever the query count.
+        const REORDER_WINDOW: usize = 4096;
+        let &BatchSettings {
+            k,
+            lang,
+            params,
+            rm3,
+            threads,
+            quiet,
+        } = settings;
+        if let Some(rm3) = rm3 {
+            self.check_rm3(rm3)?;
+        }
         let cache = self.cache(params)?;
         // Resolve every query's analyzer first, so a bad language fails before any work.
         let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
@@ -369,22 +430,31 @@ impl Bm25Index {
             }
         };
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let results = crate::parallel::install(threads, |_| {
-            queries
-                .par_iter()
-                .zip(choice.par_iter())
-                .map(|(q, key)| {
-                    let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
-                    progress.inc(1);
-                    result.map_err(|e| match e {
-                        Error::InvalidInput(m) => Error::invalid(format!("query '{}': {m}", q.id)),
-                        other => other,
+        crate::parallel::install(threads, |_| {
+            for (window, keys) in queries
+                .chunks(REORDER_WINDOW)
+                .zip(choice.chunks(REORDER_WINDOW))
+            {
+                let results = window
+                    .par_iter()
+                    .zip(keys.par_iter())
+                    .map(|(q, key)| {
+                        let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
+                        progress.inc(1);
+                        result.map_err(|e| match e {
+                            Error::InvalidInput(m) => {
+                                Error::invalid(format!("query '{}': {m}", q.id))
+                            }
+                            other => other,
+                        })
                     })
-                })
-                .collect::<Result<Vec<_>>>()
+                    .collect::<Result<Vec<_>>>()?;
+                each(window, results)?;
+            }
+            Ok(())
         })??;
         progress.finish_and_clear();
-        Ok(results)
+        Ok(())
     }
 
     /// Hits as scored documents with string ids (f32 scores widened exactly to f64).
@@ -409,17 +479,26 @@ impl Bm25Index {
 #[cfg(test)]
 mod tests;
 
+/// How a batch of queries is searched (see [`Bm25Index::batch_search`]): `k` hits each,
+/// analyzed with `lang` if given, BM25 `params`, RM3 if asked, on `threads` threads.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSettings<'a> {
+    pub k: usize,
+    pub lang: Option<&'a str>,
+    pub params: Bm25Params,
+    pub rm3: Option<&'a Rm3Params>,
+    pub threads: usize,
+    pub quiet: bool,
+}
+
 /// Read queries: JSONL (id from `_id`/`id`/`qid`/`query_id`, text from the first of `text`,
 /// `query`, `title`, optional `lang`) or TSV (`id<TAB>text`).
 /// Duplicate query ids are an error naming both lines.
 pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<BatchQuery>> {
-    use crate::io::jsonl::{read_records, FieldSpec};
+    use crate::io::jsonl::{is_tsv, read_records, FieldSpec};
     let path = path.as_ref();
     let records = read_records(path, &FieldSpec::queries())?;
-    let tsv = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("tsv") | Some("txt")
-    );
+    let tsv = is_tsv(path);
     let mut langs: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
     if !tsv {
         // The language is optional per query, so it is read apart from the required fields.

@@ -227,7 +227,7 @@ impl Bm25Index {
         query::top_k(Strategy::Auto, cursors, k, self.ranks())
     }
 
-    fn check_rm3(&self, rm3: &Rm3Params) -> Result<()> {
+    pub(super) fn check_rm3(&self, rm3: &Rm3Params) -> Result<()> {
         rm3.check()?;
         if !self.has_docvectors() {
             return Err(Error::invalid(format!(
@@ -287,9 +287,15 @@ impl Bm25Index {
         threads: usize,
         quiet: bool,
     ) -> Result<(Vec<Vec<Hit>>, Vec<Expansion>)> {
-        self.check_rm3(rm3)?;
-        let results =
-            self.batch_search_with(queries, k, lang, params, Some(rm3), threads, quiet)?;
+        let settings = super::BatchSettings {
+            k,
+            lang,
+            params,
+            rm3: Some(rm3),
+            threads,
+            quiet,
+        };
+        let results = self.batch_search_with(queries, &settings)?;
         Ok(results
             .into_iter()
             .map(|(hits, expansion)| (hits, expansion.expect("RM3 was asked for")))

@@ -202,26 +202,63 @@ fn spilled_build_is_identical_to_in_memory_build() {
     assert_eq!(found, ["many4", "many3", "many2", "many1", "many0"]);
 }
 
-#[test]
-fn batch_search_is_deterministic_across_threads() {
+/// A random index over `vocab` words and `count` two-word queries over its words.
+fn batch_fixture(
+    seed: u64,
+    vocab: usize,
+    count: usize,
+) -> (tempfile::TempDir, Bm25Index, Vec<BatchQuery>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(7);
-    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, 50));
+    let mut rng = Rng(seed);
+    let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 1000, vocab));
     let index = dir.path().join("idx");
     build(&corpus, &index, &quiet()).unwrap();
-    let idx = Bm25Index::open(&index).unwrap();
-    let queries: Vec<BatchQuery> = (0..64)
+    let queries = (0..count)
         .map(|i| BatchQuery {
             id: format!("q{i}"),
-            text: format!("w{}x w{}x", i % 50, (i * 7) % 50),
+            text: format!("w{}x w{}x", i % vocab, (i * 7) % vocab),
             lang: None,
         })
         .collect();
+    (dir, Bm25Index::open(&index).unwrap(), queries)
+}
+
+#[test]
+fn batch_search_is_deterministic_across_threads() {
+    let (_dir, idx, queries) = batch_fixture(7, 50, 64);
     let p = Bm25Params::default();
     let one = idx.batch_search(&queries, 50, None, p, 1, true).unwrap();
     let two = idx.batch_search(&queries, 50, None, p, 2, true).unwrap();
     assert_eq!(one, two);
     assert_eq!(one[5], idx.search(&queries[5].text, None, 50, p).unwrap());
+}
+
+#[test]
+fn streamed_run_files_equal_the_whole_run_at_any_thread_count() {
+    // More queries than one reorder window, so several windows are written in turn.
+    let (dir, idx, queries) = batch_fixture(11, 40, 5000);
+    let p = Bm25Params::default();
+    let hits = idx.batch_search(&queries, 5, None, p, 1, true).unwrap();
+    let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
+    let whole = dir.path().join("whole.trec");
+    crate::io::trec::write_run(&whole, &idx.to_run(&qids, &hits), "t").unwrap();
+    for threads in [1, 3] {
+        let streamed = dir.path().join(format!("streamed-{threads}.trec"));
+        let settings = BatchSettings {
+            k: 5,
+            lang: None,
+            params: p,
+            rm3: None,
+            threads,
+            quiet: true,
+        };
+        idx.batch_search_to_run_file(&queries, &settings, &streamed, "t")
+            .unwrap();
+        assert_eq!(
+            std::fs::read(&streamed).unwrap(),
+            std::fs::read(&whole).unwrap()
+        );
+    }
 }
 
 #[test]
@@ -424,6 +461,44 @@ fn empty_corpus_builds_an_empty_index() {
         .search("zorp", None, 10, Bm25Params::default())
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
+    use crate::io::input::tests::{gzip, zstd};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(5);
+    let plain = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 200, 30));
+    let text = std::fs::read(&plain).unwrap();
+    let packed = [("c.jsonl.gz", gzip(&text)), ("c.jsonl.zst", zstd(&text))];
+    let read_dir = |index: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(index)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let mut bytes = std::fs::read(e.path()).unwrap();
+                if name == "meta.json" {
+                    // The manifest names the corpus it was built from; nothing else may differ.
+                    let mut meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    meta["build"]["corpus"] = serde_json::Value::Null;
+                    bytes = meta.to_string().into_bytes();
+                }
+                (name, bytes)
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    build(&plain, &dir.path().join("plain"), &quiet()).unwrap();
+    let expected = read_dir(&dir.path().join("plain"));
+    for (name, bytes) in packed {
+        let corpus = dir.path().join(name);
+        std::fs::write(&corpus, bytes).unwrap();
+        let index = dir.path().join(format!("idx-{name}"));
+        build(&corpus, &index, &quiet()).unwrap();
+        assert_eq!(read_dir(&index), expected, "{name}");
+    }
 }
 
 #[test]

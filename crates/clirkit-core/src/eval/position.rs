@@ -25,7 +25,7 @@
 //!   PSI is 0 when all bins score alike and approaches 1 when some position is (almost) never
 //!   found. Undefined (`None`) when no bin qualifies or every qualifying bin's mean is 0.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use rustc_hash::FxHashMap;
 use std::path::Path;
 
@@ -75,8 +75,7 @@ impl PositionJudgement {
 /// Read a position-aware qrels file (see the module docs for the format).
 pub fn read_positions(path: impl AsRef<Path>) -> Result<Vec<PositionJudgement>> {
     let path = path.as_ref();
-    let text = String::from_utf8(std::fs::read(path).at(path)?)
-        .map_err(|_| Error::parse(path, 1, "not valid UTF-8"))?;
+    let text = crate::io::trec_lines::read_text(path)?;
     let mut lines = text
         .lines()
         .enumerate()

@@ -24,9 +24,7 @@ pub struct RunFile {
 impl RunFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        // Populated up front: the whole file is read anyway, and one bulk fault is cheaper than
-        // a page fault per 4 KiB inside the parallel parse.
-        let bytes = Bytes::map(&path, true)?;
+        let bytes = trec_lines::read_bytes(&path)?;
         Ok(RunFile { bytes, path })
     }
 

@@ -10,7 +10,7 @@ use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, Result};
 use crate::io::atomic::write_file_with;
-use crate::io::bytes::Bytes;
+use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -41,7 +41,7 @@ impl Chunk {
 /// canonical order.
 pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
     let path = path.as_ref();
-    let bytes = Bytes::map(path, false)?;
+    let bytes = trec_lines::read_bytes(path)?;
     if bytes.is_empty() {
         return Ok(RunLists::default());
     }
@@ -203,12 +203,13 @@ pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> R
     write_file_with(path, |file| write_run_lists_to(file, lists, tag))
 }
 
-/// Write `lists` as a TREC run to any writer; queries are formatted in parallel in batches.
+/// Write `lists` as a TREC run to any writer; queries are formatted in parallel in batches. An
+/// id a run cannot hold or a non-finite score (a CombSUM overflow) is an error, never written.
 pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> std::io::Result<()> {
     const BATCH: usize = 512;
     let queries: Vec<usize> = (0..lists.num_queries()).collect();
     for batch in queries.chunks(BATCH) {
-        let texts: Vec<Vec<u8>> = batch
+        let texts: std::io::Result<Vec<Vec<u8>>> = batch
             .par_chunks(16)
             .map(|qs| {
                 let mut out = Vec::new();
@@ -217,6 +218,11 @@ pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> st
                 for &q in qs {
                     let qid = lists.bytes(lists.queries[q].qid);
                     for (rank, d) in lists.doc_entries(q).iter().enumerate() {
+                        check_run_line(
+                            &String::from_utf8_lossy(qid),
+                            &String::from_utf8_lossy(lists.doc_bytes(d)),
+                            d.score,
+                        )?;
                         out.extend_from_slice(qid);
                         out.extend_from_slice(b" Q0 ");
                         out.extend_from_slice(lists.doc_bytes(d));
@@ -229,10 +235,10 @@ pub fn write_run_lists_to(w: &mut impl Write, lists: &RunLists, tag: &str) -> st
                         out.push(b'\n');
                     }
                 }
-                out
+                Ok(out)
             })
             .collect();
-        for text in texts {
+        for text in texts? {
             w.write_all(&text)?;
         }
     }

@@ -279,3 +279,25 @@ fn builder_rejects_duplicates() {
         .to_string();
     assert!(e.contains("query 'q': document 'd' given twice"), "{e}");
 }
+
+#[test]
+fn a_combsum_overflow_is_refused_not_written() {
+    let a = run(&[("q1", &[("a", 1e308)])]);
+    let b = run(&[("q1", &[("a", 1e308)])]);
+    let lists = [
+        RunLists::from_run(&a).unwrap(),
+        RunLists::from_run(&b).unwrap(),
+    ];
+    let options = FusionOptions::new(Method::CombSum { norm: Norm::None });
+    let fused = fuse(&[&lists[0], &lists[1]], &options).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fused.trec");
+    let e = run_file::write_run_lists(&out, &fused, "t")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("score inf of document 'a' for query 'q1' is not finite"),
+        "{e}"
+    );
+    assert!(!out.exists());
+}

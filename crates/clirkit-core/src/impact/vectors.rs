@@ -250,10 +250,7 @@ fn parse_tsv_line(path: &Path, line: u64, bytes: &[u8]) -> Result<WeightedVector
 /// `qid<TAB>term<TAB>weight` lines, which together make one query.
 pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<WeightedVector>> {
     let path = path.as_ref();
-    let tsv = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("tsv") | Some("txt")
-    );
+    let tsv = crate::io::jsonl::is_tsv(path);
     let mut reader = LineReader::open(path)?;
     let mut buf = Vec::new();
     let mut out: Vec<WeightedVector> = Vec::new();

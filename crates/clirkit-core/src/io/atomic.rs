@@ -30,6 +30,50 @@ fn unique_suffix() -> String {
     )
 }
 
+/// The tag of a temporary build directory: `.NAME.building-PID-...`.
+const BUILDING: &str = "building";
+/// The file in a temporary build directory naming the process that builds there, so the next
+/// build can tell an abandoned directory (its process is gone) from one still in use, and one
+/// clirkit made from anything else that happens to share the name.
+const BUILD_OWNER: &str = ".clirkit-build-owner";
+
+/// Remove the temporary build directories of `final_path` whose process died (kill -9, power
+/// loss) before it could remove them: only directories holding the owner file with the pid
+/// their name starts with, and only when no process has that pid. Best effort: a directory that
+/// cannot be read or removed is left as it is.
+fn remove_abandoned_builds(final_path: &Path) {
+    let Some(name) = final_path.file_name() else {
+        return;
+    };
+    let prefix = format!(".{}.{BUILDING}-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent_dir(final_path)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let dir = entry.path();
+        let owner = fs::read_to_string(dir.join(BUILD_OWNER)).unwrap_or_default();
+        if owner.trim() == pid.to_string() && !process_exists(pid) {
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// Whether a process with `pid` exists; `true` where this cannot be told (nothing is removed).
+fn process_exists(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
 fn sibling(path: &Path, tag: &str) -> PathBuf {
     let name = path
         .file_name()
@@ -159,7 +203,7 @@ pub fn write_file_with(
 ) -> Result<()> {
     let path = path.as_ref();
     let mut file = AtomicFile::create(path)?;
-    write(&mut file).at(path)?;
+    write(&mut file).map_err(|e| crate::io::id_text::write_error(path, e))?;
     file.commit()
 }
 
@@ -181,8 +225,13 @@ impl AtomicDir {
                 fs::create_dir_all(parent).at(parent)?;
             }
         }
-        let tmp_path = sibling(&final_path, "building");
+        remove_abandoned_builds(&final_path);
+        let tmp_path = sibling(&final_path, BUILDING);
         fs::create_dir(&tmp_path).at(&tmp_path)?;
+        write_file(
+            tmp_path.join(BUILD_OWNER),
+            std::process::id().to_string().as_bytes(),
+        )?;
         Ok(AtomicDir {
             final_path,
             tmp_path,
@@ -203,6 +252,8 @@ impl AtomicDir {
     /// index in one step where the system can, else the old index is moved aside first.
     pub fn commit(mut self, manifest: &serde_json::Value) -> Result<()> {
         let text = serde_json::to_string_pretty(manifest).expect("JSON values serialize");
+        let owner = self.tmp_path.join(BUILD_OWNER);
+        fs::remove_file(&owner).at(&owner)?;
         write_file(self.tmp_path.join(MANIFEST), text.as_bytes())?;
         check_replaceable(&self.final_path)?;
         // Where the old index went, if there was one: the temporary name after an exchange.
@@ -309,6 +360,37 @@ mod tests {
     }
 
     #[cfg(target_os = "linux")]
+    #[test]
+    fn builds_abandoned_by_dead_processes_are_removed_by_the_next() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("idx");
+        // A pid no process has: above the kernel's pid_max (at most 2^22).
+        let dead = 1u32 << 23;
+        let alive = std::process::id();
+        let abandoned = root.path().join(format!(".idx.building-{dead}-1-0"));
+        let in_use = root.path().join(format!(".idx.building-{alive}-1-0"));
+        let not_ours = root.path().join(format!(".idx.building-{dead}-2-0"));
+        let other_index = root.path().join(format!(".other.building-{dead}-1-0"));
+        for dir in [&abandoned, &in_use, &not_ours, &other_index] {
+            fs::create_dir(dir).unwrap();
+            fs::write(dir.join("postings.bin"), b"x").unwrap();
+        }
+        for (dir, pid) in [(&abandoned, dead), (&in_use, alive), (&other_index, dead)] {
+            fs::write(dir.join(BUILD_OWNER), pid.to_string()).unwrap();
+        }
+        let dir = AtomicDir::create(&target).unwrap();
+        assert!(dir.path().join(BUILD_OWNER).exists());
+        dir.commit(&serde_json::json!({"format": "test"})).unwrap();
+        assert!(!abandoned.exists());
+        assert!(in_use.exists() && not_ours.exists() && other_index.exists());
+        let files: Vec<_> = fs::read_dir(&target)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(files, [MANIFEST]);
+    }
+
     #[test]
     fn exchange_swaps_two_directories() {
         let root = tempfile::tempdir().unwrap();

@@ -3,26 +3,28 @@
 //! size; every error names the file and line.
 
 use crate::error::{Error, IoContext, Result};
+use crate::io::id_text::id_problem;
+use crate::io::input::{content_extension, open_input};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-/// Reads a file line by line, keeping the 1-based line number.
+/// Reads a file line by line, keeping the 1-based line number; gzip and zstd files are
+/// decompressed and a byte-order mark skipped ([`crate::io::input`]).
 pub struct LineReader {
     path: PathBuf,
-    reader: BufReader<File>,
+    reader: Box<dyn BufRead + Send>,
     line_no: u64,
 }
 
 impl LineReader {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).at(&path)?;
         Ok(LineReader {
-            reader: BufReader::with_capacity(1 << 20, file),
+            reader: open_input(&path)?,
             path,
             line_no: 0,
         })
@@ -191,11 +193,25 @@ pub struct Record {
     pub line: u64,
 }
 
-fn scalar_string(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+/// Whether `literal` (a JSON number as written) is an integer: no fraction, no exponent.
+fn is_integer_literal(literal: &str) -> bool {
+    let digits = literal.strip_prefix('-').unwrap_or(literal);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The value of an id field, read from its raw JSON: a string, or an integer kept exactly as
+/// written (`99999999999999999999` stays so, never `1e+20`); a float is not an id.
+fn id_value(raw: &RawValue) -> FieldValue<'_> {
+    let text = raw.get().trim();
+    match text.as_bytes().first() {
+        Some(b'"') if !text.contains('\\') => {
+            FieldValue::Str(Cow::Borrowed(&text[1..text.len() - 1]))
+        }
+        Some(b'"') => serde_json::from_str::<String>(text)
+            .map_or(FieldValue::Other, |s| FieldValue::Str(Cow::Owned(s))),
+        Some(b'n') => FieldValue::Null,
+        _ if is_integer_literal(text) => FieldValue::Number(text.to_string()),
+        _ => FieldValue::Other,
     }
 }
 
@@ -230,7 +246,8 @@ pub fn parse_record(path: &Path, line: u64, bytes: &[u8], spec: &FieldSpec) -> R
 #[derive(Clone)]
 enum FieldValue<'a> {
     Str(Cow<'a, str>),
-    /// A number, written as `serde_json::Value` writes it.
+    /// An integer id as written in the file (other numbers are [`FieldValue::Other`] for ids;
+    /// in text fields any number is refused anyway).
     Number(String),
     Null,
     Other,
@@ -288,8 +305,12 @@ impl<'de> serde::Deserialize<'de> for FieldValue<'de> {
     }
 }
 
-/// The values of a record's fields, in the order of [`FieldSpec::slots`].
-struct SpecFields<'s>(&'s [&'s str]);
+/// The values of a record's fields, in the order of [`FieldSpec::slots`]; the first `ids` slots
+/// are id fields, read raw (see [`id_value`]).
+struct SpecFields<'s> {
+    slots: &'s [&'s str],
+    ids: usize,
+}
 
 /// Which slot a key fills, if any.
 struct SlotKey<'s>(&'s [&'s str]);
@@ -314,7 +335,7 @@ impl<'de> DeserializeSeed<'de> for SlotKey<'_> {
 impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
     type Value = Vec<Option<FieldValue<'de>>>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
-        struct V<'s>(&'s [&'s str]);
+        struct V<'s>(&'s [&'s str], usize);
         impl<'de> Visitor<'de> for V<'_> {
             type Value = Vec<Option<FieldValue<'de>>>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -330,7 +351,11 @@ impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
                     match slot {
                         // A repeated key keeps its last value, as `serde_json::Value` does.
                         Some(i) => {
-                            let value: FieldValue = map.next_value()?;
+                            let value: FieldValue = if i < self.1 {
+                                id_value(map.next_value::<&RawValue>()?)
+                            } else {
+                                map.next_value()?
+                            };
                             // A name the spec reads twice (say, as id and text) fills both.
                             let name = self.0[i];
                             for (slot, other) in values.iter_mut().zip(self.0).skip(i + 1) {
@@ -348,7 +373,7 @@ impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
                 Ok(values)
             }
         }
-        d.deserialize_map(V(self.0))
+        d.deserialize_map(V(self.slots, self.ids))
     }
 }
 
@@ -357,7 +382,11 @@ impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
 fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
     let slots = spec.slots();
     let mut de = serde_json::Deserializer::from_str(text);
-    let mut values = SpecFields(&slots).deserialize(&mut de).ok()?;
+    let fields = SpecFields {
+        slots: &slots,
+        ids: spec.id_fields.len(),
+    };
+    let mut values = fields.deserialize(&mut de).ok()?;
     de.end().ok()?;
     let (ids, rest) = values.split_at_mut(spec.id_fields.len());
     let (texts, lang) = rest.split_at_mut(spec.text_fields.len());
@@ -366,7 +395,7 @@ fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
         FieldValue::Number(n) => Cow::Owned(n),
         FieldValue::Null | FieldValue::Other => return None,
     };
-    if id.is_empty() || id.chars().any(char::is_whitespace) {
+    if id_problem(&id).is_some() {
         return None;
     }
     let mut parts: Vec<Cow<str>> = Vec::with_capacity(texts.len());
@@ -408,35 +437,50 @@ fn parse_record_value(path: &Path, line: u64, text: &str, spec: &FieldSpec) -> R
     let Value::Object(obj) = value else {
         return Err(Error::parse(path, line, "expected a JSON object"));
     };
-    record_from_object(path, line, &obj, spec)
+    record_from_object(path, line, text, &obj, spec)
+}
+
+/// The id of a record, or why it has none: the first id field present decides (a null there is
+/// an error, not a reason to look further); a string, or an integer as written in `line_text`.
+fn record_id(
+    line_text: &str,
+    obj: &Map<String, Value>,
+    spec: &FieldSpec,
+) -> std::result::Result<String, String> {
+    let (field, value) = spec
+        .id_fields
+        .iter()
+        .find_map(|f| obj.get(f).map(|v| (f, v)))
+        .ok_or_else(|| format!("no id field (looked for {})", spec.id_fields.join(", ")))?;
+    let id = match value {
+        Value::String(s) => s.clone(),
+        Value::Null => return Err(format!("id field '{field}' is null")),
+        Value::Number(_) => {
+            // `Value` has rounded big integers to floats: take the literal from the line.
+            let raws: std::collections::HashMap<String, &RawValue> =
+                serde_json::from_str(line_text).map_err(|e| format!("malformed JSON: {e}"))?;
+            let literal = raws[field.as_str()].get().trim();
+            if !is_integer_literal(literal) {
+                return Err(format!("id {literal} is not a string or an integer"));
+            }
+            literal.to_string()
+        }
+        other => return Err(format!("id {other} is not a string or an integer")),
+    };
+    match id_problem(&id) {
+        Some(problem) => Err(problem),
+        None => Ok(id),
+    }
 }
 
 fn record_from_object(
     path: &Path,
     line: u64,
+    line_text: &str,
     obj: &Map<String, Value>,
     spec: &FieldSpec,
 ) -> Result<Record> {
-    let id = spec
-        .id_fields
-        .iter()
-        .find_map(|f| obj.get(f))
-        .ok_or_else(|| {
-            Error::parse(
-                path,
-                line,
-                format!("no id field (looked for {})", spec.id_fields.join(", ")),
-            )
-        })?;
-    let id = scalar_string(id)
-        .ok_or_else(|| Error::parse(path, line, "the id must be a string or a number"))?;
-    if id.is_empty() || id.chars().any(char::is_whitespace) {
-        return Err(Error::parse(
-            path,
-            line,
-            format!("id {id:?} is empty or contains white space (TREC files cannot hold it)"),
-        ));
-    }
+    let id = record_id(line_text, obj, spec).map_err(|m| Error::parse(path, line, m))?;
     let mut text = String::new();
     let mut present = false;
     for field in &spec.text_fields {
@@ -501,10 +545,7 @@ fn record_from_object(
 /// error naming both lines.
 pub fn read_records(path: impl AsRef<Path>, spec: &FieldSpec) -> Result<Vec<Record>> {
     let path = path.as_ref();
-    let tsv = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("tsv") | Some("txt")
-    );
+    let tsv = is_tsv(path);
     let mut reader = LineReader::open(path)?;
     let mut out = Vec::new();
     let mut seen = std::collections::HashMap::new();
@@ -533,14 +574,20 @@ pub fn read_records(path: impl AsRef<Path>, spec: &FieldSpec) -> Result<Vec<Reco
     Ok(out)
 }
 
+/// Whether records at `path` are `id<TAB>text` lines (`.tsv`, `.txt`, also compressed) rather
+/// than JSONL.
+pub fn is_tsv(path: &Path) -> bool {
+    matches!(content_extension(path), Some("tsv" | "txt"))
+}
+
 fn parse_tsv_record(path: &Path, line: u64, bytes: &[u8]) -> Result<Record> {
     let text = utf8_line(path, line, bytes)?;
     let (id, body) = text
         .split_once('\t')
         .ok_or_else(|| Error::parse(path, line, "expected 'id<TAB>text'"))?;
     let id = id.trim();
-    if id.is_empty() {
-        return Err(Error::parse(path, line, "empty id"));
+    if let Some(problem) = id_problem(id) {
+        return Err(Error::parse(path, line, problem));
     }
     Ok(Record {
         id: id.to_string(),
@@ -613,6 +660,8 @@ mod tests {
             r#"{"text": "esc\"aped \u00e9", "_id": "d\u0031", "lang": "fr", "x": [1, {"a": null}]}"#,
             r#"{"id": 7, "docid": "later", "text": null, "title": "", "lang": "de"}"#,
             r#"{"_id": -3.5e2, "text": "x", "lang": "en"}"#,
+            r#"{"_id": 99999999999999999999, "text": "x", "lang": "en"}"#,
+            r#"{"_id": null, "id": "b", "text": "x", "lang": "en"}"#,
             r#"{"_id": "a", "_id": "b", "text": "dup keys", "lang": "en"}"#,
             r#"{"_id": "a", "text": "no lang"}"#,
             r#"{"_id": "a", "text": 5, "lang": "en"}"#,
@@ -694,6 +743,67 @@ mod tests {
                 && e.contains("'b' has no text field (looked for text, query, title)"),
             "{e}"
         );
+    }
+
+    /// The cases shared with the Python reader: both must read every line alike.
+    #[test]
+    fn shared_reader_cases() {
+        let table: Value =
+            serde_json::from_str(include_str!("../../../../tests/data/reader_cases.json")).unwrap();
+        for case in table["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let spec = match case["kind"].as_str().unwrap() {
+                "queries" => FieldSpec::queries(),
+                _ => FieldSpec::corpus(),
+            };
+            let line = case["line"].as_str().unwrap();
+            let got = parse_record(Path::new("c.jsonl"), 3, line.as_bytes(), &spec);
+            match case.get("error").and_then(Value::as_str) {
+                Some(expected) => {
+                    let e = got.unwrap_err().to_string();
+                    assert!(
+                        e.starts_with("c.jsonl:3: ") && e.contains(expected),
+                        "{name}: {e}"
+                    );
+                }
+                None => {
+                    let record = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                    assert_eq!(record.id, case["id"].as_str().unwrap(), "{name}");
+                    if let Some(text) = case.get("text").and_then(Value::as_str) {
+                        assert_eq!(record.text, text, "{name}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn byte_order_marks_and_compressed_files() {
+        use crate::io::input::tests::{gzip, zstd};
+        let plain = "\u{feff}{\"_id\": \"d1\", \"text\": \"x\"}\n{\"_id\": 5}\n".as_bytes();
+        for (name, bytes) in [
+            ("c.jsonl", plain.to_vec()),
+            ("c.jsonl.gz", gzip(plain)),
+            ("c.jsonl.zst", zstd(plain)),
+        ] {
+            let (_d, p) = file(&bytes, name);
+            let recs = read_records(&p, &FieldSpec::corpus()).unwrap();
+            let ids: Vec<&str> = recs.iter().map(|r| r.id.as_str()).collect();
+            assert_eq!(ids, ["d1", "5"], "{name}");
+        }
+        let (_d, p) = file(&gzip(b"\xef\xbb\xbfq1\thello\nq 2\tx\n"), "topics.tsv.gz");
+        let e = read_records(&p, &FieldSpec::queries())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("topics.tsv.gz:2: id \"q 2\" contains white space"),
+            "{e}"
+        );
+        let (_d, p) = file(&zstd(b"{\"_id\": \"a\"}\n{\"_id\": 1.5}\n"), "c.jsonl.zst");
+        let e = read_records(&p, &FieldSpec::corpus())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.jsonl.zst:2: id 1.5 is not a string"), "{e}");
     }
 
     #[test]

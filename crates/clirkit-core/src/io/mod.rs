@@ -4,6 +4,8 @@
 pub mod atomic;
 pub mod bytes;
 pub mod format;
+pub mod id_text;
+pub mod input;
 pub mod jsonl;
 pub mod manifest;
 pub mod trec;

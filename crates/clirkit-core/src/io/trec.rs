@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::atomic::write_file_with;
+use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{duplicate_message, read_text, QrelsLine, QrelsLines, RunLine};
 use crate::ranking::{Run, ScoredDoc};
 use std::collections::HashMap;
@@ -80,10 +81,12 @@ pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
 }
 
 /// Write a run to any writer (e.g. stdout). Documents must already be in canonical order, as
-/// [`Run::push`] keeps them.
+/// [`Run::push`] keeps them. An id a run cannot hold (empty, white space) or a non-finite score
+/// is an error naming it, never written.
 pub fn write_run_to(w: &mut impl Write, run: &Run, tag: &str) -> std::io::Result<()> {
     for (qid, docs) in &run.queries {
         for (rank, d) in docs.iter().enumerate() {
+            check_run_line(qid, &d.doc_id, d.score)?;
             writeln!(w, "{qid} Q0 {} {} {} {tag}", d.doc_id, rank + 1, d.score)?;
         }
     }
@@ -171,6 +174,35 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains(":1: score 'high'"));
+    }
+
+    #[test]
+    fn runs_refuse_ids_and_scores_they_cannot_hold() {
+        let (_dir, out) = temp_file("o.trec", "");
+        std::fs::remove_file(&out).unwrap();
+        let refused = [
+            ("q 1", "d", 1.0, "query id \"q 1\" contains white space"),
+            ("q", "d\nq Q0 forged 1 9 x", 1.0, "document id"),
+            ("q", "", 1.0, "document id is empty"),
+            (
+                "q",
+                "d",
+                f64::NAN,
+                "score NaN of document 'd' for query 'q' is not finite",
+            ),
+            ("q", "d", f64::INFINITY, "score inf of document 'd'"),
+        ];
+        for (qid, doc, score, expected) in refused {
+            let mut run = Run::new();
+            run.push(qid.to_string(), vec![ScoredDoc::new(doc, score)]);
+            let e = write_run(&out, &run, "t").unwrap_err().to_string();
+            assert!(e.contains("o.trec") && e.contains(expected), "{e}");
+            assert!(!out.exists());
+        }
+        let (_dir, p) = temp_file("bom.trec", "\u{feff}q1 Q0 a 1 1 x\n");
+        assert_eq!(read_run(&p).unwrap().queries[0].0, "q1");
+        let (_dir, p) = temp_file("bom.qrels", "\u{feff}q1 0 a 1\n");
+        assert_eq!(read_qrels(&p).unwrap().queries[0].0, "q1");
     }
 
     #[test]

@@ -5,13 +5,22 @@
 //!
 //! Fields are separated by ASCII whitespace; a blank line is skipped.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
+use crate::io::bytes::Bytes;
+use crate::io::input::read_input;
 use std::ops::Range;
 use std::path::Path;
 
-/// Read a whole file as UTF-8 text; invalid UTF-8 is a parse error naming its line.
+/// The bytes of a run or qrels file: decompressed, without a byte-order mark, and read rather
+/// than mapped, so a file truncated meanwhile cannot kill the reader ([`crate::io::input`]).
+pub fn read_bytes(path: &Path) -> Result<Bytes> {
+    read_input(path).map(Bytes::from)
+}
+
+/// Read a whole file as UTF-8 text (as [`read_bytes`]); invalid UTF-8 is a parse error naming
+/// its line.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).at(path)?;
+    let bytes = read_input(path)?;
     String::from_utf8(bytes).map_err(|e| {
         let line = line_of(e.as_bytes(), e.utf8_error().valid_up_to());
         Error::parse(path, line, "not valid UTF-8")

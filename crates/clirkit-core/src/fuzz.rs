@@ -1,0 +1,157 @@
+//! Fuzz targets for every parser of bytes clirkit did not write itself, or that a crafted file
+//! can replace: JSONL records, TREC runs and qrels (each reader against the others), the input
+//! layer (compression, byte-order marks), checked file headers and id tables, index manifests,
+//! and a model's permutation answers. Each target states what must hold for any input: no panic,
+//! and the readers of one format agree.
+//!
+//! Under `cargo test` each target runs its seed corpus (`src/__fuzz__/<target>/corpus`, cut from
+//! the test data) and a short random run; `cargo bolero test --engine libfuzzer` drives the same
+//! targets coverage-guided (see `fuzz/README.md` at the repository root).
+
+use crate::eval::run_file::RunFile;
+use crate::fusion::run_file::parse_run_bytes;
+use crate::ids::IdTable;
+use crate::io::format::{Kind, MappedFile, HEADER_LEN, MAGIC};
+use crate::io::id_text::id_problem;
+use crate::io::input::{read_input, without_bom};
+use crate::io::jsonl::{parse_record, FieldSpec};
+use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::trec::{read_qrels, read_run, write_run_to};
+use crate::rerank::permutation::{parse_permutation, repair};
+use std::io::Write;
+use std::path::Path;
+
+/// Random inputs per target under plain `cargo test` (the corpus always runs whole).
+const TEST_ITERATIONS: usize = 500;
+
+/// A target over raw bytes (`check!` must be expanded in each test: it names the test).
+macro_rules! check {
+    () => {
+        bolero::check!().with_iterations(TEST_ITERATIONS)
+    };
+}
+
+/// `bytes` written to a file named `name` in a fresh temporary directory.
+fn file_with(name: &str, bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn fuzz_jsonl_record() {
+    check!().for_each(|bytes: &[u8]| {
+        for spec in [FieldSpec::corpus(), FieldSpec::queries()] {
+            if let Ok(record) = parse_record(Path::new("f.jsonl"), 1, bytes, &spec) {
+                assert_eq!(id_problem(&record.id), None, "{:?}", record.id);
+            }
+        }
+    });
+}
+
+#[test]
+fn fuzz_trec_run() {
+    check!().for_each(|bytes: &[u8]| {
+        let (_dir, path) = file_with("f.trec", bytes);
+        // The three run readers accept and refuse the same files.
+        let generic = read_run(&path);
+        let fused = parse_run_bytes(&path, without_bom(bytes));
+        let file = RunFile::open(&path).unwrap();
+        let evaluated = file.queries();
+        assert_eq!(generic.is_ok(), fused.is_ok(), "{generic:?}");
+        // The evaluation reader splits on every control character, as documented there (it
+        // finds separators 8 bytes at a time); elsewhere they agree.
+        let controls = bytes.iter().any(|&b| b < b' ' && !b.is_ascii_whitespace());
+        if !controls {
+            assert_eq!(generic.is_ok(), evaluated.is_ok(), "{evaluated:?}");
+        }
+        if let Ok(run) = generic {
+            let mut written = Vec::new();
+            if write_run_to(&mut written, &run, "t").is_ok() {
+                let (_dir, again) = file_with("again.trec", &written);
+                assert_eq!(read_run(&again).unwrap(), run);
+            }
+        }
+    });
+}
+
+#[test]
+fn fuzz_qrels() {
+    check!().for_each(|bytes: &[u8]| {
+        let (_dir, path) = file_with("f.qrels", bytes);
+        let generic = read_qrels(&path);
+        let indexed = crate::eval::qrels_file::read_qrels_index(&path);
+        assert_eq!(generic.is_ok(), indexed.is_ok(), "{generic:?}");
+    });
+}
+
+#[test]
+fn fuzz_input_layer() {
+    check!().for_each(|bytes: &[u8]| {
+        let (dir, path) = file_with("f.in", bytes);
+        let _ = read_input(&path);
+        let packed = dir.path().join("f.in.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(bytes).unwrap();
+        std::fs::write(&packed, gz.finish().unwrap()).unwrap();
+        assert_eq!(read_input(&packed).unwrap(), without_bom(bytes));
+    });
+}
+
+/// The header [`crate::io::format::write_checked`] puts before `payload` (without its fsync,
+/// which would slow a fuzz run a hundredfold).
+fn checked_header(kind: Kind, version: u32, payload: &[u8]) -> Vec<u8> {
+    let mut header = vec![0u8; HEADER_LEN];
+    header[0..8].copy_from_slice(MAGIC);
+    header[8..16].copy_from_slice(&kind);
+    header[16..20].copy_from_slice(&version.to_le_bytes());
+    header[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    header[32..36].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    header
+}
+
+#[test]
+fn fuzz_checked_file_and_id_table() {
+    const KIND: Kind = *b"IDTABLE\0";
+    check!().for_each(|bytes: &[u8]| {
+        // As a file whose header is fuzzed too, and as a payload behind a valid header and CRC.
+        let (dir, path) = file_with("ids.bin", bytes);
+        let _ = MappedFile::open(&path, KIND, 1, true);
+        let _ = IdTable::open(&path);
+        let crafted = dir.path().join("crafted.bin");
+        std::fs::write(
+            &crafted,
+            [&checked_header(KIND, 1, bytes)[..], bytes].concat(),
+        )
+        .unwrap();
+        if let Ok(table) = IdTable::open(&crafted) {
+            for (i, id) in table.iter().enumerate() {
+                assert!(table.find(id).is_some_and(|j| table.get(j) == id), "{i}");
+            }
+        }
+    });
+}
+
+#[test]
+fn fuzz_manifest() {
+    check!().for_each(|bytes: &[u8]| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("meta.json"), bytes).unwrap();
+        let _ = manifest::read::<Bm25Manifest>(dir.path());
+    });
+}
+
+#[test]
+fn fuzz_permutation_answer() {
+    check!()
+        .with_type::<(u8, String)>()
+        .for_each(|(n, answer)| {
+            let n = *n as usize;
+            if let Some((order, _)) = repair(&parse_permutation(answer), n) {
+                let mut sorted = order.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>());
+            }
+        });
+}
