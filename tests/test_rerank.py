@@ -415,9 +415,10 @@ def test_unconvertible_ids_fail_or_repair_only_their_window(sample_dir, tmp_path
     # An answer cached before ids were checked (a huge id) replays as a repair too.
     store = RerankCache(cache)
     texts = _native.load_texts(str(queries), None, True)
-    store.put(
-        RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]]), WindowResult([2**64, 2, 1])
-    )
+    doc_texts = _native.load_texts(str(corpus), set(first_stage[qids[5]]), False)
+    passages = [doc_texts[d] for d in first_stage[qids[5]]]
+    key = RerankCache.key(backend.identity, texts[qids[5]], first_stage[qids[5]], passages)
+    store.put(key, WindowResult([2**64, 2, 1]))
     store.close()
     third, stats3 = cached_rerank()
     assert third == reranked and stats3.calls == 0 and stats3.out_of_range_dropped == 3

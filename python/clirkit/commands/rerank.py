@@ -1,90 +1,205 @@
-"""`clirkit rerank`: sliding-window listwise reranking of a first-stage run with a model backend
-(an OpenAI-compatible server with RankGPT's prompt, or an offline pointwise encoder)."""
+"""`clirkit rerank`: reranking of a first-stage run, listwise over an OpenAI-compatible chat server (sliding
+windows, a named prompt family) or pointwise (a full sort of the top DEPTH by a cross-encoder, an
+LLM-likelihood scorer over a completions endpoint, or a bi-encoder's cosine)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import Optional, Tuple
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import add_quiet
-from clirkit.rerank import Backend, OpenAIChatBackend, PointwiseBackend, rerank
+from clirkit.rerank import (
+    TEMPLATES,
+    Backend,
+    CallableScorer,
+    OpenAIChatBackend,
+    QueryLikelihoodScorer,
+    Scorer,
+    YesNoScorer,
+    rerank,
+    rerank_pointwise,
+)
+from clirkit.rerank.http import scrub
+from clirkit.rerank.prompt_budget import prompt_truncation
 from clirkit.runs import write_run
+
+#: Exit status of a run that wrote its output but some windows kept their order.
+EXIT_WINDOWS_FAILED = 3
+
+_LISTWISE = ("openai",)
+_SERVER_SCORERS = ("query-likelihood", "yes-no")
 
 
 def register(top, groups) -> None:
     p = top.add_parser(
         "rerank",
-        help="listwise sliding-window reranking (RankGPT-style) of a run",
-        description="Rerank each query's top DEPTH in windows of WINDOW sliding bottom-up with stride "
-        "STRIDE (RankGPT's partial sort: 9 model calls per query for 100/20/10). Output: the reranked "
-        "top followed by the rest of the run, scored n, n-1, ..., 1 so canonical order is the new order.",
+        help="rerank a run: listwise (sliding windows over a chat model) or pointwise (full sort)",
+        description="Rerank each query's top DEPTH. Listwise (--backend openai): windows of WINDOW sliding "
+        "bottom-up with stride STRIDE (RankGPT's partial sort: 9 model calls per query for 100/20/10), prompt "
+        "family --template. Pointwise (cross-encoder, query-likelihood, yes-no, pointwise): every candidate "
+        "scored, the whole depth sorted. Output: the reranked top followed by the rest of the run, scored "
+        "n, n-1, ..., 1 so canonical order is the new order. Answers are cached in OUTPUT.answers.sqlite "
+        "(unless --no-cache), so an interrupted run resumes. Exit status 3 when some windows failed "
+        "(they keep their order; the output is written all the same).",
     )
     p.add_argument("--run", required=True, help="first-stage TREC run")
     p.add_argument("--queries", required=True, help="queries (JSONL with _id/text, or id<TAB>text)")
     p.add_argument("--corpus", required=True, help="corpus (JSONL with _id/title/text, or id<TAB>text)")
     p.add_argument("--output", required=True, help="where to write the reranked run")
-    p.add_argument("--backend", choices=["openai", "pointwise"], default="openai", help="(default: openai)")
+    p.add_argument(
+        "--backend",
+        choices=["openai", "cross-encoder", "query-likelihood", "yes-no", "pointwise"],
+        default="openai",
+        help="openai: listwise chat completions; cross-encoder: ONNX cross-encoder (--model-dir); "
+        "query-likelihood: UPR log P(query|passage) over /completions; yes-no: Qwen3-Reranker's yes/no "
+        "over /completions; pointwise: bi-encoder cosine (--model-dir) (default: openai)",
+    )
     p.add_argument("--base-url", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--model", help="model name sent to the server (openai backend)")
-    p.add_argument("--api-key", help="bearer token (default: $OPENAI_API_KEY)")
-    p.add_argument("--model-dir", help="ONNX encoder directory (pointwise backend)")
+    p.add_argument("--model", help="model name sent to the server")
+    p.add_argument("--api-key", help="bearer token (default: $OPENAI_API_KEY); never stored or printed")
+    p.add_argument("--model-dir", help="ONNX model directory (cross-encoder and pointwise backends)")
+    p.add_argument("--template", choices=sorted(TEMPLATES), default="rankgpt", help="listwise prompt family")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
+    p.add_argument(
+        "--max-tokens", type=int, help="max_tokens of each listwise request (default: the server's)"
+    )
+    p.add_argument(
+        "--extra-body",
+        help='JSON object merged into each request, e.g. \'{"chat_template_kwargs": {"enable_thinking": true}}\'',
+    )
+    p.add_argument("--instruction", help="the yes-no backend's instruction (default: Qwen3-Reranker's)")
     p.add_argument("--depth", type=int, default=100, help="rerank the top DEPTH (default: 100)")
-    p.add_argument("--window", type=int, default=20, help="window size (default: 20)")
-    p.add_argument("--stride", type=int, default=10, help="stride (default: 10)")
-    p.add_argument("--cache", help="SQLite answer cache: resumes interrupted runs, makes reruns free")
+    p.add_argument("--window", type=int, default=20, help="window size, listwise (default: 20)")
+    p.add_argument("--stride", type=int, default=10, help="stride, listwise (default: 10)")
+    p.add_argument("--cache", help="SQLite answer cache (default: OUTPUT.answers.sqlite)")
+    p.add_argument("--no-cache", action="store_true", help="keep no answers: an interrupted run starts over")
     p.add_argument("--retry-failed", action="store_true", help="ask again for windows cached as failed")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default: 8)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default: 60)")
-    p.add_argument("--retries", type=int, default=3, help="retries per window (default: 3)")
-    p.add_argument("--max-words", type=int, default=300, help="cut passages to N words (default: 300)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request, all of it (default: 60)")
+    p.add_argument("--retries", type=int, default=3, help="retries per request (default: 3)")
+    p.add_argument(
+        "--max-response-mb", type=float, default=8.0, help="a larger response fails its window (default: 8)"
+    )
+    p.add_argument(
+        "--max-words", type=int, default=300, help="cut listwise passages to N words (default: 300)"
+    )
+    p.add_argument(
+        "--passage-tokens", type=int, help="cut passages to N tokens (--tokenizer, or script-aware)"
+    )
+    p.add_argument("--query-tokens", type=int, help="cut queries to N tokens (--tokenizer, or script-aware)")
+    p.add_argument("--tokenizer", help="the model's tokenizer.json, for --passage-tokens/--query-tokens")
+    p.add_argument("--max-length", type=int, default=512, help="cross-encoder pair length (default: 512)")
+    p.add_argument("--batch-size", type=int, default=32, help="cross-encoder batch size (default: 32)")
     p.add_argument("--stats", help="also write the statistics as JSON here")
     p.add_argument("--tag", default="clirkit-rerank", help="run tag (6th column)")
     add_quiet(p)
     p.set_defaults(func=_rerank)
 
 
-def _backend(args: argparse.Namespace) -> Backend:
-    if args.backend == "openai":
-        if not args.base_url or not args.model:
-            raise InvalidInputError("--backend openai needs --base-url and --model")
-        return OpenAIChatBackend(
-            args.base_url,
-            args.model,
-            api_key=args.api_key,
-            timeout=args.timeout,
-            retries=args.retries,
-            concurrency=args.concurrency,
-            max_words=args.max_words,
-        )
-    if not args.model_dir:
-        raise InvalidInputError("--backend pointwise needs --model-dir (an ONNX encoder directory)")
+def _extra_body(text: Optional[str]) -> dict:
+    if text is None:
+        return {}
     try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidInputError(f"--extra-body is not JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise InvalidInputError("--extra-body must be a JSON object")
+    return value
+
+
+def _onnx_model_dir(args: argparse.Namespace) -> str:
+    if not args.model_dir:
+        raise InvalidInputError(f"--backend {args.backend} needs --model-dir (an ONNX model directory)")
+    return args.model_dir
+
+
+def _reranker(args: argparse.Namespace) -> Tuple[Optional[Backend], Optional[Scorer]]:
+    """The listwise backend or the pointwise scorer the arguments ask for."""
+    if args.max_response_mb <= 0:
+        raise InvalidInputError("--max-response-mb must be positive")
+    truncate, truncate_identity = prompt_truncation(args.passage_tokens, args.query_tokens, args.tokenizer)
+    server = dict(
+        api_key=args.api_key,
+        timeout=args.timeout,
+        retries=args.retries,
+        concurrency=args.concurrency,
+        truncate=truncate,
+        truncate_identity=truncate_identity,
+        extra_body=_extra_body(args.extra_body),
+        max_response_bytes=int(args.max_response_mb * 1024 * 1024),
+    )
+    if args.backend in _LISTWISE or args.backend in _SERVER_SCORERS:
+        if not args.base_url or not args.model:
+            raise InvalidInputError(f"--backend {args.backend} needs --base-url and --model")
+    if args.backend == "openai":
+        listwise = dict(
+            template=args.template,
+            max_words=args.max_words,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+        )
+        return OpenAIChatBackend(args.base_url, args.model, **listwise, **server), None  # type: ignore[arg-type]
+    if args.backend == "query-likelihood":
+        return None, QueryLikelihoodScorer(args.base_url, args.model, **server)  # type: ignore[arg-type]
+    if args.backend == "yes-no":
+        instruction = {} if args.instruction is None else {"instruction": args.instruction}
+        return None, YesNoScorer(args.base_url, args.model, **server, **instruction)  # type: ignore[arg-type]
+    if truncate is not None:
+        raise InvalidInputError(f"--backend {args.backend} truncates with its own tokenizer (--max-length)")
+    model_dir = _onnx_model_dir(args)
+    try:
+        if args.backend == "cross-encoder":
+            from clirkit.encoders.cross_encoder import CrossEncoder
+
+            model = CrossEncoder(model_dir, max_length=args.max_length, batch_size=args.batch_size)
+            identity = f"cross-encoder:{model_dir}:max_length={args.max_length}"
+            return None, CallableScorer(model.score, identity)
         from clirkit.encoders import OnnxEncoder
     except ImportError as err:
-        raise InvalidInputError(f"--backend pointwise needs clirkit.encoders (ONNX encoders): {err}") from err
-    return PointwiseBackend.from_encoder(OnnxEncoder(args.model_dir), name=args.model_dir)
+        raise InvalidInputError(
+            f"--backend {args.backend} needs clirkit.encoders (ONNX models): {err}"
+        ) from err
+    return None, CallableScorer.from_encoder(OnnxEncoder(model_dir), identity=f"cosine:{model_dir}")
 
 
 def _rerank(args: argparse.Namespace) -> int:
-    run, stats = rerank(
-        args.run,
-        args.queries,
-        args.corpus,
-        _backend(args),
-        depth=args.depth,
-        window=args.window,
-        stride=args.stride,
-        cache=args.cache,
-        retry_failed=args.retry_failed,
-        progress=not args.quiet,
-    )
+    if args.no_cache and args.cache:
+        raise InvalidInputError("--cache and --no-cache contradict each other")
+    cache = None if args.no_cache else (args.cache or f"{args.output}.answers.sqlite")
+    backend, scorer = _reranker(args)
+    if scorer is not None:
+        run, stats = rerank_pointwise(
+            args.run,
+            args.queries,
+            args.corpus,
+            scorer,
+            depth=args.depth,
+            cache=cache,
+            progress=not args.quiet,
+        )
+    else:
+        run, stats = rerank(
+            args.run,
+            args.queries,
+            args.corpus,
+            backend,  # type: ignore[arg-type]
+            depth=args.depth,
+            window=args.window,
+            stride=args.stride,
+            cache=cache,
+            retry_failed=args.retry_failed,
+            progress=not args.quiet,
+        )
     write_run(args.output, run, args.tag)
+    secret = getattr(getattr(backend or scorer, "client", None), "api_key", None) or args.api_key
     for failed in stats.failed_windows[:20]:
         print(
             f"clirkit: warning: query '{failed.qid}' window at {failed.start} kept its order: "
-            f"{failed.reason}",
+            f"{scrub(failed.reason, secret)}",
             file=sys.stderr,
         )
     if len(stats.failed_windows) > 20:
@@ -94,5 +209,12 @@ def _rerank(args: argparse.Namespace) -> int:
     print(f"rerank: {stats.summary()}", file=sys.stderr)
     if args.stats:
         with open(args.stats, "w", encoding="utf-8") as f:
-            json.dump(stats.to_dict(), f, indent=1)
+            json.dump(json.loads(scrub(json.dumps(stats.to_dict()), secret)), f, indent=1)
+    if stats.failures:
+        print(
+            f"clirkit: error: {stats.failures} of {stats.windows} windows failed and kept their first-stage "
+            f"order (output written; rerun to retry the transient failures)",
+            file=sys.stderr,
+        )
+        return EXIT_WINDOWS_FAILED
     return 0

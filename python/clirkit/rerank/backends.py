@@ -44,6 +44,9 @@ class WindowResult:
 
     ``answer`` is the permutation (text or 1-based positions), or None when the window failed;
     ``error`` then says why. ``calls`` counts model requests made for it, retries included.
+    ``transient``: the failure may not recur (timeout, refused connection, HTTP 5xx/429/401, a
+    malformed response), so it is not cached and a later run asks again. ``reasoning``: what a
+    reasoning model thought before answering, kept in the cache for inspection.
     """
 
     answer: Permutation
@@ -51,6 +54,8 @@ class WindowResult:
     calls: int = 1
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    transient: bool = False
+    reasoning: Optional[str] = None
 
 
 class Backend:

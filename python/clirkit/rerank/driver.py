@@ -9,11 +9,13 @@ to the backend in one batch, which gives exactly the one-query-at-a-time result.
 Reliability:
 
 - a persistent cache (SQLite, standard library) keyed by (backend identity, query text, window
-  doc ids in order) stores every answer as soon as it arrives, so an interrupted run resumes
-  without repeating calls and a rerun is free;
+  doc ids in order, digest of the passages) stores every definitive answer as soon as it arrives,
+  so an interrupted run resumes without repeating calls and a rerun is free;
 - a failed window (timeout, server error, unparsable answer after retries) keeps its current
-  order and is reported in :class:`RerankStats`; failures are cached too, so reruns are
-  reproducible, unless ``retry_failed=True``.
+  order and is reported in :class:`RerankStats`. Transient failures (timeouts, refused
+  connections, HTTP 5xx/429/401, malformed responses) are never cached: the next run asks again.
+  Definitive ones (the model's unparsable answer) are, so reruns are reproducible, unless
+  ``retry_failed=True``.
 
 Output: per query, the reranked top ``depth`` followed by the rest of the first-stage list in
 its original order; scores are rewritten to ``n, n-1, ..., 1`` (``n`` = number of candidates) so
@@ -146,6 +148,32 @@ def _texts(source: Union[PathLike, Mapping[str, str]], ids: set, queries: bool) 
     return _native.load_texts(os.fspath(source), ids, queries)
 
 
+def candidate_texts(
+    candidates: List[Tuple[str, List[str]]],
+    queries: Union[PathLike, Mapping[str, str]],
+    corpus: Union[PathLike, Mapping[str, str]],
+    depth: int,
+) -> Tuple[Mapping[str, str], Mapping[str, str]]:
+    """The texts of the run's queries and of every query's top ``depth`` documents; a missing one is
+    an :class:`InvalidInputError` naming it."""
+    query_text = _texts(queries, {q for q, _ in candidates}, True)
+    doc_text = _texts(corpus, {d for _, docs in candidates for d in docs[:depth]}, False)
+    for qid, docs in candidates:
+        if docs and qid not in query_text:
+            raise InvalidInputError(f"query '{qid}' of the run has no text in the queries")
+        missing = next((d for d in docs[:depth] if d not in doc_text), None)
+        if missing is not None:
+            raise InvalidInputError(f"document '{missing}' (query '{qid}') is not in the corpus")
+    return query_text, doc_text
+
+
+def opened_cache(cache: Union[None, PathLike, RerankCache]) -> Tuple[bool, Optional[RerankCache]]:
+    """``(owned, store)``: the cache opened from a path (owned: to close), or as given."""
+    if cache is None or isinstance(cache, RerankCache):
+        return False, cache
+    return True, RerankCache(cache)
+
+
 def rerank(
     run: RunInput,
     queries: Union[PathLike, Mapping[str, str]],
@@ -186,18 +214,8 @@ def rerank(
     ]
     state = _native.RerankState(candidates, depth, window, stride)
 
-    query_text = _texts(queries, {q for q, _ in candidates}, True)
-    wanted = {d for _, docs in candidates for d in docs[:depth]}
-    doc_text = _texts(corpus, wanted, False)
-    for qid, docs in candidates:
-        if docs and qid not in query_text:
-            raise InvalidInputError(f"query '{qid}' of the run has no text in the queries")
-        missing = next((d for d in docs[:depth] if d not in doc_text), None)
-        if missing is not None:
-            raise InvalidInputError(f"document '{missing}' (query '{qid}') is not in the corpus")
-
-    own_cache = cache is not None and not isinstance(cache, RerankCache)
-    store: Optional[RerankCache] = RerankCache(cache) if own_cache else cache  # type: ignore[arg-type]
+    query_text, doc_text = candidate_texts(candidates, queries, corpus, depth)
+    own_cache, store = opened_cache(cache)
     stats = RerankStats(queries=len(candidates), windows=state.total_windows)
     failed: List[Tuple[int, int, str]] = []
     bar = _Progress(state.total_windows, progress)
@@ -225,13 +243,14 @@ def rerank(
             for query, _step, start, doc_ids in pending:
                 qid = candidates[query][0]
                 text = query_text[qid]
-                key = RerankCache.key(identity, text, doc_ids) if identity is not None else None
+                passages = [doc_text[d] for d in doc_ids]
+                key = RerankCache.key(identity, text, doc_ids, passages) if identity is not None else None
                 hit = store.get(key) if store is not None and key else None
                 if hit is not None and (hit.answer is not None or not retry_failed):
                     stats.cache_hits += 1
                     apply(query, start, _checked(hit))
                     continue
-                requests.append(WindowRequest(text, [doc_text[d] for d in doc_ids], qid, doc_ids))
+                requests.append(WindowRequest(text, passages, qid, doc_ids))
                 slots.append((query, start, key))
             answered = [False] * len(slots)
             for i, result in backend.rank(requests):
@@ -243,7 +262,7 @@ def rerank(
                 stats.calls += result.calls
                 stats.prompt_tokens += result.prompt_tokens
                 stats.completion_tokens += result.completion_tokens
-                if store is not None and key:
+                if store is not None and key and not result.transient:
                     store.put(key, result)
                 apply(query, start, result)
             for (query, start, _), done in zip(slots, answered):

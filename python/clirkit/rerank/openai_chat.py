@@ -1,105 +1,52 @@
-"""An OpenAI-compatible ``/chat/completions`` reranking backend (vLLM, SGLang, ...) with RankGPT's prompt,
-using only the standard library: timeouts, retries with exponential backoff (longer when a 429 or 503
-says ``Retry-After``), bounded concurrency and token accounting."""
+"""An OpenAI-compatible ``/chat/completions`` listwise reranking backend (vLLM, SGLang, llama.cpp, ...)
+with a named prompt family (:mod:`clirkit.rerank.templates`), using only the standard library: a total
+deadline per request, a response size cap, no redirects, retries with exponential backoff (longer when a
+429 or 503 says ``Retry-After``), bounded concurrency and token accounting."""
 
 from __future__ import annotations
 
-import datetime
-import email.utils
 import json
 import os
-import socket
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, Optional, Sequence, Tuple
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit.rerank.backends import Backend, WindowRequest, WindowResult
+from clirkit.rerank.http import Attempts, HttpFailure, ModelClient, UnusableAnswer, scrub
+from clirkit.rerank.templates import TEMPLATES, Truncate, first_token_permutation, split_reasoning
 
-__all__ = ["OpenAIChatBackend", "rankgpt_messages"]
+# Re-exported: RankGPT's prompt was first defined here.
+from clirkit.rerank.templates import rankgpt_messages  # noqa: F401  isort: skip
 
+__all__ = ["OpenAIChatBackend", "ServerModel", "rankgpt_messages"]
 
-def rankgpt_messages(query: str, passages: Sequence[str], max_words: int = 300) -> List[Dict[str, str]]:
-    """RankGPT's chat prompt (Sun et al., 2023; ``create_permutation_instruction``): passages
-    numbered [1]..[n] as alternating user/assistant turns, each cut to ``max_words`` words."""
-    num = len(passages)
-    messages = [
-        {
-            "role": "system",
-            "content": "You are RankGPT, an intelligent assistant that can rank passages based on "
-            "their relevancy to the query.",
-        },
-        {
-            "role": "user",
-            "content": f"I will provide you with {num} passages, each indicated by number identifier []. "
-            f"\nRank the passages based on their relevance to query: {query}.",
-        },
-        {"role": "assistant", "content": "Okay, please provide the passages."},
-    ]
-    for rank, passage in enumerate(passages, start=1):
-        content = " ".join(passage.replace("Title: Content: ", "").strip().split()[:max_words])
-        messages.append({"role": "user", "content": f"[{rank}] {content}"})
-        messages.append({"role": "assistant", "content": f"Received passage [{rank}]."})
-    messages.append(
-        {
-            "role": "user",
-            "content": f"Search Query: {query}. \nRank the {num} passages above based on their relevance "
-            "to the search query. The passages should be listed in descending order using identifiers. "
-            "The most relevant passages should be listed first. The output format should be [] > [], "
-            "e.g., [1] > [2]. Only response the ranking results, do not say any word or explain.",
-        }
-    )
-    return messages
+#: Default cap on one response's size: a ranking answer (or a reasoning one) is far smaller.
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 
 
-class _Retryable(Exception):
-    """A failure worth another attempt (timeout, 5xx, 429, connection, unparsable answer);
-    ``retry_after``: the seconds the server asked to wait, if it did."""
-
-    def __init__(self, message: str, retry_after: Optional[float] = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _retry_after_seconds(value: Optional[str]) -> Optional[float]:
-    """The wait a ``Retry-After`` header asks for (delta-seconds or an HTTP date), or None when it
-    is absent or unreadable."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:  # "-0000": RFC 5322's UTC of unknown origin
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return max(0.0, when.timestamp() - time.time())
-
-
-class OpenAIChatBackend(Backend):
-    """An OpenAI-compatible chat-completions client with RankGPT's prompt.
+class ServerModel:
+    """What every backend of an OpenAI-compatible server shares: the guarded client with its retries,
+    the concurrency, the token budgets of prompt texts and the extra request fields.
 
     Args:
         base_url: the server's API root, e.g. ``http://127.0.0.1:8000/v1``.
         model: the model name sent in each request (and part of the cache identity).
-        api_key: bearer token (default: ``$OPENAI_API_KEY``, none if unset).
-        timeout: seconds per request.
-        retries: extra attempts after a timeout, connection error, HTTP 408/429/5xx, or an answer
-            without a usable identifier; other HTTP errors fail at once.
+        api_key: bearer token (default: ``$OPENAI_API_KEY``, none if unset); never stored or printed.
+        timeout: seconds per request, all of it (connect, send, answer).
+        retries: extra attempts after a timeout, connection error, HTTP 401/408/429/5xx, malformed
+            response, or an unusable answer; other HTTP errors fail at once.
         backoff: seconds before the first retry, doubled each time; a 429 or 503 answer's
             ``Retry-After`` (seconds or a date) makes the wait that long if it is longer.
         max_backoff: the longest wait before a retry, whatever the doubling or ``Retry-After``.
         concurrency: requests in flight at once.
-        max_words: passages are cut to this many words (RankGPT uses 300).
-        temperature, max_tokens, extra_body: sent with each request.
+        truncate: ``truncate(text, is_query)`` applied to the query and each passage first
+            (token-aware truncation, :mod:`clirkit.rerank.prompt_budget`); ``truncate_identity``
+            names it in the cache identity.
+        extra_body: fields merged into each request last, e.g.
+            ``{"chat_template_kwargs": {"enable_thinking": true}}``.
+        max_response_bytes: a larger response fails its request.
     """
-
-    PROMPT_VERSION = "rankgpt-v1"
 
     def __init__(
         self,
@@ -111,98 +58,133 @@ class OpenAIChatBackend(Backend):
         backoff: float = 1.0,
         max_backoff: float = 60.0,
         concurrency: int = 8,
+        truncate: Optional[Truncate] = None,
+        truncate_identity: str = "",
+        extra_body: Optional[Dict[str, object]] = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        if concurrency < 1 or retries < 0 or timeout <= 0 or max_backoff < 0 or max_response_bytes < 1:
+            raise InvalidInputError(
+                "concurrency >= 1, retries >= 0, timeout > 0, max_backoff >= 0 and max_response_bytes >= 1 "
+                "are required"
+            )
+        self.model = model
+        self.client = ModelClient(
+            base_url,
+            api_key if api_key is not None else os.environ.get("OPENAI_API_KEY"),
+            timeout,
+            retries,
+            backoff,
+            max_backoff,
+            max_response_bytes,
+        )
+        self.concurrency = concurrency
+        self.truncate = truncate
+        self.truncate_identity = truncate_identity
+        self.extra_body = dict(extra_body or {})
+
+    def settings_identity(self) -> str:
+        """The model, the extra fields and the truncation, for cache identities (the server's address
+        is left out: the same model answers the same wherever it runs)."""
+        return f"{self.model}:{json.dumps(self.extra_body, sort_keys=True)}{self.truncate_identity}"
+
+
+class OpenAIChatBackend(Backend, ServerModel):
+    """An OpenAI-compatible chat-completions client ranking windows with a prompt family.
+
+    Args:
+        base_url, model: the server and the model (see :class:`ServerModel` for the other options:
+            ``api_key``, ``timeout``, ``retries``, ``backoff``, ``max_backoff``, ``concurrency``,
+            ``truncate``, ``truncate_identity``, ``extra_body``, ``max_response_bytes``).
+        template: the prompt family, ``rankgpt``, ``rankzephyr`` or ``first``.
+        max_words: passages are cut to this many words (RankGPT and rank_llm use 300).
+        temperature, max_tokens: sent with each request (FIRST always asks for one token).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        template: str = "rankgpt",
         max_words: int = 300,
         temperature: float = 0.0,
         max_tokens: Optional[int] = None,
-        extra_body: Optional[Dict[str, object]] = None,
+        **server_options,
     ) -> None:
-        if concurrency < 1 or retries < 0 or timeout <= 0 or max_backoff < 0:
-            raise InvalidInputError(
-                "concurrency >= 1, retries >= 0, timeout > 0 and max_backoff >= 0 are required"
-            )
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.concurrency = concurrency
+        if template not in TEMPLATES:
+            raise InvalidInputError(f"unknown template '{template}': one of {', '.join(TEMPLATES)}")
+        ServerModel.__init__(self, base_url, model, **server_options)
+        self.template = TEMPLATES[template]
+        self.url = self.client.base_url + "/chat/completions"
         self.max_words = max_words
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.extra_body = dict(extra_body or {})
-        # The server's address is left out: the same model answers the same wherever it runs.
-        extra = json.dumps(self.extra_body, sort_keys=True)
         self.identity = (
-            f"openai-chat:{model}:{self.PROMPT_VERSION}:words={max_words}:t={temperature}"
-            f":max_tokens={max_tokens}:{extra}"
+            f"openai-chat:{self.template.version}:words={max_words}:t={temperature}:max_tokens={max_tokens}"
+            f":{self.settings_identity()}"
         )
 
-    def _post(self, body: bytes) -> dict:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as err:
-            detail = err.read()[:200].decode("utf-8", "replace")
-            message = f"HTTP {err.code}: {detail}"
-            if err.code in (408, 429) or err.code >= 500:
-                header = err.headers.get("Retry-After") if err.code in (429, 503) else None
-                raise _Retryable(message, _retry_after_seconds(header)) from err
-            raise RuntimeError(message) from err
-        except (socket.timeout, TimeoutError) as err:
-            raise _Retryable(f"timed out after {self.timeout:g} s") from err
-        except urllib.error.URLError as err:
-            if isinstance(err.reason, (socket.timeout, TimeoutError)):
-                raise _Retryable(f"timed out after {self.timeout:g} s") from err
-            raise _Retryable(f"connection failed: {err.reason}") from err
-        except (ConnectionError, json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise _Retryable(f"bad response: {err}") from err
+    def payload(self, request: WindowRequest) -> Dict[str, object]:
+        """The request body for one window."""
+        messages = self.template.messages(request.query, request.passages, self.max_words, self.truncate)
+        return self.template.payload(self.model, messages, self.temperature, self.max_tokens, self.extra_body)
+
+    def _reader(self, num: int, result: WindowResult):
+        def read(reply: dict):
+            choice = reply["choices"][0]
+            if self.template.first_token:
+                content = choice["logprobs"]["content"]
+                top = content[0]["top_logprobs"] if content else []
+                order = first_token_permutation(top, num)
+                if order is None:
+                    raise UnusableAnswer("no identifier among the first token's top log-probabilities")
+                return order
+            message = choice["message"]
+            text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError("message content is not text")
+            reasoning, answer = split_reasoning(text)
+            served = message.get("reasoning_content") or message.get("reasoning")
+            if isinstance(served, str) and served.strip():
+                reasoning = served if reasoning is None else served + "\n" + reasoning
+            result.reasoning = reasoning
+            if _native.parse_permutation(answer, num) is None:
+                raise UnusableAnswer(f"unparsable answer: {answer[:80]!r}")
+            return answer
+
+        return read
 
     def rank_one(self, request: WindowRequest) -> WindowResult:
         """Ask the model to rank one window, retrying as configured."""
-        payload: Dict[str, object] = {
-            "model": self.model,
-            "messages": rankgpt_messages(request.query, request.passages, self.max_words),
-            "temperature": self.temperature,
-        }
-        if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
-        payload.update(self.extra_body)
-        body = json.dumps(payload).encode("utf-8")
         result = WindowResult(None, calls=0)
-        retry_after: Optional[float] = None  # what the last failure asked to wait, if anything
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(min(max(self.backoff * 2 ** (attempt - 1), retry_after or 0.0), self.max_backoff))
-            result.calls += 1
-            try:
-                reply = self._post(body)
-                usage = reply.get("usage") or {}
-                result.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-                result.completion_tokens += int(usage.get("completion_tokens") or 0)
-                text = reply["choices"][0]["message"]["content"] or ""
-                if _native.parse_permutation(text, len(request.passages)) is None:
-                    raise _Retryable(f"unparsable answer: {text[:80]!r}")
-                result.answer, result.error = text, None
-                return result
-            except _Retryable as err:
-                result.error = str(err)
-                retry_after = err.retry_after
-            except (RuntimeError, KeyError, IndexError, TypeError, AttributeError) as err:
-                result.error = str(err) if isinstance(err, RuntimeError) else f"bad response: {err!r}"
-                return result
+        attempts = Attempts()
+        try:
+            result.answer = self.client.ask(
+                "/chat/completions",
+                self.payload(request),
+                self._reader(len(request.passages), result),
+                attempts,
+            )
+        except HttpFailure as err:
+            result.error, result.transient = str(err), err.transient
+        except UnusableAnswer as err:
+            result.error = str(err)
+        result.calls = attempts.calls
+        result.prompt_tokens, result.completion_tokens = attempts.prompt_tokens, attempts.completion_tokens
+        if result.error is not None:
+            result.error = scrub(result.error, self.client.api_key)
         return result
 
     def rank(self, requests: Sequence[WindowRequest]) -> Iterator[Tuple[int, WindowResult]]:
-        pool = ThreadPoolExecutor(max_workers=self.concurrency)
-        try:
-            futures = {pool.submit(self.rank_one, r): i for i, r in enumerate(requests)}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+        yield from concurrently(self.rank_one, requests, self.concurrency)
+
+
+def concurrently(work, items: Sequence, concurrency: int) -> Iterator[Tuple[int, object]]:
+    """``(index, work(item))`` for every item, as they finish, ``concurrency`` at a time."""
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
