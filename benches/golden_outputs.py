@@ -219,8 +219,10 @@ def produce(name: str, files: Dict[str, Path], work: Path) -> Dict[str, Path]:
 def digest(name: str, path: Path) -> str:
     if path.name == "meta.json":
         # Manifests are compared by the keys recorded here (later rounds may add keys); the
-        # corpus path a build records depends on where the checkout lives, so only its name counts.
+        # corpus path a build records depends on where the checkout lives, so only its name counts,
+        # and the manifest's checksum of its own text (which holds that path) is left out.
         meta = json.loads(path.read_text(encoding="utf-8"))
+        meta.pop("checksum", None)
         if isinstance(meta.get("build"), dict) and "corpus" in meta["build"]:
             meta["build"]["corpus"] = Path(meta["build"]["corpus"]).name
         return "json:" + json.dumps(meta, sort_keys=True)
