@@ -8,6 +8,7 @@
 //! the test data) and a short random run; `cargo bolero test --engine libfuzzer` drives the same
 //! targets coverage-guided (see `fuzz/README.md` at the repository root).
 
+use crate::bm25::docvectors::FrequencyOnly;
 use crate::bm25::format::{TermEntry, BM25_TERM_FILES, POSTINGS_KIND};
 use crate::eval::run_file::RunFile;
 use crate::fusion::run_file::parse_run_bytes;
@@ -18,7 +19,7 @@ use crate::io::input::{read_input, without_bom};
 use crate::io::jsonl::{parse_record, FieldSpec};
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::{read_qrels, read_run, write_run_to};
-use crate::postings::{BlockMeta, Cursor, PostingScorer};
+use crate::postings::Cursor;
 use crate::rerank::permutation::{parse_permutation, repair};
 use std::io::Write;
 use std::path::Path;
@@ -134,19 +135,6 @@ fn fuzz_checked_file_and_id_table() {
     });
 }
 
-/// A scorer that leaves postings unscored: the postings target checks decoding alone.
-#[derive(Clone, Copy)]
-struct Unscored;
-
-impl PostingScorer for Unscored {
-    fn score(&self, _doc: u32, _value: u32) -> f32 {
-        0.0
-    }
-    fn block_bound(&self, _meta: &BlockMeta) -> f32 {
-        0.0
-    }
-}
-
 #[test]
 fn fuzz_postings() {
     check!().for_each(|bytes: &[u8]| {
@@ -171,7 +159,7 @@ fn fuzz_postings() {
         );
         let file = MappedFile::open(&path, POSTINGS_KIND, BM25_TERM_FILES.version, true).unwrap();
         if let Ok(postings) = entry.postings(&file) {
-            let mut cursor = Cursor::new(postings, Unscored);
+            let mut cursor = Cursor::new(postings, FrequencyOnly);
             let doc_freq = cursor.doc_freq();
             let mut visited = 0;
             cursor.drain(|_, _| visited += 1);
