@@ -101,5 +101,22 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         native = self._native.search_file(os.fspath(queries_path), k, checked_threads(threads), quiet)
         return SearchResults(native, RUN_TAG)
 
+    def search_file_to_trec(
+        self,
+        queries_path: PathLike,
+        output: PathLike,
+        k: int = 1000,
+        *,
+        tag: str = RUN_TAG,
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> int:
+        """:meth:`search_file` written straight to the TREC run ``output`` (atomically, the same bytes as
+        ``search_file(...).to_trec(output, tag)``), streamed in query order so that memory holds one window
+        of queries' results, not all of them. Returns the number of queries searched."""
+        return self._native.search_file_to_trec(
+            os.fspath(queries_path), os.fspath(output), k, tag, checked_threads(threads), quiet
+        )
+
     def __repr__(self) -> str:
         return f"ImpactIndex(num_docs={self.num_docs}, num_terms={self.num_terms}, quantize={self.quantize})"

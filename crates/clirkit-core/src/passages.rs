@@ -11,9 +11,12 @@
 use crate::dense::index::Hits;
 use crate::dense::{DenseIndex, SearchOptions};
 use crate::error::{Error, Result};
+use crate::ids::check_query_ids;
+use crate::io::trec;
 use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 /// The first fetch asks for this many passages per wanted document; each further fetch doubles it.
 const INITIAL_PASSAGES_PER_DOCUMENT: usize = 4;
@@ -148,6 +151,43 @@ fn settled_documents(index: &DenseIndex, passages: &[(f32, u32)], separator: &st
         .len()
 }
 
+/// The run of a dense search: of passages' documents by [`search_maxp`] with a `maxp`
+/// separator, else of the index's own ids.
+pub fn search_run(
+    index: &DenseIndex,
+    queries: &[f32],
+    dim: usize,
+    qids: &[String],
+    opts: &SearchOptions,
+    maxp: Option<&str>,
+) -> Result<Run> {
+    match maxp {
+        Some(separator) => search_maxp(index, queries, dim, qids, opts, separator),
+        None => index.to_run(index.search(queries, dim, opts)?, qids),
+    }
+}
+
+/// [`search_run`] written to `path` atomically, `window` queries at a time (each query's
+/// results depend on it alone), so at most one window of results is held.
+#[allow(clippy::too_many_arguments)]
+pub fn search_to_run_file(
+    index: &DenseIndex,
+    queries: &[f32],
+    dim: usize,
+    qids: &[String],
+    opts: &SearchOptions,
+    maxp: Option<&str>,
+    (path, tag): (&Path, &str),
+    window: usize,
+) -> Result<()> {
+    // Checked whole first: a window sees only its own ids.
+    check_query_ids(qids, queries.len().checked_div(dim).unwrap_or(0))?;
+    trec::write_run_windowed(path, tag, qids.len(), window, |range| {
+        let rows = &queries[range.start * dim..range.end * dim];
+        search_run(index, rows, dim, &qids[range], opts, maxp)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +260,12 @@ mod tests {
     /// `docs` documents of 1 to `max_passages` passages each (ids `d{i}#{j}`), the passages of a
     /// document near one another, so that the top passages of a query crowd into few documents.
     fn passage_index(docs: usize, max_passages: usize, dim: usize) -> DenseIndex {
+        let (data, ids) = passage_vectors(docs, max_passages, dim);
+        DenseIndex::build(&data, dim, &ids, &Default::default()).unwrap()
+    }
+
+    /// Passages `d{doc}#{p}` clustered around their document's random centre.
+    fn passage_vectors(docs: usize, max_passages: usize, dim: usize) -> (Vec<f32>, Vec<String>) {
         let mut rng = crate::rng::SplitMix64::new(11);
         let (mut data, mut ids) = (Vec::new(), Vec::new());
         for d in 0..docs {
@@ -229,7 +275,7 @@ mod tests {
                 ids.push(format!("d{d}#{p}"));
             }
         }
-        DenseIndex::build(&data, dim, &ids, &Default::default()).unwrap()
+        (data, ids)
     }
 
     fn random_queries(n: usize, dim: usize) -> (Vec<f32>, Vec<String>) {
@@ -264,6 +310,43 @@ mod tests {
             let docs = maxp(&passages.unwrap(), "#", None).unwrap();
             if k > 1 {
                 assert!(docs.queries.iter().any(|(_, d)| d.len() < k), "k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn run_written_window_by_window_equals_the_whole_run() {
+        let dim = 8;
+        let (data, ids) = passage_vectors(200, 6, dim);
+        let flat = DenseIndex::build(&data, dim, &ids, &Default::default()).unwrap();
+        let pq_options = crate::dense::BuildOptions {
+            pq: Some(4),
+            ..Default::default()
+        };
+        let pq = DenseIndex::build(&data, dim, &ids, &pq_options).unwrap();
+        let (queries, qids) = random_queries(30, dim);
+        let dir = tempfile::tempdir().unwrap();
+        let (whole, streamed) = (dir.path().join("whole"), dir.path().join("streamed"));
+        for (index, refine) in [(&flat, 0), (&pq, 0), (&pq, 40)] {
+            for (maxp, threads) in [(None, 1), (None, 3), (Some("#"), 1), (Some("#"), 3)] {
+                let opts = SearchOptions {
+                    k: 10,
+                    refine,
+                    threads,
+                    ..Default::default()
+                };
+                let run = search_run(index, &queries, dim, &qids, &opts, maxp).unwrap();
+                trec::write_run(&whole, &run, "t").unwrap();
+                let at = (streamed.as_path(), "t");
+                search_to_run_file(index, &queries, dim, &qids, &opts, maxp, at, 7).unwrap();
+                let want = std::fs::read(&whole).unwrap();
+                assert!(!want.is_empty());
+                let got = std::fs::read(&streamed).unwrap();
+                assert!(
+                    got == want,
+                    "{} maxp={maxp:?} threads={threads}",
+                    index.kind()
+                );
             }
         }
     }

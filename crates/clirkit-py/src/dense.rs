@@ -5,9 +5,8 @@ use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions};
-use clirkit_core::io::trec;
+use clirkit_core::io::trec::RUN_WINDOW;
 use clirkit_core::passages;
-use clirkit_core::ranking::Run;
 use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -55,28 +54,6 @@ fn build_options(
 #[pyclass(name = "DenseIndex", module = "clirkit._native", frozen)]
 pub struct PyDenseIndex {
     inner: DenseIndex,
-}
-
-impl PyDenseIndex {
-    /// The run of a search: passages as the index holds them, or documents by MaxP when `maxp`
-    /// names the passage id separator.
-    fn run(
-        &self,
-        queries: &[f32],
-        dim: usize,
-        qids: &[String],
-        opts: &SearchOptions,
-        maxp: Option<&str>,
-    ) -> Result<Run, Error> {
-        match maxp {
-            Some(separator) => {
-                passages::search_maxp(&self.inner, queries, dim, qids, opts, separator)
-            }
-            None => self
-                .inner
-                .to_run(self.inner.search(queries, dim, opts)?, qids),
-        }
-    }
 }
 
 #[pymethods]
@@ -271,7 +248,7 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach_caught(|| self.run(data, dim, &qids, &opts, maxp))
+        py.detach_caught(|| passages::search_run(&self.inner, data, dim, &qids, &opts, maxp))
             .py_err()
             .map(run_to_py)
     }
@@ -300,8 +277,8 @@ impl PyDenseIndex {
             threads,
         };
         py.detach_caught(|| {
-            let run = self.run(data, dim, &qids, &opts, maxp)?;
-            trec::write_run(&path, &run, tag)
+            let at = (path.as_path(), tag);
+            passages::search_to_run_file(&self.inner, data, dim, &qids, &opts, maxp, at, RUN_WINDOW)
         })
         .py_err()
     }

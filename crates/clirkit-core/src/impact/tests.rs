@@ -152,6 +152,46 @@ fn batch_search_is_independent_of_threads_and_unknown_terms_find_nothing() {
 }
 
 #[test]
+fn run_written_window_by_window_equals_the_whole_run() {
+    let c = random_collection(6, 500, 100);
+    let mut rng = SplitMix64::new(11);
+    let queries: Vec<WeightedVector> = (0..30)
+        .map(|i| WeightedVector {
+            id: format!("q{i}"),
+            line: i + 1,
+            terms: random_vector(&mut rng, 100, 10),
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.trec");
+    let hits = c.index.batch_search(&queries, 20, 2, true).unwrap();
+    let run = Run {
+        queries: queries
+            .iter()
+            .zip(&hits)
+            .map(|(q, h)| (q.id.clone(), c.index.to_scored(h)))
+            .collect(),
+    };
+    trec::write_run(&whole, &run, "t").unwrap();
+    let streamed = dir.path().join("streamed.trec");
+    let progress = crate::progress::bar(None, "", true);
+    crate::parallel::install(3, |_| {
+        c.index
+            .write_run_windowed(&queries, 20, &progress, &streamed, "t", 7)
+    })
+    .unwrap()
+    .unwrap();
+    let want = std::fs::read(&whole).unwrap();
+    assert!(!want.is_empty());
+    assert_eq!(std::fs::read(&streamed).unwrap(), want);
+    let default = dir.path().join("default.trec");
+    c.index
+        .batch_search_to_run_file(&queries, 20, 1, true, &default, "t")
+        .unwrap();
+    assert_eq!(std::fs::read(&default).unwrap(), want);
+}
+
+#[test]
 fn bad_vectors_fail_naming_file_and_line_and_leave_no_index() {
     let dir = tempfile::tempdir().unwrap();
     let idx = dir.path().join("idx");
