@@ -151,41 +151,59 @@ fn settled_documents(index: &DenseIndex, passages: &[(f32, u32)], separator: &st
         .len()
 }
 
-/// The run of a dense search: of passages' documents by [`search_maxp`] with a `maxp`
-/// separator, else of the index's own ids.
-pub fn search_run(
-    index: &DenseIndex,
-    queries: &[f32],
+/// A dense search: `queries` (row-major, `dim` columns) named by `qids`, ranking passages'
+/// documents by [`search_maxp`] when `maxp` names the separator, else the index's own ids.
+pub struct DenseSearch<'a> {
+    index: &'a DenseIndex,
+    queries: &'a [f32],
     dim: usize,
-    qids: &[String],
-    opts: &SearchOptions,
-    maxp: Option<&str>,
-) -> Result<Run> {
-    match maxp {
-        Some(separator) => search_maxp(index, queries, dim, qids, opts, separator),
-        None => index.to_run(index.search(queries, dim, opts)?, qids),
-    }
+    qids: &'a [String],
+    opts: &'a SearchOptions,
+    maxp: Option<&'a str>,
 }
 
-/// [`search_run`] written to `path` atomically, `window` queries at a time (each query's
-/// results depend on it alone), so at most one window of results is held.
-#[allow(clippy::too_many_arguments)]
-pub fn search_to_run_file(
-    index: &DenseIndex,
-    queries: &[f32],
-    dim: usize,
-    qids: &[String],
-    opts: &SearchOptions,
-    maxp: Option<&str>,
-    (path, tag): (&Path, &str),
-    window: usize,
-) -> Result<()> {
-    // Checked whole first: a window sees only its own ids.
-    check_query_ids(qids, queries.len().checked_div(dim).unwrap_or(0))?;
-    trec::write_run_windowed(path, tag, qids.len(), window, |range| {
-        let rows = &queries[range.start * dim..range.end * dim];
-        search_run(index, rows, dim, &qids[range], opts, maxp)
-    })
+impl<'a> DenseSearch<'a> {
+    pub fn new(
+        index: &'a DenseIndex,
+        (queries, dim): (&'a [f32], usize),
+        qids: &'a [String],
+        opts: &'a SearchOptions,
+        maxp: Option<&'a str>,
+    ) -> Self {
+        Self {
+            index,
+            queries,
+            dim,
+            qids,
+            opts,
+            maxp,
+        }
+    }
+
+    /// The whole run.
+    pub fn run(&self) -> Result<Run> {
+        self.run_of(self.queries, self.qids)
+    }
+
+    /// The run written to `path` atomically, `window` queries at a time (each query's results
+    /// depend on it alone), so at most one window of results is held.
+    pub fn write_run(&self, path: &Path, tag: &str, window: usize) -> Result<()> {
+        let dim = self.dim;
+        // Checked whole first: a window sees only its own ids.
+        check_query_ids(self.qids, self.queries.len().checked_div(dim).unwrap_or(0))?;
+        trec::write_run_windowed(path, tag, self.qids.len(), window, |range| {
+            let rows = &self.queries[range.start * dim..range.end * dim];
+            self.run_of(rows, &self.qids[range])
+        })
+    }
+
+    fn run_of(&self, queries: &[f32], qids: &[String]) -> Result<Run> {
+        let (index, dim, opts) = (self.index, self.dim, self.opts);
+        match self.maxp {
+            Some(separator) => search_maxp(index, queries, dim, qids, opts, separator),
+            None => index.to_run(index.search(queries, dim, opts)?, qids),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -335,10 +353,9 @@ mod tests {
                     threads,
                     ..Default::default()
                 };
-                let run = search_run(index, &queries, dim, &qids, &opts, maxp).unwrap();
-                trec::write_run(&whole, &run, "t").unwrap();
-                let at = (streamed.as_path(), "t");
-                search_to_run_file(index, &queries, dim, &qids, &opts, maxp, at, 7).unwrap();
+                let search = DenseSearch::new(index, (&queries, dim), &qids, &opts, maxp);
+                trec::write_run(&whole, &search.run().unwrap(), "t").unwrap();
+                search.write_run(&streamed, "t", 7).unwrap();
                 let want = std::fs::read(&whole).unwrap();
                 assert!(!want.is_empty());
                 let got = std::fs::read(&streamed).unwrap();

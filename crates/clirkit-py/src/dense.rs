@@ -6,7 +6,7 @@ use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions};
 use clirkit_core::io::trec::RUN_WINDOW;
-use clirkit_core::passages;
+use clirkit_core::passages::DenseSearch;
 use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -248,9 +248,8 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach_caught(|| passages::search_run(&self.inner, data, dim, &qids, &opts, maxp))
-            .py_err()
-            .map(run_to_py)
+        let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
+        py.detach_caught(|| search.run()).py_err().map(run_to_py)
     }
 
     /// Search and write a TREC run file atomically (of documents with `maxp`, as `search_run`).
@@ -276,11 +275,9 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach_caught(|| {
-            let at = (path.as_path(), tag);
-            passages::search_to_run_file(&self.inner, data, dim, &qids, &opts, maxp, at, RUN_WINDOW)
-        })
-        .py_err()
+        let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
+        py.detach_caught(|| search.write_run(&path, tag, RUN_WINDOW))
+            .py_err()
     }
 
     /// String id of internal id `i`.
