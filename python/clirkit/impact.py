@@ -111,7 +111,9 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         threads, quiet = checked_threads(options.pop("threads", 0)), options.pop("quiet", False)
         if options:
             raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
-        return self._native.search_file_to_trec(os.fspath(queries_path), os.fspath(output), k, tag, threads, quiet)
+        return self._native.search_file_to_trec(
+            os.fspath(queries_path), os.fspath(output), k, tag, threads, quiet
+        )
 
     def __repr__(self) -> str:
         return f"ImpactIndex(num_docs={self.num_docs}, num_terms={self.num_terms}, quantize={self.quantize})"
