@@ -196,6 +196,15 @@ class ImpactIndex:
         threads: int = 0,
         quiet: bool = False,
     ) -> SearchResults: ...
+    def search_file_to_trec(
+        self,
+        path: str,
+        output: str,
+        k: int = 1000,
+        tag: str = "clirkit-impact",
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> int: ...
 
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Sequence, Union  # noqa: E402

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Union
+from typing import Any, Union
 
 from clirkit import _native
 from clirkit._term_index import TermIndex
@@ -100,6 +100,20 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         term's weight) or ``qid<TAB>term<TAB>weight`` lines."""
         native = self._native.search_file(os.fspath(queries_path), k, checked_threads(threads), quiet)
         return SearchResults(native, RUN_TAG)
+
+    def search_file_to_trec(
+        self, queries_path: PathLike, output: PathLike, k: int = 1000, *, tag: str = RUN_TAG, **options: Any
+    ) -> int:
+        """:meth:`search_file` written straight to the TREC run ``output`` (atomically, the same bytes as
+        ``search_file(...).to_trec(output, tag)``), streamed in query order so that memory holds one window
+        of queries' results, not all of them. ``options``: ``threads`` and ``quiet`` as in :meth:`search_file`.
+        Returns the number of queries searched."""
+        threads, quiet = checked_threads(options.pop("threads", 0)), options.pop("quiet", False)
+        if options:
+            raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
+        return self._native.search_file_to_trec(
+            os.fspath(queries_path), os.fspath(output), k, tag, threads, quiet
+        )
 
     def __repr__(self) -> str:
         return f"ImpactIndex(num_docs={self.num_docs}, num_terms={self.num_terms}, quantize={self.quantize})"

@@ -254,21 +254,7 @@ impl IdTable {
     /// A run from per-query hits `(score, internal id)`; `qids` name the queries in order and must
     /// be unique.
     pub fn run_from_hits(&self, hits: Vec<Vec<(f32, u32)>>, qids: &[String]) -> Result<Run> {
-        if qids.len() != hits.len() {
-            return Err(Error::invalid(format!(
-                "{} query ids for {} queries: give exactly one id per query",
-                qids.len(),
-                hits.len()
-            )));
-        }
-        let mut seen = HashMap::with_capacity(qids.len());
-        for (i, q) in qids.iter().enumerate() {
-            if let Some(first) = seen.insert(q.as_str(), i) {
-                return Err(Error::invalid(format!(
-                    "duplicate query id '{q}' at positions {first} and {i}"
-                )));
-            }
-        }
+        check_query_ids(qids, hits.len())?;
         let mut run = Run::new();
         for (q, hs) in qids.iter().zip(hits) {
             let docs = hs
@@ -279,6 +265,26 @@ impl IdTable {
         }
         Ok(run)
     }
+}
+
+/// Exactly one id per query (`nqueries` of them), none repeated.
+pub fn check_query_ids(qids: &[String], nqueries: usize) -> Result<()> {
+    if qids.len() != nqueries {
+        return Err(Error::invalid(format!(
+            "{} query ids for {} queries: give exactly one id per query",
+            qids.len(),
+            nqueries
+        )));
+    }
+    let mut seen = HashMap::with_capacity(qids.len());
+    for (i, q) in qids.iter().enumerate() {
+        if let Some(first) = seen.insert(q.as_str(), i) {
+            return Err(Error::invalid(format!(
+                "duplicate query id '{q}' at positions {first} and {i}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,9 +11,12 @@
 use crate::dense::index::Hits;
 use crate::dense::{DenseIndex, SearchOptions};
 use crate::error::{Error, Result};
+use crate::ids::check_query_ids;
+use crate::io::trec;
 use crate::ranking::{Run, ScoredDoc};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 /// The first fetch asks for this many passages per wanted document; each further fetch doubles it.
 const INITIAL_PASSAGES_PER_DOCUMENT: usize = 4;
@@ -148,6 +151,61 @@ fn settled_documents(index: &DenseIndex, passages: &[(f32, u32)], separator: &st
         .len()
 }
 
+/// A dense search: `queries` (row-major, `dim` columns) named by `qids`, ranking passages'
+/// documents by [`search_maxp`] when `maxp` names the separator, else the index's own ids.
+pub struct DenseSearch<'a> {
+    index: &'a DenseIndex,
+    queries: &'a [f32],
+    dim: usize,
+    qids: &'a [String],
+    opts: &'a SearchOptions,
+    maxp: Option<&'a str>,
+}
+
+impl<'a> DenseSearch<'a> {
+    pub fn new(
+        index: &'a DenseIndex,
+        (queries, dim): (&'a [f32], usize),
+        qids: &'a [String],
+        opts: &'a SearchOptions,
+        maxp: Option<&'a str>,
+    ) -> Self {
+        Self {
+            index,
+            queries,
+            dim,
+            qids,
+            opts,
+            maxp,
+        }
+    }
+
+    /// The whole run.
+    pub fn run(&self) -> Result<Run> {
+        self.run_of(self.queries, self.qids)
+    }
+
+    /// The run written to `path` atomically, `window` queries at a time (each query's results
+    /// depend on it alone), so at most one window of results is held.
+    pub fn write_run(&self, path: &Path, tag: &str, window: usize) -> Result<()> {
+        let dim = self.dim;
+        // Checked whole first: a window sees only its own ids.
+        check_query_ids(self.qids, self.queries.len().checked_div(dim).unwrap_or(0))?;
+        trec::write_run_windowed(path, tag, self.qids.len(), window, |range| {
+            let rows = &self.queries[range.start * dim..range.end * dim];
+            self.run_of(rows, &self.qids[range])
+        })
+    }
+
+    fn run_of(&self, queries: &[f32], qids: &[String]) -> Result<Run> {
+        let (index, dim, opts) = (self.index, self.dim, self.opts);
+        match self.maxp {
+            Some(separator) => search_maxp(index, queries, dim, qids, opts, separator),
+            None => index.to_run(index.search(queries, dim, opts)?, qids),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +278,12 @@ mod tests {
     /// `docs` documents of 1 to `max_passages` passages each (ids `d{i}#{j}`), the passages of a
     /// document near one another, so that the top passages of a query crowd into few documents.
     fn passage_index(docs: usize, max_passages: usize, dim: usize) -> DenseIndex {
+        let (data, ids) = passage_vectors(docs, max_passages, dim);
+        DenseIndex::build(&data, dim, &ids, &Default::default()).unwrap()
+    }
+
+    /// Passages `d{doc}#{p}` clustered around their document's random centre.
+    fn passage_vectors(docs: usize, max_passages: usize, dim: usize) -> (Vec<f32>, Vec<String>) {
         let mut rng = crate::rng::SplitMix64::new(11);
         let (mut data, mut ids) = (Vec::new(), Vec::new());
         for d in 0..docs {
@@ -229,7 +293,7 @@ mod tests {
                 ids.push(format!("d{d}#{p}"));
             }
         }
-        DenseIndex::build(&data, dim, &ids, &Default::default()).unwrap()
+        (data, ids)
     }
 
     fn random_queries(n: usize, dim: usize) -> (Vec<f32>, Vec<String>) {
@@ -264,6 +328,42 @@ mod tests {
             let docs = maxp(&passages.unwrap(), "#", None).unwrap();
             if k > 1 {
                 assert!(docs.queries.iter().any(|(_, d)| d.len() < k), "k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn run_written_window_by_window_equals_the_whole_run() {
+        let dim = 8;
+        let (data, ids) = passage_vectors(200, 6, dim);
+        let flat = DenseIndex::build(&data, dim, &ids, &Default::default()).unwrap();
+        let pq_options = crate::dense::BuildOptions {
+            pq: Some(4),
+            ..Default::default()
+        };
+        let pq = DenseIndex::build(&data, dim, &ids, &pq_options).unwrap();
+        let (queries, qids) = random_queries(30, dim);
+        let dir = tempfile::tempdir().unwrap();
+        let (whole, streamed) = (dir.path().join("whole"), dir.path().join("streamed"));
+        for (index, refine) in [(&flat, 0), (&pq, 0), (&pq, 40)] {
+            for (maxp, threads) in [(None, 1), (None, 3), (Some("#"), 1), (Some("#"), 3)] {
+                let opts = SearchOptions {
+                    k: 10,
+                    refine,
+                    threads,
+                    ..Default::default()
+                };
+                let search = DenseSearch::new(index, (&queries, dim), &qids, &opts, maxp);
+                trec::write_run(&whole, &search.run().unwrap(), "t").unwrap();
+                search.write_run(&streamed, "t", 7).unwrap();
+                let want = std::fs::read(&whole).unwrap();
+                assert!(!want.is_empty());
+                let got = std::fs::read(&streamed).unwrap();
+                assert!(
+                    got == want,
+                    "{} maxp={maxp:?} threads={threads}",
+                    index.kind()
+                );
             }
         }
     }

@@ -5,9 +5,8 @@ use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions};
-use clirkit_core::io::trec;
-use clirkit_core::passages;
-use clirkit_core::ranking::Run;
+use clirkit_core::io::trec::RUN_WINDOW;
+use clirkit_core::passages::DenseSearch;
 use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -55,28 +54,6 @@ fn build_options(
 #[pyclass(name = "DenseIndex", module = "clirkit._native", frozen)]
 pub struct PyDenseIndex {
     inner: DenseIndex,
-}
-
-impl PyDenseIndex {
-    /// The run of a search: passages as the index holds them, or documents by MaxP when `maxp`
-    /// names the passage id separator.
-    fn run(
-        &self,
-        queries: &[f32],
-        dim: usize,
-        qids: &[String],
-        opts: &SearchOptions,
-        maxp: Option<&str>,
-    ) -> Result<Run, Error> {
-        match maxp {
-            Some(separator) => {
-                passages::search_maxp(&self.inner, queries, dim, qids, opts, separator)
-            }
-            None => self
-                .inner
-                .to_run(self.inner.search(queries, dim, opts)?, qids),
-        }
-    }
 }
 
 #[pymethods]
@@ -271,9 +248,8 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach_caught(|| self.run(data, dim, &qids, &opts, maxp))
-            .py_err()
-            .map(run_to_py)
+        let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
+        py.detach_caught(|| search.run()).py_err().map(run_to_py)
     }
 
     /// Search and write a TREC run file atomically (of documents with `maxp`, as `search_run`).
@@ -299,11 +275,9 @@ impl PyDenseIndex {
             refine,
             threads,
         };
-        py.detach_caught(|| {
-            let run = self.run(data, dim, &qids, &opts, maxp)?;
-            trec::write_run(&path, &run, tag)
-        })
-        .py_err()
+        let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
+        py.detach_caught(|| search.write_run(&path, tag, RUN_WINDOW))
+            .py_err()
     }
 
     /// String id of internal id `i`.

@@ -132,6 +132,31 @@ impl PyImpactIndex {
         let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
         self.run_batch(py, queries, k, threads, quiet)
     }
+
+    /// `search_file` written straight to the TREC run `output` (atomically, the same bytes as
+    /// its results' `to_trec`), streamed in query order; returns the number of queries.
+    #[pyo3(signature = (path, output, k=1000, tag="clirkit-impact", threads=0, quiet=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_file_to_trec(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        output: PathBuf,
+        k: usize,
+        tag: &str,
+        threads: usize,
+        quiet: bool,
+    ) -> PyResult<usize> {
+        let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
+        let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
+        PySearchResults::positions(&qids)?;
+        py.detach_caught(|| {
+            self.inner
+                .batch_search_to_run_file(&queries, k, threads, quiet, &output, tag)
+        })
+        .py_err()?;
+        Ok(queries.len())
+    }
 }
 
 impl PyImpactIndex {

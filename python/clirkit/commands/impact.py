@@ -60,10 +60,12 @@ def _search(args: argparse.Namespace) -> int:
     index = ImpactIndex.open(args.index)
     with tempfile.TemporaryDirectory(prefix="clirkit-queries-") as tmp:
         queries = _encode_queries(args, Path(tmp)) if args.model else args.queries
-        results = index.search_file(queries, args.k, threads=args.threads, quiet=args.quiet)
-    results.to_trec(args.output, tag=args.tag)
+        # Streamed: results go to the run file window by window, never all in memory.
+        searched = index.search_file_to_trec(
+            queries, args.output, args.k, tag=args.tag, threads=args.threads, quiet=args.quiet
+        )
     if not args.quiet:
-        print(f"searched {len(results)} queries -> {args.output}", file=sys.stderr)
+        print(f"searched {searched} queries -> {args.output}", file=sys.stderr)
     return 0
 
 

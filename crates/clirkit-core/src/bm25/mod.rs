@@ -411,9 +411,6 @@ impl Bm25Index {
         settings: &BatchSettings,
         mut each: impl FnMut(&[BatchQuery], Vec<(Vec<Hit>, Option<Expansion>)>) -> Result<()> + Send,
     ) -> Result<()> {
-        /// Queries searched together: enough to keep every thread busy, few enough that their
-        /// results (at most this many times `k` hits) stay small whatever the query count.
-        const REORDER_WINDOW: usize = 4096;
         let &BatchSettings {
             k,
             lang,
@@ -454,8 +451,8 @@ impl Bm25Index {
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
         crate::parallel::install(threads, |_| {
             for (window, keys) in queries
-                .chunks(REORDER_WINDOW)
-                .zip(choice.chunks(REORDER_WINDOW))
+                .chunks(crate::io::trec::RUN_WINDOW)
+                .zip(choice.chunks(crate::io::trec::RUN_WINDOW))
             {
                 let results = window
                     .par_iter()

@@ -23,7 +23,10 @@ use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, ImpactManifest};
+use crate::io::trec::{self, RUN_WINDOW};
 use crate::postings::{BlockMeta, Cursor, PostingScorer};
+use crate::ranking::{Run, ScoredDoc};
+use indicatif::ProgressBar;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -188,20 +191,77 @@ impl ImpactIndex {
         quiet: bool,
     ) -> Result<Vec<Vec<Hit>>> {
         let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let results = crate::parallel::install(threads, |_| {
-            queries
-                .par_iter()
-                .map(|q| {
-                    let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
-                    let cursors = self.cursors(&q.terms, &at)?;
-                    let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
-                    progress.inc(1);
-                    Ok(hits)
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let results =
+            crate::parallel::install(threads, |_| self.search_each(queries, k, &progress))?;
         progress.finish_and_clear();
         results
+    }
+
+    /// Search `queries` and write their run to `path` atomically in query order, window by
+    /// window, so the results of at most one window are held whatever the query count.
+    pub fn batch_search_to_run_file(
+        &self,
+        queries: &[WeightedVector],
+        k: usize,
+        threads: usize,
+        quiet: bool,
+        path: &Path,
+        tag: &str,
+    ) -> Result<()> {
+        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
+        crate::parallel::install(threads, |_| {
+            self.write_run_windowed(queries, k, &progress, path, tag, RUN_WINDOW)
+        })??;
+        progress.finish_and_clear();
+        Ok(())
+    }
+
+    fn write_run_windowed(
+        &self,
+        queries: &[WeightedVector],
+        k: usize,
+        progress: &ProgressBar,
+        path: &Path,
+        tag: &str,
+        window: usize,
+    ) -> Result<()> {
+        trec::write_run_windowed(path, tag, queries.len(), window, |range| {
+            let window = &queries[range];
+            let hits = self.search_each(window, k, progress)?;
+            Ok(Run {
+                queries: window
+                    .iter()
+                    .zip(hits)
+                    .map(|(q, hits)| (q.id.clone(), self.to_scored(&hits)))
+                    .collect(),
+            })
+        })
+    }
+
+    /// Hits as scored documents with string ids (f32 scores widened exactly to f64).
+    pub fn to_scored(&self, hits: &[Hit]) -> Vec<ScoredDoc> {
+        hits.iter()
+            .map(|h| ScoredDoc::new(self.doc_id(h.doc), h.score as f64))
+            .collect()
+    }
+
+    /// Every query's top `k` in parallel (inside the caller's thread pool), in query order.
+    fn search_each(
+        &self,
+        queries: &[WeightedVector],
+        k: usize,
+        progress: &ProgressBar,
+    ) -> Result<Vec<Vec<Hit>>> {
+        queries
+            .par_iter()
+            .map(|q| {
+                let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
+                let cursors = self.cursors(&q.terms, &at)?;
+                let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
+                progress.inc(1);
+                Ok(hits)
+            })
+            .collect()
     }
 }
 

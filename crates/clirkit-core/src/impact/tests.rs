@@ -75,6 +75,18 @@ fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
     }
 }
 
+/// `n` queries `q{i}` of `len` random terms from a vocabulary of `vocab`.
+fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVector> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n)
+        .map(|i| WeightedVector {
+            id: format!("q{i}"),
+            line: i + 1,
+            terms: random_vector(&mut rng, vocab, len),
+        })
+        .collect()
+}
+
 /// The top k by an exact integer dot product of the quantized vectors, canonical ties.
 fn exact_top_k(c: &Collection, query: &[(String, f64)], k: usize) -> Vec<(String, f64)> {
     assert_eq!(c.index.quantize(), DEFAULT_QUANTIZE);
@@ -124,14 +136,7 @@ fn pruned_and_exhaustive_equal_the_exact_dot_product() {
 #[test]
 fn batch_search_is_independent_of_threads_and_unknown_terms_find_nothing() {
     let c = random_collection(5, 1000, 200);
-    let mut rng = SplitMix64::new(9);
-    let queries: Vec<WeightedVector> = (0..40)
-        .map(|i| WeightedVector {
-            id: format!("q{i}"),
-            line: i + 1,
-            terms: random_vector(&mut rng, 200, 20),
-        })
-        .collect();
+    let queries = random_queries(9, 40, 200, 20);
     let one = c.index.batch_search(&queries, 50, 1, true).unwrap();
     let two = c.index.batch_search(&queries, 50, 2, true).unwrap();
     assert_eq!(one, two);
@@ -149,6 +154,39 @@ fn batch_search_is_independent_of_threads_and_unknown_terms_find_nothing() {
             .contains("the weight of term 't1' is negative"),
         "{e}"
     );
+}
+
+#[test]
+fn run_written_window_by_window_equals_the_whole_run() {
+    let c = random_collection(6, 500, 100);
+    let queries = random_queries(11, 30, 100, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole.trec");
+    let hits = c.index.batch_search(&queries, 20, 2, true).unwrap();
+    let run = Run {
+        queries: queries
+            .iter()
+            .zip(&hits)
+            .map(|(q, h)| (q.id.clone(), c.index.to_scored(h)))
+            .collect(),
+    };
+    trec::write_run(&whole, &run, "t").unwrap();
+    let streamed = dir.path().join("streamed.trec");
+    let progress = crate::progress::bar(None, "", true);
+    crate::parallel::install(3, |_| {
+        c.index
+            .write_run_windowed(&queries, 20, &progress, &streamed, "t", 7)
+    })
+    .unwrap()
+    .unwrap();
+    let want = std::fs::read(&whole).unwrap();
+    assert!(!want.is_empty());
+    assert_eq!(std::fs::read(&streamed).unwrap(), want);
+    let default = dir.path().join("default.trec");
+    c.index
+        .batch_search_to_run_file(&queries, 20, 1, true, &default, "t")
+        .unwrap();
+    assert_eq!(std::fs::read(&default).unwrap(), want);
 }
 
 #[test]

@@ -2,12 +2,13 @@
 //! TSV (`query-id<TAB>corpus-id<TAB>score` with a header line).
 
 use crate::error::{Error, Result};
-use crate::io::atomic::write_file_with;
-use crate::io::id_text::check_run_line;
+use crate::io::atomic::{write_file_with, AtomicFile};
+use crate::io::id_text::{check_run_line, write_error};
 use crate::io::trec_lines::{duplicate_message, read_text, QrelsLine, QrelsLines, RunLine};
 use crate::ranking::{Run, ScoredDoc};
 use std::collections::HashMap;
 use std::io::Write;
+use std::ops::Range;
 use std::path::Path;
 
 /// Groups (qid, doc) lines by query in first-appearance order, refusing a repeated pair.
@@ -78,6 +79,36 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
 /// Write a run in canonical order with 1-based ranks, atomically.
 pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
     write_file_with(path, |file| write_run_to(file, run, tag))
+}
+
+/// Queries searched together when a run is written window by window: enough to keep every
+/// thread busy, few enough that one window's results stay small whatever the query count.
+pub const RUN_WINDOW: usize = 4096;
+
+/// Write the run of `nqueries` queries atomically, `window` queries at a time: `search` gives
+/// the run of the queries in a range (in query order), whose lines are written before the next
+/// range is searched, so at most one window of results is held. With no queries `search` still
+/// sees the empty range once, so it checks its input as a whole run would.
+pub fn write_run_windowed(
+    path: impl AsRef<Path>,
+    tag: &str,
+    nqueries: usize,
+    window: usize,
+    mut search: impl FnMut(Range<usize>) -> Result<Run>,
+) -> Result<()> {
+    let path = path.as_ref();
+    let mut out = AtomicFile::create(path)?;
+    let mut start = 0;
+    loop {
+        let end = nqueries.min(start + window.max(1));
+        let run = search(start..end)?;
+        write_run_to(&mut out, &run, tag).map_err(|e| write_error(path, e))?;
+        start = end;
+        if start >= nqueries {
+            break;
+        }
+    }
+    out.commit()
 }
 
 /// Write a run to any writer (e.g. stdout). Documents must already be in canonical order, as
