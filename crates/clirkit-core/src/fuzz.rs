@@ -8,15 +8,18 @@
 //! the test data) and a short random run; `cargo bolero test --engine libfuzzer` drives the same
 //! targets coverage-guided (see `fuzz/README.md` at the repository root).
 
+use crate::bm25::docvectors::FrequencyOnly;
+use crate::bm25::format::{TermEntry, BM25_TERM_FILES, POSTINGS_KIND};
 use crate::eval::run_file::RunFile;
 use crate::fusion::run_file::parse_run_bytes;
 use crate::ids::IdTable;
-use crate::io::format::{Kind, MappedFile, HEADER_LEN, MAGIC};
+use crate::io::format::{chunk_crcs, Kind, MappedFile, CHUNK_LEN, HEADER_LEN, MAGIC};
 use crate::io::id_text::id_problem;
 use crate::io::input::{read_input, without_bom};
 use crate::io::jsonl::{parse_record, FieldSpec};
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::{read_qrels, read_run, write_run_to};
+use crate::postings::Cursor;
 use crate::rerank::permutation::{parse_permutation, repair};
 use std::io::Write;
 use std::path::Path;
@@ -99,16 +102,19 @@ fn fuzz_input_layer() {
     });
 }
 
-/// The header [`crate::io::format::write_checked`] puts before `payload` (without its fsync,
-/// which would slow a fuzz run a hundredfold).
-fn checked_header(kind: Kind, version: u32, payload: &[u8]) -> Vec<u8> {
-    let mut header = vec![0u8; HEADER_LEN];
-    header[0..8].copy_from_slice(MAGIC);
-    header[8..16].copy_from_slice(&kind);
-    header[16..20].copy_from_slice(&version.to_le_bytes());
-    header[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    header[32..36].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    header
+/// The file [`crate::io::format::write_checked`] makes of `payload`: header, payload, chunk CRC
+/// trailer (without its fsync, which would slow a fuzz run a hundredfold).
+fn checked_file(kind: Kind, version: u32, payload: &[u8]) -> Vec<u8> {
+    let mut file = vec![0u8; HEADER_LEN];
+    file[0..8].copy_from_slice(MAGIC);
+    file[8..16].copy_from_slice(&kind);
+    file[16..20].copy_from_slice(&version.to_le_bytes());
+    file[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    file[32..36].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    file[36..40].copy_from_slice(&CHUNK_LEN.to_le_bytes());
+    file.extend_from_slice(payload);
+    file.extend(chunk_crcs(payload, CHUNK_LEN).flat_map(u32::to_le_bytes));
+    file
 }
 
 #[test]
@@ -120,15 +126,44 @@ fn fuzz_checked_file_and_id_table() {
         let _ = MappedFile::open(&path, KIND, 1, true);
         let _ = IdTable::open(&path);
         let crafted = dir.path().join("crafted.bin");
-        std::fs::write(
-            &crafted,
-            [&checked_header(KIND, 1, bytes)[..], bytes].concat(),
-        )
-        .unwrap();
+        std::fs::write(&crafted, checked_file(KIND, 1, bytes)).unwrap();
         if let Ok(table) = IdTable::open(&crafted) {
             for (i, id) in table.iter().enumerate() {
                 assert!(table.find(id).is_some_and(|j| table.get(j) == id), "{i}");
             }
+        }
+    });
+}
+
+#[test]
+fn fuzz_postings() {
+    check!().for_each(|bytes: &[u8]| {
+        // A term entry (blocks u32, offset u64) then a postings payload behind a valid header
+        // and chunk CRCs, so the block decoder itself meets the crafted bytes. The entry is
+        // reduced to a few blocks inside the payload, where random inputs would rarely land.
+        let Some((entry, payload)) = bytes.split_first_chunk::<12>() else {
+            return;
+        };
+        let blocks = u32::from_le_bytes(entry[..4].try_into().unwrap());
+        let offset = u64::from_le_bytes(entry[4..].try_into().unwrap());
+        let entry = TermEntry {
+            text_offset: 0,
+            text_len: 0,
+            doc_freq: 0,
+            postings_offset: offset % (payload.len() as u64 + 1),
+            blocks: blocks % 8,
+        };
+        let (_dir, path) = file_with(
+            "postings.bin",
+            &checked_file(POSTINGS_KIND, BM25_TERM_FILES.version, payload),
+        );
+        let file = MappedFile::open(&path, POSTINGS_KIND, BM25_TERM_FILES.version, true).unwrap();
+        if let Ok(postings) = entry.postings(&file) {
+            let mut cursor = Cursor::new(postings, FrequencyOnly);
+            let doc_freq = cursor.doc_freq();
+            let mut visited = 0;
+            cursor.drain(|_, _| visited += 1);
+            assert!(visited <= doc_freq, "{visited} > {doc_freq}");
         }
     });
 }

@@ -137,17 +137,17 @@ impl PyEvaluator {
     /// Evaluate a run dict[qid, dict[docid, score]].
     fn evaluate_dict(&self, py: Python<'_>, run: PyRunDict) -> PyResult<PyEvaluation> {
         check_scores(&run)?;
-        Ok(to_py(py.detach(|| self.inner.evaluate(run_queries(&run)))))
+        py.detach_caught(|| Ok(to_py(self.inner.evaluate(run_queries(&run)))))
+            .py_err()
     }
 
     /// Evaluate a TREC run file.
     fn evaluate_file(&self, py: Python<'_>, run: PathBuf) -> PyResult<PyEvaluation> {
-        py.detach_caught(|| -> clirkit_core::Result<Evaluation> {
+        py.detach_caught(|| {
             let file = RunFile::open(&run)?;
-            Ok(self.inner.evaluate(file.queries()?))
+            Ok(to_py(self.inner.evaluate(file.queries()?)))
         })
         .py_err()
-        .map(to_py)
     }
 }
 
@@ -174,9 +174,8 @@ fn evaluate_files(
     complete: bool,
 ) -> PyResult<PyEvaluation> {
     let opts = options(relevance_level, judged_docs_only, complete);
-    py.detach_caught(|| core_eval::evaluate_files(&qrels, &run, &measures, opts))
+    py.detach_caught(|| core_eval::evaluate_files(&qrels, &run, &measures, opts).map(to_py))
         .py_err()
-        .map(to_py)
 }
 
 /// (label, counts per bin, mean per bin or None, PSI or None, mean or None)

@@ -1,6 +1,6 @@
 //! Per-language text analysis: the terms clirkit indexes and searches.
 
-use crate::errors::IntoPy;
+use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::text::{Analyzer, SUPPORTED_LANGUAGES};
 use pyo3::prelude::*;
 
@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn analyze(py: Python<'_>, text: &str, lang: &str) -> PyResult<Vec<String>> {
     let analyzer = Analyzer::for_lang(lang).py_err()?;
-    Ok(py.detach(|| analyzer.analyze(text)))
+    py.detach_caught(|| Ok(analyzer.analyze(text))).py_err()
 }
 
 /// The identifier (language, chain, version) that indexes record for `lang`'s analyzer.

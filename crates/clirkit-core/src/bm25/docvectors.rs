@@ -19,7 +19,7 @@ pub const DOCVECTORS_KIND: crate::io::format::Kind = *b"BM25DVEC";
 
 /// Walks postings for their frequencies only.
 #[derive(Clone, Copy)]
-struct FrequencyOnly;
+pub(crate) struct FrequencyOnly;
 
 impl PostingScorer for FrequencyOnly {
     fn score(&self, _doc: u32, _value: u32) -> f32 {

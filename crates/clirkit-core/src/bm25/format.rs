@@ -97,10 +97,22 @@ impl TermEntry {
         file.check_range(metas_at..data_at)?;
         let metas = &payload[metas_at..data_at];
         let last = BlockMeta::decode(metas, self.blocks as usize - 1);
+        let data = &payload[data_at..];
+        // Blocks are written in order, so every block lies in the range checked below.
+        let fits = |b| {
+            let meta = BlockMeta::decode(metas, b);
+            meta.offset <= last.offset && meta.fits(data.len())
+        };
+        if !(0..self.blocks as usize).all(fits) {
+            return Err(Error::format(
+                file.path(),
+                "a term's postings block is malformed: the index is corrupt",
+            ));
+        }
         file.check_range(data_at..data_at + last.offset as usize + MAX_BLOCK_DATA_LEN)?;
         Ok(TermPostings {
             metas,
-            data: &payload[data_at..],
+            data,
             blocks: self.blocks as usize,
         })
     }

@@ -53,6 +53,21 @@ impl BlockMeta {
             len: bytes[at + 15],
         }
     }
+
+    /// Whether this block holds what the encoder writes (1..=128 postings, widths of at most 32
+    /// bits) and its data, with the padding the decoder reads past it, ends within `data_len`
+    /// bytes: the decoder indexes without checks, so a crafted file is refused before it.
+    pub fn fits(&self, data_len: usize) -> bool {
+        let n = self.len as usize;
+        (1..=BLOCK_LEN).contains(&n)
+            && self.doc_bits <= 32
+            && self.value_bits <= 32
+            && self.offset as usize
+                + packed_len(n, self.doc_bits)
+                + packed_len(n, self.value_bits)
+                + POSTINGS_PADDING
+                <= data_len
+    }
 }
 
 fn bits_needed(max: u32) -> u8 {
