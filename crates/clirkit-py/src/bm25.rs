@@ -57,7 +57,8 @@ impl PyBm25Index {
     #[staticmethod]
     fn merge(py: Python<'_>, inputs: Vec<PathBuf>, index: PathBuf) -> PyResult<Self> {
         let paths: Vec<&std::path::Path> = inputs.iter().map(PathBuf::as_path).collect();
-        py.detach(|| bm25::merge::merge(&paths, &index)).py_err()?;
+        py.detach_caught(|| bm25::merge::merge(&paths, &index))
+            .py_err()?;
         Self::open(py, index)
     }
 

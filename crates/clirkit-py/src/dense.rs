@@ -122,7 +122,7 @@ impl PyDenseIndex {
             quiet,
         )?;
         let inner = py
-            .detach(|| {
+            .detach_caught(|| {
                 let source = NpyFile::open(&npy)?;
                 DenseIndex::build_streaming(&source, &ids, &opts, memory_mb << 20, &dir)?;
                 DenseIndex::open(&dir)
@@ -155,7 +155,7 @@ impl PyDenseIndex {
             .transpose()?;
         let indexes: Vec<&DenseIndex> = indexes.iter().map(|i| &i.inner).collect();
         let inner = py
-            .detach(|| {
+            .detach_caught(|| {
                 let source: Option<Box<dyn VectorSource>> = match (array, &npy) {
                     (Some(_), Some(_)) => {
                         return Err(Error::invalid("give embeddings or an .npy file, not both"))
