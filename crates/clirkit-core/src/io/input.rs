@@ -28,7 +28,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn of(head: &[u8]) -> Self {
+    pub(crate) fn of(head: &[u8]) -> Self {
         if head.starts_with(GZIP_MAGIC) {
             Compression::Gzip
         } else if head.starts_with(ZSTD_MAGIC) {
