@@ -7,19 +7,9 @@
 //! rounded to f32 like a real score, is strictly below the current k-th score: at equality it
 //! may still win the doc-id tie-break.
 
-use super::{DocRanks, Hit};
+use super::{may_enter, DocRanks, Hit};
 use crate::postings::{Cursor, PostingScorer, END};
 use crate::topk::{HigherKeyFirst, TopKBuffer};
-
-/// Could a document whose score is at most `bound` still enter the top k?
-#[inline]
-fn may_enter(bound: f64, threshold: Option<f32>) -> bool {
-    match threshold {
-        None => true,
-        // The nudge covers any rounding in the bound's own summation.
-        Some(t) => ((bound * (1.0 + 1e-9)) as f32) >= t,
-    }
-}
 
 /// Block-max MaxScore over the query's term cursors.
 pub fn maxscore<S: PostingScorer>(

@@ -9,12 +9,23 @@
 //! in f64 (exact for the handful of positive terms of a query, so the order of addition cannot
 //! change the result) and rounded once to f32.
 
+pub mod bmw;
 mod cost;
 pub mod exhaustive;
 pub mod maxscore;
 
 use crate::postings::{Cursor, PostingScorer};
 use crate::topk::{HigherKeyFirst, Hit as RankedHit};
+
+/// Could a document whose score is at most `bound` still enter the top k?
+#[inline]
+fn may_enter(bound: f64, threshold: Option<f32>) -> bool {
+    match threshold {
+        None => true,
+        // The nudge covers any rounding in the bound's own summation.
+        Some(t) => ((bound * (1.0 + 1e-9)) as f32) >= t,
+    }
+}
 
 /// One retrieved document: internal number and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,6 +51,8 @@ pub enum Strategy("strategy") {
     Auto = "auto",
     /// Block-max MaxScore (dynamic pruning).
     MaxScore = "maxscore",
+    /// Block-max WAND (dynamic pruning with block skipping on every term).
+    BlockMaxWand = "bmw",
     /// Score every posting.
     Exhaustive = "exhaustive",
 }
@@ -75,14 +88,13 @@ pub fn top_k<S: PostingScorer>(
     k: usize,
     ranks: DocRanks<'_>,
 ) -> Vec<Hit> {
-    let exhaustive = match strategy {
-        Strategy::MaxScore => false,
-        Strategy::Exhaustive => true,
-        Strategy::Auto => cost::exhaustive_is_cheaper(&cursors, k, ranks.num_docs()),
+    let strategy = match strategy {
+        Strategy::Auto => cost::cheapest(&cursors, k, ranks.num_docs()),
+        chosen => chosen,
     };
-    if exhaustive {
-        exhaustive::exhaustive(cursors, k, ranks)
-    } else {
-        maxscore::maxscore(cursors, k, ranks)
+    match strategy {
+        Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
+        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, k, ranks),
+        Strategy::MaxScore | Strategy::Auto => maxscore::maxscore(cursors, k, ranks),
     }
 }

@@ -1,0 +1,144 @@
+//! Block-max WAND (Ding and Suel, 2011; PISA's `block_max_wand_query`), document at a time.
+//!
+//! Cursors are kept in doc order. The pivot is the first cursor at which the terms' largest
+//! scores, summed in doc order, may reach the k-th score: no document before the pivot's can
+//! enter. The block bounds of the cursors up to the pivot then decide: below the k-th score,
+//! every document up to the end of the first of their blocks to end is skipped without
+//! decoding; otherwise the pivot document is scored in full (every term that holds it sits at
+//! or before the pivot) or a lagging cursor is moved up to it.
+//!
+//! The k-th score is kept exact after every insertion (a heap), as pruning is only as good as
+//! the threshold. As in [`super::maxscore`], a document is passed over only when its bound,
+//! rounded to f32 like a score, is strictly below the k-th score: at equality it may still win
+//! the tie-break.
+
+use super::{may_enter, DocRanks, Hit};
+use crate::postings::{Cursor, PostingScorer, END};
+use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
+
+/// The k best hits with the k-th score available after every push.
+struct Ranked<'r> {
+    top: TopK<f32, HigherKeyFirst>,
+    ranks: DocRanks<'r>,
+}
+
+impl Ranked<'_> {
+    #[inline]
+    fn threshold(&self) -> Option<f32> {
+        self.top.worst().map(|h| h.score)
+    }
+
+    #[inline]
+    fn push(&mut self, score: f32, doc: u32) {
+        if self.threshold().is_some_and(|t| score < t) {
+            return;
+        }
+        self.top.push_hit(RankedHit {
+            score,
+            id: doc,
+            key: self.ranks.rank(doc),
+        });
+    }
+}
+
+/// Restore doc order after the cursor at `order[from]` moved forward.
+#[inline]
+fn bubble_down<S: PostingScorer>(order: &mut [usize], cursors: &[Cursor<'_, S>], from: usize) {
+    for i in from + 1..order.len() {
+        if cursors[order[i]].doc < cursors[order[i - 1]].doc {
+            order.swap(i, i - 1);
+        } else {
+            break;
+        }
+    }
+}
+
+/// Block-max WAND over the query's term cursors.
+pub fn block_max_wand<S: PostingScorer>(
+    mut cursors: Vec<Cursor<'_, S>>,
+    k: usize,
+    ranks: DocRanks<'_>,
+) -> Vec<Hit> {
+    if k == 0 || cursors.is_empty() {
+        return Vec::new();
+    }
+    let n = cursors.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| cursors[i].doc);
+    let mut top = Ranked {
+        top: TopK::new(k),
+        ranks,
+    };
+    loop {
+        let threshold = top.threshold();
+        let mut bound = 0f64;
+        let mut pivot = None;
+        for (p, &i) in order.iter().enumerate() {
+            let c = &cursors[i];
+            if c.doc == END {
+                break;
+            }
+            bound += c.max_score as f64;
+            if may_enter(bound, threshold) {
+                pivot = Some(p);
+                break;
+            }
+        }
+        let Some(mut pivot) = pivot else { break };
+        let pivot_doc = cursors[order[pivot]].doc;
+        while pivot + 1 < n && cursors[order[pivot + 1]].doc == pivot_doc {
+            pivot += 1;
+        }
+        let mut block_bound = 0f64;
+        for &i in &order[..=pivot] {
+            block_bound += cursors[i].block_bound(pivot_doc) as f64;
+        }
+        if may_enter(block_bound, threshold) {
+            if cursors[order[0]].doc == pivot_doc {
+                // Every cursor up to the pivot holds the pivot document, and no other does.
+                let mut score = 0f64;
+                let mut alive = true;
+                for &i in &order[..=pivot] {
+                    let c = &mut cursors[i];
+                    if alive {
+                        let part = c.score();
+                        score += part as f64;
+                        block_bound -= c.block_bound(pivot_doc) as f64 - part as f64;
+                        alive = may_enter(block_bound, threshold);
+                    }
+                    c.next();
+                }
+                if alive {
+                    top.push(score as f32, pivot_doc);
+                }
+                order.sort_by_key(|&i| cursors[i].doc);
+            } else {
+                let mut lagging = pivot;
+                while cursors[order[lagging]].doc == pivot_doc {
+                    lagging -= 1;
+                }
+                cursors[order[lagging]].advance(pivot_doc);
+                bubble_down(&mut order, &cursors, lagging);
+            }
+        } else {
+            // No document up to the end of the first of these blocks to end can enter: move the
+            // term with the largest bound (the likeliest to skip far) past it.
+            let mut next = END as u64;
+            let mut widest = pivot;
+            for (p, &i) in order[..=pivot].iter().enumerate() {
+                let c = &cursors[i];
+                next = next.min(c.bound_block_last_doc() as u64 + 1);
+                if c.max_score > cursors[order[widest]].max_score {
+                    widest = p;
+                }
+            }
+            if pivot + 1 < n {
+                next = next.min(cursors[order[pivot + 1]].doc as u64);
+            }
+            let next = next.max(pivot_doc as u64 + 1).min(END as u64) as u32;
+            cursors[order[widest]].advance(next);
+            bubble_down(&mut order, &cursors, widest);
+        }
+    }
+    top.top.into_sorted().into_iter().map(Hit::from).collect()
+}
