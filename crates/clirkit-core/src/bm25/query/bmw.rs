@@ -7,39 +7,11 @@
 //! decoding; otherwise the pivot document is scored in full (every term that holds it sits at
 //! or before the pivot) or a lagging cursor is moved up to it.
 //!
-//! The k-th score is kept exact after every insertion (a heap), as pruning is only as good as
-//! the threshold. As in [`super::maxscore`], a document is passed over only when its bound,
-//! rounded to f32 like a score, is strictly below the k-th score: at equality it may still win
-//! the tie-break.
+//! As in [`super::maxscore`], a document is passed over only when its bound, rounded to f32
+//! like a score, is strictly below the k-th score: at equality it may still win the tie-break.
 
-use super::{may_enter, DocRanks, Hit};
+use super::{DocRanks, Hit, Leaders};
 use crate::postings::{Cursor, PostingScorer, END};
-use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
-
-/// The k best hits with the k-th score available after every push.
-struct Ranked<'r> {
-    top: TopK<f32, HigherKeyFirst>,
-    ranks: DocRanks<'r>,
-}
-
-impl Ranked<'_> {
-    #[inline]
-    fn threshold(&self) -> Option<f32> {
-        self.top.worst().map(|h| h.score)
-    }
-
-    #[inline]
-    fn push(&mut self, score: f32, doc: u32) {
-        if self.threshold().is_some_and(|t| score < t) {
-            return;
-        }
-        self.top.push_hit(RankedHit {
-            score,
-            id: doc,
-            key: self.ranks.rank(doc),
-        });
-    }
-}
 
 /// Restore doc order after the cursor at `order[from]` moved forward.
 #[inline]
@@ -65,10 +37,7 @@ pub fn block_max_wand<S: PostingScorer>(
     let n = cursors.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| cursors[i].doc);
-    let mut top = Ranked {
-        top: TopK::new(k),
-        ranks,
-    };
+    let mut top = Leaders::new(k, ranks);
     loop {
         let threshold = top.threshold();
         let mut bound = 0f64;
@@ -79,7 +48,7 @@ pub fn block_max_wand<S: PostingScorer>(
                 break;
             }
             bound += c.max_score as f64;
-            if may_enter(bound, threshold) {
+            if threshold.admits(bound) {
                 pivot = Some(p);
                 break;
             }
@@ -93,7 +62,7 @@ pub fn block_max_wand<S: PostingScorer>(
         for &i in &order[..=pivot] {
             block_bound += cursors[i].block_bound(pivot_doc) as f64;
         }
-        if may_enter(block_bound, threshold) {
+        if threshold.admits(block_bound) {
             if cursors[order[0]].doc == pivot_doc {
                 // Every cursor up to the pivot holds the pivot document, and no other does.
                 let mut score = 0f64;
@@ -104,7 +73,7 @@ pub fn block_max_wand<S: PostingScorer>(
                         let part = c.score();
                         score += part as f64;
                         block_bound -= c.block_bound(pivot_doc) as f64 - part as f64;
-                        alive = may_enter(block_bound, threshold);
+                        alive = threshold.admits(block_bound);
                     }
                     c.next();
                 }
@@ -140,5 +109,5 @@ pub fn block_max_wand<S: PostingScorer>(
             bubble_down(&mut order, &cursors, widest);
         }
     }
-    top.top.into_sorted().into_iter().map(Hit::from).collect()
+    top.into_hits()
 }

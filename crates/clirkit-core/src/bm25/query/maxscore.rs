@@ -7,9 +7,8 @@
 //! rounded to f32 like a real score, is strictly below the current k-th score: at equality it
 //! may still win the doc-id tie-break.
 
-use super::{may_enter, DocRanks, Hit};
+use super::{DocRanks, Hit, Leaders};
 use crate::postings::{Cursor, PostingScorer, END};
-use crate::topk::{HigherKeyFirst, TopKBuffer};
 
 /// Block-max MaxScore over the query's term cursors.
 pub fn maxscore<S: PostingScorer>(
@@ -29,8 +28,8 @@ pub fn maxscore<S: PostingScorer>(
         acc += c.max_score as f64;
         prefix.push(acc);
     }
-    let mut top: TopKBuffer<f32, HigherKeyFirst> = TopKBuffer::new(k);
-    let mut threshold = None;
+    let mut top = Leaders::new(k, ranks);
+    let mut threshold = top.threshold();
     let mut non_essential = 0;
     let mut current = cursors.iter().map(|c| c.doc).min().unwrap_or(END);
     while non_essential < n && current != END {
@@ -45,13 +44,13 @@ pub fn maxscore<S: PostingScorer>(
         }
         let mut alive = true;
         for i in (0..non_essential).rev() {
-            if !may_enter(score + prefix[i], threshold) {
+            if !threshold.admits(score + prefix[i]) {
                 alive = false;
                 break;
             }
             let rest = if i > 0 { prefix[i - 1] } else { 0.0 };
             let c = &mut cursors[i];
-            if !may_enter(score + c.block_bound(current) as f64 + rest, threshold) {
+            if !threshold.admits(score + c.block_bound(current) as f64 + rest) {
                 alive = false;
                 break;
             }
@@ -60,13 +59,13 @@ pub fn maxscore<S: PostingScorer>(
                 score += c.score() as f64;
             }
         }
-        if alive && top.push(score as f32, current, || ranks.rank(current)) {
+        if alive && top.push(score as f32, current) {
             threshold = top.threshold();
-            while non_essential < n && !may_enter(prefix[non_essential], threshold) {
+            while non_essential < n && !threshold.admits(prefix[non_essential]) {
                 non_essential += 1;
             }
         }
         current = next;
     }
-    top.into_sorted().into_iter().map(Hit::from).collect()
+    top.into_hits()
 }

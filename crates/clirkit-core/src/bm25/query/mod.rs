@@ -15,15 +15,87 @@ pub mod exhaustive;
 pub mod maxscore;
 
 use crate::postings::{Cursor, PostingScorer};
-use crate::topk::{HigherKeyFirst, Hit as RankedHit};
+use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
 
-/// Could a document whose score is at most `bound` still enter the top k?
-#[inline]
-fn may_enter(bound: f64, threshold: Option<f32>) -> bool {
-    match threshold {
-        None => true,
+/// The k-th best score so far, as the least bound a document needs to still enter the top k.
+#[derive(Clone, Copy)]
+struct Threshold {
+    /// Half-way between the k-th score and the f32 just below it, widened to f64: a bound
+    /// below it rounds to an f32 strictly below the k-th score.
+    cutoff: f64,
+}
+
+impl Threshold {
+    /// Fewer than k hits so far: any document may enter.
+    const OPEN: Threshold = Threshold {
+        cutoff: f64::NEG_INFINITY,
+    };
+
+    fn new(kth: Option<f32>) -> Self {
+        match kth {
+            Some(t) if t > 0.0 => {
+                let below = f32::from_bits(t.to_bits() - 1);
+                Threshold {
+                    cutoff: (below as f64 + t as f64) / 2.0,
+                }
+            }
+            _ => Threshold::OPEN,
+        }
+    }
+
+    /// Could a document whose score is at most `bound` still enter the top k? Only when its
+    /// bound, rounded to f32 like a real score, is at least the k-th score: at equality it may
+    /// still win the doc-id tie-break.
+    #[inline(always)]
+    fn admits(self, bound: f64) -> bool {
         // The nudge covers any rounding in the bound's own summation.
-        Some(t) => ((bound * (1.0 + 1e-9)) as f32) >= t,
+        bound * (1.0 + 1e-9) >= self.cutoff
+    }
+}
+
+/// The best k hits so far, the k-th score exact after every insertion (a heap): pruning is
+/// only as good as its threshold.
+struct Leaders<'r> {
+    top: TopK<f32, HigherKeyFirst>,
+    ranks: DocRanks<'r>,
+    threshold: Threshold,
+}
+
+impl<'r> Leaders<'r> {
+    fn new(k: usize, ranks: DocRanks<'r>) -> Self {
+        Leaders {
+            top: TopK::new(k),
+            ranks,
+            threshold: Threshold::OPEN,
+        }
+    }
+
+    #[inline(always)]
+    fn threshold(&self) -> Threshold {
+        self.threshold
+    }
+
+    /// Offer a fully scored document; true when the threshold changed.
+    #[inline]
+    fn push(&mut self, score: f32, doc: u32) -> bool {
+        if let Some(worst) = self.top.worst() {
+            if score < worst.score {
+                return false;
+            }
+        }
+        self.top.push_hit(RankedHit {
+            score,
+            id: doc,
+            key: self.ranks.rank(doc),
+        });
+        let threshold = Threshold::new(self.top.worst().map(|h| h.score));
+        let changed = threshold.cutoff != self.threshold.cutoff;
+        self.threshold = threshold;
+        changed
+    }
+
+    fn into_hits(self) -> Vec<Hit> {
+        self.top.into_sorted().into_iter().map(Hit::from).collect()
     }
 }
 
