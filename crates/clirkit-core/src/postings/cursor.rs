@@ -187,45 +187,6 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
         self.scorer.score(self.doc, self.values[self.pos])
     }
 
-    /// Move to the first posting of the next block, passing over the rest of this one.
-    #[inline]
-    pub fn next_block(&mut self) {
-        if self.block + 1 < self.postings.blocks {
-            self.load_block(self.block + 1);
-        } else {
-            self.doc = END;
-        }
-    }
-
-    /// Write the docs and scores of this block's postings from the current one on into `docs`
-    /// and `scores`, then move to the next block; returns how many were written. One tight
-    /// loop per block, for a term whose every posting must be scored.
-    #[inline]
-    pub fn score_rest_of_block(
-        &mut self,
-        docs: &mut [u32; BLOCK_LEN],
-        scores: &mut [f32; BLOCK_LEN],
-    ) -> usize {
-        if !self.values_ready {
-            let meta = self.meta(self.block);
-            decode_values(self.postings.data, &meta, &mut self.values);
-        }
-        let (from, to) = (self.pos, self.len);
-        let count = to - from;
-        let scorer = self.scorer;
-        for (((doc, score), &d), &value) in docs[..count]
-            .iter_mut()
-            .zip(&mut scores[..count])
-            .zip(&self.docs[from..to])
-            .zip(&self.values[from..to])
-        {
-            *doc = d;
-            *score = scorer.score(d, value);
-        }
-        self.next_block();
-        count
-    }
-
     /// Hand every remaining posting to `visit` as (doc, value), a block at a time, and end the
     /// cursor: the traversal of term-at-a-time scoring.
     #[inline]

@@ -10,7 +10,7 @@
 //! As in [`super::maxscore`], a document is passed over only when its bound, rounded to f32
 //! like a score, is strictly below the k-th score: at equality it may still win the tie-break.
 
-use super::{DocRanks, Hit, Leaders};
+use super::{Hit, Selection};
 use crate::postings::{Cursor, PostingScorer, END};
 
 /// Restore doc order after the cursor at `order[from]` moved forward.
@@ -25,19 +25,14 @@ fn bubble_down<S: PostingScorer>(order: &mut [usize], cursors: &[Cursor<'_, S>],
     }
 }
 
-/// Block-max WAND over the query's term cursors.
-pub fn block_max_wand<S: PostingScorer>(
+/// Block-max WAND over the query's term cursors, keeping the best hits in `top`.
+pub(super) fn block_max_wand<S: PostingScorer>(
     mut cursors: Vec<Cursor<'_, S>>,
-    k: usize,
-    ranks: DocRanks<'_>,
+    mut top: impl Selection,
 ) -> Vec<Hit> {
-    if k == 0 || cursors.is_empty() {
-        return Vec::new();
-    }
     let n = cursors.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| cursors[i].doc);
-    let mut top = Leaders::new(k, ranks);
     loop {
         let threshold = top.threshold();
         let mut bound = 0f64;

@@ -9,13 +9,13 @@
 //! in f64 (exact for the handful of positive terms of a query, so the order of addition cannot
 //! change the result) and rounded once to f32.
 
-pub mod bmw;
+mod bmw;
 mod cost;
 pub mod exhaustive;
-pub mod maxscore;
+mod maxscore;
 
 use crate::postings::{Cursor, PostingScorer};
-use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
+use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK, TopKBuffer};
 
 /// The k-th best score so far, as the least bound a document needs to still enter the top k.
 #[derive(Clone, Copy)]
@@ -53,45 +53,102 @@ impl Threshold {
     }
 }
 
-/// The best k hits so far, the k-th score exact after every insertion (a heap): pruning is
-/// only as good as its threshold.
-struct Leaders<'r> {
+/// Where document-at-a-time search keeps its best k hits: the threshold it prunes with, and
+/// the offers of fully scored documents.
+trait Selection {
+    fn threshold(&self) -> Threshold;
+    /// Offer a fully scored document; true when the threshold changed.
+    fn push(&mut self, score: f32, doc: u32) -> bool;
+    fn into_hits(self) -> Vec<Hit>;
+}
+
+/// Up to this k, the k-th score is kept exact after every insertion (a heap): with few hits
+/// pruning is only as good as its threshold. Above it, a buffer whose threshold lags costs
+/// less per insertion than the heap's sifts.
+const EXACT_THRESHOLD_MAX_K: usize = 64;
+
+/// The best k hits in a heap: the k-th score exact after every insertion.
+struct HeapTopK<'r> {
     top: TopK<f32, HigherKeyFirst>,
     ranks: DocRanks<'r>,
     threshold: Threshold,
+    /// The k-th score once k hits are in, else minus infinity: a lower score never enters.
+    floor: f32,
 }
 
-impl<'r> Leaders<'r> {
+impl<'r> HeapTopK<'r> {
     fn new(k: usize, ranks: DocRanks<'r>) -> Self {
-        Leaders {
+        HeapTopK {
             top: TopK::new(k),
             ranks,
             threshold: Threshold::OPEN,
+            floor: f32::NEG_INFINITY,
         }
     }
+}
 
+impl Selection for HeapTopK<'_> {
     #[inline(always)]
     fn threshold(&self) -> Threshold {
         self.threshold
     }
 
-    /// Offer a fully scored document; true when the threshold changed.
     #[inline]
     fn push(&mut self, score: f32, doc: u32) -> bool {
-        if let Some(worst) = self.top.worst() {
-            if score < worst.score {
-                return false;
-            }
+        if score < self.floor {
+            return false;
         }
         self.top.push_hit(RankedHit {
             score,
             id: doc,
             key: self.ranks.rank(doc),
         });
-        let threshold = Threshold::new(self.top.worst().map(|h| h.score));
-        let changed = threshold.cutoff != self.threshold.cutoff;
-        self.threshold = threshold;
+        let Some(worst) = self.top.worst().map(|h| h.score) else {
+            return false;
+        };
+        let changed = worst != self.floor;
+        self.floor = worst;
+        self.threshold = Threshold::new(Some(worst));
         changed
+    }
+
+    fn into_hits(self) -> Vec<Hit> {
+        self.top.into_sorted().into_iter().map(Hit::from).collect()
+    }
+}
+
+/// The best k hits in a buffer of 2k cut back when full ([`TopKBuffer`]): a threshold that
+/// lags, for larger k.
+struct BufferTopK<'r> {
+    top: TopKBuffer<f32, HigherKeyFirst>,
+    ranks: DocRanks<'r>,
+    threshold: Threshold,
+}
+
+impl<'r> BufferTopK<'r> {
+    fn new(k: usize, ranks: DocRanks<'r>) -> Self {
+        BufferTopK {
+            top: TopKBuffer::new(k),
+            ranks,
+            threshold: Threshold::OPEN,
+        }
+    }
+}
+
+impl Selection for BufferTopK<'_> {
+    #[inline(always)]
+    fn threshold(&self) -> Threshold {
+        self.threshold
+    }
+
+    #[inline]
+    fn push(&mut self, score: f32, doc: u32) -> bool {
+        let ranks = self.ranks;
+        if self.top.push(score, doc, || ranks.rank(doc)) {
+            self.threshold = Threshold::new(self.top.threshold());
+            return true;
+        }
+        false
     }
 
     fn into_hits(self) -> Vec<Hit> {
@@ -166,7 +223,22 @@ pub fn top_k<S: PostingScorer>(
     };
     match strategy {
         Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
-        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, k, ranks),
-        Strategy::MaxScore | Strategy::Auto => maxscore::maxscore(cursors, k, ranks),
+        _ if k == 0 || cursors.is_empty() => Vec::new(),
+        _ if k <= EXACT_THRESHOLD_MAX_K => {
+            document_at_a_time(strategy, cursors, HeapTopK::new(k, ranks))
+        }
+        _ => document_at_a_time(strategy, cursors, BufferTopK::new(k, ranks)),
+    }
+}
+
+/// A pruning strategy's search, keeping the best hits in `top`.
+fn document_at_a_time<S: PostingScorer>(
+    strategy: Strategy,
+    cursors: Vec<Cursor<'_, S>>,
+    top: impl Selection,
+) -> Vec<Hit> {
+    match strategy {
+        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top),
+        _ => maxscore::maxscore(cursors, top),
     }
 }
