@@ -10,7 +10,7 @@
 //! As in [`super::maxscore`], a document is passed over only when its bound, rounded to f32
 //! like a score, is strictly below the k-th score: at equality it may still win the tie-break.
 
-use super::{Hit, Selection};
+use super::{Hit, Selection, Threshold};
 use crate::postings::{Cursor, PostingScorer, END};
 
 /// Restore doc order after the cursor at `order[from]` moved forward.
@@ -33,8 +33,8 @@ pub(super) fn block_max_wand<S: PostingScorer>(
     let n = cursors.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| cursors[i].doc);
+    let mut threshold = Threshold::OPEN;
     loop {
-        let threshold = top.threshold();
         let mut bound = 0f64;
         let mut pivot = None;
         for (p, &i) in order.iter().enumerate() {
@@ -73,7 +73,9 @@ pub(super) fn block_max_wand<S: PostingScorer>(
                     c.next();
                 }
                 if alive {
-                    top.push(score as f32, pivot_doc);
+                    if let Some(raised) = top.push(score as f32, pivot_doc) {
+                        threshold = raised;
+                    }
                 }
                 order.sort_by_key(|&i| cursors[i].doc);
             } else {

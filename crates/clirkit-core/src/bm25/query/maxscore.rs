@@ -7,7 +7,7 @@
 //! rounded to f32 like a real score, is strictly below the current k-th score: at equality it
 //! may still win the doc-id tie-break.
 
-use super::{Hit, Selection};
+use super::{Hit, Selection, Threshold};
 use crate::postings::{Cursor, PostingScorer, END};
 
 /// Block-max MaxScore over the query's term cursors, keeping the best hits in `top`.
@@ -24,7 +24,7 @@ pub(super) fn maxscore<S: PostingScorer>(
         acc += c.max_score as f64;
         prefix.push(acc);
     }
-    let mut threshold = top.threshold();
+    let mut threshold = Threshold::OPEN;
     let mut non_essential = 0;
     let mut current = cursors.iter().map(|c| c.doc).min().unwrap_or(END);
     while non_essential < n && current != END {
@@ -54,8 +54,13 @@ pub(super) fn maxscore<S: PostingScorer>(
                 score += c.score() as f64;
             }
         }
-        if alive && top.push(score as f32, current) {
-            threshold = top.threshold();
+        let raised = if alive {
+            top.push(score as f32, current)
+        } else {
+            None
+        };
+        if let Some(raised) = raised {
+            threshold = raised;
             while non_essential < n && !threshold.admits(prefix[non_essential]) {
                 non_essential += 1;
             }

@@ -56,9 +56,8 @@ impl Threshold {
 /// Where document-at-a-time search keeps its best k hits: the threshold it prunes with, and
 /// the offers of fully scored documents.
 trait Selection {
-    fn threshold(&self) -> Threshold;
-    /// Offer a fully scored document; true when the threshold changed.
-    fn push(&mut self, score: f32, doc: u32) -> bool;
+    /// Offer a fully scored document; the new threshold when it changed.
+    fn push(&mut self, score: f32, doc: u32) -> Option<Threshold>;
     fn into_hits(self) -> Vec<Hit>;
 }
 
@@ -71,7 +70,6 @@ const EXACT_THRESHOLD_MAX_K: usize = 64;
 struct HeapTopK<'r> {
     top: TopK<f32, HigherKeyFirst>,
     ranks: DocRanks<'r>,
-    threshold: Threshold,
     /// The k-th score once k hits are in, else minus infinity: a lower score never enters.
     floor: f32,
 }
@@ -81,35 +79,28 @@ impl<'r> HeapTopK<'r> {
         HeapTopK {
             top: TopK::new(k),
             ranks,
-            threshold: Threshold::OPEN,
             floor: f32::NEG_INFINITY,
         }
     }
 }
 
 impl Selection for HeapTopK<'_> {
-    #[inline(always)]
-    fn threshold(&self) -> Threshold {
-        self.threshold
-    }
-
     #[inline]
-    fn push(&mut self, score: f32, doc: u32) -> bool {
+    fn push(&mut self, score: f32, doc: u32) -> Option<Threshold> {
         if score < self.floor {
-            return false;
+            return None;
         }
         self.top.push_hit(RankedHit {
             score,
             id: doc,
             key: self.ranks.rank(doc),
         });
-        let Some(worst) = self.top.worst().map(|h| h.score) else {
-            return false;
-        };
-        let changed = worst != self.floor;
+        let worst = self.top.worst()?.score;
+        if worst == self.floor {
+            return None;
+        }
         self.floor = worst;
-        self.threshold = Threshold::new(Some(worst));
-        changed
+        Some(Threshold::new(Some(worst)))
     }
 
     fn into_hits(self) -> Vec<Hit> {
@@ -122,7 +113,6 @@ impl Selection for HeapTopK<'_> {
 struct BufferTopK<'r> {
     top: TopKBuffer<f32, HigherKeyFirst>,
     ranks: DocRanks<'r>,
-    threshold: Threshold,
 }
 
 impl<'r> BufferTopK<'r> {
@@ -130,25 +120,16 @@ impl<'r> BufferTopK<'r> {
         BufferTopK {
             top: TopKBuffer::new(k),
             ranks,
-            threshold: Threshold::OPEN,
         }
     }
 }
 
 impl Selection for BufferTopK<'_> {
-    #[inline(always)]
-    fn threshold(&self) -> Threshold {
-        self.threshold
-    }
-
     #[inline]
-    fn push(&mut self, score: f32, doc: u32) -> bool {
+    fn push(&mut self, score: f32, doc: u32) -> Option<Threshold> {
         let ranks = self.ranks;
-        if self.top.push(score, doc, || ranks.rank(doc)) {
-            self.threshold = Threshold::new(self.top.threshold());
-            return true;
-        }
-        false
+        let changed = self.top.push(score, doc, || ranks.rank(doc));
+        changed.then(|| Threshold::new(self.top.threshold()))
     }
 
     fn into_hits(self) -> Vec<Hit> {
