@@ -87,7 +87,8 @@ def build_sharded_bm25(
     only) names a file whose first claimant ends its worker process mid-build."""
     if shards < 1:
         raise InvalidInputError(f"shards must be at least 1, got {shards}")
-    corpus = os.fspath(corpus)
+    # Absolute: Ray workers need not share this process's working directory.
+    corpus = os.path.abspath(corpus)
     threads = checked_threads(threads)
     ranges = _native.split_corpus(corpus, shards)
     options = {
@@ -98,12 +99,12 @@ def build_sharded_bm25(
         "memory_budget_mb": memory_budget_mb,
     }
     crash = None if _crash_once is None else os.fspath(_crash_once)
-    build = _native.ShardedBm25Build(os.fspath(index), shards)
+    build = _native.ShardedBm25Build(os.path.abspath(index), shards)
     try:
         if not ray:
             for i, line_range in enumerate(ranges):
                 _build_shard(
-                    corpus, line_range, str(build.shard_dir(i)), {**options, "quiet": quiet}, threads
+                    corpus, line_range, os.fspath(build.shard_dir(i)), {**options, "quiet": quiet}, threads
                 )
         else:
             with connected(ray) as ray_module:
@@ -111,7 +112,7 @@ def build_sharded_bm25(
                 task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_build_shard)
                 shard_options = {**options, "quiet": True}
                 refs = [
-                    task.remote(corpus, r, str(build.shard_dir(i)), shard_options, task_threads(cpus), crash)
+                    task.remote(corpus, r, os.fspath(build.shard_dir(i)), shard_options, task_threads(cpus), crash)
                     for i, r in enumerate(ranges)
                 ]
                 ray_module.get(refs)

@@ -10,6 +10,7 @@ arguments, so shard actors open their index by path."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -42,6 +43,9 @@ def connected(address: RayAddress = True, *, num_cpus: int | None = None) -> Ite
         return
     if isinstance(address, str):
         ray.init(address=address, log_to_driver=False)
+    elif os.environ.get("RAY_ADDRESS"):
+        # Ray connects to it; a running cluster takes no start options.
+        ray.init(log_to_driver=False)
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     try:
