@@ -110,7 +110,7 @@ def phase_main(args: argparse.Namespace) -> dict:
         shard = _native.Bm25Index.open_shard(str(sharded), 0)
         triples = _native.read_bm25_queries(str(queries))
         t0 = time.perf_counter()
-        parts = shard.search_shard(triples, args.k, threads=1)
+        parts = shard.batch_search(triples, args.k, threads=1, quiet=True).shard_hits()
         out["hit_bytes"] = len(parts)
     elif args.phase in ("ray-build", "ray-search"):
         with connected(num_cpus=args.threads) as ray:
@@ -128,7 +128,9 @@ def phase_main(args: argparse.Namespace) -> dict:
                     triples = _native.read_bm25_queries(str(queries))
                     qids = [q for q, _, _ in triples]
                     t0 = time.perf_counter()
-                    parts = searcher._parts(triples, {"k": args.k, "lang": None, "k1": 0.9, "b": 0.4}, None)
+                    parts = searcher._parts(
+                        triples, {"k": args.k, "lang": None, "k1": 0.9, "b": 0.4, "quiet": True}, None
+                    )
                     out["scatter_gather_s"] = round(time.perf_counter() - t0, 3)
                     out["hit_bytes_per_query"] = round(sum(map(len, parts)) / len(qids))
                     t1 = time.perf_counter()

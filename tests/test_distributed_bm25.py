@@ -65,8 +65,8 @@ def test_a_search_worker_killed_mid_search_changes_nothing(sample):
     out, queries, runs, _ = sample
     marker = out / "crash-search"
     marker.touch()
-    with RayShardedBM25(out / "sharded", max_restarts=2) as searcher:
-        searcher.search_file_to_trec(queries, out / "crashed.run", 1000, tag="t", _crash_once=marker)
+    with RayShardedBM25(out / "sharded", max_restarts=2, _crash_once=marker) as searcher:
+        searcher.search_file_to_trec(queries, out / "crashed.run", 1000, tag="t")
         assert not marker.exists(), "a shard actor's worker was killed and restarted"
         # And a shard actor killed from outside is restarted too.
         ray.kill(searcher.actors[2], no_restart=False)

@@ -38,17 +38,23 @@ pub const VERSION: u64 = 1;
 pub struct ShardedManifest {
     pub format: String,
     pub version: u64,
-    /// The whole collection's statistics, as the single index's `meta.json` records them.
+    pub collection: CollectionStats,
+    /// Every shard's languages with their analyzer ids: the languages of the single index, which
+    /// decide how a query without a language is analyzed.
+    pub analyzers: BTreeMap<String, String>,
+    pub shards: Vec<ShardRecord>,
+}
+
+/// The whole collection's statistics: what the single index's `meta.json` records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionStats {
     pub num_docs: u64,
+    /// Documents with at least one term (Lucene's `docCount`).
     pub doc_count: u64,
     pub sum_total_term_freq: u64,
     pub avgdl: f32,
     /// Terms in the global dictionary (`terms.bin`).
     pub num_terms: u64,
-    /// Every shard's languages with their analyzer ids: the languages of the single index, which
-    /// decide how a query without a language is analyzed.
-    pub analyzers: BTreeMap<String, String>,
-    pub shards: Vec<ShardRecord>,
 }
 
 impl Manifest for ShardedManifest {
@@ -102,17 +108,18 @@ impl Bm25Index {
         let dir = dir.as_ref();
         let manifest: ShardedManifest = manifest::read(dir)?;
         let mut index = Bm25Index::open(shard_path(dir, &manifest.shards, shard)?)?;
-        let avgdl = super::scoring::avg_length(manifest.sum_total_term_freq, manifest.doc_count);
-        if manifest.avgdl != avgdl || index.manifest.doc_count > manifest.doc_count {
+        let stats = &manifest.collection;
+        let avgdl = super::scoring::avg_length(stats.sum_total_term_freq, stats.doc_count);
+        if stats.avgdl != avgdl || index.manifest.doc_count > stats.doc_count {
             return Err(Error::format(
                 dir.join(MANIFEST),
                 "inconsistent statistics: the sharded index is corrupt",
             ));
         }
-        index.doc_count = manifest.doc_count;
+        index.doc_count = stats.doc_count;
         index.avgdl = avgdl;
         index.analyzers = super::load_analyzers(dir, &manifest.analyzers)?;
-        index.global_terms = Some(GlobalTerms::open(dir, manifest.num_terms as usize)?);
+        index.global_terms = Some(GlobalTerms::open(dir, stats.num_terms as usize)?);
         Ok(index)
     }
 }
@@ -185,11 +192,13 @@ impl ShardedBuild {
         let manifest = ShardedManifest {
             format: FORMAT.into(),
             version: VERSION,
-            num_docs: sum(|m| m.num_docs),
-            doc_count,
-            sum_total_term_freq: sum_lengths,
-            avgdl: super::scoring::avg_length(sum_lengths, doc_count),
-            num_terms,
+            collection: CollectionStats {
+                num_docs: sum(|m| m.num_docs),
+                doc_count,
+                sum_total_term_freq: sum_lengths,
+                avgdl: super::scoring::avg_length(sum_lengths, doc_count),
+                num_terms,
+            },
             analyzers: indexes
                 .iter()
                 .flat_map(|i| i.manifest().analyzers.clone())
@@ -226,14 +235,15 @@ fn check_unique_ids(indexes: &[Bm25Index]) -> Result<()> {
     Ok(())
 }
 
-/// One shard's hits for a batch of queries, as bytes for the trip to whoever merges them: per
-/// query `n u32`, then `n` times `score f32 · id length u32 · id`, little-endian.
-pub fn encode_hits(index: &Bm25Index, results: &[Vec<Hit>]) -> Vec<u8> {
+/// One shard's hits for a batch of queries (its documents' string ids by `doc_id`), as bytes for
+/// the trip to whoever merges them: per query `n u32`, then `n` times `score f32 · id length u32 ·
+/// id`, little-endian.
+pub fn encode_hits<'a>(doc_id: impl Fn(u32) -> &'a str, results: &[Vec<Hit>]) -> Vec<u8> {
     let mut out = Vec::new();
     for hits in results {
         out.extend_from_slice(&(hits.len() as u32).to_le_bytes());
         for hit in hits {
-            let id = index.doc_id(hit.doc).as_bytes();
+            let id = doc_id(hit.doc).as_bytes();
             out.extend_from_slice(&hit.score.to_le_bytes());
             out.extend_from_slice(&(id.len() as u32).to_le_bytes());
             out.extend_from_slice(id);
