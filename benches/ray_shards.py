@@ -105,6 +105,14 @@ def phase_main(args: argparse.Namespace) -> dict:
         )
     elif args.phase == "local-search":
         ShardedBM25Index.open(sharded).search_file_to_trec(queries, work / "local.run", args.k, tag="t")
+    elif args.phase == "stats-merge":
+        # The coordinator's pass alone (global statistics, ids unique across shards), over hard
+        # links to the shards just built.
+        build = _native.ShardedBm25Build(str(work / "restat"), args.shards)
+        for i in range(args.shards):
+            shutil.copytree(sharded / f"shard-{i:04d}", build.shard_dir(i), copy_function=os.link)
+        t0 = time.perf_counter()
+        build.finish()
     elif args.phase == "shard-search":
         # One shard alone on one thread: the per-shard search cost of the model.
         shard = _native.Bm25Index.open_shard(str(sharded), 0)
@@ -129,7 +137,7 @@ def phase_main(args: argparse.Namespace) -> dict:
                     qids = [q for q, _, _ in triples]
                     t0 = time.perf_counter()
                     parts = searcher._parts(
-                        triples, {"k": args.k, "lang": None, "k1": 0.9, "b": 0.4, "quiet": True}, None
+                        triples, {"k": args.k, "lang": None, "k1": 0.9, "b": 0.4, "quiet": True}
                     )
                     out["scatter_gather_s"] = round(time.perf_counter() - t0, 3)
                     out["hit_bytes_per_query"] = round(sum(map(len, parts)) / len(qids))
@@ -164,7 +172,15 @@ def main() -> None:
         for _, line in zip(range(args.queries), src):
             dst.write(line)
     results = {}
-    for phase in ("single-build", "ray-build", "single-search", "ray-search", "local-search", "shard-search"):
+    for phase in (
+        "single-build",
+        "ray-build",
+        "stats-merge",
+        "single-search",
+        "ray-search",
+        "local-search",
+        "shard-search",
+    ):
         results[phase] = run_phase(args, phase)
         print(phase, json.dumps(results[phase]), flush=True)
     same = {
