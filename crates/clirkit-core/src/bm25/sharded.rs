@@ -27,7 +27,8 @@ use crate::io::manifest::{self, Bm25Manifest, Manifest};
 use crate::ranking::{Run, ScoredDoc};
 use crate::sharded::{shard_path, ShardRecord, ShardedDir};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "clirkit-sharded-bm25";
@@ -212,24 +213,36 @@ impl ShardedBuild {
 }
 
 /// Refuse a document id held by two shards (a single build refuses a duplicate id too), and
-/// more documents than the 32-bit document numbers of a single index could hold.
+/// more documents than the 32-bit document numbers of a single index could hold. Each shard's
+/// ids are unique and stored in byte order, so one merge of the sorted lists finds a duplicate
+/// as two equal neighbours: O(N log K) for N ids in K shards, no table of all ids.
 fn check_unique_ids(indexes: &[Bm25Index]) -> Result<()> {
     let total: usize = indexes.iter().map(Bm25Index::num_docs).sum();
     if total > u32::MAX as usize {
         return Err(Error::invalid("more than 2^32 - 1 documents in all shards"));
     }
-    for (i, index) in indexes.iter().enumerate().skip(1) {
-        for doc in 0..index.num_docs() as u32 {
-            let id = index.doc_id(doc);
-            if let Some(earlier) = indexes[..i].iter().find(|e| e.ids.find(id).is_some()) {
-                return Err(Error::format(
-                    index.dir(),
-                    format!(
-                        "document id '{id}' is also in {}; ids must be unique across shards",
-                        earlier.dir().display()
-                    ),
-                ));
-            }
+    let mut lists: Vec<_> = indexes.iter().map(|i| i.ids.iter_sorted()).collect();
+    let mut heads: BinaryHeap<Reverse<(&str, usize)>> = BinaryHeap::new();
+    for (shard, list) in lists.iter_mut().enumerate() {
+        if let Some(id) = list.next() {
+            heads.push(Reverse((id, shard)));
+        }
+    }
+    let mut previous: Option<(&str, usize)> = None;
+    while let Some(Reverse((id, shard))) = heads.pop() {
+        if let Some((earlier, earlier_shard)) = previous.filter(|(p, _)| *p == id) {
+            let (first, second) = (earlier_shard.min(shard), earlier_shard.max(shard));
+            return Err(Error::format(
+                indexes[second].dir(),
+                format!(
+                    "document id '{earlier}' is also in {}; ids must be unique across shards",
+                    indexes[first].dir().display()
+                ),
+            ));
+        }
+        previous = Some((id, shard));
+        if let Some(next) = lists[shard].next() {
+            heads.push(Reverse((next, shard)));
         }
     }
     Ok(())
