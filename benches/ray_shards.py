@@ -62,6 +62,10 @@ def _tree_kib(root: int) -> tuple[int, int]:
     return rss, anon
 
 
+def _dir_mib(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
+
+
 def run_phase(args: argparse.Namespace, phase: str) -> dict:
     """Run ``phase`` in a child process, sampling its process tree's memory; returns its report."""
     report = args.work / f"{phase}.json"
@@ -99,6 +103,7 @@ def phase_main(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     if args.phase == "single-build":
         BM25Index.build(corpus, single, threads=args.threads, quiet=True)
+        out["index_mib"] = _dir_mib(single)
     elif args.phase == "single-search":
         BM25Index.open(single).search_file_to_trec(
             queries, work / "single.run", args.k, tag="t", threads=args.threads, quiet=True
@@ -127,6 +132,7 @@ def phase_main(args: argparse.Namespace) -> dict:
             if args.phase == "ray-build":
                 build_sharded_bm25(corpus, sharded, args.shards, threads=1, ray=True)
                 out["seconds"] = round(time.perf_counter() - t0, 2)
+                out["index_mib"] = _dir_mib(sharded)
             else:
                 with RayShardedBM25(sharded) as searcher:
                     ray.get(
