@@ -86,6 +86,7 @@ def test_the_cli_builds_and_searches_sharded(sample, tmp_path, sample_dir):
     common = ["--quiet", "--threads", "1"]
     assert main(["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "s"), "--lang-field", "lang",
                  "--shards", "3", "--ray", *common]) == 0  # fmt: skip
+    assert main(["verify", str(tmp_path / "s")]) == 0  # the shards' files are checked too
     for extra in (["--ray"], []):
         run = tmp_path / f"run{len(extra)}"
         args = [

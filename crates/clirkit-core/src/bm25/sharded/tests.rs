@@ -143,6 +143,24 @@ fn missing_or_foreign_shards_and_duplicate_ids_are_refused() {
     let sharded = dir.path().join("sharded");
     build_sharded(&corpus, &sharded, 3, &quiet()).unwrap();
 
+    // `verify` reads every shard too: one flipped byte in a shard's postings is found.
+    let summary = crate::sharded::verify(&sharded).unwrap();
+    assert_eq!(
+        (summary.format.as_str(), summary.files),
+        (FORMAT, 1 + 3 * 4)
+    );
+    let postings = sharded.join("shard-0002").join("postings.bin");
+    let mut bytes = std::fs::read(&postings).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&postings, &bytes).unwrap();
+    let e = error_text(crate::sharded::verify(&sharded));
+    assert!(
+        e.contains("shard-0002") && e.contains("postings.bin"),
+        "{e}"
+    );
+    bytes[100] ^= 1;
+    std::fs::write(&postings, &bytes).unwrap();
+
     // A shard of another build: shard 1 rebuilt from other lines.
     let other = write_corpus(dir.path(), "other.jsonl", &lines[..20]);
     build(&other, &sharded.join("shard-0001"), &quiet()).unwrap();
