@@ -1,0 +1,1 @@
+"""Indexes, search and encoding beyond one machine, on Ray (the ``ray`` extra)."""

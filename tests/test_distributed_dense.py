@@ -1,0 +1,157 @@
+"""Sharded dense indexes: searched through shards (threads, or Ray actors on a local cluster the
+module starts), the run equals, byte for byte, one index with the same codebook; a killed worker
+changes nothing; Ray Data encoding equals ``clirkit encode``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from clirkit._native import IndexFormatError, InvalidInputError
+from clirkit.dense import DenseIndex
+from clirkit.distributed.dense import ShardedDenseIndex, build_sharded_dense, split_rows
+
+ray = pytest.importorskip("ray")
+
+# (pq, nbits, ivf): flat, 4-bit fast-scan, 8-bit, and both with IVF.
+KINDS = [(None, 4, None), (8, 4, None), (8, 8, None), (8, 4, 6), (8, 8, 6)]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def vectors(tmp_path_factory) -> tuple[Path, list[str], np.ndarray]:
+    """Clustered vectors with repeated rows (equal scores exercise the tie rules across shards)."""
+    rng = np.random.default_rng(5)
+    n, d = 2400, 32
+    centers = rng.normal(size=(12, d)).astype(np.float32)
+    data = centers[rng.integers(0, 12, n)] + 0.2 * rng.normal(size=(n, d)).astype(np.float32)
+    data[::9] = data[4]
+    path = tmp_path_factory.mktemp("vectors") / "docs.npy"
+    np.save(path, data.astype(np.float32))
+    queries = (centers[rng.integers(0, 12, 15)] + 0.3 * rng.normal(size=(15, d))).astype(np.float32)
+    return path, [f"d{i:05d}" for i in range(n)], queries
+
+
+def _single_and_sharded(tmp: Path, npy: Path, ids: list[str], kind, use_ray: bool):
+    pq, nbits, ivf = kind
+    options = {"pq": pq, "nbits": nbits, "ivf": ivf, "train_size": 700, "seed": 3}
+    single = DenseIndex.build_file(npy, ids, tmp / "single", quiet=True, **options)
+    build_sharded_dense(split_rows(npy, ids, 4), tmp / "sharded", use_ray=use_ray, **options)
+    return single, ShardedDenseIndex(tmp / "sharded", use_ray=use_ray)
+
+
+def _runs_equal(tmp: Path, single, sharded, queries: np.ndarray, **search) -> None:
+    qids = [f"q{i}" for i in range(len(queries))]
+    single.search_trec(queries, qids, tmp / "single.run", **search)
+    sharded.search_trec(queries, qids, tmp / "sharded.run", **search)
+    want = (tmp / "single.run").read_bytes()
+    assert want and (tmp / "sharded.run").read_bytes() == want, search
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: f"pq{k[0]}x{k[1]}-ivf{k[2]}")
+def test_shards_in_threads_equal_the_single_index(tmp_path, vectors, kind):
+    npy, ids, queries = vectors
+    single, sharded = _single_and_sharded(tmp_path, npy, ids, kind, use_ray=False)
+    for k in (10, 1000):
+        for refine in (None, 0, 2 * k):
+            _runs_equal(tmp_path, single, sharded, queries, k=k, refine=refine, nprobe=3)
+
+
+def test_shards_through_ray_actors_equal_the_single_index_even_when_one_is_killed(
+    tmp_path, vectors, local_ray
+):
+    npy, ids, queries = vectors
+    for kind in ((8, 4, None), (8, 4, 6)):
+        single, sharded = _single_and_sharded(tmp_path / str(kind[2]), npy, ids, kind, use_ray=True)
+        for k in (10, 1000):
+            for refine in (None, 0):
+                _runs_equal(tmp_path, single, sharded, queries, k=k, refine=refine, nprobe=2)
+    # Kill one shard's process while searches run: Ray restarts the actor (it reopens its shard
+    # by path) and retries the call.
+    pid = ray.get(sharded._shards[2].pid.remote())
+    killer = threading.Timer(0.2, os.kill, (pid, signal.SIGKILL))
+    killer.start()
+    for _ in range(5):
+        _runs_equal(tmp_path, single, sharded, queries, k=1000, refine=None, nprobe=2)
+    killer.join()
+    assert ray.get(sharded._shards[2].pid.remote()) != pid
+
+
+def test_a_worker_killed_mid_build_is_retried_with_the_same_result(tmp_path, vectors, local_ray):
+    npy, ids, queries = vectors
+    options = {"pq": 8, "nbits": 4, "train_size": 700, "seed": 3}
+    single = DenseIndex.build_file(npy, ids, tmp_path / "single", quiet=True, **options)
+    # Kill Ray's worker processes while the shards are being added: their tasks run again.
+    done = threading.Event()
+
+    def kill_workers() -> None:
+        while not done.wait(0.3):
+            out = subprocess.run(["pgrep", "-f", "ray::_add_shard"], capture_output=True, text=True)
+            for pid in out.stdout.split():
+                os.kill(int(pid), signal.SIGKILL)
+                return
+
+    killer = threading.Thread(target=kill_workers)
+    killer.start()
+    try:
+        build_sharded_dense(split_rows(npy, ids, 4), tmp_path / "sharded", use_ray=True, **options)
+    finally:
+        done.set()
+        killer.join()
+    sharded = ShardedDenseIndex(tmp_path / "sharded", use_ray=True)
+    _runs_equal(tmp_path, single, sharded, queries, k=100)
+
+
+def test_a_missing_or_rebuilt_shard_is_refused(tmp_path, vectors):
+    npy, ids, _ = vectors
+    build_sharded_dense(split_rows(npy, ids, 3), tmp_path / "a", pq=8, train_size=500)
+    build_sharded_dense(split_rows(npy, ids, 3), tmp_path / "b", pq=8, train_size=500, seed=1)
+    os.replace(tmp_path / "b" / "shard-0001", tmp_path / "a" / "shard-0001.new")
+    os.rename(tmp_path / "a" / "shard-0001", tmp_path / "old")
+    with pytest.raises(IndexFormatError, match="shard 1 of the sharded index is missing"):
+        ShardedDenseIndex(tmp_path / "a")
+    os.rename(tmp_path / "a" / "shard-0001.new", tmp_path / "a" / "shard-0001")
+    with pytest.raises(IndexFormatError, match="shard 1 is of another build"):
+        ShardedDenseIndex(tmp_path / "a")
+    with pytest.raises(InvalidInputError, match="2400 rows but 3 ids"):
+        split_rows(npy, ids[:3], 2)
+
+
+def test_ray_data_encoding_equals_clirkit_encode(tmp_path, shared, local_ray):
+    model = shared("models", "multilingual-e5-small-int8")
+    corpus = shared("data", "beir-scifact", "corpus.jsonl")
+    subset = tmp_path / "corpus.jsonl"
+    with open(corpus, "rb") as f:
+        subset.write_bytes(b"".join(next(f) for _ in range(60)))
+    subprocess.run(
+        [sys.executable, "-m", "clirkit.cli", "encode", "--model", str(model), "--corpus", str(subset)]
+        + ["--output", str(tmp_path / "one"), "--quiet", "--threads", "1"],
+        check=True,
+    )
+    from clirkit.distributed.dense import parts_from_encoding
+    from clirkit.distributed.encode import encode_shards
+
+    result = encode_shards(model, subset, tmp_path / "shards", shards=3, encoder_options={"batch_size": 8})
+    assert result.encoded == [0, 1, 2] and result.rows == 60
+    parts = parts_from_encoding(tmp_path / "shards")
+    want = np.load(tmp_path / "one.npy")
+    got = np.concatenate([p.matrix() for p in parts])
+    assert [i for p in parts for i in p.ids] == (tmp_path / "one.ids.txt").read_text().split()
+    assert float(np.max(np.abs(got - want))) <= 1e-6
+    # A finished shard is not encoded again; a removed one is.
+    os.remove(tmp_path / "shards" / "shard-0001.npy")
+    again = encode_shards(model, subset, tmp_path / "shards", shards=3, encoder_options={"batch_size": 8})
+    assert again.encoded == [1] and again.skipped == [0, 2]
+    assert np.array_equal(np.concatenate([p.matrix() for p in parts_from_encoding(tmp_path / "shards")]), got)
