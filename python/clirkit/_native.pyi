@@ -4,6 +4,12 @@ from typing import Dict, List, Optional, Tuple, final
 
 __all__ = [
     "__version__",
+    "ShardedBm25Build",
+    "split_corpus",
+    "sharded_index_kind",
+    "check_sharded_bm25",
+    "read_bm25_queries",
+    "merge_shard_hits",
     "ClirkitError",
     "ParseError",
     "DuplicateIdError",
@@ -97,9 +103,22 @@ class Bm25Index:
         quiet: bool = False,
         memory_budget_mb: int = 1024,
         store_docvectors: bool = False,
+        range: Optional[Tuple[int, int, int]] = None,
     ) -> Bm25Index: ...
     @staticmethod
     def merge(inputs: list[str], index: str) -> Bm25Index: ...
+    @staticmethod
+    def open_shard(index: str, shard: int) -> Bm25Index: ...
+    def search_shard(
+        self,
+        queries: List[Tuple[str, str, Optional[str]]],
+        k: int = 1000,
+        threads: int = 0,
+        lang: Optional[str] = None,
+        k1: float = ...,  # clirkit.bm25.DEFAULT_K1
+        b: float = ...,  # clirkit.bm25.DEFAULT_B
+        quiet: bool = True,
+    ) -> bytes: ...
     @staticmethod
     def open(index: str) -> Bm25Index: ...
     @property
@@ -528,3 +547,22 @@ def maxp(
     run: Dict[str, Dict[str, float]], separator: str = "#", depth: Optional[int] = None
 ) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def passage_doc_id(passage_id: str, separator: str = "#") -> str: ...
+
+# --- sharded BM25 (clirkit.distributed) ---
+
+def split_corpus(corpus: str, parts: int) -> List[Tuple[int, int, int]]: ...
+def sharded_index_kind(index: str) -> Optional[str]: ...
+def check_sharded_bm25(index: str) -> str: ...
+def read_bm25_queries(path: str) -> List[Tuple[str, str, Optional[str]]]: ...
+def merge_shard_hits(
+    parts: List[bytes], qids: List[str], k: int, output: Optional[str] = None, tag: str = "clirkit-bm25"
+) -> Optional[Dict[str, List[Tuple[str, float]]]]: ...
+
+@final
+class ShardedBm25Build:
+    def __new__(cls, index: str, shards: int) -> ShardedBm25Build: ...
+    @property
+    def shards(self) -> int: ...
+    def shard_dir(self, i: int) -> os.PathLike[str]: ...
+    def finish(self) -> str: ...
+    def abort(self) -> None: ...
