@@ -39,7 +39,17 @@ def main() -> None:
     load_before = os.getloadavg()
     work = Path(args.work or tempfile.mkdtemp(prefix="ray_encode_"))
     work.mkdir(parents=True, exist_ok=True)
-    cli = [sys.executable, "-m", "clirkit.cli", "encode", "--model", args.model, "--corpus", args.corpus, "--quiet"]
+    cli = [
+        sys.executable,
+        "-m",
+        "clirkit.cli",
+        "encode",
+        "--model",
+        args.model,
+        "--corpus",
+        args.corpus,
+        "--quiet",
+    ]
     try:
         single = timed(cli + ["--output", str(work / "single"), "--restart"])
         shutil.rmtree(work / "shards", ignore_errors=True)

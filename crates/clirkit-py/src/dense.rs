@@ -190,6 +190,16 @@ impl PyDenseIndex {
         Ok(PyDenseIndex { inner })
     }
 
+    /// Open shard `shard` of the sharded dense index at `dir` (refused if missing or of
+    /// another build than the index records).
+    #[staticmethod]
+    fn open_shard(py: Python<'_>, dir: PathBuf, shard: usize) -> PyResult<Self> {
+        let inner = py
+            .detach_caught(|| DenseIndex::open_shard(&dir, shard))
+            .py_err()?;
+        Ok(PyDenseIndex { inner })
+    }
+
     fn save(&self, py: Python<'_>, dir: PathBuf) -> PyResult<()> {
         py.detach_caught(|| self.inner.save(&dir)).py_err()
     }

@@ -1,18 +1,22 @@
 //! The coordinator's side of a dense search through shards (round 1 merged into the single
 //! index's shortlist, final hits ordered and cut to k) and the ordered run writer it ends with.
-//! Per-query lists travel as flat numpy arrays with int64 offsets (query `i` at
+//! Also the sharded dense index directory (build, check). Per-query lists travel as flat numpy arrays with int64 offsets (query `i` at
 //! `offsets[i]..offsets[i + 1]`), which Ray passes between processes without copies.
 
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
-use clirkit_core::dense::index::{merge_shortlists, top_hits, training_rows, Candidate};
+use clirkit_core::dense::index::{
+    check_sharded, merge_shortlists, top_hits, training_rows, Candidate, ShardedDenseBuild,
+};
 use clirkit_core::dense::BuildOptions;
+use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 /// A shard's shortlist as arrays: offsets, keys, lists, rows, scores.
 pub type Shortlist<'py> = (
@@ -256,7 +260,78 @@ fn write_run_pairs(py: Python<'_>, path: PathBuf, run: PyRun, tag: &str) -> PyRe
         .py_err()
 }
 
+/// Check that every shard of the sharded dense index at `index` (and its codebook) is present
+/// and of the recorded build; returns its manifest as one line of JSON.
+#[pyfunction]
+fn check_sharded_dense(py: Python<'_>, index: PathBuf) -> PyResult<String> {
+    let manifest = py.detach_caught(|| check_sharded(&index)).py_err()?;
+    Ok(manifest.to_json())
+}
+
+/// A sharded dense index under construction: write the codebook index into `codebook_dir`,
+/// encode shard `i` with it into `shard_dir(i)` (from any process), then `finish()` checks the
+/// shards and moves the index into place. Released unfinished, it is removed with its shards.
+#[pyclass(name = "ShardedDenseBuild", module = "clirkit._native", frozen)]
+pub struct PyShardedDenseBuild {
+    inner: Mutex<Option<ShardedDenseBuild>>,
+}
+
+impl PyShardedDenseBuild {
+    fn with<R>(&self, f: impl FnOnce(&ShardedDenseBuild) -> R) -> PyResult<R> {
+        let guard = self.inner.lock().expect("not poisoned");
+        match guard.as_ref() {
+            Some(build) => Ok(f(build)),
+            None => Err(finished()),
+        }
+    }
+}
+
+fn finished() -> PyErr {
+    crate::errors::to_py(Error::invalid("this sharded build is already finished"))
+}
+
+#[pymethods]
+impl PyShardedDenseBuild {
+    #[new]
+    fn new(index: PathBuf, shards: usize) -> PyResult<Self> {
+        let build = ShardedDenseBuild::create(&index, shards).py_err()?;
+        Ok(PyShardedDenseBuild {
+            inner: Mutex::new(Some(build)),
+        })
+    }
+
+    #[getter]
+    fn shards(&self) -> PyResult<usize> {
+        self.with(ShardedDenseBuild::shards)
+    }
+
+    /// Where the codebook index is to be written.
+    fn codebook_dir(&self) -> PyResult<PathBuf> {
+        self.with(ShardedDenseBuild::codebook_dir)
+    }
+
+    /// Where shard `i` is to be built.
+    fn shard_dir(&self, i: usize) -> PyResult<PathBuf> {
+        self.with(|build| build.shard_dir(i))
+    }
+
+    /// Check the shards and commit the sharded index; returns its manifest as JSON.
+    fn finish(&self, py: Python<'_>) -> PyResult<String> {
+        let build = self.inner.lock().expect("not poisoned").take();
+        let build = build.ok_or_else(finished)?;
+        let manifest = py.detach_caught(|| build.finish()).py_err()?;
+        Ok(manifest.to_json())
+    }
+
+    /// Give the build up now (its directory and shards are removed).
+    fn abort(&self) {
+        self.inner.lock().expect("not poisoned").take();
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyShardedDenseBuild>()?;
+    m.add_function(wrap_pyfunction!(check_sharded_dense, m)?)?;
     m.add_function(wrap_pyfunction!(merge_dense_shortlists, m)?)?;
     m.add_function(wrap_pyfunction!(dense_top_hits, m)?)?;
     m.add_function(wrap_pyfunction!(dense_training_rows, m)?)?;

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import (
+    add_ray_option,
     add_search_parser,
     add_worker_options,
     non_negative_int,
@@ -74,7 +75,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         help="build a sharded index of N shards (one codebook trained once; shards encoded in parallel); "
         "a directory of embedding shards gives one index shard each",
     )
-    add_ray_option(p, "encode the shards as Ray tasks")
+    add_ray_option(p, "with --shards: encode the shards as tasks on this Ray cluster")
     add_worker_options(p, run_index)
 
     s = add_search_parser(
@@ -103,29 +104,8 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--separator", default="#", help="with --maxp: split passage ids at the last SEPARATOR")
     s.add_argument("--tag", default="clirkit-dense", help="run tag (default clirkit-dense)")
-    add_ray_option(s, "search a sharded index through Ray actors (default: its shards in threads)")
+    add_ray_option(s, "search a sharded index through shard actors on this Ray cluster")
     add_worker_options(s, run_search)
-
-
-def add_ray_option(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help=f"{what}: on the Ray cluster at ADDRESS, or without ADDRESS the running one (else a local one)",
-    )
-
-
-def _use_ray(args: argparse.Namespace) -> bool:
-    """Whether ``--ray`` was given; if so, this process is connected to the cluster it names."""
-    if args.ray is None:
-        return False
-    from clirkit.distributed.cluster import connect
-
-    connect(args.ray or None)
-    return True
 
 
 def run_index(args: argparse.Namespace) -> int:
@@ -191,7 +171,7 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
         seed=args.seed,
         keep_vectors=not args.no_vectors,
         threads=args.threads,
-        use_ray=_use_ray(args),
+        ray=args.ray,
     )
     report(
         args,
@@ -203,18 +183,23 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
 
 def run_search(args: argparse.Namespace) -> int:
     from clirkit.dense import DenseIndex, load_matrix, read_ids
-    from clirkit.distributed.dense import ShardedDenseIndex, is_sharded_dense
+    from clirkit.distributed.cluster import connected
+    from clirkit.distributed.dense import ShardedDenseIndex
+    from clirkit.distributed.sharded import sharded_kind
 
     start = time.perf_counter()
     queries = load_matrix(args.queries)
     qids = read_ids(args.qids)
-    if is_sharded_dense(args.index):
+    if sharded_kind(args.index) == "dense":
         if args.maxp:
             raise InvalidInputError("--maxp is not supported on a sharded index")
-        sharded = ShardedDenseIndex(args.index, threads=args.threads, use_ray=_use_ray(args))
-        sharded.search_trec(
-            queries, qids, args.output, k=args.k, tag=args.tag, nprobe=args.nprobe, refine=args.refine
-        )
+        options = {"k": args.k, "tag": args.tag, "nprobe": args.nprobe, "refine": args.refine}
+        if args.ray is None:
+            with ShardedDenseIndex.open(args.index, threads=args.threads) as sharded:
+                sharded.search_trec(queries, qids, args.output, **options)
+        else:
+            with connected(args.ray), ShardedDenseIndex.open(args.index, ray=True) as sharded:
+                sharded.search_trec(queries, qids, args.output, **options)
         report(
             args,
             f"searched {len(qids)} queries (k={args.k}) through {len(sharded.offsets)} shards "

@@ -10,11 +10,11 @@ from typing import Any
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import (
+    add_ray_option,
     add_worker_options,
     report,
     threads,
 )
-from clirkit.commands.dense import add_ray_option
 
 
 def _passages(value: str) -> tuple[int, int]:
@@ -172,8 +172,7 @@ def run_encode(args: argparse.Namespace) -> int:
 
 
 def _run_ray_encode(args: argparse.Namespace) -> int:
-    from clirkit.commands.dense import _use_ray
-    from clirkit.distributed.encode import encode_shards
+    from clirkit.distributed.cluster import connected
     from clirkit.encoders import is_sparse_model
 
     if args.multivector or is_sparse_model(args.model):
@@ -182,8 +181,20 @@ def _run_ray_encode(args: argparse.Namespace) -> int:
         raise InvalidInputError(
             "--passages is not supported with --ray (a shard's rows must be known before encoding)"
         )
-    _use_ray(args)
-    result = encode_shards(
+    with connected(args.ray):
+        result = _encode_shards(args)
+    report(
+        args,
+        f"encoded {result.rows} rows into {result.shards} shards in {result.seconds:.1f}s "
+        f"({len(result.skipped)} already done): {args.output}",
+    )
+    return 0
+
+
+def _encode_shards(args: argparse.Namespace) -> Any:
+    from clirkit.distributed.encode import encode_shards
+
+    return encode_shards(
         args.model,
         args.corpus or args.queries,
         args.output,
@@ -204,12 +215,6 @@ def _run_ray_encode(args: argparse.Namespace) -> int:
         },
         restart=args.restart,
     )
-    report(
-        args,
-        f"encoded {result.rows} rows into {result.shards} shards in {result.seconds:.1f}s "
-        f"({len(result.skipped)} already done): {args.output}",
-    )
-    return 0
 
 
 def _run_sparse_encode(args: argparse.Namespace) -> int:

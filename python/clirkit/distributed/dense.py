@@ -14,9 +14,7 @@ index is one round: each shard's exact top ``k``, merged.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,21 +25,22 @@ import numpy as np
 
 from clirkit import _native
 from clirkit._native import IndexFormatError, InvalidInputError
-from clirkit._threads import checked_threads
+from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.index import DenseIndex
 from clirkit.dense.vectors import as_matrix, read_ids
+from clirkit.distributed.cluster import (
+    RayAddress,
+    actor_cpus,
+    cluster_cpus,
+    connected,
+    crash_if_marked,
+    require_ray,
+    task_threads,
+)
+from clirkit.distributed.sharded import ShardedManifest, read_manifest
 
-__all__ = ["EmbeddingRows", "ShardedDenseIndex", "build_sharded_dense", "is_sharded_dense"]
-
-FORMAT = "clirkit-sharded-dense"
-VERSION = 1
-MANIFEST = "meta.json"
-CODEBOOK_DIR = "codebook"
-
-
-def shard_name(i: int) -> str:
-    return f"shard-{i:04d}"
+__all__ = ["EmbeddingRows", "ShardedDenseIndex", "build_sharded_dense", "parts_from_encoding", "split_rows"]
 
 
 @dataclass(frozen=True)
@@ -84,20 +83,15 @@ def _training_sample(parts: Sequence[EmbeddingRows], train_size: int | None, see
     return np.concatenate(out)
 
 
-def _add_shard(codebook_dir: str, part: EmbeddingRows, shard_dir: str, threads: int) -> dict[str, Any]:
-    """Encode one shard's rows with the codebook at ``codebook_dir`` into ``shard_dir``; its record."""
+def _add_shard(
+    codebook_dir: str, part: EmbeddingRows, shard_dir: str, threads: int, crash_once: str | None = None
+) -> int:
+    """Encode one shard's rows with the codebook at ``codebook_dir`` into ``shard_dir`` (a Ray task,
+    or a plain call); returns its row count."""
+    crash_if_marked(crash_once)
     codebook = DenseIndex.open(codebook_dir)
     shard = codebook.add(part.matrix(), part.ids, shard_dir, keep_rows=False, threads=threads, quiet=True)
-    return {"dir": Path(shard_dir).name, "build": _build_stamp(shard_dir), "rows": shard.ntotal}
-
-
-def _build_stamp(index_dir: PathLike) -> str:
-    """An index's build stamp: its manifest's checksum (which covers every file's digest)."""
-    try:
-        meta = json.loads((Path(index_dir) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise IndexFormatError(f"{index_dir}: missing or unreadable {MANIFEST} ({err})") from None
-    return str(meta.get("checksum", ""))
+    return shard.ntotal
 
 
 def build_sharded_dense(
@@ -112,19 +106,24 @@ def build_sharded_dense(
     seed: int = 0,
     keep_vectors: bool = True,
     threads: int = 0,
-    use_ray: bool = False,
+    ray: RayAddress = None,
+    max_retries: int = 3,
+    _crash_once: PathLike | None = None,
 ) -> ShardedDenseIndex:
-    """Index ``parts`` as one shard each into the sharded index ``index_dir``: the codebook trained
-    once on the single index's seeded sample, the shards encoded with it in parallel (as Ray tasks
-    on the cluster this process is connected to with ``use_ray``, else in threads)."""
+    """Index ``parts`` as one shard each into the sharded index ``index_dir`` (written atomically)
+    and open it: the codebook (and IVF centroids) trained once on the rows the single index over
+    all of them trains on, so that the sharded index searches as that index does; the shards
+    encoded with it in parallel. Options are those of :meth:`clirkit.dense.DenseIndex.build`.
+
+    ``ray``: None or False adds the shards here, in threads; an address (or True for Ray's default)
+    adds them as Ray tasks, each retried up to ``max_retries`` times if its worker dies.
+    ``_crash_once`` (tests only) names a file whose first claimant ends its worker mid-build."""
     if not parts:
         raise InvalidInputError("a sharded index needs at least one shard")
     threads = checked_threads(threads)
-    out = Path(index_dir)
-    work = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    build = _native.ShardedDenseBuild(os.path.abspath(index_dir), len(parts))
     try:
+        codebook_dir = os.fspath(build.codebook_dir())
         sample = _training_sample(parts, train_size, seed)
         DenseIndex.build(
             sample,
@@ -138,102 +137,37 @@ def build_sharded_dense(
             threads=threads,
             keep_vectors=keep_vectors,
             quiet=True,
-        ).save(work / CODEBOOK_DIR)
-        jobs = [
-            (os.fspath(work / CODEBOOK_DIR), p, os.fspath(work / shard_name(i))) for i, p in enumerate(parts)
-        ]
-        if use_ray:
-            records = _ray_map(_add_shard, [(*job, max(threads, 1)) for job in jobs])
+        ).save(codebook_dir)
+        jobs = [(codebook_dir, p, os.fspath(build.shard_dir(i))) for i, p in enumerate(parts)]
+        crash = None if _crash_once is None else os.fspath(_crash_once)
+        if ray:
+            with connected(ray) as ray_module:
+                cpus = min(float(threads or 1), cluster_cpus(ray_module))
+                task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_add_shard)
+                ray_module.get([task.remote(*job, task_threads(cpus), crash) for job in jobs])
         else:
-            per_shard = threads if threads else 0
-            with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
-                records = list(pool.map(lambda job: _add_shard(*job, per_shard), jobs))
-        _check_unique_ids(parts)
-        codebook = DenseIndex.open(work / CODEBOOK_DIR)
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "kind": codebook.kind,
-            "dim": codebook.dim,
-            "metric": codebook.metric,
-            "has_vectors": codebook.has_vectors,
-            "rows": sum(r["rows"] for r in records),
-            "codebook": {"dir": CODEBOOK_DIR, "build": _build_stamp(work / CODEBOOK_DIR)},
-            "shards": records,
-        }
-        (work / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        _replace_dir(work, out)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return ShardedDenseIndex(out, threads=threads)
-
-
-def _check_unique_ids(parts: Sequence[EmbeddingRows]) -> None:
-    seen: dict[str, int] = {}
-    for s, p in enumerate(parts):
-        for i in p.ids:
-            if seen.setdefault(i, s) != s:
-                raise InvalidInputError(f"duplicate id '{i}' in shards {seen[i]} and {s}")
-
-
-def _replace_dir(work: Path, out: Path) -> None:
-    """Move the finished ``work`` onto ``out``, which may be missing, empty, or a clirkit index."""
-    if out.exists():
-        if any(out.iterdir()) and not (out / MANIFEST).is_file():
-            raise InvalidInputError(f"{out} exists and is not a clirkit index: not replacing it")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(work, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(work, out)
-
-
-def is_sharded_dense(index_dir: PathLike) -> bool:
-    """Whether ``index_dir`` holds a sharded dense index."""
-    try:
-        meta = json.loads((Path(index_dir) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and meta.get("format") == FORMAT
-
-
-def read_manifest(index_dir: PathLike) -> dict[str, Any]:
-    """The manifest of a sharded dense index, checked for format and version."""
-    path = Path(index_dir) / MANIFEST
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise IndexFormatError(f"{path}: not a sharded dense index ({err})") from None
-    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-        raise IndexFormatError(
-            f"{path}: format {meta.get('format')!r} v{meta.get('version')}, expected {FORMAT} v{VERSION}"
-        )
-    return meta
+            each = max(1, worker_count(threads) // len(jobs))
+            with ThreadPoolExecutor(max_workers=min(len(jobs), worker_count(threads))) as pool:
+                list(pool.map(lambda job: _add_shard(*job, each, crash), jobs))
+        build.finish()
+    except BaseException:
+        build.abort()
+        raise
+    return ShardedDenseIndex.open(index_dir)
 
 
 class DenseShard:
     """One shard of a sharded dense index, opened by path (so a restarted Ray actor reopens it) and
-    refused when missing or of another build than the manifest records; answers the two rounds."""
+    refused when missing or of another build; answers the rounds of a search."""
 
     def __init__(self, index_dir: str, shard: int, threads: int) -> None:
-        meta = read_manifest(index_dir)
-        if not 0 <= shard < len(meta["shards"]):
-            raise InvalidInputError(f"{index_dir}: no shard {shard} (the index has {len(meta['shards'])})")
-        record = meta["shards"][shard]
-        path = Path(index_dir) / record["dir"]
-        if not (path / MANIFEST).is_file():
-            raise IndexFormatError(f"{path}: shard {shard} of the sharded index is missing")
-        stamp = _build_stamp(path)
-        if stamp != record["build"]:
-            raise IndexFormatError(
-                f"{path}: shard {shard} is of another build (stamp {stamp}) than the sharded index "
-                f"records ({record['build']}); rebuild the sharded index"
-            )
-        self._index = DenseIndex.open(path)
+        self._index = DenseIndex(_native.DenseIndex.open_shard(index_dir, shard))
         self._threads = threads
 
-    def shortlist(self, queries: np.ndarray, k: int, nprobe: int, refine: int) -> tuple[Any, ...]:
+    def shortlist(
+        self, queries: np.ndarray, k: int, nprobe: int, refine: int, crash_once: str | None = None
+    ) -> tuple[Any, ...]:
+        crash_if_marked(crash_once)
         return self._index._native.shortlist(queries, k, nprobe, refine, self._threads)
 
     def rescore(self, queries: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -242,59 +176,97 @@ class DenseShard:
     def ids_of(self, rows: np.ndarray) -> list[str]:
         return self._index._native.ids_of(rows)
 
-    def pid(self) -> int:
-        """The process serving this shard (tests kill it to check that Ray restarts it)."""
-        return os.getpid()
-
 
 class ShardedDenseIndex:
     """A sharded dense index opened for search: its shards in threads of this process, or with
-    ``use_ray`` in Ray actors (restarted, and their calls retried, when their process dies) on the
-    cluster this process is connected to."""
+    ``ray=True`` one Ray actor per shard on the cluster this process is connected to
+    (:func:`clirkit.distributed.cluster.connected`); an actor whose worker dies is restarted (it
+    reopens its shard by path) and its call retried, up to ``max_restarts`` times. :meth:`close`
+    (or ``with``) ends the actors."""
 
-    def __init__(self, index_dir: PathLike, *, threads: int = 0, use_ray: bool = False) -> None:
-        self.dir = Path(index_dir)
-        self.manifest = read_manifest(self.dir)
-        records = self.manifest["shards"]
-        self.offsets = [int(x) for x in np.cumsum([0] + [r["rows"] for r in records])[:-1]]
-        threads = checked_threads(threads)
-        self._use_ray = use_ray
-        if use_ray:
-            self._shards: list[Any] = _ray_actors(
-                DenseShard, [(os.fspath(self.dir), s, max(threads, 1)) for s in range(len(records))]
+    def __init__(
+        self, manifest: ShardedManifest, *, threads: int = 0, ray: bool = False, max_restarts: int = 3
+    ) -> None:
+        if manifest.kind != "dense":
+            raise InvalidInputError(f"{manifest.path}: a sharded {manifest.kind} index, not dense")
+        self.manifest = manifest
+        self.offsets = [int(x) for x in np.cumsum([0] + [r.num_docs for r in manifest.shards])[:-1]]
+        path = os.path.abspath(manifest.path)
+        count = len(manifest.shards)
+        self._ray = require_ray() if ray else None
+        if self._ray is not None:
+            if not self._ray.is_initialized():
+                raise InvalidInputError(
+                    "connect to a Ray cluster first (clirkit.distributed.cluster.connected)"
+                )
+            cpus = actor_cpus(self._ray, count)
+            actor = self._ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
+                DenseShard
             )
+            self._shards: list[Any] = [actor.remote(path, s, task_threads(cpus)) for s in range(count)]
         else:
-            self._shards = [DenseShard(os.fspath(self.dir), s, threads) for s in range(len(records))]
-            self._pool = ThreadPoolExecutor(max_workers=len(records))
+            each = max(1, worker_count(checked_threads(threads)) // count)
+            self._shards = [DenseShard(path, s, each) for s in range(count)]
+            self._pool = ThreadPoolExecutor(max_workers=count)
+
+    @staticmethod
+    def open(index: PathLike, **options: Any) -> ShardedDenseIndex:
+        """Open a sharded dense index (options as the constructor's); a missing shard or one of
+        another build is refused."""
+        return ShardedDenseIndex(read_manifest(index), **options)
+
+    def close(self) -> None:
+        """End the shard actors (or the threads)."""
+        if self._ray is not None:
+            for a in self._shards:
+                self._ray.kill(a, no_restart=True)
+        else:
+            self._pool.shutdown()
+        self._shards = []
+
+    def __enter__(self) -> ShardedDenseIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def kind(self) -> str:
-        return str(self.manifest["kind"])
+        return str(self.manifest.fields["kind"])
 
     @property
     def ntotal(self) -> int:
-        return int(self.manifest["rows"])
+        return self.manifest.num_docs
 
     def _call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """``method`` of every shard with its own arguments, in parallel; results in shard order."""
-        if self._use_ray:
-            import ray
-
-            return ray.get([getattr(s, method).remote(*a) for s, a in zip(self._shards, args)])
+        if self._ray is not None:
+            return self._ray.get([getattr(s, method).remote(*a) for s, a in zip(self._shards, args)])
         calls: list[Callable[[], Any]] = [
             (lambda s=s, a=a: getattr(s, method)(*a)) for s, a in zip(self._shards, args)
         ]
         return list(self._pool.map(lambda f: f(), calls))
 
     def search_hits(
-        self, queries: np.ndarray, k: int = 1000, *, nprobe: int = 1, refine: int | None = None
+        self,
+        queries: np.ndarray,
+        k: int = 1000,
+        *,
+        nprobe: int = 1,
+        refine: int | None = None,
+        _crash_once: PathLike | None = None,
     ) -> list[list[tuple[str, float]]]:
-        """Per query, the single index's hits: (doc id, score) best first (its tie rule)."""
+        """Per query, the single index's hits: (doc id, score) best first (its tie rule). ``refine``
+        as :meth:`clirkit.dense.DenseIndex.search` takes it. ``_crash_once`` (tests only) names a file
+        whose first claimant ends its shard's worker mid-search."""
         q = as_matrix(queries, "queries")
         if refine is None:
-            refine = k if self.kind != "flat" and self.manifest["has_vectors"] else 0
+            refine = k if self.kind != "flat" and self.manifest.fields["has_vectors"] else 0
         nshards = len(self._shards)
-        round1 = self._call("shortlist", [(q, k, nprobe, refine)] * nshards)
+        crash = None if _crash_once is None else os.fspath(_crash_once)
+        # Once into the object store, read there by every actor.
+        shared_q = q if self._ray is None else self._ray.put(q)
+        round1 = self._call("shortlist", [(shared_q, k, nprobe, refine, crash)] * nshards)
         length, rescores = round1[0][0], round1[0][1]
         offsets, shards, rows, scores = _native.merge_dense_shortlists(
             [r[2] for r in round1], self.offsets, length
@@ -337,31 +309,6 @@ class ShardedDenseIndex:
         qids = _checked_qids(qids, len(as_matrix(queries, "queries")))
         hits = self.search_hits(queries, k, **kw)
         _native.write_run_pairs(Path(path), list(zip(qids, hits)), tag)
-
-
-def _cpus_each(count: int) -> float:
-    """A CPU share for each of ``count`` Ray workers that lets all of them run at once."""
-    import ray
-
-    cpus = float(ray.cluster_resources().get("CPU", 1))
-    return max(0.01, min(1.0, cpus / count))
-
-
-def _ray_map(fn: Callable[..., Any], args: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """``fn(*a)`` for each ``a`` as Ray tasks (a task whose worker dies is run again)."""
-    import ray
-
-    task = ray.remote(num_cpus=_cpus_each(len(args)), max_retries=3)(fn)
-    return ray.get([task.remote(*a) for a in args])
-
-
-def _ray_actors(cls: type, args: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """One Ray actor of ``cls`` per ``a`` in ``args``, restarted (and its calls retried) when its
-    process dies: the constructor takes paths, so a restart reopens the same shard."""
-    import ray
-
-    actor = ray.remote(num_cpus=_cpus_each(len(args)), max_restarts=-1, max_task_retries=-1)(cls)
-    return [actor.remote(*a) for a in args]
 
 
 def _offsets_of(query_of: np.ndarray, nq: int) -> np.ndarray:

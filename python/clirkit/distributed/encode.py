@@ -23,6 +23,7 @@ from clirkit import _native
 from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import BOM, CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, parse_line
+from clirkit.distributed.cluster import cluster_cpus, require_ray
 from clirkit.encoders.corpus import _input_identity, _settings, _write_state, npy_header
 
 __all__ = ["EncodedShards", "encode_shards", "encoded_shard_files", "shard_files"]
@@ -195,16 +196,17 @@ def encode_shards(
 ) -> EncodedShards:
     """Encode ``corpus`` with the ONNX model ``model`` into ``shards`` embedding shards in ``out_dir``
     with Ray Data, on the Ray cluster this process is connected to (``ray.init`` or
-    :func:`clirkit.distributed.cluster.connect`). ``encoder_options`` are those of
+    :func:`clirkit.distributed.cluster.connected`). ``encoder_options`` are those of
     :class:`clirkit.encoders.OnnxEncoder` (``batch_size`` is also Ray Data's batch); ``actors``
     sessions run at once (default: one per GPU, else one per two CPUs, at least one), each asking
     for a GPU when the cluster has them, else for a fraction of a CPU so that read tasks still run."""
     import time
 
-    import ray
-
     from clirkit.encoders import OnnxEncoder
 
+    ray = require_ray()
+    if not ray.is_initialized():
+        raise InvalidInputError("connect to a Ray cluster first (clirkit.distributed.cluster.connected)")
     started = time.monotonic()
     if kind not in ("passages", "queries"):
         raise InvalidInputError(f"kind must be passages or queries, got {kind!r}")
@@ -218,9 +220,8 @@ def encode_shards(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     options = dict(encoder_options or {})
-    resources = ray.cluster_resources()
-    gpus = int(resources.get("GPU", 0))
-    cpus = float(resources.get("CPU", 1))
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    cpus = cluster_cpus(ray)
     pool = actors or (gpus if gpus else max(1, int(cpus) // 2))
     per_actor_threads = max(1, int(cpus) // pool) if not gpus else 1
     options.setdefault("threads", per_actor_threads)

@@ -386,7 +386,7 @@ impl DenseIndex {
     }
 
     /// Refuse to combine `other` (part `i`) with this index unless both use one codebook.
-    fn check_same_codebook(&self, other: &DenseIndex, i: usize) -> Result<()> {
+    pub(super) fn check_same_codebook(&self, other: &DenseIndex, i: usize) -> Result<()> {
         let same = self.dim == other.dim
             && self.metric == other.metric
             && match (&self.pq, &other.pq) {
