@@ -144,3 +144,39 @@ def test_ray_data_encoding_equals_clirkit_encode(tmp_path, shared, local_ray):
         again = encode_shards(model, subset, tmp_path / "shards", shards=3, encoder_options={"batch_size": 8})
     assert again.encoded == [1] and again.skipped == [0, 2]
     assert np.array_equal(np.concatenate([p.matrix() for p in parts_from_encoding(tmp_path / "shards")]), got)
+
+
+def test_the_cli_builds_and_searches_a_sharded_dense_index(tmp_path, vectors, local_ray):
+    from clirkit.cli import main
+
+    npy, ids, queries = vectors
+    (tmp_path / "ids.txt").write_text("".join(i + "\n" for i in ids))
+    np.save(tmp_path / "q.npy", queries)
+    (tmp_path / "qids.txt").write_text("".join(f"q{i}\n" for i in range(len(queries))))
+    common = [
+        "--embeddings",
+        str(npy),
+        "--ids",
+        str(tmp_path / "ids.txt"),
+        "--pq",
+        "8",
+        "--train-size",
+        "700",
+    ]
+    assert main(["index", "dense", *common, "--index", str(tmp_path / "single"), "--quiet"]) == 0
+    sharded = ["--index", str(tmp_path / "sharded"), "--shards", "3", "--quiet"]
+    assert main(["index", "dense", *common, *sharded, "--ray"]) == 0
+    runs = {}
+    for name, index, extra in [
+        ("single", "single", []),
+        ("local", "sharded", []),
+        ("ray", "sharded", ["--ray"]),
+    ]:
+        out = tmp_path / f"{name}.run"
+        search = ["search", "dense", "--index", str(tmp_path / index), "--queries", str(tmp_path / "q.npy")]
+        assert (
+            main([*search, "--qids", str(tmp_path / "qids.txt"), "--output", str(out), "--quiet", *extra])
+            == 0
+        )
+        runs[name] = out.read_bytes()
+    assert runs["single"] and runs["local"] == runs["single"] and runs["ray"] == runs["single"]
