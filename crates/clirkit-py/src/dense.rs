@@ -29,6 +29,23 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
     Ok((data, dim))
 }
 
+/// The query matrix of a search and its options.
+fn search_input<'a>(
+    queries: &'a PyReadonlyArray2<'_, f32>,
+    k: usize,
+    nprobe: usize,
+    refine: usize,
+    threads: usize,
+) -> PyResult<((&'a [f32], usize), SearchOptions)> {
+    let opts = SearchOptions {
+        k,
+        nprobe,
+        refine,
+        threads,
+    };
+    Ok((matrix(queries, "queries")?, opts))
+}
+
 /// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
 /// (train_size, seed).
 fn build_options(
@@ -215,13 +232,7 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
     ) -> PyResult<Hits<'py>> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let hits = py
             .detach_caught(|| self.inner.search(data, dim, &opts))
             .py_err()?;
@@ -255,13 +266,7 @@ impl PyDenseIndex {
         threads: usize,
         maxp: Option<&str>,
     ) -> PyResult<PyRun> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.run()).py_err().map(run_to_py)
     }
@@ -282,13 +287,7 @@ impl PyDenseIndex {
         threads: usize,
         maxp: Option<&str>,
     ) -> PyResult<()> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.write_run(&path, tag, RUN_WINDOW))
             .py_err()
@@ -307,13 +306,7 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
     ) -> PyResult<(usize, bool, Shortlist<'py>)> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let lists = py
             .detach_caught(|| self.inner.shortlist(data, dim, &opts))
             .py_err()?;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import (
@@ -126,25 +127,26 @@ def run_index(args: argparse.Namespace) -> int:
         template = DenseIndex.open(args.codebook_from)
         index = template.add(args.embeddings, ids, args.index, keep_rows=False, **grow)
     else:
-        index = DenseIndex.build_file(
-            args.embeddings,
-            ids,
-            args.index,
-            pq=args.pq,
-            nbits=args.nbits,
-            ivf=args.ivf,
-            metric=args.metric,
-            train_size=args.train_size,
-            seed=args.seed,
-            keep_vectors=not args.no_vectors,
-            **grow,
-        )
+        index = DenseIndex.build_file(args.embeddings, ids, args.index, **_training(args), **grow)
     report(
         args,
         f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "
         f"in {time.perf_counter() - start:.1f}s",
     )
     return 0
+
+
+def _training(args: argparse.Namespace) -> dict[str, Any]:
+    """The index kind and training options of ``clirkit index dense``."""
+    return {
+        "pq": args.pq,
+        "nbits": args.nbits,
+        "ivf": args.ivf,
+        "metric": args.metric,
+        "train_size": args.train_size,
+        "seed": args.seed,
+        "keep_vectors": not args.no_vectors,
+    }
 
 
 def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
@@ -160,19 +162,7 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
         raise InvalidInputError("--ids is required with a .npy matrix")
     else:
         parts = parts_from_files(args.embeddings, args.ids, args.shards or 1)
-    index = build_sharded_dense(
-        parts,
-        args.index,
-        pq=args.pq,
-        nbits=args.nbits,
-        ivf=args.ivf,
-        metric=args.metric,
-        train_size=args.train_size,
-        seed=args.seed,
-        keep_vectors=not args.no_vectors,
-        threads=args.threads,
-        ray=args.ray,
-    )
+    index = build_sharded_dense(parts, args.index, **_training(args), threads=args.threads, ray=args.ray)
     report(
         args,
         f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index} "

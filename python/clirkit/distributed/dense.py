@@ -125,19 +125,13 @@ def build_sharded_dense(
     try:
         codebook_dir = os.fspath(build.codebook_dir())
         sample = _training_sample(parts, train_size, seed)
-        DenseIndex.build(
-            sample,
-            [f"train-{i}" for i in range(len(sample))],
-            pq=pq,
-            nbits=nbits,
-            ivf=ivf,
-            metric=metric,
-            train_size=len(sample),
-            seed=seed,
-            threads=threads,
-            keep_vectors=keep_vectors,
-            quiet=True,
-        ).save(codebook_dir)
+        kind = {"pq": pq, "nbits": nbits, "ivf": ivf, "metric": metric, "keep_vectors": keep_vectors}
+        sample_ids = [f"train-{i}" for i in range(len(sample))]
+        # Trained on all of the sample with the same seed: the single index's codebook.
+        codebook = DenseIndex.build(
+            sample, sample_ids, train_size=len(sample), seed=seed, threads=threads, **kind
+        )
+        codebook.save(codebook_dir)
         jobs = [(codebook_dir, p, os.fspath(build.shard_dir(i))) for i, p in enumerate(parts)]
         crash = None if _crash_once is None else os.fspath(_crash_once)
         if ray:
