@@ -145,6 +145,16 @@ def test_ray_data_encoding_equals_clirkit_encode(tmp_path, shared, local_ray):
     assert again.encoded == [1] and again.skipped == [0, 2]
     assert np.array_equal(np.concatenate([p.matrix() for p in parts_from_encoding(tmp_path / "shards")]), got)
 
+    # Those e5 vectors as a PQ index: one shard per embedding shard, searched as the single index.
+    single = DenseIndex.build_file(
+        tmp_path / "one.npy", (tmp_path / "one.ids.txt").read_text().split(), tmp_path / "single", pq=48
+    )
+    build_sharded_dense(parts_from_encoding(tmp_path / "shards"), tmp_path / "sharded", pq=48)
+    with ShardedDenseIndex.open(tmp_path / "sharded") as sharded:
+        for k in (10, 1000):
+            for refine in (None, 0):
+                _runs_equal(tmp_path, single, sharded, want[:12], k=k, refine=refine)
+
 
 def test_the_cli_builds_and_searches_a_sharded_dense_index(tmp_path, vectors, local_ray):
     from clirkit.cli import main
