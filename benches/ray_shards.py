@@ -62,6 +62,10 @@ def _tree_kib(root: int) -> tuple[int, int]:
     return rss, anon
 
 
+def _dir_mib(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
+
+
 def run_phase(args: argparse.Namespace, phase: str) -> dict:
     """Run ``phase`` in a child process, sampling its process tree's memory; returns its report."""
     report = args.work / f"{phase}.json"
@@ -99,18 +103,27 @@ def phase_main(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     if args.phase == "single-build":
         BM25Index.build(corpus, single, threads=args.threads, quiet=True)
+        out["index_mib"] = _dir_mib(single)
     elif args.phase == "single-search":
         BM25Index.open(single).search_file_to_trec(
             queries, work / "single.run", args.k, tag="t", threads=args.threads, quiet=True
         )
     elif args.phase == "local-search":
         ShardedBM25Index.open(sharded).search_file_to_trec(queries, work / "local.run", args.k, tag="t")
+    elif args.phase == "stats-merge":
+        # The coordinator's pass alone (global statistics, ids unique across shards), over hard
+        # links to the shards just built.
+        build = _native.ShardedBm25Build(str(work / "restat"), args.shards)
+        for i in range(args.shards):
+            shutil.copytree(sharded / f"shard-{i:04d}", build.shard_dir(i), copy_function=os.link)
+        t0 = time.perf_counter()
+        build.finish()
     elif args.phase == "shard-search":
         # One shard alone on one thread: the per-shard search cost of the model.
         shard = _native.Bm25Index.open_shard(str(sharded), 0)
         triples = _native.read_bm25_queries(str(queries))
         t0 = time.perf_counter()
-        parts = shard.search_shard(triples, args.k, threads=1)
+        parts = shard.batch_search(triples, args.k, threads=1, quiet=True).shard_hits()
         out["hit_bytes"] = len(parts)
     elif args.phase in ("ray-build", "ray-search"):
         with connected(num_cpus=args.threads) as ray:
@@ -119,6 +132,7 @@ def phase_main(args: argparse.Namespace) -> dict:
             if args.phase == "ray-build":
                 build_sharded_bm25(corpus, sharded, args.shards, threads=1, ray=True)
                 out["seconds"] = round(time.perf_counter() - t0, 2)
+                out["index_mib"] = _dir_mib(sharded)
             else:
                 with RayShardedBM25(sharded) as searcher:
                     ray.get(
@@ -128,7 +142,9 @@ def phase_main(args: argparse.Namespace) -> dict:
                     triples = _native.read_bm25_queries(str(queries))
                     qids = [q for q, _, _ in triples]
                     t0 = time.perf_counter()
-                    parts = searcher._parts(triples, {"k": args.k, "lang": None, "k1": 0.9, "b": 0.4}, None)
+                    parts = searcher._parts(
+                        triples, {"k": args.k, "lang": None, "k1": 0.9, "b": 0.4, "quiet": True}
+                    )
                     out["scatter_gather_s"] = round(time.perf_counter() - t0, 3)
                     out["hit_bytes_per_query"] = round(sum(map(len, parts)) / len(qids))
                     t1 = time.perf_counter()
@@ -162,7 +178,15 @@ def main() -> None:
         for _, line in zip(range(args.queries), src):
             dst.write(line)
     results = {}
-    for phase in ("single-build", "ray-build", "single-search", "ray-search", "local-search", "shard-search"):
+    for phase in (
+        "single-build",
+        "ray-build",
+        "stats-merge",
+        "single-search",
+        "ray-search",
+        "local-search",
+        "shard-search",
+    ):
         results[phase] = run_phase(args, phase)
         print(phase, json.dumps(results[phase]), flush=True)
     same = {

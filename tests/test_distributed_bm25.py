@@ -1,8 +1,9 @@
 """Sharded BM25 on a local Ray cluster started here: 4-shard indexes of the embedded sample
 (several languages) and of SciFact give byte-identical runs to the single index at k=10 and
 k=1000, searched through Ray and locally; a worker killed mid-build or mid-search changes
-nothing; a missing shard or one of another build is refused. About 25 s on 2 cores, most of it
-the cluster's start (skipped without Ray, which needs Python >= 3.10)."""
+nothing; a missing shard or one of another build is refused. 33-45 s on the 2 shared cores
+(the cluster's start ~10 s, SciFact's builds most of the rest); skipped without Ray, which needs
+Python >= 3.10."""
 
 from __future__ import annotations
 
@@ -59,14 +60,18 @@ def test_sample_through_ray_and_locally_equals_the_single_index(sample, k):
     assert (out / f"ray-{k}.run").read_bytes() == runs[k]
     index.search_file_to_trec(queries, out / f"local-{k}.run", k, tag="t")
     assert (out / f"local-{k}.run").read_bytes() == runs[k]
+    # The Python API's results are the single index's too.
+    triples = [("q1", "Super Bowl", "en"), ("q2", "Denver Broncos", "de"), ("q3", "كم نقطة", "ar")]
+    single = BM25Index.open(out / "single").batch_search(triples, k)
+    assert index.batch_search(triples, k) == {q: single[q] for q, _, _ in triples}
 
 
 def test_a_search_worker_killed_mid_search_changes_nothing(sample):
     out, queries, runs, _ = sample
     marker = out / "crash-search"
     marker.touch()
-    with RayShardedBM25(out / "sharded", max_restarts=2) as searcher:
-        searcher.search_file_to_trec(queries, out / "crashed.run", 1000, tag="t", _crash_once=marker)
+    with RayShardedBM25(out / "sharded", max_restarts=2, _crash_once=marker) as searcher:
+        searcher.search_file_to_trec(queries, out / "crashed.run", 1000, tag="t")
         assert not marker.exists(), "a shard actor's worker was killed and restarted"
         # And a shard actor killed from outside is restarted too.
         ray.kill(searcher.actors[2], no_restart=False)
@@ -81,6 +86,7 @@ def test_the_cli_builds_and_searches_sharded(sample, tmp_path, sample_dir):
     common = ["--quiet", "--threads", "1"]
     assert main(["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "s"), "--lang-field", "lang",
                  "--shards", "3", "--ray", *common]) == 0  # fmt: skip
+    assert main(["verify", str(tmp_path / "s")]) == 0  # the shards' files are checked too
     for extra in (["--ray"], []):
         run = tmp_path / f"run{len(extra)}"
         args = [

@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::atomic::{read_manifest_text, AtomicDir, MANIFEST};
-use crate::io::manifest::{self, Manifest};
+use crate::io::manifest::{self, Manifest, VerifySummary};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -95,6 +95,26 @@ pub fn shard_path(dir: &Path, shards: &[ShardRecord], i: usize) -> Result<PathBu
 /// Check every shard of the sharded index at `dir` as [`shard_path`] does.
 pub fn check_all(dir: &Path, shards: &[ShardRecord]) -> Result<()> {
     (0..shards.len()).try_for_each(|i| shard_path(dir, shards, i).map(|_| ()))
+}
+
+/// Check an index in full, as [`manifest::verify_dir`] does; for a sharded index also every
+/// shard (present, of the recorded build, every byte), so `clirkit verify` covers it whole.
+pub fn verify(dir: &Path) -> Result<VerifySummary> {
+    let mut summary = manifest::verify_dir(dir)?;
+    if !summary.format.starts_with(FORMAT_PREFIX) {
+        return Ok(summary);
+    }
+    let path = dir.join(MANIFEST);
+    let meta: serde_json::Value = serde_json::from_str(&read_manifest_text(&path)?)
+        .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
+    let shards: Vec<ShardRecord> = serde_json::from_value(meta["shards"].clone())
+        .map_err(|e| Error::format(&path, format!("invalid manifest: 'shards': {e}")))?;
+    for i in 0..shards.len() {
+        let shard = manifest::verify_dir(&shard_path(dir, &shards, i)?)?;
+        summary.files += shard.files;
+        summary.bytes += shard.bytes;
+    }
+    Ok(summary)
 }
 
 /// A sharded index under construction. Dropped uncommitted, it is removed with its shards.

@@ -232,42 +232,6 @@ impl PyBm25Index {
         })
     }
 
-    /// Search (qid, text, lang-or-None) triples and return the hits encoded for
-    /// `merge_shard_hits` (a shard's part of a sharded search).
-    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=true))]
-    #[allow(clippy::too_many_arguments)]
-    fn search_shard<'py>(
-        &self,
-        py: Python<'py>,
-        queries: Vec<(String, String, Option<String>)>,
-        k: usize,
-        threads: usize,
-        lang: Option<String>,
-        k1: f32,
-        b: f32,
-        quiet: bool,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let queries: Vec<BatchQuery> = queries
-            .into_iter()
-            .map(|(id, text, lang)| BatchQuery { id, text, lang })
-            .collect();
-        let params = Bm25Params { k1, b };
-        let encoded = py
-            .detach_caught(|| {
-                let hits = self.inner.batch_search(
-                    &queries,
-                    k,
-                    lang.as_deref(),
-                    params,
-                    threads,
-                    quiet,
-                )?;
-                Ok(sharded::encode_hits(&self.inner, &hits))
-            })
-            .py_err()?;
-        Ok(PyBytes::new(py, &encoded))
-    }
-
     /// Search (qid, text, lang-or-None) triples on `threads` threads.
     #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
     #[allow(clippy::too_many_arguments)]
@@ -449,6 +413,12 @@ impl PySearchResults {
     }
 
     /// Write a TREC run (`qid Q0 docid rank score tag`) in canonical order, atomically.
+    /// The hits encoded for `merge_shard_hits`: a shard's part of a sharded search.
+    fn shard_hits<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let encoded = sharded::encode_hits(|doc| self.index.doc_id(doc), &self.hits);
+        PyBytes::new(py, &encoded)
+    }
+
     #[pyo3(signature = (path, tag="clirkit-bm25"))]
     fn to_trec(&self, py: Python<'_>, path: PathBuf, tag: &str) -> PyResult<()> {
         py.detach_caught(|| trec::write_run(&path, &self.to_run(), tag))

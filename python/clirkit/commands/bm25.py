@@ -63,51 +63,29 @@ def register(top, groups) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    fields = [f.strip() for f in args.fields.split(",") if f.strip()]
+    options = {
+        "lang": args.lang,
+        "lang_field": args.lang_field,
+        "fields": [f.strip() for f in args.fields.split(",") if f.strip()],
+        "threads": args.threads,
+        "keep_first_duplicate": args.keep_first_duplicate,
+        "quiet": args.quiet,
+        "memory_budget_mb": args.memory_mb,
+    }
     if args.shards is not None:
-        return _index_sharded(args, fields)
-    if args.ray is not None:
+        from clirkit.distributed.bm25 import build_sharded_bm25
+
+        if args.store_docvectors:
+            raise SystemExit("clirkit index bm25: --store-docvectors (for RM3) cannot go with --shards")
+        sharded = build_sharded_bm25(args.corpus, args.index, args.shards, ray=args.ray, **options)
+        built = f"{sharded.num_docs} documents in {sharded.num_shards} shards"
+    elif args.ray is not None:
         raise SystemExit("clirkit index bm25: --ray builds a sharded index: give --shards N")
-    index = BM25Index.build(
-        args.corpus,
-        args.index,
-        lang=args.lang,
-        lang_field=args.lang_field,
-        fields=fields,
-        threads=args.threads,
-        keep_first_duplicate=args.keep_first_duplicate,
-        quiet=args.quiet,
-        memory_budget_mb=args.memory_mb,
-        store_docvectors=args.store_docvectors,
-    )
+    else:
+        index = BM25Index.build(args.corpus, args.index, store_docvectors=args.store_docvectors, **options)
+        built = f"{index.num_docs} documents, {index.num_terms} terms"
     if not args.quiet:
-        print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
-    return 0
-
-
-def _index_sharded(args: argparse.Namespace, fields: list[str]) -> int:
-    from clirkit.distributed.bm25 import build_sharded_bm25
-
-    if args.store_docvectors:
-        raise SystemExit("clirkit index bm25: --store-docvectors (for RM3) cannot go with --shards")
-    index = build_sharded_bm25(
-        args.corpus,
-        args.index,
-        args.shards,
-        lang=args.lang,
-        lang_field=args.lang_field,
-        fields=fields,
-        threads=args.threads,
-        keep_first_duplicate=args.keep_first_duplicate,
-        quiet=args.quiet,
-        memory_budget_mb=args.memory_mb,
-        ray=args.ray,
-    )
-    if not args.quiet:
-        print(
-            f"indexed {index.num_docs} documents in {index.num_shards} shards -> {args.index}",
-            file=sys.stderr,
-        )
+        print(f"indexed {built} -> {args.index}", file=sys.stderr)
     return 0
 
 
@@ -119,8 +97,8 @@ def _search_sharded(args: argparse.Namespace) -> None:
         raise SystemExit("clirkit search bm25: --rm3 is not available on a sharded index")
     options = {"tag": args.tag, "lang": args.lang, "k1": args.k1, "b": args.b}
     if args.ray is None:
-        index = ShardedBM25Index.open(args.index)
-        index.search_file_to_trec(args.queries, args.output, args.k, threads=args.threads, **options)
+        index = ShardedBM25Index.open(args.index, threads=args.threads)
+        index.search_file_to_trec(args.queries, args.output, args.k, **options)
         return
     with connected(args.ray), RayShardedBM25(args.index) as searcher:
         searcher.search_file_to_trec(args.queries, args.output, args.k, **options)

@@ -12,7 +12,6 @@ its worker dies)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
@@ -55,20 +54,18 @@ def build_sharded_bm25(
     index: PathLike,
     shards: int,
     *,
-    lang: str | None = None,
-    lang_field: str | None = None,
-    fields: Sequence[str] = ("title", "text"),
     threads: int = 0,
-    keep_first_duplicate: bool = False,
     quiet: bool = False,
-    memory_budget_mb: int = 1024,
     ray: RayAddress = None,
     max_retries: int = 3,
     _crash_once: PathLike | None = None,
+    **options: Any,
 ) -> ShardedBM25Index:
     """Index a plain JSONL corpus as ``shards`` shards into the sharded index ``index`` (written
-    atomically: shards and statistics appear together) and open it. Options are those of
-    :meth:`clirkit.bm25.BM25Index.build`; ids must be unique across the whole corpus.
+    atomically: shards and statistics appear together) and open it. ``options`` are those of
+    :meth:`clirkit.bm25.BM25Index.build` (``lang``, ``lang_field``, ``fields``,
+    ``keep_first_duplicate``, ``memory_budget_mb``; not ``store_docvectors``); ids must be unique
+    across the whole corpus.
 
     ``ray``: None or False builds the shards here, one after another on ``threads`` threads; an
     address (or True for Ray's default) builds them as Ray tasks, each on ``threads`` threads
@@ -76,17 +73,16 @@ def build_sharded_bm25(
     only) names a file whose first claimant ends its worker process mid-build."""
     if shards < 1:
         raise InvalidInputError(f"shards must be at least 1, got {shards}")
+    if options.pop("store_docvectors", False):
+        raise InvalidInputError(
+            "a sharded index cannot store document vectors (RM3 needs the whole collection)"
+        )
+    if "fields" in options:
+        options["fields"] = list(options["fields"])
     # Absolute: Ray workers need not share this process's working directory.
     corpus = os.path.abspath(corpus)
     threads = checked_threads(threads)
     ranges = _native.split_corpus(corpus, shards)
-    options = {
-        "lang": lang,
-        "lang_field": lang_field,
-        "fields": list(fields),
-        "keep_first_duplicate": keep_first_duplicate,
-        "memory_budget_mb": memory_budget_mb,
-    }
     crash = None if _crash_once is None else os.fspath(_crash_once)
     build = _native.ShardedBm25Build(os.path.abspath(index), shards)
     try:
@@ -117,30 +113,23 @@ def build_sharded_bm25(
 def _search_options(k: int, lang: str | None, k1: float, b: float) -> dict[str, Any]:
     if k < 1:
         raise InvalidInputError(f"k must be at least 1, got {k}")
-    return {"k": k, "lang": lang, "k1": k1, "b": b}
+    return {"k": k, "lang": lang, "k1": k1, "b": b, "quiet": True}
 
 
-def _merged(parts: list[bytes], triples: list[QueryTriple], k: int) -> dict[str, list[tuple[str, float]]]:
-    merged = _native.merge_shard_hits(parts, [q for q, _, _ in triples], k)
-    assert merged is not None  # no output file was given
-    return merged
+def _checked_bm25(manifest: ShardedManifest) -> ShardedManifest:
+    if manifest.kind != "bm25":
+        raise InvalidInputError(f"{manifest.path}: a sharded {manifest.kind} index, not BM25")
+    return manifest
 
 
-class ShardedBM25Index:
-    """A sharded BM25 index searched in this process: each shard opened (memory-mapped) to score
-    with the whole collection's statistics, shards searched in threads, hits merged into the run
-    of the single index over all documents."""
+class _ShardedSearch:
+    """What every way of searching a sharded BM25 index shares: each shard's exact top k of the
+    queries (:meth:`_parts`, the way's own), merged into the single index's run."""
 
-    def __init__(self, manifest: ShardedManifest) -> None:
-        if manifest.kind != "bm25":
-            raise InvalidInputError(f"{manifest.path}: a sharded {manifest.kind} index, not BM25")
-        self.manifest = manifest
-        self._shards = [_native.Bm25Index.open_shard(manifest.path, i) for i in range(len(manifest.shards))]
+    manifest: ShardedManifest
 
-    @staticmethod
-    def open(index: PathLike) -> ShardedBM25Index:
-        """Open a sharded BM25 index; a missing shard or one of another build is refused."""
-        return ShardedBM25Index(read_manifest(index))
+    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
+        raise NotImplementedError
 
     @property
     def num_docs(self) -> int:
@@ -150,20 +139,11 @@ class ShardedBM25Index:
     def num_shards(self) -> int:
         return len(self.manifest.shards)
 
-    def _parts(self, triples: list[QueryTriple], threads: int, options: dict[str, Any]) -> list[bytes]:
-        # Each shard's search releases the GIL; the cores are shared out among the shards.
-        each = max(1, worker_count(threads) // self.num_shards)
-        with ThreadPoolExecutor(max_workers=self.num_shards) as pool:
-            return list(
-                pool.map(lambda shard: shard.search_shard(triples, threads=each, **options), self._shards)
-            )
-
     def batch_search(
         self,
         queries: Queries,
         k: int = 1000,
         *,
-        threads: int = 0,
         lang: str | None = None,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
@@ -171,8 +151,10 @@ class ShardedBM25Index:
         """The top ``k`` of each query (queries as :meth:`clirkit.bm25.BM25Index.batch_search`
         takes them), ``{qid: [(docid, score), ...]}`` in query and canonical order."""
         triples = _query_triples(queries)
-        parts = self._parts(triples, checked_threads(threads), _search_options(k, lang, k1, b))
-        return _merged(parts, triples, k)
+        parts = self._parts(triples, _search_options(k, lang, k1, b))
+        merged = _native.merge_shard_hits(parts, [q for q, _, _ in triples], k)
+        assert merged is not None  # no output file was given
+        return merged
 
     def search_file_to_trec(
         self,
@@ -181,7 +163,6 @@ class ShardedBM25Index:
         k: int = 1000,
         *,
         tag: str = "clirkit",
-        threads: int = 0,
         lang: str | None = None,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
@@ -189,8 +170,35 @@ class ShardedBM25Index:
         """Search a queries file and write the TREC run ``output`` (atomically): the bytes
         :meth:`clirkit.bm25.BM25Index.search_file_to_trec` writes on the single index."""
         triples = _native.read_bm25_queries(os.fspath(queries_path))
-        parts = self._parts(triples, checked_threads(threads), _search_options(k, lang, k1, b))
+        parts = self._parts(triples, _search_options(k, lang, k1, b))
         _native.merge_shard_hits(parts, [q for q, _, _ in triples], k, os.fspath(output), tag)
+
+
+class ShardedBM25Index(_ShardedSearch):
+    """A sharded BM25 index searched in this process: each shard opened (memory-mapped) to score
+    with the whole collection's statistics, shards searched in threads sharing ``threads`` cores
+    (0: all), hits merged into the run of the single index over all documents."""
+
+    def __init__(self, manifest: ShardedManifest, *, threads: int = 0) -> None:
+        self.manifest = _checked_bm25(manifest)
+        self._threads = checked_threads(threads)
+        self._shards = [_native.Bm25Index.open_shard(manifest.path, i) for i in range(len(manifest.shards))]
+
+    @staticmethod
+    def open(index: PathLike, *, threads: int = 0) -> ShardedBM25Index:
+        """Open a sharded BM25 index; a missing shard or one of another build is refused."""
+        return ShardedBM25Index(read_manifest(index), threads=threads)
+
+    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
+        # Each shard's search releases the GIL; the cores are shared out among the shards.
+        each = max(1, worker_count(self._threads) // self.num_shards)
+        with ThreadPoolExecutor(max_workers=self.num_shards) as pool:
+            return list(
+                pool.map(
+                    lambda shard: shard.batch_search(triples, threads=each, **options).shard_hits(),
+                    self._shards,
+                )
+            )
 
     def __repr__(self) -> str:
         return f"ShardedBM25Index({self.manifest.path!r}, num_docs={self.num_docs}, shards={self.num_shards})"
@@ -205,27 +213,32 @@ class _ShardActor:
 
     def search(self, triples: list[QueryTriple], options: dict[str, Any], crash_once: str | None) -> bytes:
         crash_if_marked(crash_once)
-        return self._shard.search_shard(triples, threads=self._threads, **options)
+        return self._shard.batch_search(triples, threads=self._threads, **options).shard_hits()
 
 
-class RayShardedBM25:
+class RayShardedBM25(_ShardedSearch):
     """Scatter-gather search of a sharded BM25 index on the connected Ray cluster: one actor per
     shard holds its shard memory-mapped; a batch of queries goes to every actor once (through the
     object store), each returns its exact top k, and the hits are merged here. An actor whose
     worker dies is restarted and its call retried (up to ``max_restarts`` times), so the run is
     unchanged. Use within :func:`clirkit.distributed.cluster.connected`; :meth:`close` (or
-    ``with``) ends the actors."""
+    ``with``) ends the actors. ``_crash_once`` (tests only) names a file whose first claimant ends
+    its actor's worker process mid-search."""
 
     def __init__(
-        self, index: PathLike, *, cpus_per_shard: float | None = None, max_restarts: int = 3
+        self,
+        index: PathLike,
+        *,
+        cpus_per_shard: float | None = None,
+        max_restarts: int = 3,
+        _crash_once: PathLike | None = None,
     ) -> None:
         ray = require_ray()
         if not ray.is_initialized():
             raise InvalidInputError("connect to a Ray cluster first (clirkit.distributed.cluster.connected)")
-        self.manifest = read_manifest(index)
-        if self.manifest.kind != "bm25":
-            raise InvalidInputError(f"{self.manifest.path}: a sharded {self.manifest.kind} index, not BM25")
+        self.manifest = _checked_bm25(read_manifest(index))
         self._ray = ray
+        self._crash_once = None if _crash_once is None else os.fspath(_crash_once)
         shards = len(self.manifest.shards)
         cpus = cpus_per_shard if cpus_per_shard is not None else actor_cpus(ray, shards)
         actor = ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
@@ -234,45 +247,9 @@ class RayShardedBM25:
         path = os.path.abspath(self.manifest.path)
         self.actors = [actor.remote(path, i, task_threads(cpus)) for i in range(shards)]
 
-    def _parts(
-        self, triples: list[QueryTriple], options: dict[str, Any], crash_once: str | None
-    ) -> list[bytes]:
+    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
         queries = self._ray.put(triples)
-        return self._ray.get([a.search.remote(queries, options, crash_once) for a in self.actors])
-
-    def batch_search(
-        self,
-        queries: Queries,
-        k: int = 1000,
-        *,
-        lang: str | None = None,
-        k1: float = DEFAULT_K1,
-        b: float = DEFAULT_B,
-        _crash_once: PathLike | None = None,
-    ) -> dict[str, list[tuple[str, float]]]:
-        """As :meth:`ShardedBM25Index.batch_search`. ``_crash_once`` (tests only) names a file whose
-        first claimant ends its actor's worker process mid-search."""
-        triples = _query_triples(queries)
-        crash = None if _crash_once is None else os.fspath(_crash_once)
-        return _merged(self._parts(triples, _search_options(k, lang, k1, b), crash), triples, k)
-
-    def search_file_to_trec(
-        self,
-        queries_path: PathLike,
-        output: PathLike,
-        k: int = 1000,
-        *,
-        tag: str = "clirkit",
-        lang: str | None = None,
-        k1: float = DEFAULT_K1,
-        b: float = DEFAULT_B,
-        _crash_once: PathLike | None = None,
-    ) -> None:
-        """As :meth:`ShardedBM25Index.search_file_to_trec`, through the shard actors."""
-        triples = _native.read_bm25_queries(os.fspath(queries_path))
-        crash = None if _crash_once is None else os.fspath(_crash_once)
-        parts = self._parts(triples, _search_options(k, lang, k1, b), crash)
-        _native.merge_shard_hits(parts, [q for q, _, _ in triples], k, os.fspath(output), tag)
+        return self._ray.get([a.search.remote(queries, options, self._crash_once) for a in self.actors])
 
     def close(self) -> None:
         for a in self.actors:

@@ -66,4 +66,4 @@ def read_manifest(path: PathLike) -> ShardedManifest:
         raise InvalidInputError(f"{path}: sharded index of kind '{kind}', which this clirkit cannot open")
     fields = json.loads(check(path))
     shards = tuple(ShardRecord(s["dir"], s["build"], int(s["num_docs"])) for s in fields["shards"])
-    return ShardedManifest(path, kind, int(fields["num_docs"]), shards, fields)
+    return ShardedManifest(path, kind, sum(s.num_docs for s in shards), shards, fields)

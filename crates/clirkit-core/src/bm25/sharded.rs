@@ -27,7 +27,8 @@ use crate::io::manifest::{self, Bm25Manifest, Manifest};
 use crate::ranking::{Run, ScoredDoc};
 use crate::sharded::{shard_path, ShardRecord, ShardedDir};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "clirkit-sharded-bm25";
@@ -38,17 +39,23 @@ pub const VERSION: u64 = 1;
 pub struct ShardedManifest {
     pub format: String,
     pub version: u64,
-    /// The whole collection's statistics, as the single index's `meta.json` records them.
+    pub collection: CollectionStats,
+    /// Every shard's languages with their analyzer ids: the languages of the single index, which
+    /// decide how a query without a language is analyzed.
+    pub analyzers: BTreeMap<String, String>,
+    pub shards: Vec<ShardRecord>,
+}
+
+/// The whole collection's statistics: what the single index's `meta.json` records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionStats {
     pub num_docs: u64,
+    /// Documents with at least one term (Lucene's `docCount`).
     pub doc_count: u64,
     pub sum_total_term_freq: u64,
     pub avgdl: f32,
     /// Terms in the global dictionary (`terms.bin`).
     pub num_terms: u64,
-    /// Every shard's languages with their analyzer ids: the languages of the single index, which
-    /// decide how a query without a language is analyzed.
-    pub analyzers: BTreeMap<String, String>,
-    pub shards: Vec<ShardRecord>,
 }
 
 impl Manifest for ShardedManifest {
@@ -102,17 +109,18 @@ impl Bm25Index {
         let dir = dir.as_ref();
         let manifest: ShardedManifest = manifest::read(dir)?;
         let mut index = Bm25Index::open(shard_path(dir, &manifest.shards, shard)?)?;
-        let avgdl = super::scoring::avg_length(manifest.sum_total_term_freq, manifest.doc_count);
-        if manifest.avgdl != avgdl || index.manifest.doc_count > manifest.doc_count {
+        let stats = &manifest.collection;
+        let avgdl = super::scoring::avg_length(stats.sum_total_term_freq, stats.doc_count);
+        if stats.avgdl != avgdl || index.manifest.doc_count > stats.doc_count {
             return Err(Error::format(
                 dir.join(MANIFEST),
                 "inconsistent statistics: the sharded index is corrupt",
             ));
         }
-        index.doc_count = manifest.doc_count;
+        index.doc_count = stats.doc_count;
         index.avgdl = avgdl;
         index.analyzers = super::load_analyzers(dir, &manifest.analyzers)?;
-        index.global_terms = Some(GlobalTerms::open(dir, manifest.num_terms as usize)?);
+        index.global_terms = Some(GlobalTerms::open(dir, stats.num_terms as usize)?);
         Ok(index)
     }
 }
@@ -185,11 +193,13 @@ impl ShardedBuild {
         let manifest = ShardedManifest {
             format: FORMAT.into(),
             version: VERSION,
-            num_docs: sum(|m| m.num_docs),
-            doc_count,
-            sum_total_term_freq: sum_lengths,
-            avgdl: super::scoring::avg_length(sum_lengths, doc_count),
-            num_terms,
+            collection: CollectionStats {
+                num_docs: sum(|m| m.num_docs),
+                doc_count,
+                sum_total_term_freq: sum_lengths,
+                avgdl: super::scoring::avg_length(sum_lengths, doc_count),
+                num_terms,
+            },
             analyzers: indexes
                 .iter()
                 .flat_map(|i| i.manifest().analyzers.clone())
@@ -203,37 +213,50 @@ impl ShardedBuild {
 }
 
 /// Refuse a document id held by two shards (a single build refuses a duplicate id too), and
-/// more documents than the 32-bit document numbers of a single index could hold.
+/// more documents than the 32-bit document numbers of a single index could hold. Each shard's
+/// ids are unique and stored in byte order, so one merge of the sorted lists finds a duplicate
+/// as two equal neighbours: O(N log K) for N ids in K shards, no table of all ids.
 fn check_unique_ids(indexes: &[Bm25Index]) -> Result<()> {
     let total: usize = indexes.iter().map(Bm25Index::num_docs).sum();
     if total > u32::MAX as usize {
         return Err(Error::invalid("more than 2^32 - 1 documents in all shards"));
     }
-    for (i, index) in indexes.iter().enumerate().skip(1) {
-        for doc in 0..index.num_docs() as u32 {
-            let id = index.doc_id(doc);
-            if let Some(earlier) = indexes[..i].iter().find(|e| e.ids.find(id).is_some()) {
-                return Err(Error::format(
-                    index.dir(),
-                    format!(
-                        "document id '{id}' is also in {}; ids must be unique across shards",
-                        earlier.dir().display()
-                    ),
-                ));
-            }
+    let mut lists: Vec<_> = indexes.iter().map(|i| i.ids.iter_sorted()).collect();
+    let mut heads: BinaryHeap<Reverse<(&str, usize)>> = BinaryHeap::new();
+    for (shard, list) in lists.iter_mut().enumerate() {
+        if let Some(id) = list.next() {
+            heads.push(Reverse((id, shard)));
+        }
+    }
+    let mut previous: Option<(&str, usize)> = None;
+    while let Some(Reverse((id, shard))) = heads.pop() {
+        if let Some((earlier, earlier_shard)) = previous.filter(|(p, _)| *p == id) {
+            let (first, second) = (earlier_shard.min(shard), earlier_shard.max(shard));
+            return Err(Error::format(
+                indexes[second].dir(),
+                format!(
+                    "document id '{earlier}' is also in {}; ids must be unique across shards",
+                    indexes[first].dir().display()
+                ),
+            ));
+        }
+        previous = Some((id, shard));
+        if let Some(next) = lists[shard].next() {
+            heads.push(Reverse((next, shard)));
         }
     }
     Ok(())
 }
 
-/// One shard's hits for a batch of queries, as bytes for the trip to whoever merges them: per
-/// query `n u32`, then `n` times `score f32 · id length u32 · id`, little-endian.
-pub fn encode_hits(index: &Bm25Index, results: &[Vec<Hit>]) -> Vec<u8> {
+/// One shard's hits for a batch of queries (its documents' string ids by `doc_id`), as bytes for
+/// the trip to whoever merges them: per query `n u32`, then `n` times `score f32 · id length u32 ·
+/// id`, little-endian.
+pub fn encode_hits<'a>(doc_id: impl Fn(u32) -> &'a str, results: &[Vec<Hit>]) -> Vec<u8> {
     let mut out = Vec::new();
     for hits in results {
         out.extend_from_slice(&(hits.len() as u32).to_le_bytes());
         for hit in hits {
-            let id = index.doc_id(hit.doc).as_bytes();
+            let id = doc_id(hit.doc).as_bytes();
             out.extend_from_slice(&hit.score.to_le_bytes());
             out.extend_from_slice(&(id.len() as u32).to_le_bytes());
             out.extend_from_slice(id);

@@ -602,6 +602,14 @@ fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
     }
 }
 
+/// The indexes at `a` and `b` have the same data files, byte for byte.
+pub(super) fn assert_same_index_files(a: &Path, b: &Path) {
+    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
+        let same = std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap();
+        assert!(same, "{file}");
+    }
+}
+
 #[test]
 fn merge_equals_one_build_of_the_concatenated_corpora() {
     let dir = tempfile::tempdir().unwrap();
@@ -619,13 +627,7 @@ fn merge_equals_one_build_of_the_concatenated_corpora() {
     let merged = dir.path().join("merged");
     let inputs: Vec<&Path> = parts.iter().map(PathBuf::as_path).collect();
     merge::merge(&inputs, &merged).unwrap();
-    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
-        let (a, b) = (once.join(file), merged.join(file));
-        assert!(
-            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
-            "{file}"
-        );
-    }
+    assert_same_index_files(&once, &merged);
     let (a, b) = (
         Bm25Index::open(&once).unwrap(),
         Bm25Index::open(&merged).unwrap(),

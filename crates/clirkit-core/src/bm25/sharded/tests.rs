@@ -1,21 +1,39 @@
 //! A sharded build searched shard by shard and merged equals the single index, byte for byte.
 
 use super::*;
-use crate::bm25::tests::{doc, quiet, random_corpus, write_corpus, Rng};
+use crate::bm25::tests::{assert_same_index_files, doc, quiet, random_corpus, write_corpus, Rng};
 use crate::bm25::{build, merge, BatchQuery, Bm25Params, BuildOptions};
-use crate::io::jsonl::split_lines;
+use crate::io::jsonl::{split_lines, LineRange};
 
-/// Build `corpus` as a sharded index of `shards` shards at `out`.
-fn build_sharded(corpus: &Path, out: &Path, shards: usize) -> ShardedManifest {
-    let sharded = ShardedBuild::create(out, shards).unwrap();
-    for (i, range) in split_lines(corpus, shards).unwrap().into_iter().enumerate() {
-        let opts = BuildOptions {
-            range: Some(range),
-            ..quiet()
-        };
-        build(corpus, &sharded.shard_dir(i), &opts).unwrap();
+/// The build of shard `range` of `corpus` with `opts`.
+fn shard_build(corpus: &Path, range: LineRange, shard: &Path, opts: &BuildOptions) -> Result<()> {
+    let opts = BuildOptions {
+        range: Some(range),
+        ..opts.clone()
+    };
+    build(corpus, shard, &opts).map(|_| ())
+}
+
+/// Build `corpus` with `opts` as a sharded index of `shards` shards at `out`.
+fn build_sharded(
+    corpus: &Path,
+    out: &Path,
+    shards: usize,
+    opts: &BuildOptions,
+) -> Result<ShardedManifest> {
+    let sharded = ShardedBuild::create(out, shards)?;
+    for (i, range) in split_lines(corpus, shards)?.into_iter().enumerate() {
+        shard_build(corpus, range, &sharded.shard_dir(i), opts)?;
     }
-    sharded.finish().unwrap()
+    sharded.finish()
+}
+
+/// The message of the error `result` must be.
+fn error_text<T>(result: Result<T>) -> String {
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
 }
 
 fn queries(texts: &[&str]) -> Vec<BatchQuery> {
@@ -39,7 +57,7 @@ fn sharded_run(dir: &Path, queries: &[BatchQuery], k: usize) -> Run {
             let hits = shard
                 .batch_search(queries, k, None, Bm25Params::default(), 1, true)
                 .unwrap();
-            encode_hits(&shard, &hits)
+            encode_hits(|doc| shard.doc_id(doc), &hits)
         })
         .collect();
     let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
@@ -80,17 +98,13 @@ fn sharded_search_equals_the_single_index() {
     build(&corpus, &once, &quiet()).unwrap();
     let single = Bm25Index::open(&once).unwrap();
     let sharded = dir.path().join("sharded");
-    let manifest = build_sharded(&corpus, &sharded, 4);
-    let m = single.manifest();
+    let manifest = build_sharded(&corpus, &sharded, 4, &quiet()).unwrap();
+    let (m, c) = (single.manifest(), &manifest.collection);
     assert_eq!(
-        (
-            manifest.num_docs,
-            manifest.doc_count,
-            manifest.sum_total_term_freq
-        ),
+        (c.num_docs, c.doc_count, c.sum_total_term_freq),
         (m.num_docs, m.doc_count, m.sum_total_term_freq)
     );
-    assert_eq!((manifest.avgdl, manifest.num_terms), (m.avgdl, m.num_terms));
+    assert_eq!((c.avgdl, c.num_terms), (m.avgdl, m.num_terms));
     let qs = queries(&[
         "w1x w2x",
         "w0x",
@@ -118,11 +132,7 @@ fn sharded_search_equals_the_single_index() {
         .collect();
     let inputs: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
     merge::merge(&inputs, &merged).unwrap();
-    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
-        let same =
-            std::fs::read(once.join(file)).unwrap() == std::fs::read(merged.join(file)).unwrap();
-        assert!(same, "{file}");
-    }
+    assert_same_index_files(&once, &merged);
 }
 
 #[test]
@@ -131,44 +141,50 @@ fn missing_or_foreign_shards_and_duplicate_ids_are_refused() {
     let lines = random_corpus(&mut Rng(5), 200, 30);
     let corpus = write_corpus(dir.path(), "all.jsonl", &lines);
     let sharded = dir.path().join("sharded");
-    build_sharded(&corpus, &sharded, 3);
+    build_sharded(&corpus, &sharded, 3, &quiet()).unwrap();
+
+    // `verify` reads every shard too: one flipped byte in a shard's postings is found.
+    let summary = crate::sharded::verify(&sharded).unwrap();
+    assert_eq!(
+        (summary.format.as_str(), summary.files),
+        (FORMAT, 1 + 3 * 4)
+    );
+    let postings = sharded.join("shard-0002").join("postings.bin");
+    let mut bytes = std::fs::read(&postings).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&postings, &bytes).unwrap();
+    let e = error_text(crate::sharded::verify(&sharded));
+    assert!(
+        e.contains("shard-0002") && e.contains("postings.bin"),
+        "{e}"
+    );
+    bytes[100] ^= 1;
+    std::fs::write(&postings, &bytes).unwrap();
 
     // A shard of another build: shard 1 rebuilt from other lines.
     let other = write_corpus(dir.path(), "other.jsonl", &lines[..20]);
     build(&other, &sharded.join("shard-0001"), &quiet()).unwrap();
     for e in [
-        check_shards(&sharded).err().unwrap(),
-        Bm25Index::open_shard(&sharded, 1).err().unwrap(),
+        error_text(check_shards(&sharded)),
+        error_text(Bm25Index::open_shard(&sharded, 1)),
     ] {
-        let e = e.to_string();
         assert!(
             e.contains("shard-0001") && e.contains("another build"),
             "{e}"
         );
     }
     std::fs::remove_dir_all(sharded.join("shard-0001")).unwrap();
-    let e = check_shards(&sharded).err().unwrap().to_string();
+    let e = error_text(check_shards(&sharded));
     assert!(e.contains("shard 1 of the sharded index is missing"), "{e}");
     assert!(Bm25Index::open_shard(&sharded, 0).is_ok());
-    let e = Bm25Index::open_shard(&sharded, 3)
-        .err()
-        .unwrap()
-        .to_string();
+    let e = error_text(Bm25Index::open_shard(&sharded, 3));
     assert!(e.contains("no shard 3"), "{e}");
 
     // An id in two shards is refused, as a single build refuses it.
     let mut dup = lines[..50].to_vec();
     dup.push(lines[0].clone());
     let corpus = write_corpus(dir.path(), "dup.jsonl", &dup);
-    let build = ShardedBuild::create(&dir.path().join("dup"), 2).unwrap();
-    for (i, range) in split_lines(&corpus, 2).unwrap().into_iter().enumerate() {
-        let opts = BuildOptions {
-            range: Some(range),
-            ..quiet()
-        };
-        crate::bm25::build(&corpus, &build.shard_dir(i), &opts).unwrap();
-    }
-    let e = build.finish().err().unwrap().to_string();
+    let e = error_text(build_sharded(&corpus, &dir.path().join("dup"), 2, &quiet()));
     assert!(e.contains("ids must be unique across shards"), "{e}");
     assert!(!dir.path().join("dup").exists());
 
@@ -182,15 +198,9 @@ fn missing_or_foreign_shards_and_duplicate_ids_are_refused() {
 #[test]
 fn corrupt_hits_are_an_error() {
     let qids = vec!["q".to_string()];
-    let e = merge_hits(&[&[1, 0, 0, 0, 0]], &qids, 10)
-        .err()
-        .unwrap()
-        .to_string();
+    let e = error_text(merge_hits(&[&[1, 0, 0, 0, 0]], &qids, 10));
     assert!(e.contains("shard 0 are truncated or corrupt"), "{e}");
-    let e = merge_hits(&[&[0, 0, 0, 0, 9]], &qids, 10)
-        .err()
-        .unwrap()
-        .to_string();
+    let e = error_text(merge_hits(&[&[0, 0, 0, 0, 9]], &qids, 10));
     assert!(e.contains("corrupt"), "{e}");
 }
 
@@ -201,14 +211,7 @@ fn a_shard_error_names_the_true_line() {
     lines[33] = "{not json".into();
     let corpus = write_corpus(dir.path(), "c.jsonl", &lines);
     let range = split_lines(&corpus, 2).unwrap()[1];
-    let opts = BuildOptions {
-        range: Some(range),
-        ..quiet()
-    };
-    let e = build(&corpus, &dir.path().join("s"), &opts)
-        .err()
-        .unwrap()
-        .to_string();
+    let e = error_text(shard_build(&corpus, range, &dir.path().join("s"), &quiet()));
     assert!(e.contains("c.jsonl:34"), "{e}");
 }
 
@@ -239,15 +242,7 @@ fn shards_of_a_multilingual_corpus_score_as_its_single_index() {
     let once = dir.path().join("once");
     build(&corpus, &once, &opts).unwrap();
     let single = Bm25Index::open(&once).unwrap();
-    let sharded = ShardedBuild::create(&dir.path().join("sharded"), 4).unwrap();
-    for (i, range) in split_lines(&corpus, 4).unwrap().into_iter().enumerate() {
-        let shard_opts = BuildOptions {
-            range: Some(range),
-            ..opts.clone()
-        };
-        build(&corpus, &sharded.shard_dir(i), &shard_opts).unwrap();
-    }
-    let manifest = sharded.finish().unwrap();
+    let manifest = build_sharded(&corpus, &dir.path().join("sharded"), 4, &opts).unwrap();
     assert_eq!(manifest.analyzers, single.manifest().analyzers);
     let mut qs = queries(&["running home", "Häuser Fluss", "maisons rivière 7", "house"]);
     for (q, lang) in qs.iter_mut().zip(["en", "de", "fr", "en"]) {
@@ -261,9 +256,6 @@ fn shards_of_a_multilingual_corpus_score_as_its_single_index() {
     assert_eq!(sharded_run(&dir_path, &qs, 10), single.to_run(&qids, &hits));
     // A query without a language is refused by every shard, as by the single index.
     let shard = Bm25Index::open_shard(&dir_path, 0).unwrap();
-    let e = shard
-        .search("house", None, 10, Bm25Params::default())
-        .err()
-        .unwrap();
-    assert!(e.to_string().contains("several languages"), "{e}");
+    let e = error_text(shard.search("house", None, 10, Bm25Params::default()));
+    assert!(e.contains("several languages"), "{e}");
 }
