@@ -174,6 +174,14 @@ mod tests {
         build(&a, &data, d, &all_ids, 0).unwrap();
         build(&b, &data, d, &all_ids, 5).unwrap();
         let m = check_sharded(&a).unwrap();
+        let whole = crate::sharded::verify(&a).unwrap();
+        // Its own manifest, then the three indexes' manifests and files.
+        let codebook = manifest::verify_dir(&a.join(CODEBOOK_DIR)).unwrap();
+        assert!(whole.files > 2 * codebook.files, "{whole:?}");
+        std::fs::write(a.join(CODEBOOK_DIR).join("pq.bin"), b"corrupt").unwrap();
+        assert!(crate::sharded::verify(&a).is_err());
+        std::fs::remove_dir_all(&a).unwrap();
+        build(&a, &data, d, &all_ids, 0).unwrap();
         assert_eq!(
             (m.num_docs, m.shards.len(), m.kind.as_str()),
             (200, 2, "pq4x4")
