@@ -32,7 +32,13 @@ pub fn evaluate_files<S: AsRef<str>>(
     options: EvalOptions,
 ) -> Result<Evaluation> {
     let measures = parse_measures(measures)?;
-    let qrels = qrels_file::read_qrels_index(qrels)?;
-    let run = RunFile::open(run)?;
-    Ok(Evaluator::new(qrels, measures, options).evaluate(run.queries()?))
+    let (qrels, run) = (qrels.as_ref(), run.as_ref());
+    let (qrels, run) = rayon::join(
+        || qrels_file::read_qrels_index(qrels),
+        || RunFile::open(run),
+    );
+    let (qrels, run) = (qrels?, run?);
+    let evaluation = Evaluator::new(qrels, measures, options).evaluate(run.queries()?);
+    crate::parallel::drop_in_background(run);
+    Ok(evaluation)
 }

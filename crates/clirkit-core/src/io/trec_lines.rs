@@ -5,16 +5,65 @@
 //!
 //! Fields are separated by ASCII whitespace; a blank line is skipped.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::io::bytes::Bytes;
-use crate::io::input::read_input;
+use crate::io::input::{read_input, Compression, BOM};
+use rayon::prelude::*;
+use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
 
 /// The bytes of a run or qrels file: decompressed, without a byte-order mark, and read rather
 /// than mapped, so a file truncated meanwhile cannot kill the reader ([`crate::io::input`]).
+/// A large plain file is read by all threads at once ([`read_plain_in_parallel`]).
 pub fn read_bytes(path: &Path) -> Result<Bytes> {
-    read_input(path).map(Bytes::from)
+    match read_plain_in_parallel(path)? {
+        Some(bytes) => Ok(Bytes::from(bytes)),
+        None => read_input(path).map(Bytes::from),
+    }
+}
+
+/// Files from this size on are read in parallel pieces.
+const PARALLEL_READ_BYTES: u64 = 8 << 20;
+
+/// A large uncompressed file without a byte-order mark, read with positioned reads of disjoint
+/// pieces on every thread: copying out of the page cache (and faulting in the buffer's pages)
+/// is most of a sequential read's time, and it divides between cores. `None` when the file is
+/// small, compressed or starts with a byte-order mark, or when its length changes while it is
+/// read: then the one sequential reader ([`read_input`]) reads it, and sees what is there.
+fn read_plain_in_parallel(path: &Path) -> Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::FileExt;
+    let file = File::open(path).at(path)?;
+    let len = file.metadata().at(path)?.len();
+    let threads = rayon::current_num_threads();
+    if len < PARALLEL_READ_BYTES || threads < 2 {
+        return Ok(None);
+    }
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head, 0).at(path)?;
+    if Compression::of(&head) != Compression::Plain || head.starts_with(BOM) {
+        return Ok(None);
+    }
+    let Ok(len) = usize::try_from(len) else {
+        return Ok(None);
+    };
+    // Zeroed by the allocator's fresh mapping, not by a pass over the bytes.
+    let mut bytes = vec![0u8; len];
+    let piece = len.div_ceil(threads * 4).max(1 << 20);
+    let read = bytes
+        .par_chunks_mut(piece)
+        .enumerate()
+        .try_for_each(|(i, out)| file.read_exact_at(out, (i * piece) as u64));
+    match read {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e).at(path),
+    }
+    // A file that grew meanwhile has more to read.
+    if file.read_at(&mut head[..1], len as u64).at(path)? != 0 {
+        return Ok(None);
+    }
+    Ok(Some(bytes))
 }
 
 /// Read a whole file as UTF-8 text (as [`read_bytes`]); invalid UTF-8 is a parse error naming
