@@ -33,18 +33,11 @@ const PARALLEL_READ_BYTES: u64 = 8 << 20;
 /// read: then the one sequential reader ([`read_input`]) reads it, and sees what is there.
 fn read_plain_in_parallel(path: &Path) -> Result<Option<Vec<u8>>> {
     use std::os::unix::fs::FileExt;
-    let file = File::open(path).at(path)?;
-    let len = file.metadata().at(path)?.len();
     let threads = rayon::current_num_threads();
-    if len < PARALLEL_READ_BYTES || threads < 2 {
+    if threads < 2 {
         return Ok(None);
     }
-    let mut head = [0u8; 4];
-    file.read_exact_at(&mut head, 0).at(path)?;
-    if Compression::of(&head) != Compression::Plain || head.starts_with(BOM) {
-        return Ok(None);
-    }
-    let Ok(len) = usize::try_from(len) else {
+    let Some((file, len)) = open_large_plain(path, PARALLEL_READ_BYTES)? else {
         return Ok(None);
     };
     // Zeroed by the allocator's fresh mapping, not by a pass over the bytes.
@@ -59,11 +52,33 @@ fn read_plain_in_parallel(path: &Path) -> Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e).at(path),
     }
-    // A file that grew meanwhile has more to read.
-    if file.read_at(&mut head[..1], len as u64).at(path)? != 0 {
+    if grew(&file, len).at(path)? {
         return Ok(None);
     }
     Ok(Some(bytes))
+}
+
+/// `path` opened with its length, when it holds at least `min_len` bytes of plain text (not
+/// compressed, no byte-order mark): a file the parallel readers may read in pieces by position.
+pub fn open_large_plain(path: &Path, min_len: u64) -> Result<Option<(File, usize)>> {
+    use std::os::unix::fs::FileExt;
+    let file = File::open(path).at(path)?;
+    let len = file.metadata().at(path)?.len();
+    if len < min_len.max(4) {
+        return Ok(None);
+    }
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head, 0).at(path)?;
+    if Compression::of(&head) != Compression::Plain || head.starts_with(BOM) {
+        return Ok(None);
+    }
+    Ok(usize::try_from(len).ok().map(|len| (file, len)))
+}
+
+/// Whether `file`, `len` bytes long when opened, has grown since (it has more to read).
+pub fn grew(file: &File, len: usize) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    Ok(file.read_at(&mut [0u8; 1], len as u64)? != 0)
 }
 
 /// Read a whole file as UTF-8 text (as [`read_bytes`]); invalid UTF-8 is a parse error naming
