@@ -16,17 +16,10 @@ use crate::eval::ranked::ScoredRef;
 use crate::io::trec_lines::{self, RunLine};
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
-use std::fs::File;
-use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Files from this size on are evaluated piece by piece.
 const STREAM_MIN_BYTES: u64 = 8 << 20;
-/// The size of a piece: small enough to stay in cache between reading and parsing.
-const PIECE_BYTES: usize = 1 << 20;
-/// How far past its end a piece is read at first, to find the end of its last line.
-const LINE_MARGIN: usize = 4 << 10;
 
 /// One query's consecutive lines within a piece.
 enum Group {
@@ -50,7 +43,7 @@ impl Group {
 /// Evaluate the run file at `path` piece by piece; `None` when the file is small, compressed or
 /// out of the ordinary (see the module documentation).
 pub fn evaluate_streamed(evaluator: &Evaluator, path: &Path) -> Result<Option<Evaluation>> {
-    evaluate_in_pieces(evaluator, path, STREAM_MIN_BYTES, PIECE_BYTES)
+    evaluate_in_pieces(evaluator, path, STREAM_MIN_BYTES, trec_lines::PIECE_BYTES)
 }
 
 fn evaluate_in_pieces(
@@ -66,7 +59,7 @@ fn evaluate_in_pieces(
         .into_par_iter()
         .map_init(Vec::new, |buffer, i| {
             let nominal = i * piece_bytes..((i + 1) * piece_bytes).min(len);
-            let own = read_piece(&file, len, nominal, buffer).at(path)?;
+            let own = trec_lines::read_line_piece(&file, len, nominal, buffer).at(path)?;
             Ok(own.and_then(|own| piece_groups(evaluator, &buffer[own])))
         })
         .collect::<Result<_>>()?;
@@ -101,51 +94,6 @@ fn evaluate_in_pieces(
         .filter_map(|(qid, values)| values.map(|v| (qid, v)))
         .collect();
     Ok(Some(evaluator.assemble(measured, run_queries)))
-}
-
-/// Read the lines that start in `nominal` (and the rest of the last one) into `buffer`; the
-/// range of `buffer` they fill, or `None` when the file turns out shorter than `len`.
-fn read_piece(
-    file: &File,
-    len: usize,
-    nominal: Range<usize>,
-    buffer: &mut Vec<u8>,
-) -> std::io::Result<Option<Range<usize>>> {
-    // One byte before the piece tells whether a line starts at its first byte.
-    let from = nominal.start.saturating_sub(1);
-    let mut to = (nominal.end + LINE_MARGIN).min(len);
-    loop {
-        buffer.resize(to - from, 0);
-        if !read_fully(file, buffer, from)? {
-            return Ok(None);
-        }
-        let start = if nominal.start == 0 {
-            0
-        } else {
-            match memchr::memchr(b'\n', buffer) {
-                Some(i) if from + i + 1 < nominal.end => i + 1,
-                // No line starts in this piece: one long line began before it.
-                _ => return Ok(Some(0..0)),
-            }
-        };
-        // The last line starting before the piece's end ends at the first newline from
-        // `nominal.end - 1` on.
-        let last = nominal.end - 1 - from;
-        match memchr::memchr(b'\n', &buffer[last..]) {
-            Some(i) => return Ok(Some(start..last + i + 1)),
-            None if to == len => return Ok(Some(start..buffer.len())),
-            None => to = (to + (to - from)).min(len),
-        }
-    }
-}
-
-/// Fill `buffer` from `offset`; false when the file ends first.
-fn read_fully(file: &File, buffer: &mut [u8], offset: usize) -> std::io::Result<bool> {
-    match file.read_exact_at(buffer, offset as u64) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// Parse a piece's lines into groups of consecutive lines of one query, in file order; `None`

@@ -11,6 +11,7 @@ use crate::io::input::{read_input, Compression, BOM};
 use rayon::prelude::*;
 use std::fs::File;
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// The bytes of a run or qrels file: decompressed, without a byte-order mark, and read rather
@@ -32,7 +33,6 @@ const PARALLEL_READ_BYTES: u64 = 8 << 20;
 /// small, compressed or starts with a byte-order mark, or when its length changes while it is
 /// read: then the one sequential reader ([`read_input`]) reads it, and sees what is there.
 fn read_plain_in_parallel(path: &Path) -> Result<Option<Vec<u8>>> {
-    use std::os::unix::fs::FileExt;
     let threads = rayon::current_num_threads();
     if threads < 2 {
         return Ok(None);
@@ -61,7 +61,6 @@ fn read_plain_in_parallel(path: &Path) -> Result<Option<Vec<u8>>> {
 /// `path` opened with its length, when it holds at least `min_len` bytes of plain text (not
 /// compressed, no byte-order mark): a file the parallel readers may read in pieces by position.
 pub fn open_large_plain(path: &Path, min_len: u64) -> Result<Option<(File, usize)>> {
-    use std::os::unix::fs::FileExt;
     let file = File::open(path).at(path)?;
     let len = file.metadata().at(path)?.len();
     if len < min_len.max(4) {
@@ -77,7 +76,6 @@ pub fn open_large_plain(path: &Path, min_len: u64) -> Result<Option<(File, usize
 
 /// Whether `file`, `len` bytes long when opened, has grown since (it has more to read).
 pub fn grew(file: &File, len: usize) -> std::io::Result<bool> {
-    use std::os::unix::fs::FileExt;
     Ok(file.read_at(&mut [0u8; 1], len as u64)? != 0)
 }
 
@@ -89,6 +87,60 @@ pub fn read_text(path: &Path) -> Result<String> {
         let line = line_of(e.as_bytes(), e.utf8_error().valid_up_to());
         Error::parse(path, line, "not valid UTF-8")
     })
+}
+
+/// The size of a piece for the piece-by-piece readers: small enough to stay in cache between
+/// reading and parsing.
+pub const PIECE_BYTES: usize = 1 << 20;
+/// How far past its end a piece is read at first, to find the end of its last line.
+const LINE_MARGIN: usize = 4 << 10;
+
+/// Read the lines of `file` (`len` bytes long) that start in the byte range `nominal`, and the
+/// rest of the last one, into `buffer` (which then starts at file offset
+/// `nominal.start.saturating_sub(1)`): the range of `buffer` they fill, empty when no line
+/// starts there, or `None` when the file turns out shorter than `len`. Cutting a file into
+/// consecutive ranges gives every line to exactly one of them: the piece-by-piece readers.
+pub fn read_line_piece(
+    file: &File,
+    len: usize,
+    nominal: Range<usize>,
+    buffer: &mut Vec<u8>,
+) -> std::io::Result<Option<Range<usize>>> {
+    // One byte before the piece tells whether a line starts at its first byte.
+    let from = nominal.start.saturating_sub(1);
+    let mut to = (nominal.end + LINE_MARGIN).min(len);
+    loop {
+        buffer.resize(to - from, 0);
+        if !read_fully(file, buffer, from)? {
+            return Ok(None);
+        }
+        let start = if nominal.start == 0 {
+            0
+        } else {
+            match memchr::memchr(b'\n', buffer) {
+                Some(i) if from + i + 1 < nominal.end => i + 1,
+                // No line starts in this piece: one long line began before it.
+                _ => return Ok(Some(0..0)),
+            }
+        };
+        // The last line starting before the piece's end ends at the first newline from
+        // `nominal.end - 1` on.
+        let last = nominal.end - 1 - from;
+        match memchr::memchr(b'\n', &buffer[last..]) {
+            Some(i) => return Ok(Some(start..last + i + 1)),
+            None if to == len => return Ok(Some(start..buffer.len())),
+            None => to = (to + (to - from)).min(len),
+        }
+    }
+}
+
+/// Fill `buffer` from `offset`; false when the file ends first.
+fn read_fully(file: &File, buffer: &mut [u8], offset: usize) -> std::io::Result<bool> {
+    match file.read_exact_at(buffer, offset as u64) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Cut `bytes` into about `pieces` ranges of at least 64 KiB, each ending just after a newline
