@@ -15,7 +15,8 @@ use crate::eval::evaluator::{Evaluation, Evaluator};
 use crate::eval::ranked::ScoredRef;
 use crate::io::trec_lines::{self, RunLine};
 use rayon::prelude::*;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashSet, FxHasher};
+use std::hash::Hasher;
 use std::path::Path;
 
 /// Files from this size on are evaluated piece by piece.
@@ -57,11 +58,14 @@ fn evaluate_in_pieces(
     };
     let pieces: Vec<Option<Vec<Group>>> = (0..len.div_ceil(piece_bytes))
         .into_par_iter()
-        .map_init(Vec::new, |buffer, i| {
-            let nominal = i * piece_bytes..((i + 1) * piece_bytes).min(len);
-            let own = trec_lines::read_line_piece(&file, len, nominal, buffer).at(path)?;
-            Ok(own.and_then(|own| piece_groups(evaluator, &buffer[own])))
-        })
+        .map_init(
+            || (Vec::new(), FxHashSet::default()),
+            |(buffer, hashes), i| {
+                let nominal = i * piece_bytes..((i + 1) * piece_bytes).min(len);
+                let own = trec_lines::read_line_piece(&file, len, nominal, buffer).at(path)?;
+                Ok(own.and_then(|own| piece_groups(evaluator, &buffer[own], hashes)))
+            },
+        )
         .collect::<Result<_>>()?;
     if trec_lines::grew(&file, len).at(path)? {
         return Ok(None);
@@ -75,11 +79,11 @@ fn evaluate_in_pieces(
     let run_queries = groups.len();
     let measured: Option<Vec<(String, Option<Vec<f64>>)>> = groups
         .into_par_iter()
-        .map(|group| match group {
+        .map_init(FxHashSet::default, |hashes, group| match group {
             Group::Measured { qid, values } => Some((qid, values)),
             Group::Edge { qid, lines } => {
                 let values = match piece_groups_parsed(&lines)?.as_mut_slice() {
-                    [(_, docs)] => measure(evaluator, &qid, docs)?,
+                    [(_, docs)] => measure(evaluator, &qid, docs, hashes)?,
                     _ => return None,
                 };
                 Some((qid, values))
@@ -126,7 +130,11 @@ fn piece_groups_parsed(lines: &[u8]) -> Option<Vec<(&str, Vec<ScoredRef<'_>>)>> 
 }
 
 /// A piece's groups: the first and last kept as text, the others measured.
-fn piece_groups(evaluator: &Evaluator, lines: &[u8]) -> Option<Vec<Group>> {
+fn piece_groups(
+    evaluator: &Evaluator,
+    lines: &[u8],
+    hashes: &mut FxHashSet<u64>,
+) -> Option<Vec<Group>> {
     let mut parsed = piece_groups_parsed(lines)?;
     let last = parsed.len().saturating_sub(1);
     let mut groups = Vec::with_capacity(parsed.len());
@@ -141,7 +149,7 @@ fn piece_groups(evaluator: &Evaluator, lines: &[u8]) -> Option<Vec<Group>> {
                 qid,
             }
         } else {
-            let values = measure(evaluator, &qid, docs)?;
+            let values = measure(evaluator, &qid, docs, hashes)?;
             Group::Measured { qid, values }
         });
     }
@@ -159,11 +167,15 @@ fn line_end(lines: &[u8], at: usize) -> usize {
 }
 
 /// Measure one query (`None` inside when it has no judgements); `None` when a document repeats.
+/// `hashes` is scratch space, reused from query to query.
 #[allow(clippy::option_option)]
-fn measure(evaluator: &Evaluator, qid: &str, docs: &mut [ScoredRef]) -> Option<Option<Vec<f64>>> {
-    let mut ids: FxHashSet<&[u8]> = FxHashSet::default();
-    ids.reserve(docs.len());
-    if !docs.iter().all(|d| ids.insert(d.id)) {
+fn measure(
+    evaluator: &Evaluator,
+    qid: &str,
+    docs: &mut [ScoredRef],
+    hashes: &mut FxHashSet<u64>,
+) -> Option<Option<Vec<f64>>> {
+    if has_repeated_id(docs, hashes) {
         return None;
     }
     Some(
@@ -172,6 +184,23 @@ fn measure(evaluator: &Evaluator, qid: &str, docs: &mut [ScoredRef]) -> Option<O
             .get(qid)
             .map(|judgements| evaluator.evaluate_query(judgements, docs)),
     )
+}
+
+/// Whether two documents share an id. Hashes of the ids are compared first (a set of numbers,
+/// cheaper than a set of byte strings); only when two hashes meet are the ids themselves.
+fn has_repeated_id(docs: &[ScoredRef], hashes: &mut FxHashSet<u64>) -> bool {
+    hashes.clear();
+    hashes.reserve(docs.len());
+    let hash = |id: &[u8]| {
+        let mut hasher = FxHasher::default();
+        hasher.write(id);
+        hasher.finish()
+    };
+    if docs.iter().all(|d| hashes.insert(hash(d.id))) {
+        return false;
+    }
+    let mut ids: FxHashSet<&[u8]> = FxHashSet::default();
+    !docs.iter().all(|d| ids.insert(d.id))
 }
 
 /// All pieces' groups in file order, a query cut by piece boundaries joined into one; `None`
