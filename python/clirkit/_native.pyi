@@ -330,6 +330,7 @@ class DenseIndex:
         threads: int = 0,
         keep_vectors: bool = True,
         quiet: bool = False,
+        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     @staticmethod
     def build_npy(
@@ -346,6 +347,7 @@ class DenseIndex:
         keep_vectors: bool = True,
         quiet: bool = False,
         memory_mb: int = 256,
+        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     def write_combined(
         self,
@@ -403,6 +405,8 @@ class DenseIndex:
     def kind(self) -> str: ...
     @property
     def has_vectors(self) -> bool: ...
+    @property
+    def vector_dtype(self) -> str | None: ...
 
 @final
 class MultiVectorSearchOptions:

@@ -42,6 +42,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
     )
     p.add_argument(
+        "--vector-dtype",
+        choices=["float32", "float16"],
+        default="float32",
+        help="how the stored full vectors are kept (default float32); float16 halves their disk (PQ only: "
+        "re-scoring widens them to float32)",
+    )
+    p.add_argument(
         "--memory-mb",
         type=non_negative_int,
         default=256,
@@ -113,6 +120,7 @@ def run_index(args: argparse.Namespace) -> int:
             train_size=args.train_size,
             seed=args.seed,
             keep_vectors=not args.no_vectors,
+            vector_dtype=args.vector_dtype,
             **grow,
         )
     report(

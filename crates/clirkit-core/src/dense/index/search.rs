@@ -31,7 +31,7 @@ impl DenseIndex {
         if opts.nprobe == 0 {
             return Err(Error::invalid("nprobe must be at least 1"));
         }
-        if opts.refine > 0 && self.vectors.is_none() {
+        if opts.refine > 0 && !self.has_vectors() {
             return Err(Error::invalid(
                 "refine needs the full vectors, but this index was built with keep_vectors=False",
             ));
@@ -41,7 +41,7 @@ impl DenseIndex {
         }
         match &self.pq {
             None => {
-                let data = self.vectors_checked(0..self.ntotal)?;
+                let data = self.float32_vectors_checked()?;
                 let isa = Isa::select_float()?;
                 parallel::install(opts.threads, |threads| {
                     flat::search(isa, self.metric, data, self.dim, queries, opts.k, threads)
@@ -159,9 +159,7 @@ impl DenseIndex {
                     .map(|h| {
                         let id = self.slot_to_id(p, h.id) as usize;
                         if opts.refine > 0 {
-                            let v = self.vectors_checked(id..id + 1)?;
-                            let score = flat::score(self.metric, q, &v[id * d..(id + 1) * d]);
-                            Ok((score, id as u32))
+                            Ok((self.rescore(q, id)?, id as u32))
                         } else {
                             Ok((h.score, id as u32))
                         }
