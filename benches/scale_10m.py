@@ -204,7 +204,8 @@ def recall_at_10(run: Path, truth: np.ndarray) -> float:
 
 def faiss_worker(argv: list[str]) -> None:
     """FAISS's side (run in the peers' Python): ``NPY QUERIES M THREADS RUN`` builds ``PQ{M}x4fs`` (trained on
-    the first 65,536 rows... of a seeded sample, added a chunk at a time) and writes the top 100 of each query."""
+    a seeded sample of 65,536 rows, then ``add`` a chunk of the mapped .npy at a time) and writes each query's
+    top 100; the search's own wall time goes to stderr."""
     import faiss
 
     npy, queries_path, m, threads, run = argv[0], argv[1], int(argv[2]), int(argv[3]), argv[4]
@@ -231,7 +232,9 @@ def faiss_worker(argv: list[str]) -> None:
 def dense_phase(args: argparse.Namespace, dim: int, report: dict) -> None:
     work = args.work / f"dense{dim}"
     dtype = args.vector_dtype_384 if dim == 384 else args.vector_dtype_768
-    need_free(args, args.vectors * dim * (NPY_BYTES_PER_DIM + DENSE_INDEX_BYTES_PER_DIM[dtype]), f"dense{dim}")
+    need_free(
+        args, args.vectors * dim * (NPY_BYTES_PER_DIM + DENSE_INDEX_BYTES_PER_DIM[dtype]), f"dense{dim}"
+    )
     data, index, run = work / "data", work / "index", work / "run.trec"
     work.mkdir(parents=True, exist_ok=True)
     report["vector_dtype"] = dtype
