@@ -315,6 +315,17 @@ fn streamed_build_equals_in_memory_build_at_any_budget() {
     }
 }
 
+/// Write `base`'s rows then `source`'s (with `ids`) into `out`, encoded with `base`'s codebook.
+fn append(
+    base: &DenseIndex,
+    source: &crate::dense::source::SliceSource,
+    ids: &[String],
+    out: &std::path::Path,
+) {
+    let parts = [Part::Index(base), Part::Vectors { source, ids }];
+    base.write_combined(&parts, out, 100, 2, true).unwrap();
+}
+
 #[test]
 fn append_and_merge_equal_one_build_with_the_same_codebook() {
     use crate::dense::source::SliceSource;
@@ -354,16 +365,7 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
         }
         let index_a = DenseIndex::open(&a).unwrap();
         let appended = tmp.path().join(format!("appended{c}"));
-        let parts = [
-            Part::Index(&index_a),
-            Part::Vectors {
-                source: &second,
-                ids: ids_b,
-            },
-        ];
-        index_a
-            .write_combined(&parts, &appended, 100, 2, true)
-            .unwrap();
+        append(&index_a, &second, ids_b, &appended);
         assert_eq!(files(&at_once), files(&appended), "append, config {c}");
         let want = template.search(&queries, d, &so).unwrap();
         let got = DenseIndex::open(&appended)
@@ -500,17 +502,12 @@ fn float16_vectors_rescore_as_their_float32_widening_at_half_the_size() {
                 true,
             )
             .unwrap();
-        let first = DenseIndex::open(&first).unwrap();
-        let parts = [
-            Part::Index(&first),
-            Part::Vectors {
-                source: &tail,
-                ids: ids_tail,
-            },
-        ];
-        first
-            .write_combined(&parts, &appended, 100, 2, true)
-            .unwrap();
+        append(
+            &DenseIndex::open(&first).unwrap(),
+            &tail,
+            ids_tail,
+            &appended,
+        );
         assert_eq!(files(&appended), on_disk, "append, config {c}");
     }
     // A corrupted float16 row is an error where re-scoring reads it.
