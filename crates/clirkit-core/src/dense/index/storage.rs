@@ -136,14 +136,14 @@ impl DenseIndex {
                 format!("ids.bin has {} ids, the manifest says {ntotal}", ids.len()),
             ));
         }
-        // The vectors can be tens of GB: not read at open, but checked chunk by chunk where
-        // search reads them.
         if meta.float16 && (!meta.vectors || meta.pq.is_none()) {
             return Err(Error::format(
                 dir.join(MANIFEST),
                 "'float16' is for the re-scoring vectors of a PQ index",
             ));
         }
+        // The vectors can be tens of GB: not read at open, but checked chunk by chunk where
+        // search reads them.
         let (vectors, vector_checks) = if meta.vectors {
             let dtype = if meta.float16 {
                 VectorDtype::Float16
