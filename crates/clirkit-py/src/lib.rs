@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod bm25;
 mod dense;
+mod dense_shards;
 mod errors;
 mod eval;
 mod fusion;
@@ -13,6 +14,7 @@ mod io;
 mod multivector;
 mod passages;
 mod rerank;
+mod sharded;
 mod text;
 
 #[pymodule]
@@ -22,11 +24,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
+    sharded::register(m)?;
     impact::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;
     dense::register(m)?;
+    dense_shards::register(m)?;
     passages::register(m)?;
     multivector::register(m)?;
     Ok(())

@@ -12,16 +12,22 @@
 //! The index is split by concern (like FAISS's `IndexFastScan` / `IndexPQFastScan`): the type
 //! and its options here, [`build`](DenseIndex::build) in `build.rs`, search scheduling and
 //! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, the index directory
-//! (save/open) in `storage.rs`, and streamed builds, append and merge in `stream.rs`.
+//! (save/open) in `storage.rs`, streamed builds, append and merge in `stream.rs`, and the
+//! pieces of a search through shards that equals the single index's in `shards.rs`, and the
+//! sharded index directory in `sharded.rs`.
 
 mod build;
 mod scan;
 mod search;
+mod sharded;
+mod shards;
 mod storage;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+pub use sharded::{check_sharded, ShardedDenseBuild, ShardedDenseManifest};
+pub use shards::{merge_shortlists, top_hits, training_rows, Candidate, ShardCandidate};
 pub use storage::{FORMAT, VERSION};
 pub use stream::Part;
 
@@ -240,23 +246,6 @@ impl DenseIndex {
                 "flat search needs float32 vectors; float16 vectors only re-score a PQ index",
             )),
         }
-    }
-
-    /// The exact score of query `q` against stored row `id`, in float32 (float16 rows widened).
-    fn rescore(&self, q: &[f32], id: usize) -> Result<f32> {
-        let d = self.dim;
-        Ok(match self.vectors_checked(id..id + 1)? {
-            StoredVectors::Float32(v) => {
-                super::flat::score(self.metric, q, &v.as_slice()[id * d..(id + 1) * d])
-            }
-            StoredVectors::Float16(v) => {
-                let row: Vec<f32> = v.as_slice()[id * d..(id + 1) * d]
-                    .iter()
-                    .map(|&bits| half::f16::from_bits(bits).to_f32())
-                    .collect();
-                super::flat::score(self.metric, q, &row)
-            }
-        })
     }
 
     /// Turn search hits into a run with string doc ids; `qids` name the queries in order.
