@@ -7,10 +7,11 @@
 //! table, no locks); workers take a batch's documents in small contiguous pieces from a shared
 //! counter, so each worker's postings stay in doc order while a worker slowed down by other load
 //! just takes fewer pieces. Past the memory budget every worker's index is sorted into a
-//! [`SortedRun`], written to a file in the (temporary) index directory and mapped back. The
-//! final merge cuts the term space into ranges, merges each range's terms from every run (a
-//! term's postings joined in doc order: no doc is in two runs) and encodes them in parallel,
-//! then writes the ranges in order. The files do not depend on the thread count or on spilling.
+//! [`SortedRun`] and written to a file in the (temporary) index directory. The final merge cuts
+//! the term space into ranges, merges each range's terms from every run (a term's postings
+//! joined in doc order: no doc is in two runs), reading spilled runs with `pread` through small
+//! buffers rather than mapping them (touched pages of a mapping count in the process's RSS), and
+//! encodes them in parallel, then writes the ranges in order with `write`. The files do not depend on the thread count or on spilling.
 //! The finished index is renamed into place by [`AtomicDir`], so a failed or interrupted build
 //! leaves nothing loadable.
 
@@ -187,32 +188,37 @@ struct EncodedRange {
     terms: Vec<(u32, usize, u32, u32)>,
 }
 
-/// Merge and encode the terms of `runs` in `[from[i], to[i])` (ranks of run `i`).
-fn encode_range(runs: &[SortedRun], from: &[usize], to: &[usize], norms: &[u8]) -> EncodedRange {
+/// Merge and encode the terms of `runs` in `[from[i], to[i])` (ranks of run `i`), reading each
+/// run through a cursor with buffers of `buffer_len` bytes.
+fn encode_range(
+    runs: &[SortedRun],
+    from: &[usize],
+    to: &[usize],
+    norms: &[u8],
+    buffer_len: usize,
+) -> Result<EncodedRange> {
     let mut out = EncodedRange::default();
-    let mut heads = from.to_vec();
+    let mut cursors = runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| run.cursor(from[i], to[i], buffer_len))
+        .collect::<Result<Vec<_>>>()?;
     let mut lists: Vec<Vec<u32>> = vec![Vec::new(); runs.len()];
     let (mut docs, mut tfs) = (Vec::new(), Vec::new());
+    let mut term = Vec::new();
     loop {
-        let mut smallest: Option<&[u8]> = None;
-        for (i, run) in runs.iter().enumerate() {
-            if heads[i] < to[i] {
-                let term = run.term(heads[i]);
-                if smallest.is_none_or(|s| term < s) {
-                    smallest = Some(term);
-                }
-            }
-        }
-        let Some(term) = smallest else {
-            return out;
+        let smallest = cursors.iter().filter_map(|c| c.term()).min();
+        let Some(smallest) = smallest else {
+            return Ok(out);
         };
+        term.clear();
+        term.extend_from_slice(smallest);
         let mut members = 0;
-        for (i, run) in runs.iter().enumerate() {
-            if heads[i] < to[i] && run.term(heads[i]) == term {
+        for cursor in &mut cursors {
+            if cursor.term() == Some(term.as_slice()) {
                 lists[members].clear();
-                run.postings(heads[i], &mut lists[members]);
+                cursor.postings(&mut lists[members])?;
                 members += 1;
-                heads[i] += 1;
             }
         }
         join_postings(&lists[..members], &mut docs, &mut tfs);
@@ -220,35 +226,48 @@ fn encode_range(runs: &[SortedRun], from: &[usize], to: &[usize], norms: &[u8]) 
         let blocks = crate::postings::encode_postings(&docs, &tfs, norms, &mut out.bytes);
         out.terms
             .push((term.len() as u32, start, blocks, docs.len() as u32));
-        out.texts.extend_from_slice(term);
+        out.texts.extend_from_slice(&term);
     }
 }
 
+/// Sections a run cursor reads through a buffer each.
+const CURSOR_SECTIONS: usize = 5;
+/// Bounds on one cursor section's read buffer: large enough that reads stay few, small enough
+/// that the merge's buffers stay a small part of the memory budget with many runs.
+const MIN_READ_BUFFER: usize = 64 << 10;
+const MAX_READ_BUFFER: usize = 1 << 20;
+
 /// Merge the runs term by term into `postings.bin` and `terms.bin`. The term space is cut into
-/// ranges at terms of the largest run, several per thread; ranges are merged and encoded in
-/// parallel, a wave at a time (bounding the memory of encoded postings), and written in order.
-fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> {
+/// ranges at terms of the largest run, several per thread and more for runs much larger than
+/// `budget` (so a wave's encoded postings stay within a quarter of it); ranges are merged and
+/// encoded in parallel, a wave at a time, and written in order. Each range reads every run
+/// through its own cursor, whose buffers together stay within another quarter of `budget`.
+fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8], budget: usize) -> Result<u64> {
     let threads = rayon::current_num_threads();
-    let parts = 8 * threads;
+    let wave_len = 2 * threads;
+    let run_bytes: usize = runs.iter().map(SortedRun::payload_len).sum();
     let largest = runs.iter().max_by_key(|r| r.num_terms());
-    let mut splitters: Vec<&[u8]> = match largest {
+    let parts_for_budget = (4 * wave_len * run_bytes).div_ceil(budget.max(1));
+    let parts = (8 * threads).max(parts_for_budget.min(largest.map_or(1, SortedRun::num_terms)));
+    let mut splitters: Vec<Vec<u8>> = match largest {
         Some(run) => (1..parts)
             .map(|k| run.term(k * run.num_terms() / parts))
-            .collect(),
+            .collect::<Result<_>>()?,
         None => Vec::new(),
     };
     splitters.dedup();
     // bounds[p][i]: the first rank of run i in range p.
-    let bounds: Vec<Vec<usize>> = std::iter::once(vec![0; runs.len()])
-        .chain(
-            splitters
-                .iter()
-                .map(|s| runs.iter().map(|r| r.lower_bound(s)).collect()),
-        )
-        .chain(std::iter::once(
-            runs.iter().map(SortedRun::num_terms).collect(),
-        ))
-        .collect();
+    let mut bounds: Vec<Vec<usize>> = vec![vec![0; runs.len()]];
+    for s in &splitters {
+        bounds.push(
+            runs.iter()
+                .map(|r| r.lower_bound(s))
+                .collect::<Result<_>>()?,
+        );
+    }
+    bounds.push(runs.iter().map(SortedRun::num_terms).collect());
+    let buffer_len = (budget / 4 / (wave_len * CURSOR_SECTIONS * runs.len().max(1)))
+        .clamp(MIN_READ_BUFFER, MAX_READ_BUFFER);
 
     let mut postings = FileWriter::create(
         dir.join(format::POSTINGS_FILE),
@@ -259,11 +278,11 @@ fn merge_and_write(dir: &Path, runs: &[SortedRun], norms: &[u8]) -> Result<u64> 
     let mut texts = Vec::new();
     let mut num_terms = 0u64;
     let ranges: Vec<usize> = (0..bounds.len() - 1).collect();
-    for wave in ranges.chunks(2 * threads) {
+    for wave in ranges.chunks(wave_len) {
         let encoded: Vec<EncodedRange> = wave
             .par_iter()
-            .map(|&p| encode_range(runs, &bounds[p], &bounds[p + 1], norms))
-            .collect();
+            .map(|&p| encode_range(runs, &bounds[p], &bounds[p + 1], norms, buffer_len))
+            .collect::<Result<_>>()?;
         for range in &encoded {
             let base = postings.position();
             let mut text_at = 0;
@@ -415,7 +434,7 @@ struct Accumulator {
     docs_with_terms: u64,
     /// One in-memory index per worker thread.
     workers: Vec<MemoryIndex>,
-    /// Runs spilled to files in the index directory, mapped back.
+    /// Runs spilled to files in the index directory.
     runs: Vec<(PathBuf, SortedRun)>,
 }
 
@@ -601,7 +620,7 @@ fn build_in_pool(
             .filter(|index| !index.is_empty())
             .map(MemoryIndex::into_sorted),
     );
-    let num_terms = merge_and_write(out.path(), &sorted, &norms)?;
+    let num_terms = merge_and_write(out.path(), &sorted, &norms, opts.memory_budget_bytes)?;
     drop(sorted);
     for p in &paths {
         std::fs::remove_file(p).at(p)?;

@@ -374,13 +374,15 @@ mod tests {
     use super::*;
 
     fn all_terms(run: SortedRun) -> Vec<(String, Vec<u32>)> {
-        (0..run.num_terms())
-            .map(|r| {
-                let mut list = Vec::new();
-                run.postings(r, &mut list);
-                (String::from_utf8(run.term(r).to_vec()).unwrap(), list)
-            })
-            .collect()
+        let mut cursor = run.cursor(0, run.num_terms(), 1 << 10).unwrap();
+        let mut all = Vec::new();
+        while let Some(term) = cursor.term() {
+            let term = String::from_utf8(term.to_vec()).unwrap();
+            let mut list = Vec::new();
+            cursor.postings(&mut list).unwrap();
+            all.push((term, list));
+        }
+        all
     }
 
     #[test]

@@ -185,16 +185,29 @@ fn spilled_build_is_identical_to_in_memory_build() {
     let b = build(&corpus, &many, &small).unwrap();
     assert_eq!(a.spilled_runs, 0);
     assert!(b.spilled_runs > 5, "{b:?}");
-    for f in [
+    // A budget that spills a few larger runs, merged through read buffers much smaller than them.
+    let few = dir.path().join("few");
+    let medium = BuildOptions {
+        memory_budget_bytes: 400_000,
+        threads: 2,
+        ..small
+    };
+    let c = build(&corpus, &few, &medium).unwrap();
+    assert!(c.spilled_runs >= 2, "{c:?}");
+    for (f, other) in [
         format::TERMS_FILE,
         format::POSTINGS_FILE,
         format::DOCS_FILE,
         format::IDS_FILE,
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|f| [(f, &many), (f, &few)])
+    {
         assert_eq!(
             std::fs::read(one.join(f)).unwrap(),
-            std::fs::read(many.join(f)).unwrap(),
-            "{f}"
+            std::fs::read(other.join(f)).unwrap(),
+            "{f} of {}",
+            other.display()
         );
     }
     // No run files are left behind.

@@ -189,6 +189,49 @@ pub fn write_checked(
     w.finish()
 }
 
+/// Check a checked file's header (`head`: at least its first [`HEADER_LEN`] bytes) against the
+/// expected kind and version and the file's length `file_len`.
+pub fn check_header(
+    path: &Path,
+    head: &[u8],
+    file_len: u64,
+    kind: Kind,
+    version: u32,
+) -> Result<Header> {
+    let Some(header) = Header::parse(head) else {
+        return Err(Error::format(path, "not a clirkit file (bad magic bytes)"));
+    };
+    if header.kind != kind {
+        return Err(Error::format(
+            path,
+            format!(
+                "is a '{}' file, expected '{}'",
+                kind_name(&header.kind),
+                kind_name(&kind)
+            ),
+        ));
+    }
+    let found = header.version;
+    if found != version {
+        return Err(Error::format(
+            path,
+            format!("format version {found}, but this clirkit reads version {version}; rebuild it"),
+        ));
+    }
+    let len = header.payload_len;
+    if header.file_len() != Some(file_len) {
+        return Err(Error::format(
+                path,
+                format!(
+                    "truncated or padded: header says {len} payload bytes in chunks of {}, file has {} bytes",
+                    header.chunk_len,
+                    file_len
+                ),
+            ));
+    }
+    Ok(header)
+}
+
 /// A mapped payload's chunk CRCs, and which chunks have been found intact so far.
 pub struct ChunkChecks {
     crcs: Bytes,
@@ -237,39 +280,8 @@ impl MappedFile {
     pub fn open(path: impl AsRef<Path>, kind: Kind, version: u32, verify: bool) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let mmap = Bytes::map(&path, false)?;
-        let Some(header) = Header::parse(&mmap) else {
-            return Err(Error::format(&path, "not a clirkit file (bad magic bytes)"));
-        };
-        if header.kind != kind {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "is a '{}' file, expected '{}'",
-                    kind_name(&header.kind),
-                    kind_name(&kind)
-                ),
-            ));
-        }
-        let found = header.version;
-        if found != version {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "format version {found}, but this clirkit reads version {version}; rebuild it"
-                ),
-            ));
-        }
+        let header = check_header(&path, &mmap, mmap.len() as u64, kind, version)?;
         let len = header.payload_len;
-        if header.file_len() != Some(mmap.len() as u64) {
-            return Err(Error::format(
-                &path,
-                format!(
-                    "truncated or padded: header says {len} payload bytes in chunks of {}, file has {} bytes",
-                    header.chunk_len,
-                    mmap.len()
-                ),
-            ));
-        }
         let payload_end = HEADER_LEN + len as usize;
         if verify && header.payload_crc != crc32fast::hash(&mmap[HEADER_LEN..payload_end]) {
             return Err(Error::format(
