@@ -19,7 +19,7 @@ use crate::io::input::{read_input, without_bom, Compression};
 use crate::io::jsonl::{parse_record, FieldSpec};
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::{read_qrels, read_run, write_run_to};
-use crate::postings::Cursor;
+use crate::postings::{postings_intact, Cursor};
 use crate::rerank::permutation::{parse_permutation, repair};
 use std::io::Write;
 use std::path::Path;
@@ -145,7 +145,8 @@ fn fuzz_postings() {
     check!().for_each(|bytes: &[u8]| {
         // A term entry (blocks u32, offset u64) then a postings payload behind a valid header
         // and chunk CRCs, so the block decoder itself meets the crafted bytes. The entry is
-        // reduced to a few blocks inside the payload, where random inputs would rarely land.
+        // reduced to a few blocks inside the payload, where random inputs would rarely land;
+        // the block count's high bits give the document count (none: all of u32).
         let Some((entry, payload)) = bytes.split_first_chunk::<12>() else {
             return;
         };
@@ -158,17 +159,26 @@ fn fuzz_postings() {
             postings_offset: offset % (payload.len() as u64 + 1),
             blocks: blocks % 8,
         };
+        let num_docs = match blocks >> 3 {
+            0 => u32::MAX as usize,
+            n => n as usize,
+        };
         let (_dir, path) = file_with(
             "postings.bin",
             &checked_file(POSTINGS_KIND, BM25_TERM_FILES.version, payload),
         );
         let file = MappedFile::open(&path, POSTINGS_KIND, BM25_TERM_FILES.version, true).unwrap();
-        if let Ok(postings) = entry.postings(&file) {
+        if let Ok(postings) = entry.postings(&file, num_docs) {
             let mut cursor = Cursor::new(postings, FrequencyOnly);
             let doc_freq = cursor.doc_freq();
-            let mut visited = 0;
-            cursor.drain(|_, _| visited += 1);
-            assert!(visited <= doc_freq, "{visited} > {doc_freq}");
+            let mut docs = Vec::new();
+            cursor.drain(|doc, _| docs.push(doc));
+            assert!(docs.len() <= doc_freq, "{} > {doc_freq}", docs.len());
+            // Whatever the bytes, the walk stays in range and in order; where the blocks did
+            // not decode as their metadata states, the file is reported corrupt.
+            assert!(docs.iter().all(|&d| (d as usize) < num_docs), "{docs:?}");
+            assert!(docs.windows(2).all(|w| w[0] < w[1]), "{docs:?}");
+            let _ = postings_intact(&file);
         }
     });
 }

@@ -272,3 +272,55 @@ fn corrupt_postings_are_caught_by_verify() {
         .to_string()
         .contains("checksum"));
 }
+
+#[test]
+fn a_crafted_document_number_beyond_the_count_is_a_format_error() {
+    // Documents 0 and 2 hold "zorp" with impact 1: one block, gaps 0 and 1 packed in one bit
+    // each (the byte 0b10), impacts all 1 (no bits).
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        vector_line("a", &[("zorp".to_string(), 1.0)]),
+        vector_line("b", &[("quux".to_string(), 1.0)]),
+        vector_line("c", &[("zorp".to_string(), 1.0)]),
+    ];
+    let path = dir.path().join("docs.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let index = dir.path().join("idx");
+    build(
+        &path,
+        &index,
+        &BuildOptions {
+            quantize: 1,
+            ..quiet()
+        },
+    )
+    .unwrap();
+    let zorp = || {
+        ImpactIndex::open(&index)
+            .unwrap()
+            .search(&[("zorp".to_string(), 1.0)], 10)
+    };
+    assert_eq!(zorp().unwrap().len(), 2);
+    let terms = MappedFile::open(
+        index.join(format::TERMS_FILE),
+        format::TERMS_KIND,
+        format::FILE_VERSION,
+        true,
+    )
+    .unwrap();
+    let entry = lookup_term(terms.payload(), 2, b"zorp").unwrap();
+    let data_at = entry.postings_offset as usize + crate::postings::BLOCK_META_LEN;
+    drop(terms);
+    // The gaps edited to 1 and 1, which decode to documents 1 and 3 (of 3).
+    crate::io::manifest::craft_payload::<ImpactManifest>(&index, format::POSTINGS_FILE, |p| {
+        assert_eq!(p[data_at], 0b10);
+        p[data_at] = 0b11;
+    });
+    let e = zorp().unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(
+        e.to_string().contains("postings.bin")
+            && e.to_string().contains("decodes to documents other than"),
+        "{e}"
+    );
+}

@@ -268,6 +268,37 @@ impl Manifest for ImpactManifest {
     const VERSION: u64 = crate::impact::format::VERSION;
 }
 
+/// The index at `index` with the payload of its checked file `file` edited by `edit`, and every
+/// checksum recomputed (header, chunk CRCs, manifest): a crafted file, which only the format's
+/// own consistency checks can catch.
+#[cfg(test)]
+pub(crate) fn craft_payload<M: Manifest>(
+    index: &Path,
+    file: &str,
+    edit: impl FnOnce(&mut Vec<u8>),
+) {
+    use crate::io::format::{Header, HEADER_LEN};
+    let copy = index.with_extension("crafted");
+    let out = AtomicDir::create(&copy).unwrap();
+    for entry in std::fs::read_dir(index).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != MANIFEST {
+            std::fs::copy(entry.path(), out.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let bytes = std::fs::read(index.join(file)).unwrap();
+    let header = Header::parse(&bytes).unwrap();
+    let mut payload = bytes[HEADER_LEN..HEADER_LEN + header.payload_len as usize].to_vec();
+    edit(&mut payload);
+    let path = out.path().join(file);
+    std::fs::remove_file(&path).unwrap();
+    crate::io::format::write_checked(&path, header.kind, header.version, &payload).unwrap();
+    let manifest: M = read(index).unwrap();
+    commit(out, &manifest).unwrap();
+    std::fs::remove_dir_all(index).unwrap();
+    std::fs::rename(&copy, index).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
