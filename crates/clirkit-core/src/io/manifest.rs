@@ -268,6 +268,22 @@ impl Manifest for ImpactManifest {
     const VERSION: u64 = crate::impact::format::VERSION;
 }
 
+/// Rewrite the manifest of the index files in `dir` in place, with `edit` applied and every
+/// file's digest and its own checksum recomputed (no atomic commit, no fsync: what a fuzz
+/// target can afford per input, and what a crafted index looks like).
+#[cfg(test)]
+pub(crate) fn reseal(dir: &Path, edit: impl FnOnce(&mut Value)) -> Result<()> {
+    let path = dir.join(MANIFEST);
+    let mut value: Value = serde_json::from_str(&read_manifest_text(&path)?)
+        .map_err(|e| Error::format(&path, e.to_string()))?;
+    edit(&mut value);
+    if !value.is_object() {
+        return Ok(());
+    }
+    value[FILES] = serde_json::to_value(digest_files(dir)?).expect("digests serialize");
+    std::fs::write(&path, with_checksum(value)).at(&path)
+}
+
 /// The index at `index` with the payload of its checked file `file` edited by `edit`, and every
 /// checksum recomputed (header, chunk CRCs, manifest): a crafted file, which only the format's
 /// own consistency checks can catch.
