@@ -159,10 +159,17 @@ def test_truncated_files_under_an_open_index_do_not_kill_its_reader(tmp_path, co
         with pytest.raises(IndexFormatError, match=r"\.bin"):
             open_index(path)
     # An input truncated while it is being read: the reader sees a shorter file.
-    from clirkit.datasets import iter_jsonl
+    from clirkit.datasets import ParseError, iter_jsonl
 
-    records = iter_jsonl(corpus)
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(f'{{"_id": "d{i}", "text": "{"x" * 60}"}}\n' for i in range(100_000)))
+    records = iter_jsonl(big)
     assert next(records).id == "d0"
-    with open(corpus, "r+b") as f:
+    with open(big, "r+b") as f:
         f.truncate(10)
-    assert len(list(records)) < 29
+    # What was buffered before the truncation is read, then the file ends: fewer records, or
+    # the cut line as a parse error naming it; never a crash.
+    try:
+        assert len(list(records)) < 99_999
+    except ParseError as err:
+        assert "big.jsonl:" in str(err) and "malformed JSON" in str(err)

@@ -391,15 +391,20 @@ fn dense_seeds() -> Vec<Vec<u8>> {
 }
 
 /// The committed seeds of `fuzz_dense_index` are those of today's dense format;
-/// `CLIRKIT_WRITE_FUZZ_SEEDS=1` rewrites them.
+/// `CLIRKIT_WRITE_FUZZ_SEEDS=1` rewrites them (the `regression-*` inputs stay).
 #[test]
 fn dense_seeds_are_current() {
     let corpus =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("src/__fuzz__/fuzz__dense_index/corpus");
     let seeds = dense_seeds();
     if std::env::var_os("CLIRKIT_WRITE_FUZZ_SEEDS").is_some() {
-        let _ = std::fs::remove_dir_all(&corpus);
         std::fs::create_dir_all(&corpus).unwrap();
+        for entry in std::fs::read_dir(&corpus).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().unwrap().to_string_lossy().starts_with("seed-") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
         for (i, seed) in seeds.iter().enumerate() {
             std::fs::write(corpus.join(format!("seed-{i:03}")), seed).unwrap();
         }
