@@ -401,7 +401,12 @@ fn dense_seeds_are_current() {
         std::fs::create_dir_all(&corpus).unwrap();
         for entry in std::fs::read_dir(&corpus).unwrap() {
             let path = entry.unwrap().path();
-            if path.file_name().unwrap().to_string_lossy().starts_with("seed-") {
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("seed-")
+            {
                 std::fs::remove_file(path).unwrap();
             }
         }
