@@ -4,6 +4,7 @@
 
 use crate::errors::{to_py, DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
+use clirkit_core::io::trec;
 use clirkit_core::multivector::{
     exact, BuildOptions, Hits, MultiVectorIndex, SearchOptions, TokenMatrix,
 };
@@ -187,7 +188,7 @@ impl PyMultiVectorIndex {
             match &path {
                 Some(path) => self
                     .inner
-                    .write_run(&queries, &qids, opts, maxp, (path, tag))
+                    .write_run(&queries, &qids, opts, maxp, (path, tag), trec::RUN_WINDOW)
                     .map(|_| None),
                 None => Ok(Some(run_to_py(
                     self.inner.search_run(&queries, &qids, opts, maxp)?,

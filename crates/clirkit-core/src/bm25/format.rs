@@ -152,6 +152,18 @@ impl TermEntry {
     }
 }
 
+/// Where the postings of `term` (a single block) start in the postings payload of the index at
+/// `index`: its block metadata, and that block's data (for tests that craft a block).
+#[cfg(test)]
+pub(crate) fn single_block_at(index: &Path, kinds: TermFileKinds, term: &str) -> (usize, usize) {
+    let terms = MappedFile::open(index.join(TERMS_FILE), kinds.terms, kinds.version, true).unwrap();
+    let num_terms = read_u64(terms.payload(), 0) as usize;
+    let entry = lookup_term(terms.payload(), num_terms, term.as_bytes()).unwrap();
+    assert_eq!(entry.blocks, 1);
+    let metas_at = entry.postings_offset as usize;
+    (metas_at, metas_at + BLOCK_META_LEN)
+}
+
 /// The entry of `term` in a mapped dictionary (`n u64` · entries · strings), by binary search.
 pub fn lookup_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<TermEntry> {
     let blob = 8 + num_terms * TERM_ENTRY_LEN;

@@ -677,18 +677,7 @@ fn crafted_zorp_postings(dir: &Path, edit: impl FnOnce(&mut Vec<u8>, usize, usiz
     let docs = [doc("a", "zorp"), doc("b", "quux"), doc("c", "zorp")];
     let index = dir.join("idx");
     build(&write_corpus(dir, "c.jsonl", &docs), &index, &quiet()).unwrap();
-    let terms = MappedFile::open(
-        index.join(format::TERMS_FILE),
-        format::TERMS_KIND,
-        format::FILE_VERSION,
-        true,
-    )
-    .unwrap();
-    let entry = format::lookup_term(terms.payload(), 2, b"zorp").unwrap();
-    assert_eq!(entry.blocks, 1);
-    let metas_at = entry.postings_offset as usize;
-    let data_at = metas_at + crate::postings::BLOCK_META_LEN;
-    drop(terms);
+    let (metas_at, data_at) = format::single_block_at(&index, format::BM25_TERM_FILES, "zorp");
     crate::io::manifest::craft_payload::<Bm25Manifest>(&index, format::POSTINGS_FILE, |p| {
         edit(p, metas_at, data_at)
     });

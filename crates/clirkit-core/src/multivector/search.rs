@@ -20,7 +20,7 @@ use super::topk::TopK;
 use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
 use crate::ids::check_query_ids;
-use crate::io::trec::{self, RUN_WINDOW};
+use crate::io::trec;
 use crate::parallel;
 use crate::passages;
 use crate::ranking::Run;
@@ -131,20 +131,9 @@ impl MultiVectorIndex {
     }
 
     /// [`MultiVectorIndex::search_run`] written to `path` atomically in the queries' order,
-    /// [`RUN_WINDOW`] queries at a time, so the results of at most one window are held whatever
-    /// the query count; the file is the one the whole run makes.
+    /// `window` queries at a time (e.g. [`crate::io::trec::RUN_WINDOW`]), so the results of at
+    /// most one window are held whatever the query count; the file is the one the whole run makes.
     pub fn write_run(
-        &self,
-        queries: &TokenMatrix,
-        qids: &[String],
-        opts: &SearchOptions,
-        maxp: Option<&str>,
-        (path, tag): (&Path, &str),
-    ) -> Result<()> {
-        self.write_run_windowed(queries, qids, opts, maxp, (path, tag), RUN_WINDOW)
-    }
-
-    pub(crate) fn write_run_windowed(
         &self,
         queries: &TokenMatrix,
         qids: &[String],

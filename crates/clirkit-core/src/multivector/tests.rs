@@ -260,7 +260,7 @@ fn run_written_window_by_window_is_the_whole_runs_file_at_any_thread_count() {
             for window in [1, 4, 11, 64] {
                 let streamed = dir.path().join("streamed.trec");
                 index
-                    .write_run_windowed(
+                    .write_run(
                         &queries,
                         &qids,
                         &opts(threads),
@@ -282,7 +282,7 @@ fn run_written_window_by_window_is_the_whole_runs_file_at_any_thread_count() {
     dup[10] = "q0".to_string();
     let out = dir.path().join("dup.trec");
     let e = index
-        .write_run_windowed(
+        .write_run(
             &queries,
             &dup,
             &SearchOptions::default(),
