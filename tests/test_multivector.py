@@ -131,6 +131,12 @@ def test_maxp_and_trec_output(scifact: dict, tmp_path: Path) -> None:
     assert len(lines) == 5 * len(qids)
     q0 = [line.split() for line in lines if line.split()[0] == qids[0]]
     assert [d for _, _, d, *_ in q0] == list(run[qids[0]])
+    # Written window by window as it is searched: the bytes of the whole run, at any thread count.
+    whole = tmp_path / "whole.trec"
+    clirkit.write_run(whole, index.search_run(queries, qoff, qids, 5), "clirkit-multivector")
+    for threads in (1, 2):
+        index.search_trec(queries, qoff, qids, out, 5, threads=threads)
+        assert out.read_bytes() == whole.read_bytes()
 
 
 def test_cli_index_and_search(scifact: dict, tmp_path: Path) -> None:
