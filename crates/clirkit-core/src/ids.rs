@@ -247,6 +247,12 @@ impl IdTable {
         None
     }
 
+    /// The ids in byte order.
+    pub fn iter_sorted(&self) -> impl Iterator<Item = &str> + '_ {
+        let sorted = 8 + 8 * (self.len + 1);
+        (0..self.len).map(move |rank| self.get(read_u32(self.raw(), sorted + 4 * rank)))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
         (0..self.len as u32).map(move |i| self.get(i))
     }

@@ -24,6 +24,7 @@ pub mod progress;
 pub mod ranking;
 pub mod rerank;
 pub mod rng;
+pub mod sharded;
 pub mod text;
 pub mod topk;
 

@@ -2,14 +2,16 @@
 //! Builds and searches run with the GIL released; results stay native until asked for.
 
 use crate::errors::{DetachCaught, IntoPy};
+use clirkit_core::bm25::sharded;
 use clirkit_core::bm25::{
     self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Expansion, Hit, Rm3Params, Strategy,
 };
+use clirkit_core::io::jsonl::LineRange;
 use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,11 +64,12 @@ impl PyBm25Index {
         Self::open(py, index)
     }
 
-    /// Build an index from a JSONL corpus (atomically) and open it.
+    /// Build an index from a JSONL corpus (atomically) and open it; with `range` (start byte,
+    /// end byte, first line number, from `split_corpus`), from those lines only: one shard.
     #[staticmethod]
     #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,
                         keep_first_duplicate=false, quiet=false, memory_budget_mb=1024,
-                        store_docvectors=false))]
+                        store_docvectors=false, range=None))]
     #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
@@ -80,6 +83,7 @@ impl PyBm25Index {
         quiet: bool,
         memory_budget_mb: usize,
         store_docvectors: bool,
+        range: Option<(u64, u64, u64)>,
     ) -> PyResult<Self> {
         let opts = BuildOptions {
             lang,
@@ -90,6 +94,11 @@ impl PyBm25Index {
             quiet,
             memory_budget_bytes: memory_budget_mb.max(1) << 20,
             store_docvectors,
+            range: range.map(|(start, end, first_line)| LineRange {
+                start,
+                end,
+                first_line,
+            }),
             ..BuildOptions::default()
         };
         // The build runs on its own thread while this one watches for Ctrl-C (Python handles
@@ -209,6 +218,18 @@ impl PyBm25Index {
             })
             .py_err()?;
         Ok((hits_to_py(self.inner.as_ref(), &hits), expansion))
+    }
+
+    /// Open shard `shard` of the sharded index at `index`, scoring with the whole collection's
+    /// statistics; a missing shard or one of another build is refused.
+    #[staticmethod]
+    fn open_shard(py: Python<'_>, index: PathBuf, shard: usize) -> PyResult<Self> {
+        let inner = py
+            .detach_caught(|| Bm25Index::open_shard(&index, shard))
+            .py_err()?;
+        Ok(PyBm25Index {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Search (qid, text, lang-or-None) triples on `threads` threads.
@@ -392,6 +413,12 @@ impl PySearchResults {
     }
 
     /// Write a TREC run (`qid Q0 docid rank score tag`) in canonical order, atomically.
+    /// The hits encoded for `merge_shard_hits`: a shard's part of a sharded search.
+    fn shard_hits<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let encoded = sharded::encode_hits(|doc| self.index.doc_id(doc), &self.hits);
+        PyBytes::new(py, &encoded)
+    }
+
     #[pyo3(signature = (path, tag="clirkit-bm25"))]
     fn to_trec(&self, py: Python<'_>, path: PathBuf, tag: &str) -> PyResult<()> {
         py.detach_caught(|| trec::write_run(&path, &self.to_run(), tag))

@@ -71,7 +71,7 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
 /// naming the file.
 #[pyfunction]
 fn verify_index(py: Python<'_>, path: std::path::PathBuf) -> PyResult<(String, usize, u64)> {
-    py.detach_caught(|| clirkit_core::io::manifest::verify_dir(&path))
+    py.detach_caught(|| clirkit_core::sharded::verify(&path))
         .py_err()
         .map(|s| (s.format, s.files, s.bytes))
 }

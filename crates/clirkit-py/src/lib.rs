@@ -13,6 +13,7 @@ mod io;
 mod multivector;
 mod passages;
 mod rerank;
+mod sharded;
 mod text;
 
 #[pymodule]
@@ -22,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
+    sharded::register(m)?;
     impact::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;

@@ -8,6 +8,7 @@ import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
 from clirkit.commands.common import add_search_parser, add_worker_options, positive_int
+from clirkit.distributed.sharded import sharded_kind
 
 
 def register(top, groups) -> None:
@@ -25,6 +26,12 @@ def register(top, groups) -> None:
     p.add_argument(
         "--store-docvectors", action="store_true", help="also store document term vectors (needed by --rm3)"
     )
+    p.add_argument(
+        "--shards",
+        type=positive_int,
+        help="build a sharded index of N shards (a plain, uncompressed corpus); searched as the single index",
+    )
+    _add_ray_option(p, "build the shards as tasks on this Ray cluster")
     add_worker_options(p, _index)
 
     s = add_search_parser(
@@ -40,6 +47,7 @@ def register(top, groups) -> None:
     s.add_argument("--b", type=float, default=DEFAULT_B, help="BM25 b")
     s.add_argument("--lang", help="analyze every query in this language")
     s.add_argument("--tag", default="clirkit-bm25", help="run tag (6th column)")
+    _add_ray_option(s, "search a sharded index through shard actors on this Ray cluster")
     rm3 = s.add_argument_group("RM3 pseudo-relevance feedback (Anserini's Rm3Reranker)")
     rm3.add_argument(
         "--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)"
@@ -54,29 +62,71 @@ def register(top, groups) -> None:
     add_worker_options(s, _search)
 
 
-def _index(args: argparse.Namespace) -> int:
-    fields = [f.strip() for f in args.fields.split(",") if f.strip()]
-    index = BM25Index.build(
-        args.corpus,
-        args.index,
-        lang=args.lang,
-        lang_field=args.lang_field,
-        fields=fields,
-        threads=args.threads,
-        keep_first_duplicate=args.keep_first_duplicate,
-        quiet=args.quiet,
-        memory_budget_mb=args.memory_mb,
-        store_docvectors=args.store_docvectors,
+def _add_ray_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const=True,
+        metavar="ADDRESS",
+        help=f"{what} (default: RAY_ADDRESS, else a new local cluster)",
     )
+
+
+def _index(args: argparse.Namespace) -> int:
+    options = {
+        "lang": args.lang,
+        "lang_field": args.lang_field,
+        "fields": [f.strip() for f in args.fields.split(",") if f.strip()],
+        "threads": args.threads,
+        "keep_first_duplicate": args.keep_first_duplicate,
+        "quiet": args.quiet,
+        "memory_budget_mb": args.memory_mb,
+    }
+    if args.shards is not None:
+        from clirkit.distributed.bm25 import build_sharded_bm25
+
+        if args.store_docvectors:
+            raise SystemExit("clirkit index bm25: --store-docvectors (for RM3) cannot go with --shards")
+        sharded = build_sharded_bm25(args.corpus, args.index, args.shards, ray=args.ray, **options)
+        built = f"{sharded.num_docs} documents in {sharded.num_shards} shards"
+    elif args.ray is not None:
+        raise SystemExit("clirkit index bm25: --ray builds a sharded index: give --shards N")
+    else:
+        index = BM25Index.build(args.corpus, args.index, store_docvectors=args.store_docvectors, **options)
+        built = f"{index.num_docs} documents, {index.num_terms} terms"
     if not args.quiet:
-        print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
+        print(f"indexed {built} -> {args.index}", file=sys.stderr)
     return 0
+
+
+def _search_sharded(args: argparse.Namespace) -> None:
+    from clirkit.distributed.bm25 import RayShardedBM25, ShardedBM25Index
+    from clirkit.distributed.cluster import connected
+
+    if args.rm3:
+        raise SystemExit("clirkit search bm25: --rm3 is not available on a sharded index")
+    options = {"tag": args.tag, "lang": args.lang, "k1": args.k1, "b": args.b}
+    if args.ray is None:
+        index = ShardedBM25Index.open(args.index, threads=args.threads)
+        index.search_file_to_trec(args.queries, args.output, args.k, **options)
+        return
+    with connected(args.ray), RayShardedBM25(args.index) as searcher:
+        searcher.search_file_to_trec(args.queries, args.output, args.k, **options)
 
 
 def _search(args: argparse.Namespace) -> int:
     rm3_only = [flag for flag, given in _rm3_flags(args) if given]
     if rm3_only and not args.rm3:
         raise SystemExit(f"clirkit search bm25: {', '.join(rm3_only)} need --rm3")
+    if sharded_kind(args.index) is not None:
+        _search_sharded(args)
+        if not args.quiet:
+            print(f"searched {args.queries} -> {args.output}", file=sys.stderr)
+        return 0
+    if args.ray is not None:
+        raise SystemExit(
+            "clirkit search bm25: --ray searches a sharded index (clirkit index bm25 --shards N)"
+        )
     rm3 = None
     if args.rm3:
         rm3 = RM3(args.fb_docs, args.fb_terms, args.original_weight, not args.no_term_filter)

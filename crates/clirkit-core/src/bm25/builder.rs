@@ -22,7 +22,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
-use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
+use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineRange, LineReader, Record};
 use crate::io::manifest::{self, Bm25BuildRecord, Bm25Manifest};
 use crate::text::Analyzer;
 use rayon::prelude::*;
@@ -50,6 +50,8 @@ pub struct BuildOptions {
     pub batch_lines: usize,
     /// Also write the forward index (`docvectors.bin`) that RM3 needs.
     pub store_docvectors: bool,
+    /// Index only these lines of the corpus (one shard of a sharded build); all when `None`.
+    pub range: Option<LineRange>,
 }
 
 impl Default for BuildOptions {
@@ -64,6 +66,7 @@ impl Default for BuildOptions {
             memory_budget_bytes: 1 << 30,
             batch_lines: 8192,
             store_docvectors: false,
+            range: None,
         }
     }
 }
@@ -528,7 +531,10 @@ fn build_in_pool(
         .with_text_fields(&fields)
         .with_lang_field(opts.lang_field.as_deref());
 
-    let reader = LineReader::open(corpus)?;
+    let reader = match &opts.range {
+        Some(range) => LineReader::open_range(corpus, range)?,
+        None => LineReader::open(corpus)?,
+    };
     let out = AtomicDir::create(index)?;
     let progress = crate::progress::bar(None, "indexing", opts.quiet);
     let mut acc = Accumulator {
@@ -624,7 +630,10 @@ fn build_in_pool(
         k1: super::DEFAULT_K1,
         b: super::DEFAULT_B,
         build: Bm25BuildRecord {
-            corpus: corpus.display().to_string(),
+            corpus: match &opts.range {
+                Some(r) => format!("{} (bytes {}..{})", corpus.display(), r.start, r.end),
+                None => corpus.display().to_string(),
+            },
             keep_first_duplicate: opts.keep_first_duplicate,
             skipped_duplicates: skipped,
             memory_budget_bytes: opts.memory_budget_bytes as u64,

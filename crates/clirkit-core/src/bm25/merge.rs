@@ -20,12 +20,21 @@ use std::path::Path;
 /// Postings bytes encoded before they are written out.
 const WRITE_AT: usize = 1 << 24;
 
-/// Refuse inputs that were not built alike (analyzers, fields, language field, BM25 defaults).
-fn check_compatible(inputs: &[Bm25Index]) -> Result<()> {
+/// Refuse inputs that were not built alike (analyzers, fields, language field, BM25 defaults):
+/// only those score as parts of one index. With `same_languages` false, inputs may hold
+/// different languages (the shards of a multilingual corpus), as long as no language was
+/// analyzed differently.
+pub(super) fn check_built_alike(inputs: &[Bm25Index], same_languages: bool) -> Result<()> {
     let first = inputs[0].manifest();
+    let mut analyzers = first.analyzers.clone();
     for index in &inputs[1..] {
         let m = index.manifest();
-        let differs = if m.analyzers != first.analyzers {
+        let conflict = m.analyzers.iter().any(|(lang, id)| {
+            analyzers
+                .insert(lang.clone(), id.clone())
+                .is_some_and(|a| a != *id)
+        });
+        let differs = if conflict || (same_languages && m.analyzers != first.analyzers) {
             Some("analyzers")
         } else if m.fields != first.fields {
             Some("indexed fields")
@@ -46,6 +55,12 @@ fn check_compatible(inputs: &[Bm25Index]) -> Result<()> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Refuse inputs that cannot merge: built differently, or holding what merging drops.
+fn check_compatible(inputs: &[Bm25Index]) -> Result<()> {
+    check_built_alike(inputs, true)?;
     if let Some(with) = inputs.iter().find(|i| i.manifest().docvectors) {
         return Err(Error::format(
             with.dir(),
@@ -54,6 +69,39 @@ fn check_compatible(inputs: &[Bm25Index]) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Walk the terms of `indexes` in byte order, handing `each` every term with the dictionary
+/// entries of the indexes holding it (by position in `indexes`): the one term-by-term merge of
+/// index merging and of a sharded index's global statistics.
+pub(super) fn for_each_term(
+    indexes: &[Bm25Index],
+    mut each: impl FnMut(&[u8], &[(usize, TermEntry)]) -> Result<()>,
+) -> Result<()> {
+    let mut heads = vec![0usize; indexes.len()];
+    let mut holding = Vec::with_capacity(indexes.len());
+    loop {
+        let smallest = indexes
+            .iter()
+            .zip(&heads)
+            .filter(|(index, &h)| h < index.num_terms())
+            .map(|(index, &h)| index.term_text(&index.term_entry(h)))
+            .min();
+        let Some(term) = smallest else {
+            return Ok(());
+        };
+        holding.clear();
+        for (i, index) in indexes.iter().enumerate() {
+            if heads[i] < index.num_terms() {
+                let e = index.term_entry(heads[i]);
+                if index.term_text(&e) == term {
+                    holding.push((i, e));
+                    heads[i] += 1;
+                }
+            }
+        }
+        each(term, &holding)?;
+    }
 }
 
 /// Append the postings of term entry `e` of `index` to `docs` and `tfs`, documents shifted by
@@ -124,28 +172,12 @@ pub fn merge(inputs: &[&Path], out: &Path) -> Result<(u64, u64)> {
     )?;
     let (mut entries, mut texts, mut encoded) = (Vec::new(), Vec::new(), Vec::new());
     let (mut docs, mut tfs) = (Vec::new(), Vec::new());
-    let mut heads = vec![0usize; indexes.len()];
     let mut num_terms = 0u64;
-    loop {
-        let smallest = indexes
-            .iter()
-            .zip(&heads)
-            .filter(|(index, &h)| h < index.num_terms())
-            .map(|(index, &h)| index.term_text(&index.term_entry(h)))
-            .min();
-        let Some(term) = smallest else {
-            break;
-        };
+    for_each_term(&indexes, |term, holding| {
         docs.clear();
         tfs.clear();
-        for (i, index) in indexes.iter().enumerate() {
-            if heads[i] < index.num_terms() {
-                let e = index.term_entry(heads[i]);
-                if index.term_text(&e) == term {
-                    append_postings(index, &e, offsets[i], &mut docs, &mut tfs)?;
-                    heads[i] += 1;
-                }
-            }
+        for &(i, e) in holding {
+            append_postings(&indexes[i], &e, offsets[i], &mut docs, &mut tfs)?;
         }
         let start = postings.position() + encoded.len() as u64;
         let blocks = crate::postings::encode_postings(&docs, &tfs, &norms, &mut encoded);
@@ -163,7 +195,8 @@ pub fn merge(inputs: &[&Path], out: &Path) -> Result<(u64, u64)> {
             postings.write(&encoded)?;
             encoded.clear();
         }
-    }
+        Ok(())
+    })?;
     postings.write(&encoded)?;
     postings.write(&[0u8; crate::postings::POSTINGS_PADDING])?;
     postings.finish()?;

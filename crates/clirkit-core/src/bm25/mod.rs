@@ -14,6 +14,7 @@ pub mod merge;
 pub mod query;
 pub mod rm3;
 pub mod scoring;
+pub mod sharded;
 mod sorted_run;
 
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
@@ -95,6 +96,10 @@ pub struct Bm25Index {
     analyzers: BTreeMap<String, Analyzer>,
     /// The forward index, when the index was built with `store_docvectors`.
     docvectors: Option<docvectors::DocVectors>,
+    /// For a shard of a sharded index, the whole collection's document frequencies, which
+    /// scores use instead of the shard's own (as `doc_count` and `avgdl` are then the whole
+    /// collection's): every shard scores as the one index over all documents would.
+    global_terms: Option<sharded::GlobalTerms>,
 }
 
 impl Bm25Index {
@@ -130,20 +135,7 @@ impl Bm25Index {
                 ),
             ));
         }
-        let mut analyzers = BTreeMap::new();
-        for (lang, built_with) in &manifest.analyzers {
-            let analyzer = Analyzer::for_lang(lang)?;
-            if analyzer.id() != *built_with {
-                return Err(Error::format(
-                    &dir,
-                    format!(
-                        "built with analyzer '{built_with}', but this clirkit's '{lang}' analyzer is '{}'; rebuild the index",
-                        analyzer.id()
-                    ),
-                ));
-            }
-            analyzers.insert(lang.clone(), analyzer);
-        }
+        let analyzers = load_analyzers(&dir, &manifest.analyzers)?;
         let v = format::FILE_VERSION;
         let (terms, postings) = format::open_term_files(&dir, format::BM25_TERM_FILES, true)?;
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
@@ -180,6 +172,7 @@ impl Bm25Index {
             avgdl,
             analyzers,
             docvectors,
+            global_terms: None,
         })
     }
 
@@ -302,7 +295,14 @@ impl Bm25Index {
         terms
             .filter_map(|(term, boost)| {
                 let e = self.lookup(term)?;
-                let term = TermScorer::new(boost, scoring::idf(e.doc_freq as u64, self.doc_count));
+                let doc_freq = match &self.global_terms {
+                    None => e.doc_freq,
+                    Some(global) => match global.doc_freq(term) {
+                        Ok(doc_freq) => doc_freq,
+                        Err(e) => return Some(Err(e)),
+                    },
+                };
+                let term = TermScorer::new(boost, scoring::idf(doc_freq as u64, self.doc_count));
                 let scorer = Bm25PostingScorer { term, cache, norms };
                 Some(
                     e.postings(&self.postings, self.num_docs)
@@ -508,6 +508,29 @@ impl Bm25Index {
                 .collect(),
         }
     }
+}
+
+/// The analyzers an index was built with (language -> analyzer id), refused if this clirkit's
+/// analyzer for a language is another one.
+fn load_analyzers(
+    dir: &Path,
+    built_with: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, Analyzer>> {
+    let mut analyzers = BTreeMap::new();
+    for (lang, id) in built_with {
+        let analyzer = Analyzer::for_lang(lang)?;
+        if analyzer.id() != *id {
+            return Err(Error::format(
+                dir,
+                format!(
+                    "built with analyzer '{id}', but this clirkit's '{lang}' analyzer is '{}'; rebuild the index",
+                    analyzer.id()
+                ),
+            ));
+        }
+        analyzers.insert(lang.clone(), analyzer);
+    }
+    Ok(analyzers)
 }
 
 #[cfg(test)]

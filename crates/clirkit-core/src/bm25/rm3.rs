@@ -230,6 +230,12 @@ impl Bm25Index {
 
     pub(super) fn check_rm3(&self, rm3: &Rm3Params) -> Result<()> {
         rm3.check()?;
+        if self.global_terms.is_some() {
+            return Err(Error::invalid(
+                "RM3 takes its feedback documents from the whole collection: it is not available \
+                 on a shard of a sharded index",
+            ));
+        }
         if !self.has_docvectors() {
             return Err(Error::invalid(format!(
                 "RM3 needs document vectors, but the index at {} was built without them; rebuild it with --store-docvectors",

@@ -3,7 +3,7 @@
 use super::*;
 use std::io::Write;
 
-fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+pub(super) fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     let p = dir.join(name);
     let mut f = std::fs::File::create(&p).unwrap();
     for l in lines {
@@ -12,11 +12,11 @@ fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     p
 }
 
-fn doc(id: &str, text: &str) -> String {
+pub(super) fn doc(id: &str, text: &str) -> String {
     serde_json::json!({"_id": id, "title": "", "text": text}).to_string()
 }
 
-fn quiet() -> BuildOptions {
+pub(super) fn quiet() -> BuildOptions {
     BuildOptions {
         quiet: true,
         ..BuildOptions::default()
@@ -24,7 +24,7 @@ fn quiet() -> BuildOptions {
 }
 
 /// A small deterministic generator (xorshift64*), so tests need no extra crates.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
@@ -39,7 +39,7 @@ impl Rng {
 
 /// Documents over a Zipf-ish vocabulary of made-up words, with repeated texts (exact score
 /// ties) and ids whose byte order differs from file order.
-fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<String> {
+pub(super) fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<String> {
     let words: Vec<String> = (0..vocab).map(|i| format!("w{i}x")).collect();
     let mut texts: Vec<String> = Vec::new();
     (0..docs)
@@ -602,6 +602,14 @@ fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
     }
 }
 
+/// The indexes at `a` and `b` have the same data files, byte for byte.
+pub(super) fn assert_same_index_files(a: &Path, b: &Path) {
+    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
+        let same = std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap();
+        assert!(same, "{file}");
+    }
+}
+
 #[test]
 fn merge_equals_one_build_of_the_concatenated_corpora() {
     let dir = tempfile::tempdir().unwrap();
@@ -619,13 +627,7 @@ fn merge_equals_one_build_of_the_concatenated_corpora() {
     let merged = dir.path().join("merged");
     let inputs: Vec<&Path> = parts.iter().map(PathBuf::as_path).collect();
     merge::merge(&inputs, &merged).unwrap();
-    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
-        let (a, b) = (once.join(file), merged.join(file));
-        assert!(
-            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
-            "{file}"
-        );
-    }
+    assert_same_index_files(&once, &merged);
     let (a, b) = (
         Bm25Index::open(&once).unwrap(),
         Bm25Index::open(&merged).unwrap(),

@@ -4,12 +4,13 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::io::id_text::id_problem;
-use crate::io::input::{content_extension, open_input};
+use crate::io::input::{content_extension, open_input, Compression, BOM};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Reads a file line by line, keeping the 1-based line number; gzip and zstd files are
@@ -27,6 +28,23 @@ impl LineReader {
             reader: open_input(&path)?,
             path,
             line_no: 0,
+        })
+    }
+
+    /// Open only the lines of `path` in `range` (a part of a plain corpus cut by
+    /// [`split_lines`]), numbered as in the whole file, so errors name the true line.
+    pub fn open_range(path: impl AsRef<Path>, range: &LineRange) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let mut file = open_plain(&path)?;
+        file.seek(SeekFrom::Start(range.start)).at(&path)?;
+        let mut reader = BufReader::with_capacity(1 << 20, file.take(range.end - range.start));
+        if range.start == 0 && reader.fill_buf().at(&path)?.starts_with(BOM) {
+            reader.consume(BOM.len());
+        }
+        Ok(LineReader {
+            reader: Box::new(reader),
+            path,
+            line_no: range.first_line - 1,
         })
     }
 
@@ -100,6 +118,69 @@ impl LineReader {
         }
         Ok(())
     }
+}
+
+/// A run of whole lines of a file: bytes `start..end`, the first of them line `first_line`
+/// (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LineRange {
+    pub start: u64,
+    pub end: u64,
+    pub first_line: u64,
+}
+
+/// `path` opened for reading by byte offset: a compressed file has no byte offsets to cut at.
+fn open_plain(path: &Path) -> Result<File> {
+    let mut file = File::open(path).at(path)?;
+    let mut head = [0u8; 4];
+    let n = file.read(&mut head).at(path)?;
+    if Compression::of(&head[..n]) != Compression::Plain {
+        return Err(Error::invalid(format!(
+            "{}: a compressed corpus cannot be cut into shards by byte range; decompress it first",
+            path.display()
+        )));
+    }
+    file.seek(SeekFrom::Start(0)).at(path)?;
+    Ok(file)
+}
+
+/// Cut the plain text file at `path` into `parts` ranges of whole lines of about equal size
+/// (some empty when the file has fewer lines than parts), in one pass that counts lines.
+pub fn split_lines(path: &Path, parts: usize) -> Result<Vec<LineRange>> {
+    if parts == 0 {
+        return Err(Error::invalid("cannot cut a file into 0 parts"));
+    }
+    let mut file = open_plain(path)?;
+    let size = file.metadata().at(path)?.len();
+    let targets: Vec<u64> = (1..parts as u64).map(|i| size * i / parts as u64).collect();
+    // (byte, line number) where each part starts: the first line starting at or after its target.
+    let mut starts = vec![(0u64, 1u64)];
+    let (mut pos, mut line) = (0u64, 1u64);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).at(path)?;
+        if n == 0 {
+            break;
+        }
+        for at in memchr::memchr_iter(b'\n', &buf[..n]) {
+            line += 1;
+            let line_start = pos + at as u64 + 1;
+            while starts.len() <= targets.len() && line_start >= targets[starts.len() - 1] {
+                starts.push((line_start, line));
+            }
+        }
+        pos += n as u64;
+    }
+    while starts.len() < parts {
+        starts.push((size, line));
+    }
+    Ok((0..parts)
+        .map(|i| LineRange {
+            start: starts[i].0,
+            end: starts.get(i + 1).map_or(size, |s| s.0),
+            first_line: starts[i].1,
+        })
+        .collect())
 }
 
 /// A batch of lines read by [`LineReader::next_block`], stored back to back in one buffer.

@@ -1,0 +1,330 @@
+//! Document-partitioned (sharded) BM25 whose search equals, byte for byte, the search of one
+//! index over the whole corpus.
+//!
+//! A sharded BM25 index is a [`crate::sharded`] directory: one ordinary BM25 index per shard,
+//! each built from one range of corpus lines (so shard order is corpus order), plus the whole
+//! collection's statistics in its `meta.json` ([`ShardedManifest`]) and `terms.bin`, the global
+//! dictionary (every term of every shard with its document frequency over all of them, no
+//! postings). A shard opened with [`Bm25Index::open_shard`] scores with them, so each shard's
+//! exact top k holds the single index's scores, and the single index's top k is among the
+//! shards' top k's merged in canonical order ([`merge_hits`]): score descending, then id
+//! descending as bytes, which is also the single index's tie rule (its tie key is the id's rank
+//! in byte order).
+//!
+//! Building is split so that the shards can be built anywhere, in parallel (by Ray tasks, say):
+//! [`ShardedBuild::create`] makes the hidden temporary directory, each shard is built into
+//! [`ShardedBuild::shard_dir`] by [`super::build`] with its range from
+//! [`crate::io::jsonl::split_lines`], and [`ShardedBuild::finish`] merges the statistics, checks
+//! the ids unique across shards, and moves the whole directory into place.
+
+use super::format::{self, TermEntry};
+use super::merge::{check_built_alike, for_each_term};
+use super::{Bm25Index, Hit};
+use crate::error::{Error, Result};
+use crate::io::atomic::MANIFEST;
+use crate::io::format::MappedFile;
+use crate::io::manifest::{self, Bm25Manifest, Manifest};
+use crate::ranking::{Run, ScoredDoc};
+use crate::sharded::{shard_path, ShardRecord, ShardedDir};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::{Path, PathBuf};
+
+pub const FORMAT: &str = "clirkit-sharded-bm25";
+pub const VERSION: u64 = 1;
+
+/// A sharded BM25 index's `meta.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardedManifest {
+    pub format: String,
+    pub version: u64,
+    pub collection: CollectionStats,
+    /// Every shard's languages with their analyzer ids: the languages of the single index, which
+    /// decide how a query without a language is analyzed.
+    pub analyzers: BTreeMap<String, String>,
+    pub shards: Vec<ShardRecord>,
+}
+
+/// The whole collection's statistics: what the single index's `meta.json` records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectionStats {
+    pub num_docs: u64,
+    /// Documents with at least one term (Lucene's `docCount`).
+    pub doc_count: u64,
+    pub sum_total_term_freq: u64,
+    pub avgdl: f32,
+    /// Terms in the global dictionary (`terms.bin`).
+    pub num_terms: u64,
+}
+
+impl Manifest for ShardedManifest {
+    const FORMAT: &'static str = FORMAT;
+    const VERSION: u64 = VERSION;
+}
+
+/// Read the manifest of the sharded BM25 index at `dir` and check that every shard is there and
+/// of the build it records (reading each shard's manifest only).
+pub fn check_shards(dir: &Path) -> Result<ShardedManifest> {
+    let manifest: ShardedManifest = manifest::read(dir)?;
+    crate::sharded::check_all(dir, &manifest.shards)?;
+    Ok(manifest)
+}
+
+/// The whole collection's document frequencies (a sharded index's `terms.bin`), mapped.
+pub struct GlobalTerms {
+    terms: MappedFile,
+    num_terms: usize,
+}
+
+impl GlobalTerms {
+    fn open(dir: &Path, num_terms: usize) -> Result<Self> {
+        let terms = MappedFile::open(
+            dir.join(format::TERMS_FILE),
+            format::TERMS_KIND,
+            format::FILE_VERSION,
+            true,
+        )?;
+        format::check_dictionary(&terms, num_terms)?;
+        Ok(GlobalTerms { terms, num_terms })
+    }
+
+    /// The document frequency of `term` over all shards; a term a shard holds is always there.
+    pub fn doc_freq(&self, term: &str) -> Result<u32> {
+        format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
+            .map(|e| e.doc_freq)
+            .ok_or_else(|| {
+                Error::format(
+                    self.terms.path(),
+                    format!("term '{term}' of a shard is missing from the global dictionary"),
+                )
+            })
+    }
+}
+
+impl Bm25Index {
+    /// Open shard `shard` of the sharded index at `dir` (refused if missing or of another
+    /// build) to score with the whole collection's statistics.
+    pub fn open_shard(dir: impl AsRef<Path>, shard: usize) -> Result<Self> {
+        let dir = dir.as_ref();
+        let manifest: ShardedManifest = manifest::read(dir)?;
+        let mut index = Bm25Index::open(shard_path(dir, &manifest.shards, shard)?)?;
+        let stats = &manifest.collection;
+        let avgdl = super::scoring::avg_length(stats.sum_total_term_freq, stats.doc_count);
+        if stats.avgdl != avgdl || index.manifest.doc_count > stats.doc_count {
+            return Err(Error::format(
+                dir.join(MANIFEST),
+                "inconsistent statistics: the sharded index is corrupt",
+            ));
+        }
+        index.doc_count = stats.doc_count;
+        index.avgdl = avgdl;
+        index.analyzers = super::load_analyzers(dir, &manifest.analyzers)?;
+        index.global_terms = Some(GlobalTerms::open(dir, stats.num_terms as usize)?);
+        Ok(index)
+    }
+}
+
+/// A sharded BM25 index under construction: shards are built into
+/// [`ShardedBuild::shard_dir`], then [`ShardedBuild::finish`] writes the global statistics and
+/// moves it into place. Dropped unfinished, it is removed with every shard in it.
+pub struct ShardedBuild {
+    dir: ShardedDir,
+}
+
+impl ShardedBuild {
+    /// Start building a sharded index of `shards` shards at `out`.
+    pub fn create(out: &Path, shards: usize) -> Result<Self> {
+        Ok(ShardedBuild {
+            dir: ShardedDir::create(out, shards)?,
+        })
+    }
+
+    pub fn shards(&self) -> usize {
+        self.dir.shards()
+    }
+
+    /// Where shard `i` is to be built.
+    pub fn shard_dir(&self, i: usize) -> PathBuf {
+        self.dir.shard_dir(i)
+    }
+
+    /// Merge the shards' statistics into the global ones, check the shards were built alike and
+    /// their ids unique across them, and commit the sharded index.
+    pub fn finish(self) -> Result<ShardedManifest> {
+        let indexes: Vec<Bm25Index> = self
+            .dir
+            .built_shards()?
+            .iter()
+            .map(Bm25Index::open)
+            .collect::<Result<_>>()?;
+        check_built_alike(&indexes, false)?;
+        if let Some(with) = indexes.iter().find(|i| i.manifest().docvectors) {
+            return Err(Error::format(
+                with.dir(),
+                "stores document vectors (for RM3), which a sharded index cannot use",
+            ));
+        }
+        check_unique_ids(&indexes)?;
+
+        let mut entries = Vec::new();
+        let mut texts = Vec::new();
+        let mut num_terms = 0u64;
+        for_each_term(&indexes, |term, holding| {
+            let doc_freq: u64 = holding.iter().map(|(_, e)| e.doc_freq as u64).sum();
+            TermEntry {
+                text_offset: texts.len() as u64,
+                text_len: term.len() as u32,
+                // At most the document count, which is below 2^32 (checked with the ids).
+                doc_freq: doc_freq as u32,
+                postings_offset: 0,
+                blocks: 0,
+            }
+            .encode(&mut entries);
+            texts.extend_from_slice(term);
+            num_terms += 1;
+            Ok(())
+        })?;
+        super::builder::write_terms(self.dir.path(), num_terms, &entries, &texts)?;
+
+        let sum =
+            |f: fn(&Bm25Manifest) -> u64| indexes.iter().map(|i| f(i.manifest())).sum::<u64>();
+        let (doc_count, sum_lengths) = (sum(|m| m.doc_count), sum(|m| m.sum_total_term_freq));
+        let manifest = ShardedManifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            collection: CollectionStats {
+                num_docs: sum(|m| m.num_docs),
+                doc_count,
+                sum_total_term_freq: sum_lengths,
+                avgdl: super::scoring::avg_length(sum_lengths, doc_count),
+                num_terms,
+            },
+            analyzers: indexes
+                .iter()
+                .flat_map(|i| i.manifest().analyzers.clone())
+                .collect(),
+            shards: self.dir.records(|i| indexes[i].num_docs() as u64)?,
+        };
+        drop(indexes);
+        self.dir.commit(&manifest)?;
+        Ok(manifest)
+    }
+}
+
+/// Refuse a document id held by two shards (a single build refuses a duplicate id too), and
+/// more documents than the 32-bit document numbers of a single index could hold. Each shard's
+/// ids are unique and stored in byte order, so one merge of the sorted lists finds a duplicate
+/// as two equal neighbours: O(N log K) for N ids in K shards, no table of all ids.
+fn check_unique_ids(indexes: &[Bm25Index]) -> Result<()> {
+    let total: usize = indexes.iter().map(Bm25Index::num_docs).sum();
+    if total > u32::MAX as usize {
+        return Err(Error::invalid("more than 2^32 - 1 documents in all shards"));
+    }
+    let mut lists: Vec<_> = indexes.iter().map(|i| i.ids.iter_sorted()).collect();
+    let mut heads: BinaryHeap<Reverse<(&str, usize)>> = BinaryHeap::new();
+    for (shard, list) in lists.iter_mut().enumerate() {
+        if let Some(id) = list.next() {
+            heads.push(Reverse((id, shard)));
+        }
+    }
+    let mut previous: Option<(&str, usize)> = None;
+    while let Some(Reverse((id, shard))) = heads.pop() {
+        if let Some((earlier, earlier_shard)) = previous.filter(|(p, _)| *p == id) {
+            let (first, second) = (earlier_shard.min(shard), earlier_shard.max(shard));
+            return Err(Error::format(
+                indexes[second].dir(),
+                format!(
+                    "document id '{earlier}' is also in {}; ids must be unique across shards",
+                    indexes[first].dir().display()
+                ),
+            ));
+        }
+        previous = Some((id, shard));
+        if let Some(next) = lists[shard].next() {
+            heads.push(Reverse((next, shard)));
+        }
+    }
+    Ok(())
+}
+
+/// One shard's hits for a batch of queries (its documents' string ids by `doc_id`), as bytes for
+/// the trip to whoever merges them: per query `n u32`, then `n` times `score f32 · id length u32 ·
+/// id`, little-endian.
+pub fn encode_hits<'a>(doc_id: impl Fn(u32) -> &'a str, results: &[Vec<Hit>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for hits in results {
+        out.extend_from_slice(&(hits.len() as u32).to_le_bytes());
+        for hit in hits {
+            let id = doc_id(hit.doc).as_bytes();
+            out.extend_from_slice(&hit.score.to_le_bytes());
+            out.extend_from_slice(&(id.len() as u32).to_le_bytes());
+            out.extend_from_slice(id);
+        }
+    }
+    out
+}
+
+/// Reads what [`encode_hits`] wrote; anything short or malformed is an error.
+struct HitsReader<'a> {
+    bytes: &'a [u8],
+    shard: usize,
+}
+
+fn corrupt(shard: usize) -> Error {
+    Error::invalid(format!(
+        "the hits of shard {shard} are truncated or corrupt"
+    ))
+}
+
+impl HitsReader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        if self.bytes.len() < n {
+            return Err(corrupt(self.shard));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+
+    fn query(&mut self, into: &mut Vec<ScoredDoc>) -> Result<()> {
+        for _ in 0..self.u32()? {
+            let score = f32::from_bits(self.u32()?);
+            let len = self.u32()? as usize;
+            let shard = self.shard;
+            let id = std::str::from_utf8(self.take(len)?).map_err(|_| corrupt(shard))?;
+            into.push(ScoredDoc::new(id, score as f64));
+        }
+        Ok(())
+    }
+}
+
+/// Merge shards' hits ([`encode_hits`], for the same queries `qids` in order) into each query's
+/// top `k` in canonical order: the run of the single index over all the shards' documents.
+pub fn merge_hits(parts: &[&[u8]], qids: &[String], k: usize) -> Result<Run> {
+    let mut readers: Vec<HitsReader> = parts
+        .iter()
+        .enumerate()
+        .map(|(shard, bytes)| HitsReader { bytes, shard })
+        .collect();
+    let mut run = Run::new();
+    for qid in qids {
+        let mut docs = Vec::new();
+        for reader in &mut readers {
+            reader.query(&mut docs)?;
+        }
+        run.push(qid.clone(), docs);
+    }
+    if let Some(reader) = readers.iter().find(|r| !r.bytes.is_empty()) {
+        return Err(corrupt(reader.shard));
+    }
+    run.truncate(k);
+    Ok(run)
+}
+
+#[cfg(test)]
+mod tests;

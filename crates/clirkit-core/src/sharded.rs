@@ -1,0 +1,185 @@
+//! What every sharded index shares, whatever its kind: a directory holding one ordinary index
+//! per shard (`shard-0000/`, ...) and a `meta.json` whose format is `clirkit-sharded-<kind>`,
+//! listing each shard with its build stamp (the `checksum` of the shard's own manifest, which
+//! covers the digest of every file) and its document count. A sharded directory is a clirkit
+//! index for the ownership rule of every build ([`crate::io::manifest::is_clirkit_index`]), so a
+//! build replaces it but never a directory of someone else's. Opening a shard checks that it is
+//! there and of the recorded build, so a sharded index is one build too.
+//!
+//! [`ShardedDir`] builds one: shards are built into [`ShardedDir::shard_dir`] by any process
+//! (a Ray task, say), then the kind's manifest is committed with [`ShardedDir::commit`], which
+//! moves the whole directory into place at once.
+
+use crate::error::{Error, Result};
+use crate::io::atomic::{read_manifest_text, AtomicDir, MANIFEST};
+use crate::io::manifest::{self, Manifest, VerifySummary};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The format name of every sharded index starts with this, its kind following.
+pub const FORMAT_PREFIX: &str = "clirkit-sharded-";
+
+/// One shard: its directory (relative to the sharded index), its build stamp and its document
+/// count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardRecord {
+    pub dir: String,
+    pub build: String,
+    pub num_docs: u64,
+}
+
+/// The directory name of shard `i`.
+pub fn shard_name(i: usize) -> String {
+    format!("shard-{i:04}")
+}
+
+/// The format name in `dir`'s manifest, if it has a readable one.
+fn format_of(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
+    let meta: serde_json::Value = serde_json::from_str(&text).ok()?;
+    meta.get("format")?.as_str().map(String::from)
+}
+
+/// The kind of the sharded index at `dir` (`bm25`, ...), or `None` if `dir` holds none.
+pub fn kind(dir: &Path) -> Option<String> {
+    format_of(dir)?
+        .strip_prefix(FORMAT_PREFIX)
+        .map(String::from)
+}
+
+/// The build stamp of the clirkit index at `dir`: its checked manifest's own checksum.
+pub fn build_stamp(dir: &Path) -> Result<String> {
+    let path = dir.join(MANIFEST);
+    let meta: serde_json::Value = serde_json::from_str(&read_manifest_text(&path)?)
+        .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
+    if !manifest::is_clirkit_index(dir) {
+        return Err(Error::format(dir, "not a clirkit index"));
+    }
+    let format = meta["format"].as_str().unwrap_or_default();
+    let version = meta["version"].as_u64().unwrap_or_default();
+    let meta = manifest::read_checked(dir, format, version)?;
+    Ok(meta["checksum"].as_str().unwrap_or_default().to_string())
+}
+
+/// The directory of shard `i` of the sharded index at `dir` (whose manifest lists `shards`),
+/// once it is found present and of the recorded build.
+pub fn shard_path(dir: &Path, shards: &[ShardRecord], i: usize) -> Result<PathBuf> {
+    let Some(record) = shards.get(i) else {
+        return Err(Error::invalid(format!(
+            "{}: no shard {i} (the index has {} shards)",
+            dir.display(),
+            shards.len()
+        )));
+    };
+    let path = dir.join(&record.dir);
+    if !path.join(MANIFEST).is_file() {
+        return Err(Error::format(
+            &path,
+            format!("shard {i} of the sharded index is missing; rebuild the sharded index"),
+        ));
+    }
+    let stamp = build_stamp(&path)?;
+    if stamp != record.build {
+        return Err(Error::format(
+            &path,
+            format!(
+                "shard {i} is of another build (stamp {stamp}) than the sharded index records \
+                 ({}); rebuild the sharded index",
+                record.build
+            ),
+        ));
+    }
+    Ok(path)
+}
+
+/// Check every shard of the sharded index at `dir` as [`shard_path`] does.
+pub fn check_all(dir: &Path, shards: &[ShardRecord]) -> Result<()> {
+    (0..shards.len()).try_for_each(|i| shard_path(dir, shards, i).map(|_| ()))
+}
+
+/// Check an index in full, as [`manifest::verify_dir`] does; for a sharded index also every
+/// shard (present, of the recorded build, every byte), so `clirkit verify` covers it whole.
+pub fn verify(dir: &Path) -> Result<VerifySummary> {
+    let mut summary = manifest::verify_dir(dir)?;
+    if !summary.format.starts_with(FORMAT_PREFIX) {
+        return Ok(summary);
+    }
+    let path = dir.join(MANIFEST);
+    let meta: serde_json::Value = serde_json::from_str(&read_manifest_text(&path)?)
+        .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
+    let shards: Vec<ShardRecord> = serde_json::from_value(meta["shards"].clone())
+        .map_err(|e| Error::format(&path, format!("invalid manifest: 'shards': {e}")))?;
+    for i in 0..shards.len() {
+        let shard = manifest::verify_dir(&shard_path(dir, &shards, i)?)?;
+        summary.files += shard.files;
+        summary.bytes += shard.bytes;
+    }
+    Ok(summary)
+}
+
+/// A sharded index under construction. Dropped uncommitted, it is removed with its shards.
+pub struct ShardedDir {
+    dir: AtomicDir,
+    shards: usize,
+}
+
+impl ShardedDir {
+    /// Start building a sharded index of `shards` shards at `out` (which, if it exists, must be
+    /// empty or a clirkit index, as for every build).
+    pub fn create(out: &Path, shards: usize) -> Result<Self> {
+        if shards == 0 {
+            return Err(Error::invalid("a sharded index needs at least one shard"));
+        }
+        Ok(ShardedDir {
+            dir: AtomicDir::create(out)?,
+            shards,
+        })
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// Where the shared files (besides the shards) are to be written for now.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Where shard `i` is to be built.
+    pub fn shard_dir(&self, i: usize) -> PathBuf {
+        self.dir.path().join(shard_name(i))
+    }
+
+    /// The shards' directories, each refused if it was not built (no manifest).
+    pub fn built_shards(&self) -> Result<Vec<PathBuf>> {
+        (0..self.shards)
+            .map(|i| {
+                let path = self.shard_dir(i);
+                match path.join(MANIFEST).is_file() {
+                    true => Ok(path),
+                    false => Err(Error::format(&path, format!("shard {i} was not built"))),
+                }
+            })
+            .collect()
+    }
+
+    /// The record of each shard, given its document count.
+    pub fn records(&self, num_docs: impl Fn(usize) -> u64) -> Result<Vec<ShardRecord>> {
+        (0..self.shards)
+            .map(|i| {
+                Ok(ShardRecord {
+                    dir: shard_name(i),
+                    build: build_stamp(&self.shard_dir(i))?,
+                    num_docs: num_docs(i),
+                })
+            })
+            .collect()
+    }
+
+    /// Write the kind's manifest (its format must start with [`FORMAT_PREFIX`]) and move the
+    /// sharded index into place.
+    pub fn commit<M: Manifest>(self, manifest: &M) -> Result<()> {
+        debug_assert!(M::FORMAT.starts_with(FORMAT_PREFIX));
+        manifest::commit(self.dir, manifest)
+    }
+}

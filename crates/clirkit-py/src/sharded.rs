@@ -1,0 +1,164 @@
+//! Sharded BM25's building blocks for `clirkit.distributed`: cutting a corpus into line ranges,
+//! a sharded index under construction (`ShardedBm25Build`), the sharded manifest's checks and
+//! merging the shards' hits into one run. Shards themselves are `Bm25Index.build(range=...)`,
+//! `Bm25Index.open_shard` and `Bm25Index.search_shard`.
+
+use crate::errors::{DetachCaught, IntoPy};
+use clirkit_core::bm25::sharded::{self, ShardedBuild};
+use clirkit_core::io::atomic::AtomicFile;
+use clirkit_core::io::id_text::write_error;
+use clirkit_core::io::jsonl::split_lines;
+use clirkit_core::io::manifest::Manifest;
+use clirkit_core::io::trec::write_run_to;
+use clirkit_core::ranking::Run;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Cut a plain JSONL corpus into `parts` ranges of whole lines of about equal size:
+/// (start byte, end byte, first line number) each.
+#[pyfunction]
+fn split_corpus(py: Python<'_>, corpus: PathBuf, parts: usize) -> PyResult<Vec<(u64, u64, u64)>> {
+    let ranges = py.detach_caught(|| split_lines(&corpus, parts)).py_err()?;
+    Ok(ranges
+        .into_iter()
+        .map(|r| (r.start, r.end, r.first_line))
+        .collect())
+}
+
+/// The kind of the sharded index at `index` (`"bm25"`, ...), or `None` if it holds none.
+#[pyfunction]
+fn sharded_index_kind(index: PathBuf) -> Option<String> {
+    clirkit_core::sharded::kind(&index)
+}
+
+/// Check that every shard of the sharded BM25 index at `index` is present and of the recorded
+/// build; returns its manifest as one line of JSON.
+#[pyfunction]
+fn check_sharded_bm25(py: Python<'_>, index: PathBuf) -> PyResult<String> {
+    let manifest = py
+        .detach_caught(|| sharded::check_shards(&index))
+        .py_err()?;
+    Ok(manifest.to_json())
+}
+
+/// A queries file read as `Bm25Index.search_file` reads it: (qid, text, lang-or-None) triples.
+#[pyfunction]
+fn read_bm25_queries(
+    py: Python<'_>,
+    path: PathBuf,
+) -> PyResult<Vec<(String, String, Option<String>)>> {
+    let queries = py
+        .detach_caught(|| clirkit_core::bm25::read_queries(&path))
+        .py_err()?;
+    Ok(queries
+        .into_iter()
+        .map(|q| (q.id, q.text, q.lang))
+        .collect())
+}
+
+/// Merge shards' hits (`Bm25Index.search_shard` of the same queries `qids`) into each query's
+/// top `k` in canonical order. With `output`, the run is written there (atomically, with `tag`:
+/// the bytes the single index's run file has) and `None` returned; else a dict
+/// `{qid: [(docid, score), ...]}` in query order.
+#[pyfunction]
+#[pyo3(signature = (parts, qids, k, output=None, tag="clirkit-bm25"))]
+fn merge_shard_hits<'py>(
+    py: Python<'py>,
+    parts: Vec<Vec<u8>>,
+    qids: Vec<String>,
+    k: usize,
+    output: Option<PathBuf>,
+    tag: &str,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let run: Run = py
+        .detach_caught(|| {
+            let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            let run = sharded::merge_hits(&parts, &qids, k)?;
+            if let Some(path) = &output {
+                let mut out = AtomicFile::create(path)?;
+                write_run_to(&mut out, &run, tag).map_err(|e| write_error(path, e))?;
+                out.commit()?;
+            }
+            Ok(run)
+        })
+        .py_err()?;
+    if output.is_some() {
+        return Ok(None);
+    }
+    let dict = PyDict::new(py);
+    for (qid, docs) in run.queries {
+        let docs: Vec<(String, f64)> = docs.into_iter().map(|d| (d.doc_id, d.score)).collect();
+        dict.set_item(qid, docs)?;
+    }
+    Ok(Some(dict))
+}
+
+/// A sharded BM25 index under construction: build shard `i` into `shard_dir(i)` (from any
+/// process), then `finish()` merges the statistics and moves the index into place. Released
+/// unfinished, it is removed with its shards.
+#[pyclass(name = "ShardedBm25Build", module = "clirkit._native", frozen)]
+pub struct PyShardedBm25Build {
+    inner: Mutex<Option<ShardedBuild>>,
+}
+
+impl PyShardedBm25Build {
+    fn with<R>(&self, f: impl FnOnce(&ShardedBuild) -> R) -> PyResult<R> {
+        let guard = self.inner.lock().expect("not poisoned");
+        match guard.as_ref() {
+            Some(build) => Ok(f(build)),
+            None => Err(crate::errors::to_py(clirkit_core::Error::invalid(
+                "this sharded build is already finished",
+            ))),
+        }
+    }
+}
+
+#[pymethods]
+impl PyShardedBm25Build {
+    #[new]
+    fn new(index: PathBuf, shards: usize) -> PyResult<Self> {
+        let build = ShardedBuild::create(&index, shards).py_err()?;
+        Ok(PyShardedBm25Build {
+            inner: Mutex::new(Some(build)),
+        })
+    }
+
+    #[getter]
+    fn shards(&self) -> PyResult<usize> {
+        self.with(ShardedBuild::shards)
+    }
+
+    /// Where shard `i` is to be built.
+    fn shard_dir(&self, i: usize) -> PyResult<PathBuf> {
+        self.with(|build| build.shard_dir(i))
+    }
+
+    /// Merge the shards' statistics and commit the sharded index; returns its manifest as JSON.
+    fn finish(&self, py: Python<'_>) -> PyResult<String> {
+        let build = self.inner.lock().expect("not poisoned").take();
+        let Some(build) = build else {
+            return Err(crate::errors::to_py(clirkit_core::Error::invalid(
+                "this sharded build is already finished",
+            )));
+        };
+        let manifest = py.detach_caught(|| build.finish()).py_err()?;
+        Ok(manifest.to_json())
+    }
+
+    /// Give the build up now (its directory and shards are removed).
+    fn abort(&self) {
+        self.inner.lock().expect("not poisoned").take();
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyShardedBm25Build>()?;
+    m.add_function(wrap_pyfunction!(split_corpus, m)?)?;
+    m.add_function(wrap_pyfunction!(sharded_index_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(check_sharded_bm25, m)?)?;
+    m.add_function(wrap_pyfunction!(read_bm25_queries, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_shard_hits, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,274 @@
+"""Sharded BM25: the corpus cut into document-partitioned shards (ranges of whole lines, in
+corpus order) built in parallel, one pass merging the shards' statistics into the whole
+collection's, and search by scatter-gather: every shard scores with the global statistics and
+returns its exact top k, and the top k's merged in canonical order are the single index's run,
+byte for byte.
+
+Without Ray the shards are built one after another and searched in threads of this process; with
+Ray (:mod:`clirkit.distributed.cluster`) each shard is built by a task (retried if its worker
+dies) and searched by an actor that opens its shard by path (restarted, and its call retried, if
+its worker dies)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+from clirkit import _native
+from clirkit._native import InvalidInputError
+from clirkit._threads import checked_threads, worker_count
+from clirkit._types import PathLike
+from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, _query_triples
+from clirkit.distributed.cluster import (
+    RayAddress,
+    actor_cpus,
+    cluster_cpus,
+    connected,
+    require_ray,
+    task_threads,
+)
+from clirkit.distributed.sharded import ShardedManifest, read_manifest
+
+#: A query as the shards take it: (qid, text, lang or None).
+QueryTriple = tuple[str, str, Optional[str]]
+
+
+def _crash_if_marked(marker: str | None) -> None:
+    """Fault injection for tests: the first process to claim ``marker`` (by deleting it) ends at
+    once, as a worker on a machine that died would."""
+    if marker is None:
+        return
+    try:
+        os.remove(marker)
+    except FileNotFoundError:
+        return
+    os._exit(1)
+
+
+def _build_shard(
+    corpus: str,
+    line_range: tuple[int, int, int],
+    shard_dir: str,
+    options: dict[str, Any],
+    threads: int,
+    crash_once: str | None = None,
+) -> int:
+    """Build one shard (a Ray task, or a plain call); returns its document count."""
+    _crash_if_marked(crash_once)
+    index = _native.Bm25Index.build(corpus, shard_dir, threads=threads, range=line_range, **options)
+    return index.num_docs
+
+
+def build_sharded_bm25(
+    corpus: PathLike,
+    index: PathLike,
+    shards: int,
+    *,
+    threads: int = 0,
+    quiet: bool = False,
+    ray: RayAddress = None,
+    max_retries: int = 3,
+    _crash_once: PathLike | None = None,
+    **options: Any,
+) -> ShardedBM25Index:
+    """Index a plain JSONL corpus as ``shards`` shards into the sharded index ``index`` (written
+    atomically: shards and statistics appear together) and open it. ``options`` are those of
+    :meth:`clirkit.bm25.BM25Index.build` (``lang``, ``lang_field``, ``fields``,
+    ``keep_first_duplicate``, ``memory_budget_mb``; not ``store_docvectors``); ids must be unique
+    across the whole corpus.
+
+    ``ray``: None or False builds the shards here, one after another on ``threads`` threads; an
+    address (or True for Ray's default) builds them as Ray tasks, each on ``threads`` threads
+    (0: one) and retried up to ``max_retries`` times if its worker dies. ``_crash_once`` (tests
+    only) names a file whose first claimant ends its worker process mid-build."""
+    if shards < 1:
+        raise InvalidInputError(f"shards must be at least 1, got {shards}")
+    if options.pop("store_docvectors", False):
+        raise InvalidInputError(
+            "a sharded index cannot store document vectors (RM3 needs the whole collection)"
+        )
+    if "fields" in options:
+        options["fields"] = list(options["fields"])
+    # Absolute: Ray workers need not share this process's working directory.
+    corpus = os.path.abspath(corpus)
+    threads = checked_threads(threads)
+    ranges = _native.split_corpus(corpus, shards)
+    crash = None if _crash_once is None else os.fspath(_crash_once)
+    build = _native.ShardedBm25Build(os.path.abspath(index), shards)
+    try:
+        if not ray:
+            for i, line_range in enumerate(ranges):
+                _build_shard(
+                    corpus, line_range, os.fspath(build.shard_dir(i)), {**options, "quiet": quiet}, threads
+                )
+        else:
+            with connected(ray) as ray_module:
+                cpus = min(float(threads or 1), cluster_cpus(ray_module))
+                task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_build_shard)
+                shard_options = {**options, "quiet": True}
+                refs = [
+                    task.remote(
+                        corpus, r, os.fspath(build.shard_dir(i)), shard_options, task_threads(cpus), crash
+                    )
+                    for i, r in enumerate(ranges)
+                ]
+                ray_module.get(refs)
+        build.finish()
+    except BaseException:
+        build.abort()
+        raise
+    return ShardedBM25Index.open(index)
+
+
+def _search_options(k: int, lang: str | None, k1: float, b: float) -> dict[str, Any]:
+    if k < 1:
+        raise InvalidInputError(f"k must be at least 1, got {k}")
+    return {"k": k, "lang": lang, "k1": k1, "b": b, "quiet": True}
+
+
+def _checked_bm25(manifest: ShardedManifest) -> ShardedManifest:
+    if manifest.kind != "bm25":
+        raise InvalidInputError(f"{manifest.path}: a sharded {manifest.kind} index, not BM25")
+    return manifest
+
+
+class _ShardedSearch:
+    """What every way of searching a sharded BM25 index shares: each shard's exact top k of the
+    queries (:meth:`_parts`, the way's own), merged into the single index's run."""
+
+    manifest: ShardedManifest
+
+    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
+        raise NotImplementedError
+
+    @property
+    def num_docs(self) -> int:
+        return self.manifest.num_docs
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.manifest.shards)
+
+    def batch_search(
+        self,
+        queries: Queries,
+        k: int = 1000,
+        *,
+        lang: str | None = None,
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+    ) -> dict[str, list[tuple[str, float]]]:
+        """The top ``k`` of each query (queries as :meth:`clirkit.bm25.BM25Index.batch_search`
+        takes them), ``{qid: [(docid, score), ...]}`` in query and canonical order."""
+        triples = _query_triples(queries)
+        parts = self._parts(triples, _search_options(k, lang, k1, b))
+        merged = _native.merge_shard_hits(parts, [q for q, _, _ in triples], k)
+        assert merged is not None  # no output file was given
+        return merged
+
+    def search_file_to_trec(
+        self,
+        queries_path: PathLike,
+        output: PathLike,
+        k: int = 1000,
+        *,
+        tag: str = "clirkit",
+        lang: str | None = None,
+        k1: float = DEFAULT_K1,
+        b: float = DEFAULT_B,
+    ) -> None:
+        """Search a queries file and write the TREC run ``output`` (atomically): the bytes
+        :meth:`clirkit.bm25.BM25Index.search_file_to_trec` writes on the single index."""
+        triples = _native.read_bm25_queries(os.fspath(queries_path))
+        parts = self._parts(triples, _search_options(k, lang, k1, b))
+        _native.merge_shard_hits(parts, [q for q, _, _ in triples], k, os.fspath(output), tag)
+
+
+class ShardedBM25Index(_ShardedSearch):
+    """A sharded BM25 index searched in this process: each shard opened (memory-mapped) to score
+    with the whole collection's statistics, shards searched in threads sharing ``threads`` cores
+    (0: all), hits merged into the run of the single index over all documents."""
+
+    def __init__(self, manifest: ShardedManifest, *, threads: int = 0) -> None:
+        self.manifest = _checked_bm25(manifest)
+        self._threads = checked_threads(threads)
+        self._shards = [_native.Bm25Index.open_shard(manifest.path, i) for i in range(len(manifest.shards))]
+
+    @staticmethod
+    def open(index: PathLike, *, threads: int = 0) -> ShardedBM25Index:
+        """Open a sharded BM25 index; a missing shard or one of another build is refused."""
+        return ShardedBM25Index(read_manifest(index), threads=threads)
+
+    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
+        # Each shard's search releases the GIL; the cores are shared out among the shards.
+        each = max(1, worker_count(self._threads) // self.num_shards)
+        with ThreadPoolExecutor(max_workers=self.num_shards) as pool:
+            return list(
+                pool.map(
+                    lambda shard: shard.batch_search(triples, threads=each, **options).shard_hits(),
+                    self._shards,
+                )
+            )
+
+    def __repr__(self) -> str:
+        return f"ShardedBM25Index({self.manifest.path!r}, num_docs={self.num_docs}, shards={self.num_shards})"
+
+
+class _ShardActor:
+    """One shard, held by a Ray actor: opened by path, so a restarted actor reopens it."""
+
+    def __init__(self, index: str, shard: int, threads: int) -> None:
+        self._shard = _native.Bm25Index.open_shard(index, shard)
+        self._threads = threads
+
+    def search(self, triples: list[QueryTriple], options: dict[str, Any], crash_once: str | None) -> bytes:
+        _crash_if_marked(crash_once)
+        return self._shard.batch_search(triples, threads=self._threads, **options).shard_hits()
+
+
+class RayShardedBM25(_ShardedSearch):
+    """Scatter-gather search of a sharded BM25 index on the connected Ray cluster: one actor per
+    shard holds its shard memory-mapped; a batch of queries goes to every actor once (through the
+    object store), each returns its exact top k, and the hits are merged here. An actor whose
+    worker dies is restarted and its call retried (up to ``max_restarts`` times), so the run is
+    unchanged. Use within :func:`clirkit.distributed.cluster.connected`; :meth:`close` (or
+    ``with``) ends the actors. ``_crash_once`` (tests only) names a file whose first claimant ends
+    its actor's worker process mid-search."""
+
+    def __init__(
+        self,
+        index: PathLike,
+        *,
+        cpus_per_shard: float | None = None,
+        max_restarts: int = 3,
+        _crash_once: PathLike | None = None,
+    ) -> None:
+        ray = require_ray()
+        if not ray.is_initialized():
+            raise InvalidInputError("connect to a Ray cluster first (clirkit.distributed.cluster.connected)")
+        self.manifest = _checked_bm25(read_manifest(index))
+        self._ray = ray
+        self._crash_once = None if _crash_once is None else os.fspath(_crash_once)
+        shards = len(self.manifest.shards)
+        cpus = cpus_per_shard if cpus_per_shard is not None else actor_cpus(ray, shards)
+        actor = ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
+            _ShardActor
+        )
+        path = os.path.abspath(self.manifest.path)
+        self.actors = [actor.remote(path, i, task_threads(cpus)) for i in range(shards)]
+
+    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
+        queries = self._ray.put(triples)
+        return self._ray.get([a.search.remote(queries, options, self._crash_once) for a in self.actors])
+
+    def close(self) -> None:
+        for a in self.actors:
+            self._ray.kill(a, no_restart=True)
+        self.actors = []
+
+    def __enter__(self) -> RayShardedBM25:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
