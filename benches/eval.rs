@@ -1,13 +1,14 @@
-//! Criterion benches of evaluation (parsing a run file, and the measures on parsed runs) and of
-//! the run-file kernels under it and under fusion: the shared line tokenizer, the fusion reader
-//! (parsing into a run's entry array) and writer.
+//! Criterion benches of evaluation (parsing a run file, and the measures on parsed runs; a run
+//! file evaluated piece by piece) and of the run-file kernels under it and under fusion: the
+//! shared line tokenizer, the fusion reader (piece by piece, and the whole file at once) and
+//! writer.
 //! `cargo bench -p clirkit-benches --bench eval`
 
 use clirkit_core::eval::{
     parse_measures, EvalOptions, Evaluator, QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
-use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
-use clirkit_core::io::trec_lines::for_each_line;
+use clirkit_core::fusion::run_file::{parse_run_bytes, read_run_lists, write_run_lists};
+use clirkit_core::io::trec_lines::{for_each_line, read_bytes};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use std::io::Write;
@@ -126,6 +127,10 @@ fn bench(c: &mut Criterion) {
             black_box(evaluator.evaluate(file.queries().unwrap()))
         })
     });
+    // The file is large enough for the piece-by-piece path (`eval::run_stream`).
+    g.bench_function("evaluate_file_in_pieces_1000q_x_1000d", |b| {
+        b.iter(|| black_box(evaluator.evaluate_file(&path).unwrap()))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("run_files");
@@ -143,8 +148,15 @@ fn bench(c: &mut Criterion) {
             black_box(fields)
         })
     });
+    // Piece by piece (the file is large enough), then the whole file read and parsed at once.
     g.bench_function("fusion_read_1000q_x_1000d", |b| {
         b.iter(|| black_box(read_run_lists(&path).unwrap().num_entries()))
+    });
+    g.bench_function("fusion_read_whole_file_1000q_x_1000d", |b| {
+        b.iter(|| {
+            let bytes = read_bytes(&path).unwrap();
+            black_box(parse_run_bytes(&path, &bytes).unwrap().num_entries())
+        })
     });
     let lists = read_run_lists(&path).unwrap();
     let out = dir.join("written.trec");

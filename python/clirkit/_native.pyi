@@ -44,6 +44,12 @@ __all__ = [
     "kendall_tau",
     "DenseIndex",
     "fastscan_kernels",
+    "merge_dense_shortlists",
+    "dense_top_hits",
+    "dense_training_rows",
+    "check_sharded_dense",
+    "ShardedDenseBuild",
+    "write_run_pairs",
     "MultiVectorIndex",
     "MultiVectorSearchOptions",
     "maxsim_search",
@@ -370,6 +376,8 @@ class DenseIndex:
     ) -> DenseIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> DenseIndex: ...
+    @staticmethod
+    def open_shard(dir: os.PathLike[str] | str, shard: int) -> DenseIndex: ...
     def save(self, dir: os.PathLike[str] | str) -> None: ...
     def search(
         self,
@@ -401,6 +409,22 @@ class DenseIndex:
         threads: int = 0,
         maxp: str | None = None,
     ) -> None: ...
+    def shortlist(
+        self,
+        queries: _npt.NDArray[_np.float32],
+        k: int = 1000,
+        nprobe: int = 1,
+        refine: int = 0,
+        threads: int = 0,
+    ) -> tuple[int, bool, _Shortlist]: ...
+    def rescore(
+        self,
+        queries: _npt.NDArray[_np.float32],
+        offsets: _npt.NDArray[_np.int64],
+        rows: _npt.NDArray[_np.uint32],
+        threads: int = 0,
+    ) -> _npt.NDArray[_np.float32]: ...
+    def ids_of(self, rows: _npt.NDArray[_np.uint32]) -> list[str]: ...
     def id(self, i: int) -> str: ...
     def find(self, id: str) -> int | None: ...
     @property
@@ -413,6 +437,41 @@ class DenseIndex:
     def kind(self) -> str: ...
     @property
     def has_vectors(self) -> bool: ...
+
+# A shard's shortlist: offsets (q + 1), keys, IVF lists, rows, scores.
+_Shortlist = tuple[
+    _npt.NDArray[_np.int64],
+    _npt.NDArray[_np.uint32],
+    _npt.NDArray[_np.uint32],
+    _npt.NDArray[_np.uint32],
+    _npt.NDArray[_np.float32],
+]
+# Hits by query: offsets (q + 1), shards, rows, scores.
+_ShardHits = tuple[
+    _npt.NDArray[_np.int64],
+    _npt.NDArray[_np.uint32],
+    _npt.NDArray[_np.uint32],
+    _npt.NDArray[_np.float32],
+]
+
+def merge_dense_shortlists(parts: list[_Shortlist], row_offsets: list[int], len: int) -> _ShardHits: ...
+def dense_top_hits(hits: _ShardHits, row_offsets: list[int], k: int) -> _ShardHits: ...
+def dense_training_rows(n: int, train_size: int | None = None, seed: int = 0) -> _npt.NDArray[_np.uint64]: ...
+def check_sharded_dense(index: os.PathLike[str] | str) -> str: ...
+
+@final
+class ShardedDenseBuild:
+    def __new__(cls, index: os.PathLike[str] | str, shards: int) -> ShardedDenseBuild: ...
+    @property
+    def shards(self) -> int: ...
+    def codebook_dir(self) -> os.PathLike[str]: ...
+    def shard_dir(self, i: int) -> os.PathLike[str]: ...
+    def finish(self) -> str: ...
+    def abort(self) -> None: ...
+
+def write_run_pairs(
+    path: os.PathLike[str] | str, run: list[tuple[str, list[tuple[str, float]]]], tag: str = "clirkit"
+) -> None: ...
 
 @final
 class MultiVectorSearchOptions:

@@ -170,9 +170,9 @@ def evaluate(
         else:
             raw = evaluator.evaluate_dict({k: dict(v) for k, v in run.items()})
     _warn_no_overlap(raw[3], raw[4])
-    rows, aggregate = _rows(raw)
     if not per_query:
-        return aggregate
+        return dict(zip(raw[0], raw[2]))
+    rows, aggregate = _rows(raw)
     rows["all"] = aggregate
     return rows
 

@@ -22,6 +22,15 @@ pub fn install<T: Send>(threads: usize, f: impl FnOnce(usize) -> T + Send) -> Re
     Ok(pool.install(|| f(size)))
 }
 
+/// Free `value` on a thread of its own: handing a large buffer's pages back to the kernel takes
+/// time that the caller, which is done with it, need not wait for. Should no thread start, it
+/// is freed here.
+pub fn drop_in_background<T: Send + 'static>(value: T) {
+    let _ = std::thread::Builder::new()
+        .name("clirkit-free".into())
+        .spawn(move || drop(value));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

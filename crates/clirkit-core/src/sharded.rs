@@ -98,7 +98,8 @@ pub fn check_all(dir: &Path, shards: &[ShardRecord]) -> Result<()> {
 }
 
 /// Check an index in full, as [`manifest::verify_dir`] does; for a sharded index also every
-/// shard (present, of the recorded build, every byte), so `clirkit verify` covers it whole.
+/// shard and a `codebook` index if the manifest records one (present, of the recorded build,
+/// every byte), so `clirkit verify` covers it whole.
 pub fn verify(dir: &Path) -> Result<VerifySummary> {
     let mut summary = manifest::verify_dir(dir)?;
     if !summary.format.starts_with(FORMAT_PREFIX) {
@@ -109,10 +110,18 @@ pub fn verify(dir: &Path) -> Result<VerifySummary> {
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
     let shards: Vec<ShardRecord> = serde_json::from_value(meta["shards"].clone())
         .map_err(|e| Error::format(&path, format!("invalid manifest: 'shards': {e}")))?;
-    for i in 0..shards.len() {
-        let shard = manifest::verify_dir(&shard_path(dir, &shards, i)?)?;
-        summary.files += shard.files;
-        summary.bytes += shard.bytes;
+    // A kind may keep one more index beside its shards (dense: the codebook every shard shares).
+    let extra: Option<ShardRecord> = serde_json::from_value(meta["codebook"].clone()).ok();
+    let mut parts: Vec<PathBuf> = (0..shards.len())
+        .map(|i| shard_path(dir, &shards, i))
+        .collect::<Result<_>>()?;
+    if let Some(record) = extra {
+        parts.push(shard_path(dir, std::slice::from_ref(&record), 0)?);
+    }
+    for part in parts {
+        let checked = manifest::verify_dir(&part)?;
+        summary.files += checked.files;
+        summary.bytes += checked.bytes;
     }
     Ok(summary)
 }

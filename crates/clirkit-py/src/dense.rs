@@ -1,6 +1,7 @@
 //! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
 //! float32 scores and int64 internal ids out; the GIL is released while building and searching.
 
+use crate::dense_shards::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
@@ -8,7 +9,10 @@ use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions}
 use clirkit_core::io::trec::RUN_WINDOW;
 use clirkit_core::passages::DenseSearch;
 use clirkit_core::Error;
-use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
@@ -23,6 +27,23 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
         )))
     })?;
     Ok((data, dim))
+}
+
+/// The query matrix of a search and its options.
+fn search_input<'a>(
+    queries: &'a PyReadonlyArray2<'_, f32>,
+    k: usize,
+    nprobe: usize,
+    refine: usize,
+    threads: usize,
+) -> PyResult<((&'a [f32], usize), SearchOptions)> {
+    let opts = SearchOptions {
+        k,
+        nprobe,
+        refine,
+        threads,
+    };
+    Ok((matrix(queries, "queries")?, opts))
 }
 
 /// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
@@ -186,6 +207,16 @@ impl PyDenseIndex {
         Ok(PyDenseIndex { inner })
     }
 
+    /// Open shard `shard` of the sharded dense index at `dir` (refused if missing or of
+    /// another build than the index records).
+    #[staticmethod]
+    fn open_shard(py: Python<'_>, dir: PathBuf, shard: usize) -> PyResult<Self> {
+        let inner = py
+            .detach_caught(|| DenseIndex::open_shard(&dir, shard))
+            .py_err()?;
+        Ok(PyDenseIndex { inner })
+    }
+
     fn save(&self, py: Python<'_>, dir: PathBuf) -> PyResult<()> {
         py.detach_caught(|| self.inner.save(&dir)).py_err()
     }
@@ -201,13 +232,7 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
     ) -> PyResult<Hits<'py>> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let hits = py
             .detach_caught(|| self.inner.search(data, dim, &opts))
             .py_err()?;
@@ -241,13 +266,7 @@ impl PyDenseIndex {
         threads: usize,
         maxp: Option<&str>,
     ) -> PyResult<PyRun> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.run()).py_err().map(run_to_py)
     }
@@ -268,16 +287,70 @@ impl PyDenseIndex {
         threads: usize,
         maxp: Option<&str>,
     ) -> PyResult<()> {
-        let (data, dim) = matrix(&queries, "queries")?;
-        let opts = SearchOptions {
-            k,
-            nprobe,
-            refine,
-            threads,
-        };
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.write_run(&path, tag, RUN_WINDOW))
             .py_err()
+    }
+
+    /// Round 1 of a search through shards: (shortlist length, whether round 2 re-scores,
+    /// this shard's candidates by query as arrays: offsets int64 (q + 1), keys uint32, lists
+    /// uint32, rows uint32, scores float32).
+    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0))]
+    fn shortlist<'py>(
+        &self,
+        py: Python<'py>,
+        queries: PyReadonlyArray2<'py, f32>,
+        k: usize,
+        nprobe: usize,
+        refine: usize,
+        threads: usize,
+    ) -> PyResult<(usize, bool, Shortlist<'py>)> {
+        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let lists = py
+            .detach_caught(|| self.inner.shortlist(data, dim, &opts))
+            .py_err()?;
+        Ok((
+            self.inner.shortlist_len(&opts),
+            self.inner.rescores(&opts),
+            crate::dense_shards::shortlist_to_py(py, &lists),
+        ))
+    }
+
+    /// Round 2 of a search through shards: the exact scores (float32) of `rows` (uint32, this
+    /// shard's rows, those of query `i` at `offsets[i]..offsets[i + 1]`).
+    #[pyo3(signature = (queries, offsets, rows, threads=0))]
+    fn rescore<'py>(
+        &self,
+        py: Python<'py>,
+        queries: PyReadonlyArray2<'py, f32>,
+        offsets: PyReadonlyArray1<'py, i64>,
+        rows: PyReadonlyArray1<'py, u32>,
+        threads: usize,
+    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
+        let (data, dim) = matrix(&queries, "queries")?;
+        let rows = crate::dense_shards::split_rows(offsets.as_slice()?, rows.as_slice()?)?;
+        let scores = py
+            .detach_caught(|| self.inner.rescore(data, dim, &rows, threads))
+            .py_err()?;
+        Ok(scores.concat().into_pyarray(py))
+    }
+
+    /// String ids of internal ids `rows`.
+    fn ids_of(&self, rows: PyReadonlyArray1<'_, u32>) -> PyResult<Vec<String>> {
+        let ntotal = self.inner.ntotal();
+        rows.as_slice()?
+            .iter()
+            .map(|&r| {
+                if (r as usize) < ntotal {
+                    Ok(self.inner.ids().get(r).to_string())
+                } else {
+                    Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                        "internal id {r} out of range (0..{ntotal})"
+                    )))
+                }
+            })
+            .collect()
     }
 
     /// String id of internal id `i`.

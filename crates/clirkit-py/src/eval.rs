@@ -143,11 +143,8 @@ impl PyEvaluator {
 
     /// Evaluate a TREC run file.
     fn evaluate_file(&self, py: Python<'_>, run: PathBuf) -> PyResult<PyEvaluation> {
-        py.detach_caught(|| {
-            let file = RunFile::open(&run)?;
-            Ok(to_py(self.inner.evaluate(file.queries()?)))
-        })
-        .py_err()
+        py.detach_caught(|| self.inner.evaluate_file(&run).map(to_py))
+            .py_err()
     }
 }
 

@@ -6,6 +6,7 @@ use crate::io::PyRun;
 use clirkit_core::fusion::normalize::Norm;
 use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
 use clirkit_core::fusion::{fuse as core_fuse, FusionOptions, Method, RunLists, RunListsBuilder};
+use clirkit_core::parallel::drop_in_background;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -165,7 +166,10 @@ fn fuse(
                     })
                     .collect::<clirkit_core::Result<Vec<_>>>()?;
                 let refs: Vec<&RunLists> = loaded.iter().map(|r| r.as_ref()).collect();
-                core_fuse(&refs, &options)
+                let fused = core_fuse(&refs, &options);
+                drop(refs);
+                drop_in_background(loaded);
+                fused
             })
         })
         .py_err()?;

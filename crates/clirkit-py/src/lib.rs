@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod bm25;
 mod dense;
+mod dense_shards;
 mod errors;
 mod eval;
 mod fusion;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rerank::register(m)?;
     eval::register(m)?;
     dense::register(m)?;
+    dense_shards::register(m)?;
     passages::register(m)?;
     multivector::register(m)?;
     Ok(())

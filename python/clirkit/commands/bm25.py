@@ -7,7 +7,7 @@ import json
 import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
-from clirkit.commands.common import add_search_parser, add_worker_options, positive_int
+from clirkit.commands.common import add_ray_option, add_search_parser, add_worker_options, positive_int
 from clirkit.distributed.sharded import sharded_kind
 
 
@@ -31,7 +31,7 @@ def register(top, groups) -> None:
         type=positive_int,
         help="build a sharded index of N shards (a plain, uncompressed corpus); searched as the single index",
     )
-    _add_ray_option(p, "build the shards as tasks on this Ray cluster")
+    add_ray_option(p, "build the shards as tasks on this Ray cluster")
     add_worker_options(p, _index)
 
     s = add_search_parser(
@@ -47,7 +47,7 @@ def register(top, groups) -> None:
     s.add_argument("--b", type=float, default=DEFAULT_B, help="BM25 b")
     s.add_argument("--lang", help="analyze every query in this language")
     s.add_argument("--tag", default="clirkit-bm25", help="run tag (6th column)")
-    _add_ray_option(s, "search a sharded index through shard actors on this Ray cluster")
+    add_ray_option(s, "search a sharded index through shard actors on this Ray cluster")
     rm3 = s.add_argument_group("RM3 pseudo-relevance feedback (Anserini's Rm3Reranker)")
     rm3.add_argument(
         "--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)"
@@ -60,16 +60,6 @@ def register(top, groups) -> None:
     rm3.add_argument("--no-term-filter", action="store_true", help="allow feedback terms outside [a-z0-9]")
     rm3.add_argument("--print-expansions", metavar="FILE", help="write each query's expansion as JSONL")
     add_worker_options(s, _search)
-
-
-def _add_ray_option(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const=True,
-        metavar="ADDRESS",
-        help=f"{what} (default: RAY_ADDRESS, else a new local cluster)",
-    )
 
 
 def _index(args: argparse.Namespace) -> int:

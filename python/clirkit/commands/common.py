@@ -58,6 +58,17 @@ def add_search_parser(
     return s
 
 
+def add_ray_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--ray [ADDRESS]``: run on a Ray cluster (the value: an address, or True for Ray's default)."""
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const=True,
+        metavar="ADDRESS",
+        help=f"{what} (default: RAY_ADDRESS, else a new local cluster)",
+    )
+
+
 def report(args: argparse.Namespace, message: str) -> None:
     """Say what a command did on stderr, unless ``--quiet`` asked for silence."""
     if not args.quiet:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
+from typing import Any
 
+from clirkit._native import InvalidInputError
 from clirkit.commands.common import (
+    add_ray_option,
     add_search_parser,
     add_worker_options,
     non_negative_int,
@@ -23,8 +27,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         "(flat); with --pq M it stores 4-bit (or 8-bit) PQ codes. --append adds the vectors to an existing "
         "index with its codebook; --codebook-from encodes them with another index's codebook (to merge later).",
     )
-    p.add_argument("--embeddings", required=True, help="n x d .npy matrix (float32 or float16)")
-    p.add_argument("--ids", required=True, help="text file: one document id per line, n lines")
+    p.add_argument(
+        "--embeddings",
+        required=True,
+        help="n x d .npy matrix (float32 or float16), or a directory of embedding shards "
+        "(`clirkit encode --ray` output; its ids come with it)",
+    )
+    p.add_argument("--ids", help="text file: one document id per line, n lines (with a .npy matrix)")
     p.add_argument("--index", required=True, help="index directory to create")
     p.add_argument(
         "--pq", type=positive_int, default=None, metavar="M", help="PQ sub-quantizers (must divide d)"
@@ -59,6 +68,15 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         default=None,
         help="encode with the codebook of the index DIR instead of training one (indexes built so can be merged)",
     )
+    p.add_argument(
+        "--shards",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="build a sharded index of N shards (one codebook trained once; shards encoded in parallel); "
+        "a directory of embedding shards gives one index shard each",
+    )
+    add_ray_option(p, "with --shards: encode the shards as tasks on this Ray cluster")
     add_worker_options(p, run_index)
 
     s = add_search_parser(
@@ -87,6 +105,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--separator", default="#", help="with --maxp: split passage ids at the last SEPARATOR")
     s.add_argument("--tag", default="clirkit-dense", help="run tag (default clirkit-dense)")
+    add_ray_option(s, "search a sharded index through shard actors on this Ray cluster")
     add_worker_options(s, run_search)
 
 
@@ -94,6 +113,12 @@ def run_index(args: argparse.Namespace) -> int:
     from clirkit.dense import DenseIndex, read_ids
 
     start = time.perf_counter()
+    if args.shards is not None or Path(args.embeddings).is_dir():
+        return _run_sharded_index(args, start)
+    if args.ray is not None:
+        raise InvalidInputError("--ray builds a sharded index: give --shards N")
+    if args.ids is None:
+        raise InvalidInputError("--ids is required with a .npy matrix")
     ids = read_ids(args.ids)
     grow = {"memory_mb": args.memory_mb, "threads": args.threads, "quiet": args.quiet}
     if args.append:
@@ -102,19 +127,7 @@ def run_index(args: argparse.Namespace) -> int:
         template = DenseIndex.open(args.codebook_from)
         index = template.add(args.embeddings, ids, args.index, keep_rows=False, **grow)
     else:
-        index = DenseIndex.build_file(
-            args.embeddings,
-            ids,
-            args.index,
-            pq=args.pq,
-            nbits=args.nbits,
-            ivf=args.ivf,
-            metric=args.metric,
-            train_size=args.train_size,
-            seed=args.seed,
-            keep_vectors=not args.no_vectors,
-            **grow,
-        )
+        index = DenseIndex.build_file(args.embeddings, ids, args.index, **_training(args), **grow)
     report(
         args,
         f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "
@@ -123,13 +136,69 @@ def run_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _training(args: argparse.Namespace) -> dict[str, Any]:
+    """The index kind and training options of ``clirkit index dense``."""
+    return {
+        "pq": args.pq,
+        "nbits": args.nbits,
+        "ivf": args.ivf,
+        "metric": args.metric,
+        "train_size": args.train_size,
+        "seed": args.seed,
+        "keep_vectors": not args.no_vectors,
+    }
+
+
+def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
+    from clirkit.distributed.dense import build_sharded_dense, parts_from_encoding, parts_from_files
+
+    if args.append or args.codebook_from:
+        raise InvalidInputError(
+            "--shards builds a new sharded index: --append and --codebook-from do not apply"
+        )
+    if Path(args.embeddings).is_dir():
+        parts = parts_from_encoding(args.embeddings, args.shards)
+    elif args.ids is None:
+        raise InvalidInputError("--ids is required with a .npy matrix")
+    else:
+        parts = parts_from_files(args.embeddings, args.ids, args.shards or 1)
+    index = build_sharded_dense(parts, args.index, **_training(args), threads=args.threads, ray=args.ray)
+    report(
+        args,
+        f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index} "
+        f"in {time.perf_counter() - start:.1f}s",
+    )
+    return 0
+
+
 def run_search(args: argparse.Namespace) -> int:
     from clirkit.dense import DenseIndex, load_matrix, read_ids
+    from clirkit.distributed.cluster import connected
+    from clirkit.distributed.dense import ShardedDenseIndex
+    from clirkit.distributed.sharded import sharded_kind
 
     start = time.perf_counter()
-    index = DenseIndex.open(args.index)
     queries = load_matrix(args.queries)
     qids = read_ids(args.qids)
+    if sharded_kind(args.index) == "dense":
+        if args.maxp:
+            raise InvalidInputError("--maxp is not supported on a sharded index")
+        options = {"k": args.k, "tag": args.tag, "nprobe": args.nprobe, "refine": args.refine}
+        if args.ray is None:
+            with ShardedDenseIndex.open(args.index, threads=args.threads) as sharded:
+                sharded.search_trec(queries, qids, args.output, **options)
+        else:
+            with connected(args.ray), ShardedDenseIndex.open(args.index, ray=True) as sharded:
+                sharded.search_trec(queries, qids, args.output, **options)
+        report(
+            args,
+            f"searched {len(qids)} queries (k={args.k}) through {len(sharded.offsets)} shards "
+            f"in {time.perf_counter() - start:.1f}s -> {args.output}",
+        )
+        return 0
+    if args.ray is not None:
+        raise InvalidInputError(f"--ray searches a sharded index; {args.index} is not one")
+    index = DenseIndex.open(args.index)
     index.search_trec(
         queries,
         qids,

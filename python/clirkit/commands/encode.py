@@ -10,6 +10,7 @@ from typing import Any
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import (
+    add_ray_option,
     add_worker_options,
     report,
     threads,
@@ -109,6 +110,17 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         action="store_true",
         help="one vector per token (late interaction): writes PREFIX.tokens.npy, PREFIX.offsets.npy, PREFIX.ids.txt",
     )
+    add_ray_option(
+        p,
+        "encode with Ray Data (an actor pool of ONNX sessions) into --output as a directory of embedding shards",
+    )
+    p.add_argument(
+        "--shards",
+        type=_positive,
+        default=8,
+        metavar="N",
+        help="with --ray: embedding shards to write (default 8); a rerun encodes only the unfinished ones",
+    )
     add_worker_options(p, run_encode)
 
     m = top.add_parser("maxp", help="passage run -> document run (document score = max over passages)")
@@ -120,6 +132,8 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
 
 
 def run_encode(args: argparse.Namespace) -> int:
+    if args.ray is not None:
+        return _run_ray_encode(args)
     if args.multivector:
         from clirkit.commands.multivector import run_encode_multivector
 
@@ -155,6 +169,52 @@ def run_encode(args: argparse.Namespace) -> int:
         f"{result.embeddings_path}, {result.ids_path}",
     )
     return 0
+
+
+def _run_ray_encode(args: argparse.Namespace) -> int:
+    from clirkit.distributed.cluster import connected
+    from clirkit.encoders import is_sparse_model
+
+    if args.multivector or is_sparse_model(args.model):
+        raise InvalidInputError("--ray encodes with dense models (one vector per record)")
+    if args.passages:
+        raise InvalidInputError(
+            "--passages is not supported with --ray (a shard's rows must be known before encoding)"
+        )
+    with connected(args.ray):
+        result = _encode_shards(args)
+    report(
+        args,
+        f"encoded {result.rows} rows into {result.shards} shards in {result.seconds:.1f}s "
+        f"({len(result.skipped)} already done): {args.output}",
+    )
+    return 0
+
+
+def _encode_shards(args: argparse.Namespace) -> Any:
+    from clirkit.distributed.encode import encode_shards
+
+    return encode_shards(
+        args.model,
+        args.corpus or args.queries,
+        args.output,
+        shards=args.shards,
+        kind="queries" if args.queries else "passages",
+        fields=tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None,
+        dtype=args.dtype,
+        encoder_options={
+            "pooling": args.pooling,
+            "normalize": False if args.no_normalize else None,
+            "query_prefix": args.query_prefix,
+            "passage_prefix": args.passage_prefix,
+            "max_length": args.max_length,
+            "batch_size": args.batch_size or 32,
+            "fp16": args.fp16 or None,
+            **({"threads": args.threads} if args.threads else {}),
+            **({"device": args.device} if args.device != "auto" else {}),
+        },
+        restart=args.restart,
+    )
 
 
 def _run_sparse_encode(args: argparse.Namespace) -> int:

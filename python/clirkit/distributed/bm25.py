@@ -25,6 +25,7 @@ from clirkit.distributed.cluster import (
     actor_cpus,
     cluster_cpus,
     connected,
+    crash_if_marked,
     require_ray,
     task_threads,
 )
@@ -32,18 +33,6 @@ from clirkit.distributed.sharded import ShardedManifest, read_manifest
 
 #: A query as the shards take it: (qid, text, lang or None).
 QueryTriple = tuple[str, str, Optional[str]]
-
-
-def _crash_if_marked(marker: str | None) -> None:
-    """Fault injection for tests: the first process to claim ``marker`` (by deleting it) ends at
-    once, as a worker on a machine that died would."""
-    if marker is None:
-        return
-    try:
-        os.remove(marker)
-    except FileNotFoundError:
-        return
-    os._exit(1)
 
 
 def _build_shard(
@@ -55,7 +44,7 @@ def _build_shard(
     crash_once: str | None = None,
 ) -> int:
     """Build one shard (a Ray task, or a plain call); returns its document count."""
-    _crash_if_marked(crash_once)
+    crash_if_marked(crash_once)
     index = _native.Bm25Index.build(corpus, shard_dir, threads=threads, range=line_range, **options)
     return index.num_docs
 
@@ -223,7 +212,7 @@ class _ShardActor:
         self._threads = threads
 
     def search(self, triples: list[QueryTriple], options: dict[str, Any], crash_once: str | None) -> bytes:
-        _crash_if_marked(crash_once)
+        crash_if_marked(crash_once)
         return self._shard.batch_search(triples, threads=self._threads, **options).shard_hits()
 
 

@@ -69,3 +69,15 @@ def actor_cpus(ray: ModuleType, actors: int) -> float:
 def task_threads(cpus: float) -> int:
     """The thread count a task or actor asking for ``cpus`` CPUs runs with (Ray sets none)."""
     return max(1, math.ceil(cpus))
+
+
+def crash_if_marked(marker: str | None) -> None:
+    """Fault injection for tests: the first process to claim ``marker`` (by deleting it) ends at
+    once, as a worker on a machine that died would."""
+    if marker is None:
+        return
+    try:
+        os.remove(marker)
+    except FileNotFoundError:
+        return
+    os._exit(1)

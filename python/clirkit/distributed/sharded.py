@@ -43,7 +43,10 @@ class ShardedManifest:
 
 #: Per kind, the native check of a sharded index: its manifest as JSON once every shard is found
 #: present and of the recorded build.
-_CHECKS: dict[str, Callable[[str], str]] = {"bm25": _native.check_sharded_bm25}
+_CHECKS: dict[str, Callable[[str], str]] = {
+    "bm25": _native.check_sharded_bm25,
+    "dense": _native.check_sharded_dense,
+}
 
 
 def sharded_kind(path: PathLike) -> str | None:

@@ -8,7 +8,10 @@ use crate::eval::measure::{parse_measures, Measure};
 use crate::eval::measures::{compute, QueryRanking};
 use crate::eval::qrels::{Judgements, QrelsIndex};
 use crate::eval::ranked::{ranked_labels, sort_for_eval, ScoredRef};
+use crate::eval::run_file::RunFile;
+use crate::eval::run_stream::evaluate_streamed;
 use rayon::prelude::*;
+use std::path::Path;
 
 /// trec_eval's switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,27 +117,50 @@ impl Evaluator {
     /// Evaluate a run. Queries are measured in parallel; results do not depend on thread count.
     pub fn evaluate(&self, run: Vec<RunQuery>) -> Evaluation {
         let run_queries = run.len();
-        let mut seen: rustc_hash::FxHashSet<&str> = Default::default();
-        let mut jobs: Vec<(&str, &Judgements, Vec<ScoredRef>)> = Vec::new();
-        for q in run {
-            if let Some(j) = self.qrels.get(q.qid) {
-                seen.insert(q.qid);
-                jobs.push((q.qid, j, q.docs));
-            }
-        }
-        let matched_queries = jobs.len();
-        if self.options.complete {
-            for (qid, j) in self.qrels.queries() {
-                if !seen.contains(qid) {
-                    jobs.push((qid, j, Vec::new()));
-                }
-            }
-        }
-        jobs.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        let per_query: Vec<(String, Vec<f64>)> = jobs
+        let measured: Vec<(String, Vec<f64>)> = run
             .into_par_iter()
-            .map(|(qid, j, mut docs)| (qid.to_string(), self.evaluate_query(j, &mut docs)))
+            .filter_map(|mut q| {
+                let j = self.qrels.get(q.qid)?;
+                Some((q.qid.to_string(), self.evaluate_query(j, &mut q.docs)))
+            })
             .collect();
+        self.assemble(measured, run_queries)
+    }
+
+    /// Evaluate a TREC run file: a large plain one piece by piece as it is read
+    /// ([`crate::eval::run_stream`]), any other whole ([`RunFile`]); the same numbers either way.
+    pub fn evaluate_file(&self, path: impl AsRef<Path>) -> Result<Evaluation> {
+        let path = path.as_ref();
+        if let Some(evaluation) = evaluate_streamed(self, path)? {
+            return Ok(evaluation);
+        }
+        Ok(self.evaluate(RunFile::open(path)?.queries()?))
+    }
+
+    /// The evaluation from the measured queries of a run (those with judgements, each once) and
+    /// the number of queries in the run: with `complete`, the judged queries the run lacks are
+    /// measured as empty rankings; queries are put in byte order of their ids.
+    pub(crate) fn assemble(
+        &self,
+        mut per_query: Vec<(String, Vec<f64>)>,
+        run_queries: usize,
+    ) -> Evaluation {
+        let matched_queries = per_query.len();
+        if self.options.complete {
+            let seen: rustc_hash::FxHashSet<&str> =
+                per_query.iter().map(|(q, _)| q.as_str()).collect();
+            let missing: Vec<(&str, &Judgements)> = self
+                .qrels
+                .queries()
+                .filter(|(qid, _)| !seen.contains(qid))
+                .collect();
+            let empty: Vec<(String, Vec<f64>)> = missing
+                .into_par_iter()
+                .map(|(qid, j)| (qid.to_string(), self.evaluate_query(j, &mut [])))
+                .collect();
+            per_query.extend(empty);
+        }
+        per_query.par_sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         let aggregate = aggregate(&self.measures, &per_query);
         Evaluation {
             measures: self.measures.clone(),

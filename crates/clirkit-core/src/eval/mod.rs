@@ -1,7 +1,8 @@
 //! Evaluation with trec_eval's numbers: measures ([`measure`] names, [`measures`] one family per
 //! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
-//! run-file reader ([`run_file`]), the [`evaluator`] that ties them together, position-bias
-//! tables ([`position`]), paired significance tests ([`significance`]) and rank correlation
+//! run-file reader ([`run_file`]), piece-by-piece evaluation of large run files
+//! ([`run_stream`]), the [`evaluator`] that ties them together, position-bias tables
+//! ([`position`]), paired significance tests ([`significance`]) and rank correlation
 //! ([`correlation`]).
 
 pub mod correlation;
@@ -13,6 +14,7 @@ pub mod qrels;
 pub mod qrels_file;
 pub mod ranked;
 pub mod run_file;
+pub mod run_stream;
 pub mod significance;
 
 pub use evaluator::{EvalOptions, Evaluation, Evaluator, RunQuery};
@@ -33,6 +35,5 @@ pub fn evaluate_files<S: AsRef<str>>(
 ) -> Result<Evaluation> {
     let measures = parse_measures(measures)?;
     let qrels = qrels_file::read_qrels_index(qrels)?;
-    let run = RunFile::open(run)?;
-    Ok(Evaluator::new(qrels, measures, options).evaluate(run.queries()?))
+    Evaluator::new(qrels, measures, options).evaluate_file(run)
 }

@@ -8,7 +8,7 @@
 
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::io::atomic::write_file_with;
 use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
@@ -33,11 +33,78 @@ struct Chunk {
 /// canonical order.
 pub fn read_run_lists(path: impl AsRef<Path>) -> Result<RunLists> {
     let path = path.as_ref();
+    if let Some(lists) = read_in_pieces(path, PIECES_MIN_BYTES, trec_lines::PIECE_BYTES)? {
+        return Ok(lists);
+    }
     let bytes = trec_lines::read_bytes(path)?;
     if bytes.is_empty() {
         return Ok(RunLists::default());
     }
-    parse_run_bytes(path, &bytes)
+    let lists = parse_run_bytes(path, &bytes);
+    crate::parallel::drop_in_background(bytes);
+    lists
+}
+
+/// Files from this size on are read piece by piece.
+const PIECES_MIN_BYTES: u64 = 8 << 20;
+
+/// Read a large plain run file piece by piece ([`trec_lines::read_line_piece`]), each thread
+/// reusing one buffer: a first pass counts each piece's lines, a second parses each piece into
+/// its slice of the entry array. No file-sized buffer is filled, faulted in and freed, and each
+/// piece is parsed while it is in cache. `None` (the caller then reads the whole file, which
+/// words any error) when the file is small or compressed, when a line does not parse or a
+/// document repeats, or when the file changes between the passes.
+fn read_in_pieces(path: &Path, min_bytes: u64, piece_bytes: usize) -> Result<Option<RunLists>> {
+    let Some((file, len)) = trec_lines::open_large_plain(path, min_bytes)? else {
+        return Ok(None);
+    };
+    let nominal = |i: usize| i * piece_bytes..((i + 1) * piece_bytes).min(len);
+    let pieces = len.div_ceil(piece_bytes);
+    let capacities: Vec<Option<usize>> = (0..pieces)
+        .into_par_iter()
+        .map_init(Vec::new, |buffer, i| {
+            let own = trec_lines::read_line_piece(&file, len, nominal(i), buffer).at(path)?;
+            Ok(own.map(|own| trec_lines::max_lines(&buffer[own])))
+        })
+        .collect::<Result<_>>()?;
+    let Some(capacities) = capacities.into_iter().collect::<Option<Vec<usize>>>() else {
+        return Ok(None);
+    };
+    let mut entries = zeroed_entries(capacities.iter().sum());
+    let mut slices: Vec<&mut [DocEntry]> = Vec::with_capacity(pieces);
+    let mut rest: &mut [DocEntry] = &mut entries;
+    for &n in &capacities {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        slices.push(head);
+        rest = tail;
+    }
+    let chunks: Vec<Option<Chunk>> = (0..pieces)
+        .into_par_iter()
+        .zip(slices)
+        .map_init(Vec::new, |buffer, (i, out)| {
+            let piece = nominal(i);
+            let Some(own) =
+                trec_lines::read_line_piece(&file, len, piece.clone(), buffer).at(path)?
+            else {
+                return Ok(None);
+            };
+            let lines = &buffer[own.clone()];
+            // A file changed since the first pass could overrun the slice.
+            if trec_lines::max_lines(lines) != out.len() {
+                return Ok(None);
+            }
+            let base = piece.start.saturating_sub(1) + own.start;
+            Ok(parse_chunk(lines, base, out).ok())
+        })
+        .collect::<Result<_>>()?;
+    if trec_lines::grew(&file, len).at(path)? {
+        return Ok(None);
+    }
+    let Some(chunks) = chunks.into_iter().collect::<Option<Vec<Chunk>>>() else {
+        return Ok(None);
+    };
+    let lists = stitch(chunks, &capacities, entries)?;
+    Ok(duplicate_query(&lists).is_none().then_some(lists))
 }
 
 /// Parse the bytes of a run file (`path` is used in error messages).
@@ -247,15 +314,21 @@ fn arena_span(arena: &[u8], span: Span) -> &[u8] {
 }
 
 /// Reject a repeated (query, document) pair, naming both lines as `read_run` does.
-fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLists> {
-    let found = (0..lists.num_queries())
+/// The first query (in query order) with a repeated document.
+fn duplicate_query(lists: &RunLists) -> Option<usize> {
+    (0..lists.num_queries())
         .into_par_iter()
         .map_init(FxHashSet::default, |seen, q| {
             first_duplicate(&lists.arena, lists.doc_entries(q), seen).map(|_| q)
         })
         .find_first(|found| found.is_some())
-        .flatten();
-    let Some(q) = found else { return Ok(lists) };
+        .flatten()
+}
+
+fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLists> {
+    let Some(q) = duplicate_query(&lists) else {
+        return Ok(lists);
+    };
     let doc = first_duplicate(
         &lists.arena,
         lists.doc_entries(q),
@@ -306,15 +379,19 @@ pub fn write_run_lists_to(
             let mut floats = zmij::Buffer::new();
             for q in (first + i * PIECE).min(end)..(first + (i + 1) * PIECE).min(end) {
                 let qid = lists.bytes(lists.queries[q].qid);
+                let qid_clean = plain_ascii_id(qid);
                 for (rank, d) in lists.doc_entries(q).iter().enumerate() {
-                    check_run_line(
-                        &String::from_utf8_lossy(qid),
-                        &String::from_utf8_lossy(lists.doc_bytes(d)),
-                        d.score,
-                    )?;
+                    let doc = lists.doc_bytes(d);
+                    if !(qid_clean && plain_ascii_id(doc) && d.score.is_finite()) {
+                        check_run_line(
+                            &String::from_utf8_lossy(qid),
+                            &String::from_utf8_lossy(doc),
+                            d.score,
+                        )?;
+                    }
                     out.extend_from_slice(qid);
                     out.extend_from_slice(b" Q0 ");
-                    out.extend_from_slice(lists.doc_bytes(d));
+                    out.extend_from_slice(doc);
                     out.push(b' ');
                     out.extend_from_slice(ints.format(rank + 1).as_bytes());
                     out.push(b' ');
@@ -340,6 +417,13 @@ pub fn write_run_lists_to(
     }
     ready.iter().try_for_each(|text| w.write_all(text))?;
     w.flush()
+}
+
+/// Whether `id` is one that [`check_run_line`] accepts without looking further: not empty, all
+/// printable ASCII. Anything else (rare: non-ASCII ids) goes through the full check.
+#[inline]
+fn plain_ascii_id(id: &[u8]) -> bool {
+    !id.is_empty() && id.iter().all(|&b| b > b' ' && b < 0x7f)
 }
 
 #[cfg(test)]
@@ -445,5 +529,43 @@ mod tests {
     fn empty_file_is_an_empty_run() {
         let (_dir, p) = temp_file("e.trec", "");
         assert_eq!(read_run_lists(&p).unwrap().num_queries(), 0);
+    }
+
+    #[test]
+    fn read_in_pieces_equals_the_whole_file_read() {
+        let mut text = String::new();
+        for i in 0..2000 {
+            // Interleaved queries, ties, blank lines, long and short ids, varied separators.
+            let sep = ["\t", " ", "  "][i % 3];
+            let doc = format!("d{}{}", i, "x".repeat((i * 7) % 40));
+            text.push_str(&format!(
+                "q{}{sep}Q0{sep}{doc}{sep}{i}{sep}{}\n",
+                (i / 50) % 9,
+                (i % 5) as f64 * 0.5
+            ));
+            if i % 97 == 0 {
+                text.push('\n');
+            }
+        }
+        text.push_str(&format!(
+            "q1 Q0 long 1 1 {}\nq1 Q0 last 1 -1e3",
+            "t".repeat(3000)
+        ));
+        let (_dir, p) = temp_file("r.trec", &text);
+        let whole = parse_run_bytes(&p, text.as_bytes()).unwrap().to_run();
+        for piece in [1, 5, 64, 1000, 4096, 1 << 20] {
+            let lists = read_in_pieces(&p, 0, piece).unwrap().unwrap();
+            assert_eq!(lists.to_run(), whole, "piece {piece}");
+        }
+        for broken in [
+            format!("{text}\nq1 Q0 last 2 1\n"),
+            format!("{text}\nq1 Q0 other 2 high\n"),
+        ] {
+            let (_dir, p) = temp_file("b.trec", &broken);
+            for piece in [7, 1 << 20] {
+                assert!(read_in_pieces(&p, 0, piece).unwrap().is_none());
+            }
+            assert!(read_run_lists(&p).is_err());
+        }
     }
 }

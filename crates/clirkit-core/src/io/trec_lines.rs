@@ -5,16 +5,78 @@
 //!
 //! Fields are separated by ASCII whitespace; a blank line is skipped.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::io::bytes::Bytes;
-use crate::io::input::read_input;
+use crate::io::input::{read_input, Compression, BOM};
+use rayon::prelude::*;
+use std::fs::File;
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// The bytes of a run or qrels file: decompressed, without a byte-order mark, and read rather
 /// than mapped, so a file truncated meanwhile cannot kill the reader ([`crate::io::input`]).
+/// A large plain file is read by all threads at once ([`read_plain_in_parallel`]).
 pub fn read_bytes(path: &Path) -> Result<Bytes> {
-    read_input(path).map(Bytes::from)
+    match read_plain_in_parallel(path)? {
+        Some(bytes) => Ok(Bytes::from(bytes)),
+        None => read_input(path).map(Bytes::from),
+    }
+}
+
+/// Files from this size on are read in parallel pieces.
+const PARALLEL_READ_BYTES: u64 = 8 << 20;
+
+/// A large uncompressed file without a byte-order mark, read with positioned reads of disjoint
+/// pieces on every thread: copying out of the page cache (and faulting in the buffer's pages)
+/// is most of a sequential read's time, and it divides between cores. `None` when the file is
+/// small, compressed or starts with a byte-order mark, or when its length changes while it is
+/// read: then the one sequential reader ([`read_input`]) reads it, and sees what is there.
+fn read_plain_in_parallel(path: &Path) -> Result<Option<Vec<u8>>> {
+    let threads = rayon::current_num_threads();
+    if threads < 2 {
+        return Ok(None);
+    }
+    let Some((file, len)) = open_large_plain(path, PARALLEL_READ_BYTES)? else {
+        return Ok(None);
+    };
+    // Zeroed by the allocator's fresh mapping, not by a pass over the bytes.
+    let mut bytes = vec![0u8; len];
+    let piece = len.div_ceil(threads * 4).max(1 << 20);
+    let read = bytes
+        .par_chunks_mut(piece)
+        .enumerate()
+        .try_for_each(|(i, out)| file.read_exact_at(out, (i * piece) as u64));
+    match read {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e).at(path),
+    }
+    if grew(&file, len).at(path)? {
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+/// `path` opened with its length, when it holds at least `min_len` bytes of plain text (not
+/// compressed, no byte-order mark): a file the parallel readers may read in pieces by position.
+pub fn open_large_plain(path: &Path, min_len: u64) -> Result<Option<(File, usize)>> {
+    let file = File::open(path).at(path)?;
+    let len = file.metadata().at(path)?.len();
+    if len < min_len.max(4) {
+        return Ok(None);
+    }
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head, 0).at(path)?;
+    if Compression::of(&head) != Compression::Plain || head.starts_with(BOM) {
+        return Ok(None);
+    }
+    Ok(usize::try_from(len).ok().map(|len| (file, len)))
+}
+
+/// Whether `file`, `len` bytes long when opened, has grown since (it has more to read).
+pub fn grew(file: &File, len: usize) -> std::io::Result<bool> {
+    Ok(file.read_at(&mut [0u8; 1], len as u64)? != 0)
 }
 
 /// Read a whole file as UTF-8 text (as [`read_bytes`]); invalid UTF-8 is a parse error naming
@@ -25,6 +87,60 @@ pub fn read_text(path: &Path) -> Result<String> {
         let line = line_of(e.as_bytes(), e.utf8_error().valid_up_to());
         Error::parse(path, line, "not valid UTF-8")
     })
+}
+
+/// The size of a piece for the piece-by-piece readers: small enough to stay in cache between
+/// reading and parsing.
+pub const PIECE_BYTES: usize = 1 << 20;
+/// How far past its end a piece is read at first, to find the end of its last line.
+const LINE_MARGIN: usize = 4 << 10;
+
+/// Read the lines of `file` (`len` bytes long) that start in the byte range `nominal`, and the
+/// rest of the last one, into `buffer` (which then starts at file offset
+/// `nominal.start.saturating_sub(1)`): the range of `buffer` they fill, empty when no line
+/// starts there, or `None` when the file turns out shorter than `len`. Cutting a file into
+/// consecutive ranges gives every line to exactly one of them: the piece-by-piece readers.
+pub fn read_line_piece(
+    file: &File,
+    len: usize,
+    nominal: Range<usize>,
+    buffer: &mut Vec<u8>,
+) -> std::io::Result<Option<Range<usize>>> {
+    // One byte before the piece tells whether a line starts at its first byte.
+    let from = nominal.start.saturating_sub(1);
+    let mut to = (nominal.end + LINE_MARGIN).min(len);
+    loop {
+        buffer.resize(to - from, 0);
+        if !read_fully(file, buffer, from)? {
+            return Ok(None);
+        }
+        let start = if nominal.start == 0 {
+            0
+        } else {
+            match memchr::memchr(b'\n', buffer) {
+                Some(i) if from + i + 1 < nominal.end => i + 1,
+                // No line starts in this piece: one long line began before it.
+                _ => return Ok(Some(0..0)),
+            }
+        };
+        // The last line starting before the piece's end ends at the first newline from
+        // `nominal.end - 1` on.
+        let last = nominal.end - 1 - from;
+        match memchr::memchr(b'\n', &buffer[last..]) {
+            Some(i) => return Ok(Some(start..last + i + 1)),
+            None if to == len => return Ok(Some(start..buffer.len())),
+            None => to = (to + (to - from)).min(len),
+        }
+    }
+}
+
+/// Fill `buffer` from `offset`; false when the file ends first.
+fn read_fully(file: &File, buffer: &mut [u8], offset: usize) -> std::io::Result<bool> {
+    match file.read_exact_at(buffer, offset as u64) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Cut `bytes` into about `pieces` ranges of at least 64 KiB, each ending just after a newline

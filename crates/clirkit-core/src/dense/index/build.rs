@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::bytes::Array;
 use crate::parallel;
-use crate::rng::SplitMix64;
 
 impl DenseIndex {
     /// Build from `data` (row-major, `dim` columns) and one unique id per row.
@@ -81,9 +80,7 @@ pub(super) fn codes_in_slot_order(raw: &[u8], slots: &[u32], m: usize, nbits: us
 fn build_pq(data: &[f32], dim: usize, m: usize, opts: &BuildOptions) -> Result<PqPart> {
     ProductQuantizer::check_params(dim, m, opts.nbits)?;
     let n = data.len() / dim;
-    let mut rng = SplitMix64::new(opts.seed);
-    let want = opts.train_size.unwrap_or(65_536).min(n);
-    let rows = rng.sample(n, want);
+    let rows = super::shards::training_rows(n, opts);
     let sample: Vec<f32> = rows
         .iter()
         .flat_map(|&r| data[r * dim..(r + 1) * dim].iter().copied())

@@ -11,16 +11,22 @@
 //! The index is split by concern (like FAISS's `IndexFastScan` / `IndexPQFastScan`): the type
 //! and its options here, [`build`](DenseIndex::build) in `build.rs`, search scheduling and
 //! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, the index directory
-//! (save/open) in `storage.rs`, and streamed builds, append and merge in `stream.rs`.
+//! (save/open) in `storage.rs`, streamed builds, append and merge in `stream.rs`, and the
+//! pieces of a search through shards that equals the single index's in `shards.rs`, and the
+//! sharded index directory in `sharded.rs`.
 
 mod build;
 mod scan;
 mod search;
+mod sharded;
+mod shards;
 mod storage;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+pub use sharded::{check_sharded, ShardedDenseBuild, ShardedDenseManifest};
+pub use shards::{merge_shortlists, top_hits, training_rows, Candidate, ShardCandidate};
 pub use storage::{FORMAT, VERSION};
 pub use stream::Part;
 

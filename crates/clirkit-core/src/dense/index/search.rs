@@ -18,24 +18,7 @@ const TASK_QUERIES: usize = 64;
 impl DenseIndex {
     /// Top-k of each query (row-major, `qdim` columns): (score, internal id), best first.
     pub fn search(&self, queries: &[f32], qdim: usize, opts: &SearchOptions) -> Result<Hits> {
-        if qdim != self.dim {
-            return Err(Error::invalid(format!(
-                "queries have dimension {qdim}, the index has dimension {}",
-                self.dim
-            )));
-        }
-        let nq = check_matrix(queries, qdim, "queries")?;
-        if opts.k == 0 {
-            return Err(Error::invalid("k must be at least 1"));
-        }
-        if opts.nprobe == 0 {
-            return Err(Error::invalid("nprobe must be at least 1"));
-        }
-        if opts.refine > 0 && self.vectors.is_none() {
-            return Err(Error::invalid(
-                "refine needs the full vectors, but this index was built with keep_vectors=False",
-            ));
-        }
+        let nq = self.check_search(queries, qdim, opts)?;
         if nq == 0 {
             return Ok(Vec::new());
         }
@@ -59,7 +42,35 @@ impl DenseIndex {
         }
     }
 
-    fn slot_to_id(&self, p: &PqPart, slot: u32) -> u32 {
+    /// The argument checks of a search; returns the number of queries.
+    pub(super) fn check_search(
+        &self,
+        queries: &[f32],
+        qdim: usize,
+        opts: &SearchOptions,
+    ) -> Result<usize> {
+        if qdim != self.dim {
+            return Err(Error::invalid(format!(
+                "queries have dimension {qdim}, the index has dimension {}",
+                self.dim
+            )));
+        }
+        let nq = check_matrix(queries, qdim, "queries")?;
+        if opts.k == 0 {
+            return Err(Error::invalid("k must be at least 1"));
+        }
+        if opts.nprobe == 0 {
+            return Err(Error::invalid("nprobe must be at least 1"));
+        }
+        if opts.refine > 0 && self.vectors.is_none() {
+            return Err(Error::invalid(
+                "refine needs the full vectors, but this index was built with keep_vectors=False",
+            ));
+        }
+        Ok(nq)
+    }
+
+    pub(super) fn slot_to_id(&self, p: &PqPart, slot: u32) -> u32 {
         match &p.coarse {
             None => slot,
             Some(c) => c.slots.as_slice()[slot as usize],
@@ -75,14 +86,63 @@ impl DenseIndex {
         threads: usize,
         isa: Isa,
     ) -> Result<Hits> {
-        let (d, m, ksub) = (self.dim, p.pq.m, p.pq.ksub());
-        let shortlist = if opts.refine > 0 {
+        let d = self.dim;
+        self.pq_shortlists(p, queries, nq, opts, threads, isa)
+            .into_par_iter()
+            .enumerate()
+            .map(|(qi, cands)| {
+                let q = &queries[qi * d..(qi + 1) * d];
+                let mut hits: Vec<(f32, u32)> = cands
+                    .iter()
+                    .map(|c| {
+                        let id = self.slot_to_id(p, c.slot);
+                        if opts.refine > 0 {
+                            Ok((self.exact_score(q, id)?, id))
+                        } else {
+                            Ok((c.score, id))
+                        }
+                    })
+                    .collect::<Result<_>>()?;
+                hits.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                hits.truncate(opts.k);
+                Ok(hits)
+            })
+            .collect()
+    }
+
+    /// The exact score of stored row `id` for query `q` (what refine re-scores with).
+    pub(super) fn exact_score(&self, q: &[f32], id: u32) -> Result<f32> {
+        let (d, id) = (self.dim, id as usize);
+        let v = self.vectors_checked(id..id + 1)?;
+        Ok(flat::score(self.metric, q, &v[id * d..(id + 1) * d]))
+    }
+
+    /// Candidates a PQ search re-scores: how many of them per query.
+    pub(super) fn shortlist_len_of(p: &PqPart, opts: &SearchOptions) -> usize {
+        if opts.refine > 0 {
             opts.refine.max(opts.k)
         } else if p.pq.nbits == 4 {
             opts.k * RESCORE_FACTOR
         } else {
             opts.k
-        };
+        }
+    }
+
+    /// Per query, the PQ shortlist: the best slots by selection key (the quantized fast-scan
+    /// score with 4 bits, the float table score with 8), ties to the lower slot, each with its
+    /// float PQ score. Work items scanning slices of the blocks are merged by key before the
+    /// float scores are computed, so the shortlist does not depend on how the scan was split.
+    pub(super) fn pq_shortlists(
+        &self,
+        p: &PqPart,
+        queries: &[f32],
+        nq: usize,
+        opts: &SearchOptions,
+        threads: usize,
+        isa: Isa,
+    ) -> Vec<Vec<ShortlistHit>> {
+        let (d, m, ksub) = (self.dim, p.pq.m, p.pq.ksub());
+        let shortlist = Self::shortlist_len_of(p, opts);
         let nblocks = match &p.coarse {
             None => self.ntotal.div_ceil(BLOCK),
             Some(c) => *c.block_starts.last().unwrap() as usize,
@@ -105,7 +165,7 @@ impl DenseIndex {
                 t
             })
             .collect();
-        let partial: Vec<Vec<TopK<f32>>> = tasks
+        let partial: Vec<Vec<TopK<u32>>> = tasks
             .par_iter()
             .map(|&(qc, bc)| {
                 let q0 = qc * query_chunk;
@@ -119,58 +179,79 @@ impl DenseIndex {
                     nprobe: opts.nprobe,
                 };
                 if p.pq.nbits == 4 {
-                    let heaps = self.scan4(p, &task, isa);
-                    // Promote quantized candidates to float scores by exact PQ scoring.
+                    self.scan4(p, &task, isa)
+                } else {
+                    let heaps = self.scan8(p, &task);
                     heaps
                         .into_iter()
-                        .enumerate()
-                        .map(|(i, h)| {
-                            let lut = &luts[(q0 + i) * m * ksub..(q0 + i + 1) * m * ksub];
-                            let codes = p.codes.as_slice();
-                            let bb = layout::block_bytes(m);
-                            let mut out = TopK::new(shortlist);
-                            for hit in h.iter() {
-                                let block = &codes[(hit.id as usize / BLOCK) * bb..];
-                                let v = hit.id as usize % BLOCK;
-                                out.push(
-                                    p.pq.adc_score(
-                                        lut,
-                                        (0..m).map(|s| layout::code_at(block, v, s)),
-                                    ),
-                                    hit.id,
-                                );
-                            }
-                            out
-                        })
+                        .map(|h| keyed_by_order(&h, shortlist))
                         .collect()
-                } else {
-                    self.scan8(p, &task)
                 }
             })
             .collect();
-        let per_query = merge_slices(partial, slices, shortlist);
-        per_query
+        merge_slices(partial, slices, shortlist)
             .into_par_iter()
             .enumerate()
-            .map(|(qi, cands)| {
-                let q = &queries[qi * d..(qi + 1) * d];
-                let mut hits: Vec<(f32, u32)> = cands
-                    .iter()
-                    .map(|h| {
-                        let id = self.slot_to_id(p, h.id) as usize;
-                        if opts.refine > 0 {
-                            let v = self.vectors_checked(id..id + 1)?;
-                            let score = flat::score(self.metric, q, &v[id * d..(id + 1) * d]);
-                            Ok((score, id as u32))
+            .map(|(qi, heap)| {
+                let lut = &luts[qi * m * ksub..(qi + 1) * m * ksub];
+                let codes = p.codes.as_slice();
+                let bb = layout::block_bytes(m);
+                heap.into_sorted()
+                    .into_iter()
+                    .map(|hit| {
+                        let slot = hit.id as usize;
+                        let score = if p.pq.nbits == 4 {
+                            let block = &codes[(slot / BLOCK) * bb..];
+                            let v = slot % BLOCK;
+                            p.pq.adc_score(lut, (0..m).map(|s| layout::code_at(block, v, s)))
                         } else {
-                            Ok((h.score, id as u32))
+                            from_order_key(hit.score)
+                        };
+                        ShortlistHit {
+                            key: hit.score,
+                            slot: hit.id,
+                            score,
                         }
                     })
-                    .collect::<Result<_>>()?;
-                hits.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                hits.truncate(opts.k);
-                Ok(hits)
+                    .collect()
             })
             .collect()
     }
+}
+
+/// A PQ shortlist candidate: its selection key, slot and float PQ score.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ShortlistHit {
+    pub key: u32,
+    pub slot: u32,
+    pub score: f32,
+}
+
+/// A float score as an unsigned key of the same order (`total_cmp`), so quantized and float
+/// selections share one integer order.
+pub fn order_key(score: f32) -> u32 {
+    let bits = score.to_bits();
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    }
+}
+
+/// The float score of an [`order_key`].
+pub fn from_order_key(key: u32) -> f32 {
+    f32::from_bits(if key >> 31 == 1 {
+        key & !(1 << 31)
+    } else {
+        !key
+    })
+}
+
+/// An 8-bit scan's float heap re-keyed by [`order_key`] (the same order, ties to the lower slot).
+fn keyed_by_order(heap: &TopK<f32>, k: usize) -> TopK<u32> {
+    let mut out = TopK::new(k);
+    for hit in heap.iter() {
+        out.push(order_key(hit.score), hit.id);
+    }
+    out
 }

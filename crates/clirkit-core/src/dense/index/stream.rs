@@ -25,7 +25,6 @@ use crate::io::atomic::AtomicDir;
 use crate::io::bytes::Array;
 use crate::io::format::FileWriter;
 use crate::io::manifest;
-use crate::rng::SplitMix64;
 use std::path::Path;
 
 /// Rows of one chunk for a budget of `memory_bytes`: a float32 buffer, the bytes read (at most
@@ -46,8 +45,7 @@ struct Codebook {
 fn train(source: &dyn VectorSource, m: usize, opts: &BuildOptions) -> Result<Codebook> {
     let (n, dim) = (source.rows(), source.dim());
     ProductQuantizer::check_params(dim, m, opts.nbits)?;
-    let mut rng = SplitMix64::new(opts.seed);
-    let rows = rng.sample(n, opts.train_size.unwrap_or(65_536).min(n));
+    let rows = super::shards::training_rows(n, opts);
     let mut sample = vec![0f32; rows.len() * dim];
     for (&r, out) in rows.iter().zip(sample.chunks_exact_mut(dim)) {
         source.read_rows(r, out)?;
@@ -388,7 +386,7 @@ impl DenseIndex {
     }
 
     /// Refuse to combine `other` (part `i`) with this index unless both use one codebook.
-    fn check_same_codebook(&self, other: &DenseIndex, i: usize) -> Result<()> {
+    pub(super) fn check_same_codebook(&self, other: &DenseIndex, i: usize) -> Result<()> {
         let same = self.dim == other.dim
             && self.metric == other.metric
             && match (&self.pq, &other.pq) {

@@ -4,7 +4,7 @@
 use super::*;
 use crate::rng::SplitMix64;
 
-fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
+pub(super) fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
     let mut rng = SplitMix64::new(seed);
     let centers: Vec<f32> = (0..8 * d).map(|_| rng.unit() as f32 * 2.0 - 1.0).collect();
     (0..n)
@@ -17,11 +17,16 @@ fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn ids(n: usize) -> Vec<String> {
+pub(super) fn ids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("doc{i}")).collect()
 }
 
-fn opts(pq: Option<usize>, nbits: usize, ivf: Option<usize>, metric: Metric) -> BuildOptions {
+pub(super) fn opts(
+    pq: Option<usize>,
+    nbits: usize,
+    ivf: Option<usize>,
+    metric: Metric,
+) -> BuildOptions {
     BuildOptions {
         pq,
         nbits,
@@ -135,6 +140,30 @@ fn pq_results_do_not_depend_on_threads_and_match_exhaustive_pq_scoring() {
         same >= 600,
         "IVF probing every list finds {same}/700 of flat PQ's hits"
     );
+}
+
+#[test]
+fn four_bit_shortlists_do_not_depend_on_splitting_the_blocks_across_threads() {
+    // One query on several threads scans slices of the blocks; the slices' quantized
+    // shortlists are merged before the float scores decide.
+    let (n, d) = (3000, 16);
+    let data = clustered(n, d, 7);
+    let idx = DenseIndex::build(&data, d, &ids(n), &opts(Some(8), 4, None, Metric::L2)).unwrap();
+    for q in clustered(8, d, 8).chunks(d) {
+        let so = |threads| SearchOptions {
+            k: 20,
+            threads,
+            ..Default::default()
+        };
+        let one = idx.search(q, d, &so(1)).unwrap();
+        for threads in [2, 4, 7] {
+            assert_eq!(
+                one,
+                idx.search(q, d, &so(threads)).unwrap(),
+                "threads={threads}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -1,0 +1,346 @@
+"""Sharded dense indexes whose search equals, byte for byte, one index with the same codebook.
+
+The rows are cut into shards in order (shard ``s`` holds the global rows ``offset[s]..``). The
+codebook (and IVF centroids) is trained once, on the seeded sample the single index trains on,
+into ``codebook/`` (an index of just those rows); every shard is then encoded with it, in
+parallel (Ray tasks, or threads). Searching is two rounds through the shards (Ray actors holding
+a shard each, opened by path, or threads): each shard returns its part of the single index's PQ
+shortlist with the selection keys and PQ scores (``DenseIndex.shortlist``), the coordinator
+merges them into the single index's shortlist (:func:`clirkit._native.merge_dense_shortlists`);
+when the search re-scores, the owning shards score exactly those rows with the stored vectors
+(``DenseIndex.rescore``); the final top ``k`` is ordered as the single index orders it. A flat
+index is one round: each shard's exact top ``k``, merged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clirkit import _native
+from clirkit._native import IndexFormatError, InvalidInputError
+from clirkit._threads import checked_threads, worker_count
+from clirkit._types import PathLike, RunDict
+from clirkit.dense.index import DenseIndex
+from clirkit.dense.vectors import as_matrix, read_ids
+from clirkit.distributed.cluster import (
+    RayAddress,
+    actor_cpus,
+    cluster_cpus,
+    connected,
+    crash_if_marked,
+    require_ray,
+    task_threads,
+)
+from clirkit.distributed.sharded import ShardedManifest, read_manifest
+
+__all__ = ["EmbeddingRows", "ShardedDenseIndex", "build_sharded_dense", "parts_from_encoding", "split_rows"]
+
+
+@dataclass(frozen=True)
+class EmbeddingRows:
+    """Rows ``start..end`` of the ``.npy`` matrix ``npy`` with their ids: what one shard indexes."""
+
+    npy: str
+    start: int
+    end: int
+    ids: tuple[str, ...]
+
+    def matrix(self) -> np.ndarray:
+        """The rows as float32, read through a memory map (float16 converted)."""
+        return as_matrix(np.load(self.npy, mmap_mode="r")[self.start : self.end], f"{self.npy}")
+
+
+def split_rows(npy: PathLike, ids: Sequence[str], shards: int) -> list[EmbeddingRows]:
+    """``npy`` (one row per id) cut into ``shards`` runs of consecutive rows of about equal size."""
+    rows = np.load(os.fspath(npy), mmap_mode="r").shape[0]
+    if rows != len(ids):
+        raise InvalidInputError(f"{npy} has {rows} rows but {len(ids)} ids are given")
+    if shards < 1 or shards > max(rows, 1):
+        raise InvalidInputError(f"shards must be between 1 and the {rows} rows, got {shards}")
+    bounds = [rows * s // shards for s in range(shards + 1)]
+    return [EmbeddingRows(os.fspath(npy), a, b, tuple(ids[a:b])) for a, b in zip(bounds, bounds[1:])]
+
+
+def _training_sample(parts: Sequence[EmbeddingRows], train_size: int | None, seed: int) -> np.ndarray:
+    """The rows (of all parts, in order) the single index would train its codebook on."""
+    total = sum(p.end - p.start for p in parts)
+    wanted = _native.dense_training_rows(total, train_size, seed)
+    out = []
+    first = 0
+    for p in parts:
+        size = p.end - p.start
+        mine = wanted[(wanted >= first) & (wanted < first + size)] - first
+        if len(mine):
+            out.append(as_matrix(np.load(p.npy, mmap_mode="r")[p.start + mine], p.npy))
+        first += size
+    return np.concatenate(out)
+
+
+def _add_shard(
+    codebook_dir: str, part: EmbeddingRows, shard_dir: str, threads: int, crash_once: str | None = None
+) -> int:
+    """Encode one shard's rows with the codebook at ``codebook_dir`` into ``shard_dir`` (a Ray task,
+    or a plain call); returns its row count."""
+    crash_if_marked(crash_once)
+    codebook = DenseIndex.open(codebook_dir)
+    shard = codebook.add(part.matrix(), part.ids, shard_dir, keep_rows=False, threads=threads, quiet=True)
+    return shard.ntotal
+
+
+def build_sharded_dense(
+    parts: Sequence[EmbeddingRows],
+    index_dir: PathLike,
+    *,
+    pq: int | None = None,
+    nbits: int = 4,
+    ivf: int | None = None,
+    metric: str = "ip",
+    train_size: int | None = None,
+    seed: int = 0,
+    keep_vectors: bool = True,
+    threads: int = 0,
+    ray: RayAddress = None,
+    max_retries: int = 3,
+    _crash_once: PathLike | None = None,
+) -> ShardedDenseIndex:
+    """Index ``parts`` as one shard each into the sharded index ``index_dir`` (written atomically)
+    and open it: the codebook (and IVF centroids) trained once on the rows the single index over
+    all of them trains on, so that the sharded index searches as that index does; the shards
+    encoded with it in parallel. Options are those of :meth:`clirkit.dense.DenseIndex.build`.
+
+    ``ray``: None or False adds the shards here, in threads; an address (or True for Ray's default)
+    adds them as Ray tasks, each retried up to ``max_retries`` times if its worker dies.
+    ``_crash_once`` (tests only) names a file whose first claimant ends its worker mid-build."""
+    if not parts:
+        raise InvalidInputError("a sharded index needs at least one shard")
+    threads = checked_threads(threads)
+    build = _native.ShardedDenseBuild(os.path.abspath(index_dir), len(parts))
+    try:
+        codebook_dir = os.fspath(build.codebook_dir())
+        sample = _training_sample(parts, train_size, seed)
+        kind = {"pq": pq, "nbits": nbits, "ivf": ivf, "metric": metric, "keep_vectors": keep_vectors}
+        sample_ids = [f"train-{i}" for i in range(len(sample))]
+        # Trained on all of the sample with the same seed: the single index's codebook.
+        codebook = DenseIndex.build(
+            sample, sample_ids, train_size=len(sample), seed=seed, threads=threads, **kind
+        )
+        codebook.save(codebook_dir)
+        jobs = [(codebook_dir, p, os.fspath(build.shard_dir(i))) for i, p in enumerate(parts)]
+        crash = None if _crash_once is None else os.fspath(_crash_once)
+        if ray:
+            with connected(ray) as ray_module:
+                cpus = min(float(threads or 1), cluster_cpus(ray_module))
+                task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_add_shard)
+                ray_module.get([task.remote(*job, task_threads(cpus), crash) for job in jobs])
+        else:
+            each = max(1, worker_count(threads) // len(jobs))
+            with ThreadPoolExecutor(max_workers=min(len(jobs), worker_count(threads))) as pool:
+                list(pool.map(lambda job: _add_shard(*job, each, crash), jobs))
+        build.finish()
+    except BaseException:
+        build.abort()
+        raise
+    return ShardedDenseIndex.open(index_dir)
+
+
+class DenseShard:
+    """One shard of a sharded dense index, opened by path (so a restarted Ray actor reopens it) and
+    refused when missing or of another build; answers the rounds of a search."""
+
+    def __init__(self, index_dir: str, shard: int, threads: int) -> None:
+        self._index = DenseIndex(_native.DenseIndex.open_shard(index_dir, shard))
+        self._threads = threads
+
+    def shortlist(
+        self, queries: np.ndarray, k: int, nprobe: int, refine: int, crash_once: str | None = None
+    ) -> tuple[Any, ...]:
+        crash_if_marked(crash_once)
+        return self._index._native.shortlist(queries, k, nprobe, refine, self._threads)
+
+    def rescore(self, queries: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return self._index._native.rescore(queries, offsets, rows, self._threads)
+
+    def ids_of(self, rows: np.ndarray) -> list[str]:
+        return self._index._native.ids_of(rows)
+
+
+class ShardedDenseIndex:
+    """A sharded dense index opened for search: its shards in threads of this process, or with
+    ``ray=True`` one Ray actor per shard on the cluster this process is connected to
+    (:func:`clirkit.distributed.cluster.connected`); an actor whose worker dies is restarted (it
+    reopens its shard by path) and its call retried, up to ``max_restarts`` times. :meth:`close`
+    (or ``with``) ends the actors."""
+
+    def __init__(
+        self, manifest: ShardedManifest, *, threads: int = 0, ray: bool = False, max_restarts: int = 3
+    ) -> None:
+        if manifest.kind != "dense":
+            raise InvalidInputError(f"{manifest.path}: a sharded {manifest.kind} index, not dense")
+        self.manifest = manifest
+        self.offsets = [int(x) for x in np.cumsum([0] + [r.num_docs for r in manifest.shards])[:-1]]
+        path = os.path.abspath(manifest.path)
+        count = len(manifest.shards)
+        self._ray = require_ray() if ray else None
+        if self._ray is not None:
+            if not self._ray.is_initialized():
+                raise InvalidInputError(
+                    "connect to a Ray cluster first (clirkit.distributed.cluster.connected)"
+                )
+            cpus = actor_cpus(self._ray, count)
+            actor = self._ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
+                DenseShard
+            )
+            self._shards: list[Any] = [actor.remote(path, s, task_threads(cpus)) for s in range(count)]
+        else:
+            each = max(1, worker_count(checked_threads(threads)) // count)
+            self._shards = [DenseShard(path, s, each) for s in range(count)]
+            self._pool = ThreadPoolExecutor(max_workers=count)
+
+    @staticmethod
+    def open(index: PathLike, **options: Any) -> ShardedDenseIndex:
+        """Open a sharded dense index (options as the constructor's); a missing shard or one of
+        another build is refused."""
+        return ShardedDenseIndex(read_manifest(index), **options)
+
+    def close(self) -> None:
+        """End the shard actors (or the threads)."""
+        if self._ray is not None:
+            for a in self._shards:
+                self._ray.kill(a, no_restart=True)
+        else:
+            self._pool.shutdown()
+        self._shards = []
+
+    def __enter__(self) -> ShardedDenseIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest.fields["kind"])
+
+    @property
+    def ntotal(self) -> int:
+        return self.manifest.num_docs
+
+    def _call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """``method`` of every shard with its own arguments, in parallel; results in shard order."""
+        if self._ray is not None:
+            return self._ray.get([getattr(s, method).remote(*a) for s, a in zip(self._shards, args)])
+        calls: list[Callable[[], Any]] = [
+            (lambda s=s, a=a: getattr(s, method)(*a)) for s, a in zip(self._shards, args)
+        ]
+        return list(self._pool.map(lambda f: f(), calls))
+
+    def search_hits(
+        self,
+        queries: np.ndarray,
+        k: int = 1000,
+        *,
+        nprobe: int = 1,
+        refine: int | None = None,
+        _crash_once: PathLike | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """Per query, the single index's hits: (doc id, score) best first (its tie rule). ``refine``
+        as :meth:`clirkit.dense.DenseIndex.search` takes it. ``_crash_once`` (tests only) names a file
+        whose first claimant ends its shard's worker mid-search."""
+        q = as_matrix(queries, "queries")
+        if refine is None:
+            refine = k if self.kind != "flat" and self.manifest.fields["has_vectors"] else 0
+        nshards = len(self._shards)
+        crash = None if _crash_once is None else os.fspath(_crash_once)
+        # Once into the object store, read there by every actor.
+        shared_q = q if self._ray is None else self._ray.put(q)
+        round1 = self._call("shortlist", [(shared_q, k, nprobe, refine, crash)] * nshards)
+        length, rescores = round1[0][0], round1[0][1]
+        offsets, shards, rows, scores = _native.merge_dense_shortlists(
+            [r[2] for r in round1], self.offsets, length
+        )
+        query_of = np.repeat(np.arange(len(q)), np.diff(offsets))
+        if rescores:
+            scores = scores.copy()
+            masks = [shards == s for s in range(nshards)]
+            exact = self._call("rescore", [(q, _offsets_of(query_of[m], len(q)), rows[m]) for m in masks])
+            for m, e in zip(masks, exact):
+                scores[m] = e
+        offsets, shards, rows, scores = _native.dense_top_hits(
+            (offsets, shards, rows, scores), self.offsets, k
+        )
+        masks = [shards == s for s in range(nshards)]
+        names = self._call("ids_of", [(rows[m],) for m in masks])
+        doc_ids = np.empty(len(rows), dtype=object)
+        for m, n in zip(masks, names):
+            doc_ids[m] = n
+        return [
+            list(zip(doc_ids[a:b].tolist(), scores[a:b].tolist())) for a, b in zip(offsets[:-1], offsets[1:])
+        ]
+
+    def search_run(self, queries: np.ndarray, qids: Sequence[str], k: int = 1000, **kw: Any) -> RunDict:
+        """``{qid: {docid: score}}`` as :meth:`clirkit.dense.DenseIndex.search_run` gives it."""
+        return {
+            q: dict(h) for q, h in zip(_checked_qids(qids, len(queries)), self.search_hits(queries, k, **kw))
+        }
+
+    def search_trec(
+        self,
+        queries: np.ndarray,
+        qids: Sequence[str],
+        path: PathLike,
+        k: int = 1000,
+        tag: str = "clirkit-dense",
+        **kw: Any,
+    ) -> None:
+        """Write the run file the single index's ``search_trec`` writes (queries in the given order)."""
+        qids = _checked_qids(qids, len(as_matrix(queries, "queries")))
+        hits = self.search_hits(queries, k, **kw)
+        _native.write_run_pairs(Path(path), list(zip(qids, hits)), tag)
+
+
+def _offsets_of(query_of: np.ndarray, nq: int) -> np.ndarray:
+    """Offsets (nq + 1) of values grouped by query, from each value's query (non-decreasing)."""
+    counts = np.bincount(query_of, minlength=nq)
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def _checked_qids(qids: Sequence[str], nq: int) -> list[str]:
+    qids = list(qids)
+    if len(qids) != nq:
+        raise InvalidInputError(f"{len(qids)} query ids for {nq} queries: give exactly one id per query")
+    if len(set(qids)) != len(qids):
+        raise InvalidInputError("duplicate query ids: give each query its own id")
+    return qids
+
+
+def parts_from_files(embeddings: PathLike, ids: PathLike, shards: int) -> list[EmbeddingRows]:
+    """``embeddings`` (.npy) with the ids file ``ids``, cut into ``shards`` row runs."""
+    return split_rows(embeddings, read_ids(ids), shards)
+
+
+def parts_from_encoding(encoding_dir: PathLike, shards: int | None = None) -> list[EmbeddingRows]:
+    """The embedding shards of ``encoding_dir`` (:func:`clirkit.distributed.encode.encode_shards`
+    output), one index shard each, in order; every one must be done."""
+    from clirkit.distributed.encode import encoded_shard_files
+
+    files = encoded_shard_files(encoding_dir)
+    if shards is not None and shards != len(files):
+        raise InvalidInputError(
+            f"{encoding_dir} holds {len(files)} embedding shards, one index shard each; --shards {shards} "
+            "does not match (leave it out)"
+        )
+    parts = []
+    for npy, ids_path in files:
+        ids = read_ids(ids_path)
+        parts.append(EmbeddingRows(os.fspath(npy), 0, len(ids), tuple(ids)))
+        rows = np.load(npy, mmap_mode="r").shape[0]
+        if rows != len(ids):
+            raise IndexFormatError(f"{npy} has {rows} rows but {ids_path} lists {len(ids)} ids")
+    return parts
