@@ -1,9 +1,14 @@
 //! Criterion benchmarks of BM25 indexing and search on a generated Zipfian corpus.
 //!
-//! `cargo bench -p clirkit-benches --bench bm25`. Corpus: 50,000 documents of 20-120 tokens
+//! `cargo bench -p clirkit-benches --bench bm25`; the postings decoder alone: `-- postings_decode`.
+//! Corpus: 50,000 documents of 20-120 tokens
 //! drawn from a 30,000-word vocabulary with Zipf(1.0) frequencies (seeded, so runs compare).
 
 use clirkit_core::bm25::{self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Strategy};
+use clirkit_core::postings::codec::decode_docs;
+use clirkit_core::postings::{
+    encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, POSTINGS_PADDING,
+};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::io::Write;
 use std::path::Path;
@@ -121,23 +126,65 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
-    for (name, strategy) in [
-        ("maxscore", Strategy::MaxScore),
-        ("exhaustive", Strategy::Exhaustive),
-    ] {
-        g.bench_function(format!("500_queries_k1000_{name}_1_thread"), |b| {
-            b.iter(|| {
-                for q in &qs {
-                    idx.search_by(strategy, &q.text, None, 1000, Bm25Params::default())
-                        .unwrap();
-                }
-            })
-        });
+    for k in [10usize, 1000] {
+        for (name, strategy) in [
+            ("maxscore", Strategy::MaxScore),
+            ("bmw", Strategy::BlockMaxWand),
+            ("exhaustive", Strategy::Exhaustive),
+        ] {
+            g.bench_function(format!("500_queries_k{k}_{name}_1_thread"), |b| {
+                b.iter(|| {
+                    for q in &qs {
+                        idx.search_by(strategy, &q.text, None, k, Bm25Params::default())
+                            .unwrap();
+                    }
+                })
+            });
+        }
     }
     g.finish();
     drop(idx);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-criterion_group!(benches, bench);
+/// Doc-id decoding of full blocks (the unpack kernel per bit width plus the gaps' prefix sum),
+/// over postings whose gaps need 1 to 20 bits.
+fn decode_blocks(c: &mut Criterion) {
+    let mut rng = Rng(0xb10c);
+    let blocks = 1024;
+    let mut g = c.benchmark_group("postings_decode");
+    g.throughput(Throughput::Elements((blocks * BLOCK_LEN) as u64));
+    for bits in [1u32, 4, 8, 12, 20] {
+        let mut doc = 0u32;
+        let docs: Vec<u32> = (0..blocks * BLOCK_LEN)
+            .map(|_| {
+                doc += 1 + (rng.unit() * ((1u64 << bits) - 1) as f64) as u32;
+                doc
+            })
+            .collect();
+        let values = vec![1u32; docs.len()];
+        let norms = vec![0u8; doc as usize + 1];
+        let mut buf = Vec::new();
+        encode_postings(&docs, &values, &norms, &mut buf);
+        buf.extend_from_slice(&[0; POSTINGS_PADDING]);
+        let (metas, data) = buf.split_at(blocks * BLOCK_META_LEN);
+        g.bench_function(format!("docs_{bits}_bit_gaps"), |b| {
+            let mut out = [0u32; BLOCK_LEN];
+            b.iter(|| {
+                let mut prev = u32::MAX;
+                let mut sum = 0u32;
+                for block in 0..blocks {
+                    let meta = BlockMeta::decode(metas, block);
+                    decode_docs(data, &meta, prev, &mut out);
+                    prev = meta.last_doc;
+                    sum = sum.wrapping_add(out[BLOCK_LEN - 1]);
+                }
+                sum
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, decode_blocks);
 criterion_main!(benches);

@@ -107,3 +107,34 @@ def test_bm25_merge_equals_one_build(tmp_path):
     assert one.search("common w3", k=20) == two.search("common w3", k=20)
     assert main(["index", "merge", "--quiet", "--index", str(tmp_path / "x"), str(tmp_path / "a"),
                  str(tmp_path / "grown")]) == 2  # fmt: skip
+
+
+def test_float16_rescoring_vectors_search_as_their_float32_widening(tmp_path):
+    # Vectors exactly representable in float16: re-scoring widened float16 rows sees the same values.
+    x = clustered(600, 16, 4).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "q.npy", clustered(9, 16, 5))
+    ids = write_ids(tmp_path / "ids.txt", [f"d{i}" for i in range(len(x))])
+    qids = write_ids(tmp_path / "qids.txt", [f"q{i}" for i in range(9)])
+    runs = {}
+    for dtype in ["float32", "float16"]:
+        index = tmp_path / dtype
+        assert main(["index", "dense", "--quiet", "--embeddings", str(tmp_path / "x.npy"), "--ids", ids,
+                     "--index", str(index), "--pq", "8", "--vector-dtype", dtype, "--memory-mb", "0"]) == 0  # fmt: skip
+        assert DenseIndex.open(index).vector_dtype == dtype
+        assert main(["verify", str(index)]) == 0
+        assert main(["search", "dense", "--quiet", "--index", str(index), "--queries", str(tmp_path / "q.npy"),
+                     "--qids", qids, "--k", "20", "--output", str(tmp_path / f"{dtype}.trec")]) == 0  # fmt: skip
+        runs[dtype] = (tmp_path / f"{dtype}.trec").read_bytes()
+    assert runs["float16"] == runs["float32"]
+    wide, narrow = files(tmp_path / "float32"), files(tmp_path / "float16")
+    assert sorted(set(wide) ^ set(narrow)) == ["vectors.bin", "vectors_f16.bin"]
+    assert len(narrow["vectors_f16.bin"]) < 0.51 * len(wide["vectors.bin"])
+    assert narrow["codes.bin"] == wide["codes.bin"]
+    in_memory = DenseIndex.build(x, [f"d{i}" for i in range(len(x))], pq=8, vector_dtype="float16")
+    in_memory.save(tmp_path / "memory")
+    assert files(tmp_path / "memory") == narrow
+    with pytest.raises(InvalidInputError, match="needs pq"):
+        DenseIndex.build(x, [f"d{i}" for i in range(len(x))], vector_dtype="float16")
+    with pytest.raises(InvalidInputError, match="float32"):
+        DenseIndex.build(x, [f"d{i}" for i in range(len(x))], pq=8, vector_dtype="bfloat16")

@@ -346,6 +346,7 @@ class DenseIndex:
         threads: int = 0,
         keep_vectors: bool = True,
         quiet: bool = False,
+        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     @staticmethod
     def build_npy(
@@ -362,6 +363,7 @@ class DenseIndex:
         keep_vectors: bool = True,
         quiet: bool = False,
         memory_mb: int = 256,
+        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     def write_combined(
         self,
@@ -437,6 +439,8 @@ class DenseIndex:
     def kind(self) -> str: ...
     @property
     def has_vectors(self) -> bool: ...
+    @property
+    def vector_dtype(self) -> str | None: ...
 
 # A shard's shortlist: offsets (q + 1), keys, IVF lists, rows, scores.
 _Shortlist = tuple[

@@ -78,7 +78,7 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
     def search(self, query: Vector, k: int = 10, *, strategy: str = "auto") -> list[tuple[str, float]]:
         """The top ``k`` (doc id, score) pairs for a ``{term: weight}`` query, best first. A query none
         of whose terms is in the index finds nothing (an empty list). ``strategy`` ("auto",
-        "maxscore", "exhaustive") changes the speed, never the hits."""
+        "maxscore", "bmw", "exhaustive") changes the speed, never the hits."""
         return self._native.search(_pairs(query), k, strategy)
 
     def batch_search(

@@ -169,7 +169,8 @@ impl PyBm25Index {
     }
 
     /// Top-k (doc id, score) pairs for one query.
-    /// `strategy`: "auto", "maxscore" or "exhaustive" (all return the same hits).
+    /// `strategy`: "auto", "maxscore", "bmw" (block-max WAND) or "exhaustive" (all return the
+    /// same hits).
     #[pyo3(signature = (query, k=10, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, strategy="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn search(

@@ -5,7 +5,7 @@ use crate::dense_shards::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
-use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions};
+use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions, VectorDtype};
 use clirkit_core::io::trec::RUN_WINDOW;
 use clirkit_core::passages::DenseSearch;
 use clirkit_core::Error;
@@ -47,15 +47,16 @@ fn search_input<'a>(
 }
 
 /// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
-/// (train_size, seed).
+/// (train_size, seed), `vectors` is (keep_vectors, vector_dtype).
 fn build_options(
     kind: (Option<usize>, usize, Option<usize>),
     metric: &str,
     training: (Option<usize>, u64),
     threads: usize,
-    keep_vectors: bool,
+    vectors: (bool, &str),
     quiet: bool,
 ) -> PyResult<BuildOptions> {
+    let (keep_vectors, vector_dtype) = vectors;
     let (pq, nbits, ivf) = kind;
     let (train_size, seed) = training;
     Ok(BuildOptions {
@@ -67,6 +68,7 @@ fn build_options(
         seed,
         threads,
         keep_vectors,
+        vector_dtype: vector_dtype.parse::<VectorDtype>().py_err()?,
         quiet,
     })
 }
@@ -81,7 +83,7 @@ pub struct PyDenseIndex {
 impl PyDenseIndex {
     #[staticmethod]
     #[pyo3(signature = (embeddings, ids, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
-                        seed=0, threads=0, keep_vectors=true, quiet=false))]
+                        seed=0, threads=0, keep_vectors=true, quiet=false, vector_dtype="float32"))]
     #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
@@ -96,6 +98,7 @@ impl PyDenseIndex {
         threads: usize,
         keep_vectors: bool,
         quiet: bool,
+        vector_dtype: &str,
     ) -> PyResult<Self> {
         let (data, dim) = matrix(&embeddings, "embeddings")?;
         let opts = build_options(
@@ -103,7 +106,7 @@ impl PyDenseIndex {
             metric,
             (train_size, seed),
             threads,
-            keep_vectors,
+            (keep_vectors, vector_dtype),
             quiet,
         )?;
         let inner = py
@@ -116,7 +119,8 @@ impl PyDenseIndex {
     /// about `memory_mb` MB for the chunks; returns the index opened from `dir`.
     #[staticmethod]
     #[pyo3(signature = (npy, ids, dir, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
-                        seed=0, threads=0, keep_vectors=true, quiet=false, memory_mb=256))]
+                        seed=0, threads=0, keep_vectors=true, quiet=false, memory_mb=256,
+                        vector_dtype="float32"))]
     #[allow(clippy::too_many_arguments)]
     fn build_npy(
         py: Python<'_>,
@@ -133,13 +137,14 @@ impl PyDenseIndex {
         keep_vectors: bool,
         quiet: bool,
         memory_mb: usize,
+        vector_dtype: &str,
     ) -> PyResult<Self> {
         let opts = build_options(
             (pq, nbits, ivf),
             metric,
             (train_size, seed),
             threads,
-            keep_vectors,
+            (keep_vectors, vector_dtype),
             quiet,
         )?;
         let inner = py
@@ -388,6 +393,15 @@ impl PyDenseIndex {
     #[getter]
     fn has_vectors(&self) -> bool {
         self.inner.has_vectors()
+    }
+
+    /// How the full vectors are stored ("float32" or "float16"), None when not kept.
+    #[getter]
+    fn vector_dtype(&self) -> Option<&'static str> {
+        self.inner.vector_dtype().map(|dtype| match dtype {
+            VectorDtype::Float32 => "float32",
+            VectorDtype::Float16 => "float16",
+        })
     }
 }
 

@@ -80,7 +80,8 @@ impl PyImpactIndex {
     }
 
     /// Top-k (doc id, score) pairs for one query's (term, weight) pairs.
-    /// `strategy`: "auto", "maxscore" or "exhaustive" (all return the same hits).
+    /// `strategy`: "auto", "maxscore", "bmw" (block-max WAND) or "exhaustive" (all return the
+    /// same hits).
     #[pyo3(signature = (query, k=10, strategy="auto"))]
     fn search(
         &self,

@@ -51,6 +51,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
     )
     p.add_argument(
+        "--vector-dtype",
+        choices=["float32", "float16"],
+        default="float32",
+        help="how the stored full vectors are kept (default float32); float16 halves their disk (PQ only: "
+        "re-scoring widens them to float32)",
+    )
+    p.add_argument(
         "--memory-mb",
         type=non_negative_int,
         default=256,
@@ -127,7 +134,9 @@ def run_index(args: argparse.Namespace) -> int:
         template = DenseIndex.open(args.codebook_from)
         index = template.add(args.embeddings, ids, args.index, keep_rows=False, **grow)
     else:
-        index = DenseIndex.build_file(args.embeddings, ids, args.index, **_training(args), **grow)
+        index = DenseIndex.build_file(
+            args.embeddings, ids, args.index, **_training(args), vector_dtype=args.vector_dtype, **grow
+        )
     report(
         args,
         f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "

@@ -108,6 +108,11 @@ def run_dict(pairs: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> RunDic
 class DenseIndex(NativeIndex):
     """A dense vector index; build with :meth:`build` or load with :meth:`open`."""
 
+    @property
+    def vector_dtype(self) -> str | None:
+        """How the full vectors are stored: ``"float32"``, ``"float16"``, or None when not kept."""
+        return self._native.vector_dtype
+
     @staticmethod
     def build(
         embeddings: np.ndarray,
@@ -122,12 +127,14 @@ class DenseIndex(NativeIndex):
         threads: int = 0,
         keep_vectors: bool = True,
         quiet: bool = False,
+        vector_dtype: str = "float32",
     ) -> DenseIndex:
         """Index ``embeddings`` (n x d; float32, float16 converted), one unique id per row.
 
         ``pq=None`` is exact flat search. ``train_size`` caps the training sample (default
-        65,536 rows); ``keep_vectors`` stores full vectors for ``refine``; ``seed`` makes
-        training reproducible; ``threads=0`` uses all cores.
+        65,536 rows); ``keep_vectors`` stores full vectors for ``refine``, as float32 or, with
+        ``vector_dtype="float16"`` (PQ only), as float16 at half the size (re-scoring widens them
+        to float32); ``seed`` makes training reproducible; ``threads=0`` uses all cores.
         """
         data = as_matrix(embeddings, "embeddings")
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
@@ -143,6 +150,7 @@ class DenseIndex(NativeIndex):
             threads=checked_threads(threads),
             keep_vectors=keep_vectors,
             quiet=quiet,
+            vector_dtype=vector_dtype,
         )
         return DenseIndex(native)
 
@@ -162,6 +170,7 @@ class DenseIndex(NativeIndex):
         keep_vectors: bool = True,
         quiet: bool = False,
         memory_mb: int = 256,
+        vector_dtype: str = "float32",
     ) -> DenseIndex:
         """Index the ``.npy`` matrix ``embeddings`` (float32 or float16) into ``index_dir`` by streaming.
 
@@ -181,6 +190,7 @@ class DenseIndex(NativeIndex):
             "threads": checked_threads(threads),
             "keep_vectors": keep_vectors,
             "quiet": quiet,
+            "vector_dtype": vector_dtype,
         }
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
         header = np.load(os.fspath(embeddings), mmap_mode="r")

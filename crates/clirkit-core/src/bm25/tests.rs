@@ -90,6 +90,10 @@ fn pruned_search_equals_exhaustive() {
                 .search_by(Strategy::Exhaustive, &query, None, k, params)
                 .unwrap();
             assert_eq!(fast, slow, "query {query:?} k={k} on {docs} docs");
+            let wand = idx
+                .search_by(Strategy::BlockMaxWand, &query, None, k, params)
+                .unwrap();
+            assert_eq!(wand, slow, "bmw: query {query:?} k={k} on {docs} docs");
             assert_eq!(idx.search(&query, None, k, params).unwrap(), slow);
             for w in fast.windows(2) {
                 let (a, b) = (&w[0], &w[1]);

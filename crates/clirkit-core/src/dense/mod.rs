@@ -23,7 +23,7 @@ pub mod ivf;
 pub mod kmeans;
 pub mod source;
 
-pub use index::{BuildOptions, DenseIndex, Part, SearchOptions};
+pub use index::{BuildOptions, DenseIndex, Part, SearchOptions, VectorDtype};
 
 use crate::error::{Error, Result};
 

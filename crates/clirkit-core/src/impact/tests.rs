@@ -124,7 +124,12 @@ fn pruned_and_exhaustive_equal_the_exact_dot_product() {
             let query = random_vector(&mut rng, vocab + 20, len);
             for k in [1, 10, 100, 5000] {
                 let expected = exact_top_k(&c, &query, k);
-                for strategy in [Strategy::MaxScore, Strategy::Exhaustive, Strategy::Auto] {
+                for strategy in [
+                    Strategy::MaxScore,
+                    Strategy::BlockMaxWand,
+                    Strategy::Exhaustive,
+                    Strategy::Auto,
+                ] {
                     let hits = c.index.search_by(strategy, &query, k).unwrap();
                     assert_eq!(pairs(&c, &hits), expected, "seed {seed} k {k} {strategy:?}");
                 }

@@ -126,6 +126,11 @@ pub(crate) mod tests {
                 "two-members.gz",
                 [gzip(&text[..5]), gzip(&text[5..])].concat(),
             ),
+            // Concatenated frames, as parallel compressors (pzstd, benches' corpus generator) write.
+            (
+                "two-frames.zst",
+                [zstd(&text[..5]), zstd(&text[5..])].concat(),
+            ),
         ] {
             let path = dir.path().join(name);
             std::fs::write(&path, bytes).unwrap();

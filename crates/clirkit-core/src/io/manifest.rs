@@ -219,8 +219,11 @@ pub struct DenseManifest {
     pub dim: usize,
     pub ntotal: usize,
     pub metric: crate::dense::Metric,
-    /// Whether `vectors.bin` holds the full vectors.
+    /// Whether the full vectors are kept (`vectors.bin`, or `vectors_f16.bin` with `float16`).
     pub vectors: bool,
+    /// The full vectors are stored as float16 (absent when float32, as before the option).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub float16: bool,
     pub pq: Option<PqParams>,
     pub ivf: Option<IvfParams>,
 }
@@ -329,6 +332,7 @@ mod tests {
             ntotal: 3,
             metric: crate::dense::Metric::L2,
             vectors: false,
+            float16: false,
             pq: Some(PqParams { m: 4, nbits: 4 }),
             ivf: None,
         };

@@ -7,6 +7,7 @@
 //! A posting's value is what the scorer reads: the term frequency in a BM25 index, an integer
 //! impact in an impact-scored one; the codec does not interpret it.
 
+use super::unpack::unpack;
 use crate::io::format::read_u32;
 
 pub const BLOCK_LEN: usize = 128;
@@ -75,7 +76,7 @@ fn bits_needed(max: u32) -> u8 {
 }
 
 /// Append `values` bit-packed with `bits` bits each (little endian bit order).
-fn pack(values: &[u32], bits: u8, out: &mut Vec<u8>) {
+pub(super) fn pack(values: &[u32], bits: u8, out: &mut Vec<u8>) {
     if bits == 0 {
         return;
     }
@@ -97,26 +98,6 @@ fn pack(values: &[u32], bits: u8, out: &mut Vec<u8>) {
 
 fn packed_len(count: usize, bits: u8) -> usize {
     (count * bits as usize).div_ceil(8)
-}
-
-/// Unpack `out.len()` values of `bits` bits each from `bytes`, which must extend at least 8
-/// bytes past the packed data (the postings file's padding guarantees it).
-#[inline]
-fn unpack(bytes: &[u8], bits: u8, out: &mut [u32]) {
-    if bits == 0 {
-        out.fill(0);
-        return;
-    }
-    let mask = (1u64 << bits) - 1;
-    let need = packed_len(out.len(), bits) + 8;
-    let bytes = &bytes[..need];
-    let mut bit = 0usize;
-    for slot in out.iter_mut() {
-        let byte = bit >> 3;
-        let word = u64::from_le_bytes(bytes[byte..byte + 8].try_into().unwrap());
-        *slot = ((word >> (bit & 7)) & mask) as u32;
-        bit += bits as usize;
-    }
 }
 
 /// Encode one term's postings (doc ids strictly increasing, values >= 1) into block metadata

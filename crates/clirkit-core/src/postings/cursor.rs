@@ -170,6 +170,9 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
     #[inline]
     pub fn block_bound(&mut self, target: u32) -> f32 {
         let Some(b) = self.block_for(target) else {
+            // Past the last block: no posting from `target` on, so later targets need no scan.
+            self.bound_block = self.postings.blocks;
+            self.bound = 0.0;
             return 0.0;
         };
         if b != self.bound_block {
@@ -177,6 +180,18 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             self.bound_block = b;
         }
         self.bound
+    }
+
+    /// The last doc of the block the latest [`Cursor::block_bound`] bounded: its bound holds
+    /// for every target up to this one. One below [`END`] when that target was past the last
+    /// block.
+    #[inline]
+    pub fn bound_block_last_doc(&self) -> u32 {
+        if self.bound_block < self.postings.blocks {
+            self.meta(self.bound_block).last_doc
+        } else {
+            END - 1
+        }
     }
 
     /// The score of the current posting.

@@ -5,6 +5,7 @@
 
 pub mod codec;
 pub mod cursor;
+mod unpack;
 
 pub use codec::{
     encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, MAX_BLOCK_DATA_LEN, POSTINGS_PADDING,

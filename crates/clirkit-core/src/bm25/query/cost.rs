@@ -1,5 +1,6 @@
 //! Which exact algorithm to run for a query, from the sizes at hand.
 
+use super::Strategy;
 use crate::postings::{Cursor, PostingScorer};
 
 /// Whether scoring every posting should beat block-max MaxScore for this query. Pruning cannot
@@ -7,11 +8,24 @@ use crate::postings::{Cursor, PostingScorer};
 /// exhaustive wins at k=1000 on SciFact and on 50k generated docs, MaxScore at k=10 and on 1M
 /// docs), and the dense accumulator costs no more than the postings when the collection is
 /// small next to them.
-pub(super) fn exhaustive_is_cheaper<S: PostingScorer>(
+fn exhaustive_is_cheaper<S: PostingScorer>(
     cursors: &[Cursor<'_, S>],
     k: usize,
     num_docs: usize,
 ) -> bool {
     let postings: usize = cursors.iter().map(|c| c.doc_freq()).sum();
     k.saturating_mul(16) >= postings && num_docs <= postings.saturating_mul(8)
+}
+
+/// The exact algorithm expected to be fastest for this query (never [`Strategy::Auto`]).
+pub(super) fn cheapest<S: PostingScorer>(
+    cursors: &[Cursor<'_, S>],
+    k: usize,
+    num_docs: usize,
+) -> Strategy {
+    if exhaustive_is_cheaper(cursors, k, num_docs) {
+        Strategy::Exhaustive
+    } else {
+        Strategy::MaxScore
+    }
 }

@@ -7,29 +7,14 @@
 //! rounded to f32 like a real score, is strictly below the current k-th score: at equality it
 //! may still win the doc-id tie-break.
 
-use super::{DocRanks, Hit};
+use super::{Hit, Selection, Threshold};
 use crate::postings::{Cursor, PostingScorer, END};
-use crate::topk::{HigherKeyFirst, TopKBuffer};
 
-/// Could a document whose score is at most `bound` still enter the top k?
-#[inline]
-fn may_enter(bound: f64, threshold: Option<f32>) -> bool {
-    match threshold {
-        None => true,
-        // The nudge covers any rounding in the bound's own summation.
-        Some(t) => ((bound * (1.0 + 1e-9)) as f32) >= t,
-    }
-}
-
-/// Block-max MaxScore over the query's term cursors.
-pub fn maxscore<S: PostingScorer>(
+/// Block-max MaxScore over the query's term cursors, keeping the best hits in `top`.
+pub(super) fn maxscore<S: PostingScorer>(
     mut cursors: Vec<Cursor<'_, S>>,
-    k: usize,
-    ranks: DocRanks<'_>,
+    mut top: impl Selection,
 ) -> Vec<Hit> {
-    if k == 0 || cursors.is_empty() {
-        return Vec::new();
-    }
     cursors.sort_by(|a, b| a.max_score.total_cmp(&b.max_score));
     let n = cursors.len();
     // prefix[i]: the most terms 0..=i can add together.
@@ -39,8 +24,7 @@ pub fn maxscore<S: PostingScorer>(
         acc += c.max_score as f64;
         prefix.push(acc);
     }
-    let mut top: TopKBuffer<f32, HigherKeyFirst> = TopKBuffer::new(k);
-    let mut threshold = None;
+    let mut threshold = Threshold::OPEN;
     let mut non_essential = 0;
     let mut current = cursors.iter().map(|c| c.doc).min().unwrap_or(END);
     while non_essential < n && current != END {
@@ -55,13 +39,13 @@ pub fn maxscore<S: PostingScorer>(
         }
         let mut alive = true;
         for i in (0..non_essential).rev() {
-            if !may_enter(score + prefix[i], threshold) {
+            if !threshold.admits(score + prefix[i]) {
                 alive = false;
                 break;
             }
             let rest = if i > 0 { prefix[i - 1] } else { 0.0 };
             let c = &mut cursors[i];
-            if !may_enter(score + c.block_bound(current) as f64 + rest, threshold) {
+            if !threshold.admits(score + c.block_bound(current) as f64 + rest) {
                 alive = false;
                 break;
             }
@@ -70,13 +54,18 @@ pub fn maxscore<S: PostingScorer>(
                 score += c.score() as f64;
             }
         }
-        if alive && top.push(score as f32, current, || ranks.rank(current)) {
-            threshold = top.threshold();
-            while non_essential < n && !may_enter(prefix[non_essential], threshold) {
+        let raised = if alive {
+            top.push(score as f32, current)
+        } else {
+            None
+        };
+        if let Some(raised) = raised {
+            threshold = raised;
+            while non_essential < n && !threshold.admits(prefix[non_essential]) {
                 non_essential += 1;
             }
         }
         current = next;
     }
-    top.into_sorted().into_iter().map(Hit::from).collect()
+    top.into_hits()
 }

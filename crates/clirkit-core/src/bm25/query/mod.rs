@@ -9,12 +9,133 @@
 //! in f64 (exact for the handful of positive terms of a query, so the order of addition cannot
 //! change the result) and rounded once to f32.
 
+mod bmw;
 mod cost;
 pub mod exhaustive;
-pub mod maxscore;
+mod maxscore;
 
 use crate::postings::{Cursor, PostingScorer};
-use crate::topk::{HigherKeyFirst, Hit as RankedHit};
+use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK, TopKBuffer};
+
+/// The k-th best score so far, as the least bound a document needs to still enter the top k.
+#[derive(Clone, Copy)]
+struct Threshold {
+    /// Half-way between the k-th score and the f32 just below it, widened to f64: a bound
+    /// below it rounds to an f32 strictly below the k-th score.
+    cutoff: f64,
+}
+
+impl Threshold {
+    /// Fewer than k hits so far: any document may enter.
+    const OPEN: Threshold = Threshold {
+        cutoff: f64::NEG_INFINITY,
+    };
+
+    fn new(kth: Option<f32>) -> Self {
+        match kth {
+            Some(t) if t > 0.0 => {
+                let below = f32::from_bits(t.to_bits() - 1);
+                Threshold {
+                    cutoff: (below as f64 + t as f64) / 2.0,
+                }
+            }
+            _ => Threshold::OPEN,
+        }
+    }
+
+    /// Could a document whose score is at most `bound` still enter the top k? Only when its
+    /// bound, rounded to f32 like a real score, is at least the k-th score: at equality it may
+    /// still win the doc-id tie-break.
+    #[inline(always)]
+    fn admits(self, bound: f64) -> bool {
+        // The nudge covers any rounding in the bound's own summation.
+        bound * (1.0 + 1e-9) >= self.cutoff
+    }
+}
+
+/// Where document-at-a-time search keeps its best k hits: the threshold it prunes with, and
+/// the offers of fully scored documents.
+trait Selection {
+    /// Offer a fully scored document; the new threshold when it changed.
+    fn push(&mut self, score: f32, doc: u32) -> Option<Threshold>;
+    fn into_hits(self) -> Vec<Hit>;
+}
+
+/// Up to this k, the k-th score is kept exact after every insertion (a heap): with few hits
+/// pruning is only as good as its threshold. Above it, a buffer whose threshold lags costs
+/// less per insertion than the heap's sifts.
+const EXACT_THRESHOLD_MAX_K: usize = 64;
+
+/// The best k hits in a heap: the k-th score exact after every insertion.
+struct HeapTopK<'r> {
+    top: TopK<f32, HigherKeyFirst>,
+    ranks: DocRanks<'r>,
+    /// The k-th score once k hits are in, else minus infinity: a lower score never enters.
+    floor: f32,
+}
+
+impl<'r> HeapTopK<'r> {
+    fn new(k: usize, ranks: DocRanks<'r>) -> Self {
+        HeapTopK {
+            top: TopK::new(k),
+            ranks,
+            floor: f32::NEG_INFINITY,
+        }
+    }
+}
+
+impl Selection for HeapTopK<'_> {
+    #[inline]
+    fn push(&mut self, score: f32, doc: u32) -> Option<Threshold> {
+        if score < self.floor {
+            return None;
+        }
+        self.top.push_hit(RankedHit {
+            score,
+            id: doc,
+            key: self.ranks.rank(doc),
+        });
+        let worst = self.top.worst()?.score;
+        if worst == self.floor {
+            return None;
+        }
+        self.floor = worst;
+        Some(Threshold::new(Some(worst)))
+    }
+
+    fn into_hits(self) -> Vec<Hit> {
+        self.top.into_sorted().into_iter().map(Hit::from).collect()
+    }
+}
+
+/// The best k hits in a buffer of 2k cut back when full ([`TopKBuffer`]): a threshold that
+/// lags, for larger k.
+struct BufferTopK<'r> {
+    top: TopKBuffer<f32, HigherKeyFirst>,
+    ranks: DocRanks<'r>,
+}
+
+impl<'r> BufferTopK<'r> {
+    fn new(k: usize, ranks: DocRanks<'r>) -> Self {
+        BufferTopK {
+            top: TopKBuffer::new(k),
+            ranks,
+        }
+    }
+}
+
+impl Selection for BufferTopK<'_> {
+    #[inline]
+    fn push(&mut self, score: f32, doc: u32) -> Option<Threshold> {
+        let ranks = self.ranks;
+        let changed = self.top.push(score, doc, || ranks.rank(doc));
+        changed.then(|| Threshold::new(self.top.threshold()))
+    }
+
+    fn into_hits(self) -> Vec<Hit> {
+        self.top.into_sorted().into_iter().map(Hit::from).collect()
+    }
+}
 
 /// One retrieved document: internal number and BM25 score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,6 +161,8 @@ pub enum Strategy("strategy") {
     Auto = "auto",
     /// Block-max MaxScore (dynamic pruning).
     MaxScore = "maxscore",
+    /// Block-max WAND (dynamic pruning with block skipping on every term).
+    BlockMaxWand = "bmw",
     /// Score every posting.
     Exhaustive = "exhaustive",
 }
@@ -75,14 +198,28 @@ pub fn top_k<S: PostingScorer>(
     k: usize,
     ranks: DocRanks<'_>,
 ) -> Vec<Hit> {
-    let exhaustive = match strategy {
-        Strategy::MaxScore => false,
-        Strategy::Exhaustive => true,
-        Strategy::Auto => cost::exhaustive_is_cheaper(&cursors, k, ranks.num_docs()),
+    let strategy = match strategy {
+        Strategy::Auto => cost::cheapest(&cursors, k, ranks.num_docs()),
+        chosen => chosen,
     };
-    if exhaustive {
-        exhaustive::exhaustive(cursors, k, ranks)
-    } else {
-        maxscore::maxscore(cursors, k, ranks)
+    match strategy {
+        Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
+        _ if k == 0 || cursors.is_empty() => Vec::new(),
+        _ if k <= EXACT_THRESHOLD_MAX_K => {
+            document_at_a_time(strategy, cursors, HeapTopK::new(k, ranks))
+        }
+        _ => document_at_a_time(strategy, cursors, BufferTopK::new(k, ranks)),
+    }
+}
+
+/// A pruning strategy's search, keeping the best hits in `top`.
+fn document_at_a_time<S: PostingScorer>(
+    strategy: Strategy,
+    cursors: Vec<Cursor<'_, S>>,
+    top: impl Selection,
+) -> Vec<Hit> {
+    match strategy {
+        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top),
+        _ => maxscore::maxscore(cursors, top),
     }
 }

@@ -1,6 +1,6 @@
 //! Building a [`DenseIndex`]: checks, PQ codebook training, encoding, and the IVF slot layout.
 
-use super::{BuildOptions, Coarse, DenseIndex, PqPart};
+use super::{BuildOptions, Coarse, DenseIndex, PqPart, StoredVectors, VectorDtype};
 use crate::dense::check_matrix;
 use crate::dense::codebook::ProductQuantizer;
 use crate::dense::fastscan::{layout, BLOCK};
@@ -36,7 +36,10 @@ impl DenseIndex {
             ntotal: n,
             metric: opts.metric,
             ids: table,
-            vectors: opts.keep_vectors.then(|| Array::from(data.to_vec())),
+            vectors: opts.keep_vectors.then(|| match opts.vector_dtype {
+                VectorDtype::Float32 => StoredVectors::Float32(Array::from(data.to_vec())),
+                VectorDtype::Float16 => StoredVectors::Float16(Array::from(to_float16_bits(data))),
+            }),
             vector_checks: None,
             pq,
         })
@@ -55,7 +58,20 @@ pub(super) fn check_options(opts: &BuildOptions) -> Result<()> {
             "a flat index is its vectors: keep_vectors=False needs pq=M",
         ));
     }
+    if opts.pq.is_none() && opts.vector_dtype == VectorDtype::Float16 {
+        return Err(Error::invalid(
+            "float16 vectors re-score a PQ index: vector_dtype=float16 needs pq=M",
+        ));
+    }
     Ok(())
+}
+
+/// `values` rounded to IEEE half precision (nearest, ties to even), as bits.
+pub(super) fn to_float16_bits(values: &[f32]) -> Vec<u16> {
+    values
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_bits())
+        .collect()
 }
 
 /// The codes file's payload: `raw` codes (`m` per row) placed in slot order (padding slots

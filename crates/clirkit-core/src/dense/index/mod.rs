@@ -1,8 +1,9 @@
 //! [`DenseIndex`]: exact flat search, or product quantization (4-bit fast-scan or 8-bit) with an
 //! optional IVF coarse quantizer and optional exact re-scoring ("refine") of a shortlist from the
 //! stored full vectors. Saved as an index directory (manifest `clirkit-dense` v1) of checked,
-//! memory-mapped files: `ids.bin`, `vectors.bin` (f32, if kept), `pq.bin` (codebook),
-//! `codes.bin`, and with IVF `ivf_centroids.bin`, `ivf_lists.bin`, `ivf_slots.bin`.
+//! memory-mapped files: `ids.bin`, `vectors.bin` (f32, if kept; or `vectors_f16.bin`, float16,
+//! for re-scoring a PQ index at half the disk), `pq.bin` (codebook), `codes.bin`, and with IVF
+//! `ivf_centroids.bin`, `ivf_lists.bin`, `ivf_slots.bin`.
 //!
 //! Search with 4-bit PQ selects a shortlist by the quantized (integer) fast-scan scores, then
 //! re-scores it: with the float look-up table (exact PQ score), or with `refine > 0` with the
@@ -55,7 +56,32 @@ pub struct BuildOptions {
     pub threads: usize,
     /// Keep full vectors (needed for flat search and refine).
     pub keep_vectors: bool,
+    /// How kept vectors are stored; float16 only for re-scoring a PQ index.
+    pub vector_dtype: VectorDtype,
     pub quiet: bool,
+}
+
+/// How an index stores its full vectors. Re-scoring always computes in float32: float16 rows are
+/// widened as they are read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VectorDtype {
+    #[default]
+    Float32,
+    Float16,
+}
+
+impl std::str::FromStr for VectorDtype {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "float32" => Ok(VectorDtype::Float32),
+            "float16" => Ok(VectorDtype::Float16),
+            _ => Err(crate::Error::invalid(format!(
+                "vector dtype {s:?}: use \"float32\" or \"float16\""
+            ))),
+        }
+    }
 }
 
 impl Default for BuildOptions {
@@ -69,6 +95,7 @@ impl Default for BuildOptions {
             seed: 0,
             threads: 0,
             keep_vectors: true,
+            vector_dtype: VectorDtype::Float32,
             quiet: true,
         }
     }
@@ -116,10 +143,40 @@ pub struct DenseIndex {
     ntotal: usize,
     metric: Metric,
     ids: IdTable,
-    vectors: Option<Array<f32>>,
+    vectors: Option<StoredVectors>,
     /// The chunk CRCs of mapped vectors, checked where search reads them (none when built here).
     vector_checks: Option<ChunkChecks>,
     pq: Option<PqPart>,
+}
+
+/// Full vectors, row-major, as stored.
+enum StoredVectors {
+    Float32(Array<f32>),
+    /// IEEE half-precision bits.
+    Float16(Array<u16>),
+}
+
+impl StoredVectors {
+    fn dtype(&self) -> VectorDtype {
+        match self {
+            StoredVectors::Float32(_) => VectorDtype::Float32,
+            StoredVectors::Float16(_) => VectorDtype::Float16,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            StoredVectors::Float32(v) => v.as_bytes(),
+            StoredVectors::Float16(v) => v.as_bytes(),
+        }
+    }
+
+    fn value_bytes(&self) -> usize {
+        match self {
+            StoredVectors::Float32(_) => 4,
+            StoredVectors::Float16(_) => 2,
+        }
+    }
 }
 
 /// "flat", "pq4", "pq8", "ivf{n},pq4", ... from PQ's `(m, nbits)` and IVF's nlist.
@@ -158,22 +215,37 @@ impl DenseIndex {
         self.vectors.is_some()
     }
 
+    /// How the full vectors are stored, if kept.
+    pub fn vector_dtype(&self) -> Option<VectorDtype> {
+        self.vectors.as_ref().map(StoredVectors::dtype)
+    }
+
     /// The stored vectors, once the chunks holding rows `rows` check out (a mapped index's
     /// corruption is an error where search reads it).
-    fn vectors_checked(&self, rows: std::ops::Range<usize>) -> Result<&[f32]> {
+    fn vectors_checked(&self, rows: std::ops::Range<usize>) -> Result<&StoredVectors> {
         let vectors = self.vectors.as_ref().ok_or_else(|| {
             crate::Error::invalid(
                 "this search needs the full vectors, but the index was built with keep_vectors=False",
             )
         })?;
         if let Some(checks) = &self.vector_checks {
-            let row_bytes = self.dim * std::mem::size_of::<f32>();
+            let row_bytes = self.dim * vectors.value_bytes();
             checks.check(
                 vectors.as_bytes(),
                 rows.start * row_bytes..rows.end * row_bytes,
             )?;
         }
-        Ok(vectors.as_slice())
+        Ok(vectors)
+    }
+
+    /// The float32 vectors (flat search), once every chunk checks out.
+    fn float32_vectors_checked(&self) -> Result<&[f32]> {
+        match self.vectors_checked(0..self.ntotal)? {
+            StoredVectors::Float32(v) => Ok(v.as_slice()),
+            StoredVectors::Float16(_) => Err(crate::Error::invalid(
+                "flat search needs float32 vectors; float16 vectors only re-score a PQ index",
+            )),
+        }
     }
 
     /// Turn search hits into a run with string doc ids; `qids` name the queries in order.

@@ -2,7 +2,7 @@
 //! slices) run on the pool, and the re-scoring of the fast-scan shortlist.
 
 use super::scan::ScanTask;
-use super::{DenseIndex, Hits, PqPart, SearchOptions};
+use super::{DenseIndex, Hits, PqPart, SearchOptions, StoredVectors};
 use crate::dense::fastscan::{layout, Isa, BLOCK};
 use crate::dense::{check_matrix, flat};
 use crate::error::{Error, Result};
@@ -24,7 +24,7 @@ impl DenseIndex {
         }
         match &self.pq {
             None => {
-                let data = self.vectors_checked(0..self.ntotal)?;
+                let data = self.float32_vectors_checked()?;
                 let isa = Isa::select_float()?;
                 parallel::install(opts.threads, |threads| {
                     flat::search(isa, self.metric, data, self.dim, queries, opts.k, threads)
@@ -62,7 +62,7 @@ impl DenseIndex {
         if opts.nprobe == 0 {
             return Err(Error::invalid("nprobe must be at least 1"));
         }
-        if opts.refine > 0 && self.vectors.is_none() {
+        if opts.refine > 0 && !self.has_vectors() {
             return Err(Error::invalid(
                 "refine needs the full vectors, but this index was built with keep_vectors=False",
             ));
@@ -110,11 +110,22 @@ impl DenseIndex {
             .collect()
     }
 
-    /// The exact score of stored row `id` for query `q` (what refine re-scores with).
+    /// The exact score of stored row `id` for query `q` (what refine re-scores with), in float32:
+    /// float16 rows are widened as they are read.
     pub(super) fn exact_score(&self, q: &[f32], id: u32) -> Result<f32> {
         let (d, id) = (self.dim, id as usize);
-        let v = self.vectors_checked(id..id + 1)?;
-        Ok(flat::score(self.metric, q, &v[id * d..(id + 1) * d]))
+        Ok(match self.vectors_checked(id..id + 1)? {
+            StoredVectors::Float32(v) => {
+                flat::score(self.metric, q, &v.as_slice()[id * d..(id + 1) * d])
+            }
+            StoredVectors::Float16(v) => {
+                let row: Vec<f32> = v.as_slice()[id * d..(id + 1) * d]
+                    .iter()
+                    .map(|&bits| half::f16::from_bits(bits).to_f32())
+                    .collect();
+                flat::score(self.metric, q, &row)
+            }
+        })
     }
 
     /// Candidates a PQ search re-scores: how many of them per query.

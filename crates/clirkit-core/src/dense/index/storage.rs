@@ -1,7 +1,7 @@
 //! The index directory: manifest (`DenseManifest`) and checked files, written atomically and
 //! opened memory-mapped.
 
-use super::{Coarse, DenseIndex, PqPart};
+use super::{Coarse, DenseIndex, PqPart, StoredVectors, VectorDtype};
 use crate::dense::codebook::ProductQuantizer;
 use crate::dense::fastscan::{layout, BLOCK};
 use crate::dense::ivf::{CoarseQuantizer, EMPTY_SLOT};
@@ -18,6 +18,7 @@ pub const FORMAT: &str = "clirkit-dense";
 pub const VERSION: u64 = 2;
 pub(super) const FILE_VERSION: u32 = 1;
 pub(super) const VECTORS: (&str, Kind) = ("vectors.bin", *b"DENSEVEC");
+pub(super) const VECTORS_F16: (&str, Kind) = ("vectors_f16.bin", *b"DENSEF16");
 pub(super) const CODEBOOK: (&str, Kind) = ("pq.bin", *b"PQCODEBK");
 pub(super) const CODES: (&str, Kind) = ("codes.bin", *b"PQCODES\0");
 pub(super) const IVF_CENTROIDS: (&str, Kind) = ("ivf_centroids.bin", *b"IVFCENTR");
@@ -55,12 +56,21 @@ pub(super) fn save_array<T: Plain>(
     w.finish()
 }
 
-/// The manifest of an index of `ntotal` vectors; `params` are PQ's `(m, nbits)` and IVF's nlist.
+/// The file holding full vectors stored as `dtype`.
+pub(super) fn vectors_file(dtype: VectorDtype) -> (&'static str, Kind) {
+    match dtype {
+        VectorDtype::Float32 => VECTORS,
+        VectorDtype::Float16 => VECTORS_F16,
+    }
+}
+
+/// The manifest of an index of `ntotal` vectors, keeping them stored as `vectors` (if kept);
+/// `params` are PQ's `(m, nbits)` and IVF's nlist.
 pub(super) fn dense_manifest(
     dim: usize,
     ntotal: usize,
     metric: Metric,
-    vectors: bool,
+    vectors: Option<VectorDtype>,
     params: Option<((usize, usize), Option<usize>)>,
 ) -> DenseManifest {
     DenseManifest {
@@ -70,7 +80,8 @@ pub(super) fn dense_manifest(
         dim,
         ntotal,
         metric,
-        vectors,
+        vectors: vectors.is_some(),
+        float16: vectors == Some(VectorDtype::Float16),
         pq: params.map(|((m, nbits), _)| PqParams { m, nbits }),
         ivf: params
             .and_then(|(_, nlist)| nlist)
@@ -84,8 +95,10 @@ impl DenseIndex {
         let out = AtomicDir::create(dir)?;
         let tmp = out.path().to_path_buf();
         self.ids.save(tmp.join("ids.bin"))?;
-        if let Some(v) = &self.vectors {
-            save_array(v, &tmp, VECTORS)?;
+        match &self.vectors {
+            None => {}
+            Some(StoredVectors::Float32(v)) => save_array(v, &tmp, VECTORS)?,
+            Some(StoredVectors::Float16(v)) => save_array(v, &tmp, VECTORS_F16)?,
         }
         let mut params = None;
         if let Some(p) = &self.pq {
@@ -107,7 +120,7 @@ impl DenseIndex {
             self.dim,
             self.ntotal,
             self.metric,
-            self.vectors.is_some(),
+            self.vector_dtype(),
             params,
         );
         manifest::commit(out, &manifest)
@@ -130,14 +143,30 @@ impl DenseIndex {
                 format!("ids.bin has {} ids, the manifest says {ntotal}", ids.len()),
             ));
         }
+        if meta.float16 && (!meta.vectors || meta.pq.is_none()) {
+            return Err(Error::format(
+                dir.join(MANIFEST),
+                "'float16' is for the re-scoring vectors of a PQ index",
+            ));
+        }
         // The vectors can be tens of GB: not read at open, but checked chunk by chunk where
         // search reads them.
         let (vectors, vector_checks) = if meta.vectors {
-            let path = dir.join(VECTORS.0);
-            let file = MappedFile::open(&path, VECTORS.1, FILE_VERSION, false)?;
+            let dtype = if meta.float16 {
+                VectorDtype::Float16
+            } else {
+                VectorDtype::Float32
+            };
+            let (name, kind) = vectors_file(dtype);
+            let path = dir.join(name);
+            let file = MappedFile::open(&path, kind, FILE_VERSION, false)?;
             let (payload, checks) = file.into_checked_payload();
             let count = ntotal.saturating_mul(dim);
-            (Some(Array::view(payload, count, &path)?), Some(checks))
+            let vectors = match dtype {
+                VectorDtype::Float32 => StoredVectors::Float32(Array::view(payload, count, &path)?),
+                VectorDtype::Float16 => StoredVectors::Float16(Array::view(payload, count, &path)?),
+            };
+            (Some(vectors), Some(checks))
         } else {
             (None, None)
         };

@@ -12,8 +12,8 @@
 //! a new directory: the result equals a build of all the rows with that codebook.
 
 use super::storage::{dense_manifest, save_array, CODEBOOK, CODES, IVF_CENTROIDS, IVF_LISTS};
-use super::storage::{FILE_VERSION, IVF_SLOTS, VECTORS};
-use super::{BuildOptions, DenseIndex};
+use super::storage::{vectors_file, FILE_VERSION, IVF_SLOTS};
+use super::{BuildOptions, DenseIndex, StoredVectors, VectorDtype};
 use crate::dense::codebook::ProductQuantizer;
 use crate::dense::fastscan::{layout, BLOCK};
 use crate::dense::ivf::{slot_layout, CoarseQuantizer, EMPTY_SLOT};
@@ -73,13 +73,53 @@ enum CodeSink {
     ByList { codes: Vec<u8>, lists: Vec<u32> },
 }
 
+/// Full vectors of some rows, as their source holds them.
+#[derive(Clone, Copy)]
+enum RowVectors<'a> {
+    Float32(&'a [f32]),
+    /// IEEE half-precision bits.
+    Float16(&'a [u16]),
+}
+
+impl<'a> RowVectors<'a> {
+    /// Rows `rows` of stored vectors with `dim` columns.
+    fn of(stored: &'a StoredVectors, rows: std::ops::Range<usize>, dim: usize) -> Self {
+        let range = rows.start * dim..rows.end * dim;
+        match stored {
+            StoredVectors::Float32(v) => RowVectors::Float32(&v.as_slice()[range]),
+            StoredVectors::Float16(v) => RowVectors::Float16(&v.as_slice()[range]),
+        }
+    }
+
+    /// Append these rows to `file` stored as `dtype` (float16 rounds to nearest, ties to even;
+    /// float16 to float32 is exact).
+    fn write_as(self, dtype: VectorDtype, file: &mut FileWriter) -> Result<()> {
+        use crate::io::bytes::as_byte_slice;
+        match (self, dtype) {
+            (RowVectors::Float32(v), VectorDtype::Float32) => file.write(as_byte_slice(v)),
+            (RowVectors::Float16(v), VectorDtype::Float16) => file.write(as_byte_slice(v)),
+            (RowVectors::Float32(v), VectorDtype::Float16) => {
+                file.write(as_byte_slice(&super::build::to_float16_bits(v)))
+            }
+            (RowVectors::Float16(v), VectorDtype::Float32) => {
+                let wide: Vec<f32> = v
+                    .iter()
+                    .map(|&b| half::f16::from_bits(b).to_f32())
+                    .collect();
+                file.write(as_byte_slice(&wide))
+            }
+        }
+    }
+}
+
 /// An index directory being written a chunk of rows at a time.
 struct StreamWriter {
     out: AtomicDir,
     dim: usize,
     metric: Metric,
     rows: usize,
-    vectors: Option<FileWriter>,
+    /// The full vectors' file and how they are stored, if kept.
+    vectors: Option<(FileWriter, VectorDtype)>,
     codebook: Option<(Codebook, CodeSink)>,
 }
 
@@ -88,18 +128,17 @@ impl StreamWriter {
         dir: &Path,
         dim: usize,
         metric: Metric,
-        keep_vectors: bool,
+        vectors: Option<VectorDtype>,
         codebook: Option<Codebook>,
     ) -> Result<Self> {
         let out = AtomicDir::create(dir)?;
-        let vectors = if keep_vectors {
-            Some(FileWriter::create(
-                out.path().join(VECTORS.0),
-                VECTORS.1,
-                FILE_VERSION,
-            )?)
-        } else {
-            None
+        let vectors = match vectors {
+            None => None,
+            Some(dtype) => {
+                let (name, kind) = vectors_file(dtype);
+                let file = FileWriter::create(out.path().join(name), kind, FILE_VERSION)?;
+                Some((file, dtype))
+            }
         };
         let codebook = match codebook {
             None => None,
@@ -136,27 +175,35 @@ impl StreamWriter {
             (codes, lists)
         });
         match coded {
-            None => self.push_coded(Some(data), &[], None, data.len() / self.dim),
-            Some((codes, lists)) => {
-                self.push_coded(Some(data), &codes, lists.as_deref(), data.len() / self.dim)
-            }
+            None => self.push_coded(
+                Some(RowVectors::Float32(data)),
+                &[],
+                None,
+                data.len() / self.dim,
+            ),
+            Some((codes, lists)) => self.push_coded(
+                Some(RowVectors::Float32(data)),
+                &codes,
+                lists.as_deref(),
+                data.len() / self.dim,
+            ),
         }
     }
 
     /// Add `rows` rows given by their vectors (if any), codes and lists (as the index has them).
     fn push_coded(
         &mut self,
-        vectors: Option<&[f32]>,
+        vectors: Option<RowVectors<'_>>,
         codes: &[u8],
         lists: Option<&[u32]>,
         rows: usize,
     ) -> Result<()> {
         self.rows += rows;
-        if let Some(file) = &mut self.vectors {
+        if let Some((file, dtype)) = &mut self.vectors {
             let v = vectors.ok_or_else(|| {
                 Error::invalid("the result keeps full vectors, but a part has none")
             })?;
-            file.write(crate::io::bytes::as_byte_slice(v))?;
+            v.write_as(*dtype, file)?;
         }
         let Some((cb, sink)) = &mut self.codebook else {
             return Ok(());
@@ -223,7 +270,7 @@ impl StreamWriter {
             let vectors = index
                 .vectors
                 .as_ref()
-                .map(|v| &v.as_slice()[first * self.dim..(first + rows) * self.dim]);
+                .map(|v| RowVectors::of(v, first..first + rows, self.dim));
             let has_lists = rows_of.is_some();
             self.push_coded(vectors, &codes, has_lists.then_some(&lists[..]), rows)?;
         }
@@ -243,8 +290,8 @@ impl StreamWriter {
         }
         let dir = self.out.path().to_path_buf();
         ids.save(dir.join("ids.bin"))?;
-        let keep_vectors = self.vectors.is_some();
-        if let Some(file) = self.vectors {
+        let vector_dtype = self.vectors.as_ref().map(|(_, dtype)| *dtype);
+        if let Some((file, _)) = self.vectors {
             file.finish()?;
         }
         let mut params = None;
@@ -275,7 +322,7 @@ impl StreamWriter {
             }
             params = Some(((m, nbits), cb.coarse.map(|q| q.nlist)));
         }
-        let manifest = dense_manifest(self.dim, self.rows, self.metric, keep_vectors, params);
+        let manifest = dense_manifest(self.dim, self.rows, self.metric, vector_dtype, params);
         manifest::commit(self.out, &manifest)
     }
 }
@@ -319,8 +366,8 @@ impl DenseIndex {
                 None => None,
                 Some(m) => Some(train(source, m, opts)?),
             };
-            let mut w =
-                StreamWriter::create(dir, source.dim(), opts.metric, opts.keep_vectors, codebook)?;
+            let vectors = opts.keep_vectors.then_some(opts.vector_dtype);
+            let mut w = StreamWriter::create(dir, source.dim(), opts.metric, vectors, codebook)?;
             w.push_source(source, memory_bytes, opts.quiet)?;
             w.finish(&table)
         })?
@@ -374,7 +421,7 @@ impl DenseIndex {
         });
         crate::parallel::install(threads, |_| {
             let mut w =
-                StreamWriter::create(dir, self.dim, self.metric, self.has_vectors(), codebook)?;
+                StreamWriter::create(dir, self.dim, self.metric, self.vector_dtype(), codebook)?;
             for part in parts {
                 match part {
                     Part::Index(index) => w.push_index(index, memory_bytes)?,

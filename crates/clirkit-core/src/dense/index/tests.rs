@@ -344,6 +344,17 @@ fn streamed_build_equals_in_memory_build_at_any_budget() {
     }
 }
 
+/// Write `base`'s rows then `source`'s (with `ids`) into `out`, encoded with `base`'s codebook.
+fn append(
+    base: &DenseIndex,
+    source: &crate::dense::source::SliceSource,
+    ids: &[String],
+    out: &std::path::Path,
+) {
+    let parts = [Part::Index(base), Part::Vectors { source, ids }];
+    base.write_combined(&parts, out, 100, 2, true).unwrap();
+}
+
 #[test]
 fn append_and_merge_equal_one_build_with_the_same_codebook() {
     use crate::dense::source::SliceSource;
@@ -383,16 +394,7 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
         }
         let index_a = DenseIndex::open(&a).unwrap();
         let appended = tmp.path().join(format!("appended{c}"));
-        let parts = [
-            Part::Index(&index_a),
-            Part::Vectors {
-                source: &second,
-                ids: ids_b,
-            },
-        ];
-        index_a
-            .write_combined(&parts, &appended, 100, 2, true)
-            .unwrap();
+        append(&index_a, &second, ids_b, &appended);
         assert_eq!(files(&at_once), files(&appended), "append, config {c}");
         let want = template.search(&queries, d, &so).unwrap();
         let got = DenseIndex::open(&appended)
@@ -449,4 +451,114 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
         .unwrap()
         .to_string();
     assert!(e.contains("duplicate id 'doc0'"), "{e}");
+}
+
+#[test]
+fn float16_vectors_rescore_as_their_float32_widening_at_half_the_size() {
+    use crate::dense::source::SliceSource;
+    let (n, d) = (300, 16);
+    // Vectors exactly representable in float16: stored either way, re-scoring sees the same values.
+    let data: Vec<f32> = clustered(n, d, 8)
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32())
+        .collect();
+    let queries = clustered(7, d, 9);
+    let tmp = tempfile::tempdir().unwrap();
+    let so = SearchOptions {
+        k: 20,
+        refine: 60,
+        nprobe: 2,
+        threads: 2,
+    };
+    for (c, (nbits, ivf)) in [(4, None), (8, None), (4, Some(4))].into_iter().enumerate() {
+        let wide = opts(Some(8), nbits, ivf, Metric::InnerProduct);
+        let narrow = BuildOptions {
+            vector_dtype: VectorDtype::Float16,
+            ..wide.clone()
+        };
+        let float32 = DenseIndex::build(&data, d, &ids(n), &wide).unwrap();
+        let float16 = DenseIndex::build(&data, d, &ids(n), &narrow).unwrap();
+        assert_eq!(float16.vector_dtype(), Some(VectorDtype::Float16));
+        let want = float32.search(&queries, d, &so).unwrap();
+        assert_eq!(
+            float16.search(&queries, d, &so).unwrap(),
+            want,
+            "config {c}"
+        );
+
+        let (saved, streamed) = (
+            tmp.path().join(format!("saved{c}")),
+            tmp.path().join(format!("streamed{c}")),
+        );
+        float16.save(&saved).unwrap();
+        let source = SliceSource::new(&data, d).unwrap();
+        DenseIndex::build_streaming(&source, &ids(n), &narrow, 1, &streamed).unwrap();
+        let (on_disk, wide_files) = (files(&saved), {
+            let dir = tmp.path().join(format!("float32_{c}"));
+            float32.save(&dir).unwrap();
+            files(&dir)
+        });
+        assert_eq!(on_disk, files(&streamed), "streamed, config {c}");
+        assert!(!on_disk.contains_key("vectors.bin"));
+        let header = crate::io::format::HEADER_LEN;
+        assert!(on_disk["vectors_f16.bin"].len() - header <= n * d * 2 + 4096);
+        assert_eq!(on_disk["codes.bin"], wide_files["codes.bin"]);
+        let opened = DenseIndex::open(&saved).unwrap();
+        assert_eq!(opened.vector_dtype(), Some(VectorDtype::Float16));
+        assert_eq!(
+            opened.search(&queries, d, &so).unwrap(),
+            want,
+            "opened, config {c}"
+        );
+
+        // Appending to a float16 index keeps float16; merging equals the single build.
+        let half_rows = 170;
+        let appended = tmp.path().join(format!("appended{c}"));
+        let first = tmp.path().join(format!("first{c}"));
+        let head = SliceSource::new(&data[..half_rows * d], d).unwrap();
+        let tail = SliceSource::new(&data[half_rows * d..], d).unwrap();
+        let all_ids = ids(n);
+        let (ids_head, ids_tail) = all_ids.split_at(half_rows);
+        opened
+            .write_combined(
+                &[Part::Vectors {
+                    source: &head,
+                    ids: ids_head,
+                }],
+                &first,
+                1,
+                1,
+                true,
+            )
+            .unwrap();
+        append(
+            &DenseIndex::open(&first).unwrap(),
+            &tail,
+            ids_tail,
+            &appended,
+        );
+        assert_eq!(files(&appended), on_disk, "append, config {c}");
+    }
+    // A corrupted float16 row is an error where re-scoring reads it.
+    let path = tmp.path().join("saved0/vectors_f16.bin");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let header = crate::io::format::HEADER_LEN;
+    bytes[header + 3] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let opened = DenseIndex::open(tmp.path().join("saved0")).unwrap();
+    let e = opened.search(&queries, d, &so).err().unwrap().to_string();
+    assert!(
+        e.contains("checksum") || e.contains("vectors_f16.bin"),
+        "{e}"
+    );
+    // Float16 storage is for re-scoring PQ codes: a flat index is refused.
+    let flat16 = BuildOptions {
+        vector_dtype: VectorDtype::Float16,
+        ..opts(None, 4, None, Metric::InnerProduct)
+    };
+    let e = DenseIndex::build(&data, d, &ids(n), &flat16)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("needs pq"), "{e}");
 }
