@@ -17,6 +17,7 @@
 //!   value zeroed), so a changed statistic is caught at open; [`verify_dir`] checks every file in full.
 
 use crate::error::{Error, IoContext, Result};
+use crate::ids::IdTable;
 use crate::io::atomic::{read_manifest, read_manifest_text, AtomicDir, MANIFEST};
 use crate::io::checksum::{self, FileDigest};
 use serde::de::DeserializeOwned;
@@ -115,8 +116,12 @@ pub struct VerifySummary {
     pub bytes: u64,
 }
 
+/// The id table's name in every index kind, whose lookup order `verify_dir` checks in full.
+const ID_TABLE_FILE: &str = "ids.bin";
+
 /// Check a whole index directory of any kind: the manifest's checksum and every recorded file's
-/// size and CRC in full, reading every byte. The first mismatch is an error naming its file.
+/// size and CRC in full, reading every byte, and the id table's lookup order. The first mismatch
+/// is an error naming its file.
 pub fn verify_dir(dir: &Path) -> Result<VerifySummary> {
     let text = read_manifest_text(&dir.join(MANIFEST))?;
     let meta: Value = serde_json::from_str(&text)
@@ -130,7 +135,13 @@ pub fn verify_dir(dir: &Path) -> Result<VerifySummary> {
     let files = recorded_files(dir, &meta)?;
     let mut bytes = 0;
     for (name, digest) in &files {
-        checksum::verify_file(&dir.join(name), digest)?;
+        let path = dir.join(name);
+        checksum::verify_file(&path, digest)?;
+        if name == ID_TABLE_FILE {
+            IdTable::open(&path)?
+                .check_lookup_order()
+                .map_err(|message| Error::format(&path, message))?;
+        }
         bytes += digest.bytes;
     }
     Ok(VerifySummary {
