@@ -8,9 +8,10 @@ nothing raised) and ``panic`` (any other exception) must both be zero.
     python benches/byte_flip_sweep.py --samples 2000      # 2,000 seeded bytes per file, whole sample
     python benches/byte_flip_sweep.py --scifact --samples 1000 --seed 1
 
-The BM25 index and the dense indexes (flat, and PQ with stored vectors for re-scoring) are
-built from the embedded sample (or SciFact next to ../shared) with the vectors of
-``golden_outputs.py``. Each flip XORs the byte with one bit (``1 << (offset % 8)``, so every bit
+The BM25 index, the dense indexes (flat, and PQ with stored vectors for re-scoring), an impact
+index and a multi-vector index (with its full vectors, searched compressed, refined and exact) are
+built from the embedded sample (or SciFact next to ../shared): dense and multi-vector vectors are
+the seeded ones of ``golden_outputs.py``, impact weights each word's count in the document. Each flip XORs the byte with one bit (``1 << (offset % 8)``, so every bit
 position is exercised), and the file is restored before the next flip.
 """
 
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clirkit import BM25Index, IndexFormatError  # noqa: E402
 from clirkit._native import verify_index  # noqa: E402
 from clirkit.dense import DenseIndex  # noqa: E402
+from clirkit.impact import ImpactIndex  # noqa: E402
+from clirkit.multivector import MultiVectorIndex  # noqa: E402
 from golden_outputs import SAMPLE, SHARED, ids_of, vectors  # noqa: E402
 
 QUERIES = 20
@@ -58,6 +61,36 @@ def dense_kind(queries: np.ndarray, k: int) -> Kind:
         return scores.tobytes() + ids.tobytes()
 
     return Kind(DenseIndex.open, query)
+
+
+def impact_kind(queries: List[Dict[str, float]], k: int) -> Kind:
+    return Kind(ImpactIndex.open, lambda index: [index.search(q, k) for q in queries])  # type: ignore[attr-defined]
+
+
+def multivector_kind(tokens: np.ndarray, offsets: np.ndarray, k: int) -> Kind:
+    """Compressed search, refined with the full vectors, and exact: every file is read."""
+
+    def query(index: object) -> object:
+        found = b""
+        for options in ({}, {"refine": True}, {"exact": True}):
+            scores, ids = index.search(tokens, offsets, k, threads=1, **options)  # type: ignore[attr-defined]
+            found += scores.tobytes() + ids.tobytes()
+        return found
+
+    return Kind(MultiVectorIndex.open, query)
+
+
+def word_weights(text: str) -> Dict[str, float]:
+    """A document's or query's impact vector: each lower-cased word's count."""
+    return dict(Counter(text.lower().split()))
+
+
+def token_matrices(count: int, dim: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+    """`count` items of 2 to 6 unit token vectors (seeded), and their offsets."""
+    lengths = [2 + i % 5 for i in range(count)]
+    tokens = vectors(sum(lengths), dim, seed)
+    tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)
+    return tokens, np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint64)
 
 
 def classify(path: Path, kind: Kind, expected: object) -> str:
@@ -131,10 +164,26 @@ def build_indexes(
     qvecs = vectors(min(len(texts), QUERIES), dim, 2)
     DenseIndex.build(docs, doc_ids, threads=1, quiet=True).save(work / "dense-flat")
     DenseIndex.build(docs, doc_ids, pq=dim // 2, threads=1, quiet=True).save(work / "dense-pq")
+    weights = work / "impact.jsonl"
+    with open(corpus, encoding="utf-8") as f, open(weights, "w", encoding="utf-8") as out:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                text = " ".join(record.get(field) or "" for field in ("title", "text"))
+                vector = word_weights(text) or {"empty": 1.0}
+                out.write(json.dumps({"id": str(record["_id"]), "vector": vector}) + "\n")
+    ImpactIndex.build(weights, work / "impact", quantize=10, threads=1, quiet=True)
+    doc_tokens, doc_offsets = token_matrices(len(doc_ids), dim, 3)
+    query_tokens, query_offsets = token_matrices(min(len(texts), QUERIES), dim, 4)
+    MultiVectorIndex.build(
+        doc_tokens, doc_offsets, doc_ids, work / "multivector", nbits=2, threads=1, keep_vectors=True
+    )
     return {
         "bm25": (bm25, bm25_kind(texts[:QUERIES], 10)),
         "dense-flat": (work / "dense-flat", dense_kind(qvecs, 10)),
         "dense-pq": (work / "dense-pq", dense_kind(qvecs, 10)),
+        "impact": (work / "impact", impact_kind([word_weights(t) for t, _ in texts[:QUERIES]], 10)),
+        "multivector": (work / "multivector", multivector_kind(query_tokens, query_offsets, 10)),
     }
 
 

@@ -104,3 +104,72 @@ def test_rebuild_race_never_mixes_builds():
     for kind, c in totals.items():
         assert c["opens"] > 0 and c["rebuilds"] > 0, (kind, c)
         assert c["wrong"] == c["errors"] == c["panics"] == c["crashed_processes"] == 0, (kind, c)
+
+
+# A process holding an index open, searching it before and after the parent's signal on stdin.
+_VICTIM = """
+import json, sys
+from clirkit import BM25Index
+from clirkit.dense import DenseIndex
+import numpy as np
+bm25, dense = BM25Index.open(sys.argv[1]), DenseIndex.open(sys.argv[2])
+query = np.eye(1, 8, 3, dtype=np.float32)
+def results():
+    return [bm25.search("zorp blip", k=5), dense.search(query, k=5)[1].tolist()]
+print(json.dumps(results()), flush=True)
+sys.stdin.readline()
+print(json.dumps(results()), flush=True)
+"""
+
+
+def test_truncated_files_under_an_open_index_do_not_kill_its_reader(tmp_path, corpus):
+    """What is safe (README, "Index integrity"): clirkit replaces an index only by renaming a new
+    directory over it, so a reader keeps the build it opened, and truncating the files now under
+    the name (even in place) makes a fresh open fail with a clear error; inputs are read with
+    read(), never mapped, so a truncated input is a shorter file."""
+    import subprocess
+
+    bm25, dense = tmp_path / "bm25", tmp_path / "dense"
+    BM25Index.build(corpus, bm25, quiet=True)
+    vectors = np.random.default_rng(3).standard_normal((30, 8)).astype(np.float32)
+    DenseIndex.build(vectors, [f"d{i}" for i in range(30)], quiet=True).save(dense)
+    victim = subprocess.Popen(
+        [sys.executable, "-c", _VICTIM, str(bm25), str(dense)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    before = victim.stdout.readline()
+    assert before, "the reader failed to start"
+    # Rebuild both under the reader, then truncate every file now under their names in place.
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"_id": "x", "text": "zorp"}\n', encoding="utf-8")
+    BM25Index.build(other, bm25, quiet=True)
+    DenseIndex.build(vectors[::-1].copy(), [f"e{i}" for i in range(30)], quiet=True).save(dense)
+    for index in (bm25, dense):
+        for file in index.glob("*.bin"):
+            with open(file, "r+b") as f:
+                f.truncate(file.stat().st_size // 2)
+    victim.stdin.write("go\n")
+    victim.stdin.flush()
+    after = victim.stdout.readline()
+    assert victim.wait(timeout=60) == 0
+    assert json.loads(after) == json.loads(before)
+    for open_index, path in ((BM25Index.open, bm25), (DenseIndex.open, dense)):
+        with pytest.raises(IndexFormatError, match=r"\.bin"):
+            open_index(path)
+    # An input truncated while it is being read: the reader sees a shorter file.
+    from clirkit.datasets import ParseError, iter_jsonl
+
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(f'{{"_id": "d{i}", "text": "{"x" * 60}"}}\n' for i in range(100_000)))
+    records = iter_jsonl(big)
+    assert next(records).id == "d0"
+    with open(big, "r+b") as f:
+        f.truncate(10)
+    # What was buffered before the truncation is read, then the file ends: fewer records, or
+    # the cut line as a parse error naming it; never a crash.
+    try:
+        assert len(list(records)) < 99_999
+    except ParseError as err:
+        assert "big.jsonl:" in str(err) and "malformed JSON" in str(err)

@@ -131,6 +131,16 @@ def test_maxp_and_trec_output(scifact: dict, tmp_path: Path) -> None:
     assert len(lines) == 5 * len(qids)
     q0 = [line.split() for line in lines if line.split()[0] == qids[0]]
     assert [d for _, _, d, *_ in q0] == list(run[qids[0]])
+    # Written window by window as it is searched, in the queries' order: the same run and the same
+    # bytes at any thread count.
+    whole = index.search_run(queries, qoff, qids, 5)
+    written = []
+    for threads in (1, 2):
+        index.search_trec(queries, qoff, qids, out, 5, threads=threads)
+        assert clirkit.read_run(out) == whole
+        written.append(out.read_bytes())
+    assert written[0] == written[1]
+    assert [line.split()[0] for line in written[0].decode().splitlines()[::5]] == qids
 
 
 def test_cli_index_and_search(scifact: dict, tmp_path: Path) -> None:

@@ -104,7 +104,8 @@ def iter_jsonl(
 ) -> Iterator[Record]:
     """Yield ``(id, text, lang)`` for every non-blank line of a JSONL file, streaming.
 
-    ``text`` joins the present, non-empty ``fields`` with a space (missing fields count as empty),
+    ``text`` joins the present ``fields``, each stripped of white space (``str.strip()``, the rule the
+    Rust reader shares), that are not empty with a space (missing fields count as empty),
     or with ``text_rule="first"`` is the first of ``fields`` present (queries: ``QUERY_FIELDS``);
     the id is the first of ``id_fields`` present (numbers are accepted and turned into strings).
     Raises :class:`ParseError` naming ``file:line`` for non-UTF-8 bytes, malformed JSON, a non-object,

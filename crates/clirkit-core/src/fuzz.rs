@@ -10,19 +10,21 @@
 
 use crate::bm25::docvectors::FrequencyOnly;
 use crate::bm25::format::{TermEntry, BM25_TERM_FILES, POSTINGS_KIND};
+use crate::dense::{BuildOptions as DenseBuildOptions, DenseIndex, SearchOptions as DenseSearch};
 use crate::eval::run_file::RunFile;
 use crate::fusion::run_file::parse_run_bytes;
 use crate::ids::IdTable;
-use crate::io::format::{chunk_crcs, Kind, MappedFile, CHUNK_LEN, HEADER_LEN, MAGIC};
+use crate::io::format::{chunk_crcs, Header, Kind, MappedFile, CHUNK_LEN, HEADER_LEN, MAGIC};
 use crate::io::id_text::id_problem;
 use crate::io::input::{read_input, without_bom, Compression};
 use crate::io::jsonl::{parse_record, FieldSpec};
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::{read_qrels, read_run, write_run_to};
-use crate::postings::Cursor;
+use crate::postings::{postings_intact, Cursor};
 use crate::rerank::permutation::{parse_permutation, repair};
 use std::io::Write;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// Random inputs per target under plain `cargo test` (the corpus always runs whole).
 const TEST_ITERATIONS: usize = 500;
@@ -132,9 +134,16 @@ fn fuzz_checked_file_and_id_table() {
         let _ = IdTable::open(&path);
         let crafted = dir.path().join("crafted.bin");
         std::fs::write(&crafted, checked_file(KIND, 1, bytes)).unwrap();
+        // A lookup never answers another id's number; once `verify`'s order check passes, it
+        // finds every id (a crafted order behind a recomputed CRC can make it miss: open does
+        // not check the order, fuzz/README.md, "Found").
         if let Ok(table) = IdTable::open(&crafted) {
+            let ordered = table.check_lookup_order().is_ok();
             for (i, id) in table.iter().enumerate() {
-                assert!(table.find(id).is_some_and(|j| table.get(j) == id), "{i}");
+                match table.find(id) {
+                    Some(j) => assert_eq!(table.get(j), id, "{i}"),
+                    None => assert!(!ordered, "{i}: id missed in a table whose order checked"),
+                }
             }
         }
     });
@@ -145,7 +154,8 @@ fn fuzz_postings() {
     check!().for_each(|bytes: &[u8]| {
         // A term entry (blocks u32, offset u64) then a postings payload behind a valid header
         // and chunk CRCs, so the block decoder itself meets the crafted bytes. The entry is
-        // reduced to a few blocks inside the payload, where random inputs would rarely land.
+        // reduced to a few blocks inside the payload, where random inputs would rarely land;
+        // the block count's high bits give the document count (none: all of u32).
         let Some((entry, payload)) = bytes.split_first_chunk::<12>() else {
             return;
         };
@@ -158,17 +168,26 @@ fn fuzz_postings() {
             postings_offset: offset % (payload.len() as u64 + 1),
             blocks: blocks % 8,
         };
+        let num_docs = match blocks >> 3 {
+            0 => u32::MAX as usize,
+            n => n as usize,
+        };
         let (_dir, path) = file_with(
             "postings.bin",
             &checked_file(POSTINGS_KIND, BM25_TERM_FILES.version, payload),
         );
         let file = MappedFile::open(&path, POSTINGS_KIND, BM25_TERM_FILES.version, true).unwrap();
-        if let Ok(postings) = entry.postings(&file) {
+        if let Ok(postings) = entry.postings(&file, num_docs) {
             let mut cursor = Cursor::new(postings, FrequencyOnly);
             let doc_freq = cursor.doc_freq();
-            let mut visited = 0;
-            cursor.drain(|_, _| visited += 1);
-            assert!(visited <= doc_freq, "{visited} > {doc_freq}");
+            let mut docs = Vec::new();
+            cursor.drain(|doc, _| docs.push(doc));
+            assert!(docs.len() <= doc_freq, "{} > {doc_freq}", docs.len());
+            // Whatever the bytes, the walk stays in range and in order; where the blocks did
+            // not decode as their metadata states, the file is reported corrupt.
+            assert!(docs.iter().all(|&d| (d as usize) < num_docs), "{docs:?}");
+            assert!(docs.windows(2).all(|w| w[0] < w[1]), "{docs:?}");
+            let _ = postings_intact(&file);
         }
     });
 }
@@ -194,4 +213,221 @@ fn fuzz_permutation_answer() {
                 assert_eq!(sorted, (0..n).collect::<Vec<_>>());
             }
         });
+}
+
+/// An index directory's files as (name, bytes), by name.
+type IndexFiles = Vec<(String, Vec<u8>)>;
+
+/// A small real index of each dense kind, built once and deterministically: exact flat (with
+/// vectors), 4-bit fast-scan PQ under IVF (with vectors, for refine) and 8-bit PQ (without).
+/// The seed corpus of `fuzz_dense_index` is cut from them (`dense_seeds_are_current`).
+fn dense_indexes() -> &'static [IndexFiles] {
+    static INDEXES: OnceLock<Vec<IndexFiles>> = OnceLock::new();
+    INDEXES.get_or_init(|| {
+        let mut rng = crate::rng::SplitMix64::new(16);
+        let (n, dim) = (300, 8);
+        let data: Vec<f32> = (0..n * dim).map(|_| rng.unit() as f32 - 0.5).collect();
+        let ids: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
+        let kinds = [
+            (None, 4, None, true),
+            (Some(2), 4, Some(4), true),
+            (Some(2), 8, None, false),
+        ];
+        kinds
+            .into_iter()
+            .map(|(pq, nbits, ivf, keep_vectors)| {
+                let opts = DenseBuildOptions {
+                    pq,
+                    nbits,
+                    ivf,
+                    keep_vectors,
+                    threads: 1,
+                    ..DenseBuildOptions::default()
+                };
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("idx");
+                DenseIndex::build(&data, dim, &ids, &opts)
+                    .unwrap()
+                    .save(&path)
+                    .unwrap();
+                let mut files: IndexFiles = std::fs::read_dir(&path)
+                    .unwrap()
+                    .map(|e| {
+                        let e = e.unwrap();
+                        let name = e.file_name().into_string().unwrap();
+                        (name, std::fs::read(e.path()).unwrap())
+                    })
+                    .collect();
+                files.sort();
+                files
+            })
+            .collect()
+    })
+}
+
+/// The manifest fields `fuzz_dense_index` may set (a dotted name is nested).
+const DENSE_MANIFEST_FIELDS: [&str; 9] = [
+    "dim",
+    "ntotal",
+    "metric",
+    "vectors",
+    "pq",
+    "ivf",
+    "pq.m",
+    "pq.nbits",
+    "ivf.nlist",
+];
+
+/// Set manifest field `DENSE_MANIFEST_FIELDS[bytes[0]]` from the rest of `bytes`.
+fn edit_dense_manifest(meta: &mut serde_json::Value, bytes: &[u8]) {
+    use serde_json::Value;
+    let Some((&field, rest)) = bytes.split_first() else {
+        return;
+    };
+    let number = rest
+        .first_chunk::<8>()
+        .map_or(0, |b| u64::from_le_bytes(*b));
+    let field = DENSE_MANIFEST_FIELDS[field as usize % DENSE_MANIFEST_FIELDS.len()];
+    let value = match field {
+        "metric" => Value::String(String::from_utf8_lossy(rest).into_owned()),
+        "vectors" => Value::Bool(number & 1 == 1),
+        "pq" | "ivf" => Value::Null,
+        _ => Value::from(number),
+    };
+    let mut target = meta;
+    let mut names = field.split('.').peekable();
+    while let Some(name) = names.next() {
+        if names.peek().is_none() {
+            if let Some(object) = target.as_object_mut() {
+                object.insert(name.to_string(), value);
+            }
+            return;
+        }
+        match target.get_mut(name) {
+            Some(inner) => target = inner,
+            None => return,
+        }
+    }
+}
+
+#[test]
+fn fuzz_dense_index() {
+    let indexes = dense_indexes();
+    check!().for_each(|bytes: &[u8]| {
+        // Which index, which of its files (or, past the last, a manifest field), and whether
+        // the rest replaces the whole file or only its payload (behind a valid header with
+        // recomputed CRCs, so the decoders themselves meet the bytes); the manifest's digests
+        // are recomputed either way, so the open-time digest check lets the file through.
+        let Some((&[kind, target, whole], rest)) = bytes.split_first_chunk::<3>() else {
+            return;
+        };
+        let files = &indexes[kind as usize % indexes.len()];
+        let dir = tempfile::tempdir().unwrap();
+        for (name, content) in files {
+            std::fs::write(dir.path().join(name), content).unwrap();
+        }
+        let data_files: Vec<&(String, Vec<u8>)> = files
+            .iter()
+            .filter(|(name, _)| name != "meta.json")
+            .collect();
+        match data_files.get(target as usize % (data_files.len() + 1)) {
+            Some((name, original)) if whole % 2 == 0 => {
+                let header = Header::parse(original).unwrap();
+                let crafted = checked_file(header.kind, header.version, rest);
+                std::fs::write(dir.path().join(name), crafted).unwrap();
+                manifest::reseal(dir.path(), |_| ()).unwrap();
+            }
+            Some((name, _)) => {
+                std::fs::write(dir.path().join(name), rest).unwrap();
+                manifest::reseal(dir.path(), |_| ()).unwrap();
+            }
+            None => manifest::reseal(dir.path(), |meta| edit_dense_manifest(meta, rest)).unwrap(),
+        }
+        let Ok(index) = DenseIndex::open(dir.path()) else {
+            return;
+        };
+        let dim = index.dim();
+        if dim > 4096 {
+            return;
+        }
+        let queries: Vec<f32> = (0..3 * dim).map(|i| (i % 13) as f32 - 6.0).collect();
+        let qids: Vec<String> = (0..3).map(|q| format!("q{q}")).collect();
+        let refine = if index.has_vectors() { 20 } else { 0 };
+        for (k, nprobe, refine) in [(5, 2, 0), (3, 64, refine)] {
+            let opts = DenseSearch {
+                k,
+                nprobe,
+                refine,
+                threads: 1,
+            };
+            if let Ok(hits) = index.search(&queries, dim, &opts) {
+                for &(_, id) in hits.iter().flatten() {
+                    assert!((id as usize) < index.ntotal(), "{id}");
+                }
+                let _ = index.to_run(hits, &qids);
+            }
+        }
+        let _ = manifest::verify_dir(dir.path());
+    });
+}
+
+/// The seed corpus of `fuzz_dense_index`: every file of every index in `dense_indexes` (its
+/// payload, and whole), and each manifest field set to a few values.
+fn dense_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for (kind, files) in dense_indexes().iter().enumerate() {
+        let data_files = files.iter().filter(|(name, _)| name != "meta.json");
+        for (target, (_, bytes)) in data_files.enumerate() {
+            let header = Header::parse(bytes).unwrap();
+            let payload = &bytes[HEADER_LEN..HEADER_LEN + header.payload_len as usize];
+            seeds.push([&[kind as u8, target as u8, 0][..], payload].concat());
+        }
+        let target = files.len() - 1;
+        for field in 0..DENSE_MANIFEST_FIELDS.len() as u8 {
+            for value in [0u64, 1, 4, 1 << 40] {
+                let edit = [
+                    &[kind as u8, target as u8, 1, field][..],
+                    &value.to_le_bytes(),
+                ]
+                .concat();
+                seeds.push(edit);
+            }
+        }
+    }
+    seeds
+}
+
+/// The committed seeds of `fuzz_dense_index` are those of today's dense format;
+/// `CLIRKIT_WRITE_FUZZ_SEEDS=1` rewrites them (the `regression-*` inputs stay).
+#[test]
+fn dense_seeds_are_current() {
+    let corpus =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/__fuzz__/fuzz__dense_index/corpus");
+    let seeds = dense_seeds();
+    if std::env::var_os("CLIRKIT_WRITE_FUZZ_SEEDS").is_some() {
+        std::fs::create_dir_all(&corpus).unwrap();
+        for entry in std::fs::read_dir(&corpus).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("seed-")
+            {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        for (i, seed) in seeds.iter().enumerate() {
+            std::fs::write(corpus.join(format!("seed-{i:03}")), seed).unwrap();
+        }
+    }
+    for (i, seed) in seeds.iter().enumerate() {
+        let path = corpus.join(format!("seed-{i:03}"));
+        let committed = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            committed == *seed,
+            "{} is stale: rerun with CLIRKIT_WRITE_FUZZ_SEEDS=1",
+            path.display()
+        );
+    }
 }

@@ -247,6 +247,24 @@ impl IdTable {
         None
     }
 
+    /// Check that the lookup order is the ids' strict byte order, which [`IdTable::find`] and
+    /// [`IdTable::iter_sorted`] rely on. Left to `verify` rather than `open`: it reads every id
+    /// in lookup order (random access into the blob), and a CRC already rules out accidental
+    /// corruption; only a crafted file gets past one with an unsorted order.
+    pub fn check_lookup_order(&self) -> std::result::Result<(), String> {
+        let sorted = 8 + 8 * (self.len + 1);
+        for rank in 1..self.len {
+            let before = self.get(read_u32(self.raw(), sorted + 4 * (rank - 1)));
+            let after = self.get(read_u32(self.raw(), sorted + 4 * rank));
+            if before.as_bytes() >= after.as_bytes() {
+                return Err(format!(
+                    "id table's lookup order is not the ids' byte order at rank {rank}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The ids in byte order.
     pub fn iter_sorted(&self) -> impl Iterator<Item = &str> + '_ {
         let sorted = 8 + 8 * (self.len + 1);
@@ -354,6 +372,20 @@ mod tests {
             IdTable::open(&p).unwrap().iter().collect::<Vec<_>>(),
             ["é", "a"]
         );
+        assert!(IdTable::open(&p).unwrap().check_lookup_order().is_ok());
+        // A lookup order that opens (numbers in range) but is not the byte order: `find` would
+        // miss ids, so `verify` refuses it.
+        for sorted in [[0, 1], [1, 1]] {
+            write_checked(
+                &p,
+                KIND,
+                VERSION,
+                &table([0, 2, 3], sorted, "éa".as_bytes()),
+            )
+            .unwrap();
+            let e = IdTable::open(&p).unwrap().check_lookup_order().unwrap_err();
+            assert!(e.contains("lookup order"), "{e}");
+        }
     }
 
     #[test]

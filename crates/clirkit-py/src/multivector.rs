@@ -185,10 +185,14 @@ impl PyMultiVectorIndex {
         let opts = &options.inner;
         py.detach_caught(|| {
             let queries = TokenMatrix::new(data, dim, offsets, Some(&qids), "queries")?;
-            let run = self.inner.search_run(&queries, &qids, opts, maxp)?;
             match &path {
-                Some(path) => trec::write_run(path, &run, tag).map(|_| None),
-                None => Ok(Some(run_to_py(run))),
+                Some(path) => self
+                    .inner
+                    .write_run(&queries, &qids, opts, maxp, (path, tag), trec::RUN_WINDOW)
+                    .map(|_| None),
+                None => Ok(Some(run_to_py(
+                    self.inner.search_run(&queries, &qids, opts, maxp)?,
+                ))),
             }
         })
         .py_err()

@@ -60,7 +60,8 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
     let num_terms = read_u64(t, 0) as usize;
     let cursor = |term: usize| {
         let e = TermEntry::decode(t, 8 + term * TERM_ENTRY_LEN);
-        e.postings(&postings).map(|p| Cursor::new(p, FrequencyOnly))
+        e.postings(&postings, num_docs)
+            .map(|p| Cursor::new(p, FrequencyOnly))
     };
     // Pass 1 counts each document's terms, pass 2 places them: terms come in dictionary order,
     // so every document's list fills in ascending term order.
@@ -97,6 +98,7 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
         }
     }
     offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    crate::postings::postings_intact(&postings)?;
     let mut out = FileWriter::create(
         dir.join(DOCVECTORS_FILE),
         DOCVECTORS_KIND,

@@ -83,8 +83,11 @@ pub struct TermEntry {
 
 impl TermEntry {
     /// This term's block metadata and packed blocks in the postings file, once the chunk CRCs
-    /// of the bytes they span check out: corruption is an error where it is first read.
-    pub fn postings<'a>(&self, file: &'a MappedFile) -> Result<TermPostings<'a>> {
+    /// of the bytes they span check out: corruption is an error where it is first read. The
+    /// blocks' last documents must rise and stay below `num_docs`; a block whose documents do
+    /// not decode to its last document is found by the cursor that decodes it (see
+    /// [`TermPostings`]).
+    pub fn postings<'a>(&self, file: &'a MappedFile, num_docs: usize) -> Result<TermPostings<'a>> {
         let payload = file.payload();
         let metas_at = self.postings_offset as usize;
         let data_at = metas_at.saturating_add(self.blocks as usize * BLOCK_META_LEN);
@@ -101,7 +104,8 @@ impl TermEntry {
         // Blocks are written in order, so every block lies in the range checked below.
         let fits = |b| {
             let meta = BlockMeta::decode(metas, b);
-            meta.offset <= last.offset && meta.fits(data.len())
+            let rises = b == 0 || BlockMeta::decode(metas, b - 1).last_doc < meta.last_doc;
+            rises && meta.offset <= last.offset && meta.fits(data.len())
         };
         if !(0..self.blocks as usize).all(fits) {
             return Err(Error::format(
@@ -109,11 +113,21 @@ impl TermEntry {
                 "a term's postings block is malformed: the index is corrupt",
             ));
         }
+        if last.last_doc as usize >= num_docs {
+            return Err(Error::format(
+                file.path(),
+                format!(
+                    "a term's postings name document {} of {num_docs}: the index is corrupt",
+                    last.last_doc
+                ),
+            ));
+        }
         file.check_range(data_at..data_at + last.offset as usize + MAX_BLOCK_DATA_LEN)?;
         Ok(TermPostings {
             metas,
             data,
             blocks: self.blocks as usize,
+            checks: file.checks(),
         })
     }
 
@@ -136,6 +150,18 @@ impl TermEntry {
             blocks: read_u32(bytes, at + 24),
         }
     }
+}
+
+/// Where the postings of `term` (a single block) start in the postings payload of the index at
+/// `index`: its block metadata, and that block's data (for tests that craft a block).
+#[cfg(test)]
+pub(crate) fn single_block_at(index: &Path, kinds: TermFileKinds, term: &str) -> (usize, usize) {
+    let terms = MappedFile::open(index.join(TERMS_FILE), kinds.terms, kinds.version, true).unwrap();
+    let num_terms = read_u64(terms.payload(), 0) as usize;
+    let entry = lookup_term(terms.payload(), num_terms, term.as_bytes()).unwrap();
+    assert_eq!(entry.blocks, 1);
+    let metas_at = entry.postings_offset as usize;
+    (metas_at, metas_at + BLOCK_META_LEN)
 }
 
 /// The entry of `term` in a mapped dictionary (`n u64` · entries · strings), by binary search.

@@ -113,12 +113,15 @@ fn append_postings(
     docs: &mut Vec<u32>,
     tfs: &mut Vec<u32>,
 ) -> Result<()> {
-    let postings = e.postings(&index.postings)?;
+    let postings = e.postings(&index.postings, index.num_docs())?;
     let (mut d, mut t) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
     let mut prev = u32::MAX;
     for b in 0..postings.blocks {
         let meta = BlockMeta::decode(postings.metas, b);
-        codec::decode_docs(postings.data, &meta, prev, &mut d);
+        if !codec::decode_docs(postings.data, &meta, prev, &mut d) {
+            postings.checks.mark_malformed();
+            crate::postings::postings_intact(&index.postings)?;
+        }
         codec::decode_values(postings.data, &meta, &mut t);
         let n = meta.len as usize;
         docs.extend(d[..n].iter().map(|&doc| doc + offset));

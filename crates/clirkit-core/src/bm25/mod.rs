@@ -304,7 +304,10 @@ impl Bm25Index {
                 };
                 let term = TermScorer::new(boost, scoring::idf(doc_freq as u64, self.doc_count));
                 let scorer = Bm25PostingScorer { term, cache, norms };
-                Some(e.postings(&self.postings).map(|p| Cursor::new(p, scorer)))
+                Some(
+                    e.postings(&self.postings, self.num_docs)
+                        .map(|p| Cursor::new(p, scorer)),
+                )
             })
             .collect()
     }
@@ -337,7 +340,19 @@ impl Bm25Index {
         let cache = self.cache(params)?;
         let analyzer = self.query_analyzer(lang)?;
         let cursors = self.cursors(&analyzer, query, &cache)?;
-        Ok(query::top_k(strategy, cursors, k, self.ranks()))
+        self.top_k(strategy, cursors, k)
+    }
+
+    /// The top `k` documents the `cursors` walk to, unless one met a malformed block.
+    pub(crate) fn top_k(
+        &self,
+        strategy: Strategy,
+        cursors: Vec<Cursor<'_, Bm25PostingScorer<'_>>>,
+        k: usize,
+    ) -> Result<Vec<Hit>> {
+        let hits = query::top_k(strategy, cursors, k, self.ranks());
+        crate::postings::postings_intact(&self.postings)?;
+        Ok(hits)
     }
 
     /// Search many queries on `threads` threads (0 = all cores). Each query is analyzed with

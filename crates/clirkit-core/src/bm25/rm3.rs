@@ -13,7 +13,7 @@
 //! 5. the second search scores each term of the interpolated model with its weight as boost
 //!    (Lucene's `BooleanQuery` of `BoostQuery`s: `boost * idf` in BM25).
 
-use super::query::{self, Hit, Strategy};
+use super::query::{Hit, Strategy};
 use super::scoring::NormCache;
 use super::{Bm25Index, Bm25Params};
 use crate::error::{Error, Result};
@@ -168,12 +168,7 @@ impl Bm25Index {
         let ranks = self.ranks();
         let mut k = n;
         let mut hits = loop {
-            let hits = query::top_k(
-                Strategy::Auto,
-                self.cursors(analyzer, text, cache)?,
-                k,
-                ranks,
-            );
+            let hits = self.top_k(Strategy::Auto, self.cursors(analyzer, text, cache)?, k)?;
             // Widen until every document tied with the n-th is in.
             let complete = hits.len() < k || hits[k - 1].score < hits[n - 1].score;
             if complete {
@@ -230,7 +225,7 @@ impl Bm25Index {
     ) -> Result<Vec<Hit>> {
         let terms = expansion.iter().map(|(t, w)| (t.as_str(), *w));
         let cursors = self.weighted_cursors(terms, cache)?;
-        Ok(query::top_k(Strategy::Auto, cursors, k, self.ranks()))
+        self.top_k(Strategy::Auto, cursors, k)
     }
 
     pub(super) fn check_rm3(&self, rm3: &Rm3Params) -> Result<()> {
@@ -278,7 +273,7 @@ impl Bm25Index {
         match rm3 {
             None => {
                 let cursors = self.cursors(analyzer, text, cache)?;
-                Ok((query::top_k(Strategy::Auto, cursors, k, self.ranks()), None))
+                Ok((self.top_k(Strategy::Auto, cursors, k)?, None))
             }
             Some(rm3) => {
                 let expansion = self.expand(analyzer, text, cache, rm3)?;

@@ -689,3 +689,51 @@ fn merge_equals_one_build_of_the_concatenated_corpora() {
         .to_string();
     assert!(e.contains("indexed fields"), "{e}");
 }
+
+/// The index of "a zorp", "b quux", "c zorp" (documents 0, 1, 2) with the postings payload of
+/// "zorp" edited by `edit(payload, metas_at, data_at)` and every checksum recomputed.
+fn crafted_zorp_postings(dir: &Path, edit: impl FnOnce(&mut Vec<u8>, usize, usize)) -> PathBuf {
+    let docs = [doc("a", "zorp"), doc("b", "quux"), doc("c", "zorp")];
+    let index = dir.join("idx");
+    build(&write_corpus(dir, "c.jsonl", &docs), &index, &quiet()).unwrap();
+    let (metas_at, data_at) = format::single_block_at(&index, format::BM25_TERM_FILES, "zorp");
+    crate::io::manifest::craft_payload::<Bm25Manifest>(&index, format::POSTINGS_FILE, |p| {
+        edit(p, metas_at, data_at)
+    });
+    index
+}
+
+#[test]
+fn a_crafted_document_number_beyond_the_count_is_a_format_error() {
+    let zorp = |index: &Path| {
+        Bm25Index::open(index)
+            .unwrap()
+            .search("zorp", None, 10, Bm25Params::default())
+    };
+    // Block metadata naming document 3 of 3.
+    let dir = tempfile::tempdir().unwrap();
+    let index = crafted_zorp_postings(dir.path(), |p, metas_at, _| {
+        assert_eq!(p[metas_at..metas_at + 4], 2u32.to_le_bytes());
+        p[metas_at..metas_at + 4].copy_from_slice(&3u32.to_le_bytes());
+    });
+    let e = zorp(&index).unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(
+        e.to_string().contains("postings.bin") && e.to_string().contains("document 3 of 3"),
+        "{e}"
+    );
+    // Metadata intact, but the packed gaps (0 then 1: documents 0 and 2) edited to 1 and 1,
+    // which decode to documents 1 and 3.
+    let dir = tempfile::tempdir().unwrap();
+    let index = crafted_zorp_postings(dir.path(), |p, _, data_at| {
+        assert_eq!(p[data_at], 0b10);
+        p[data_at] = 0b11;
+    });
+    let e = zorp(&index).unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(
+        e.to_string().contains("postings.bin")
+            && e.to_string().contains("decodes to documents other than"),
+        "{e}"
+    );
+}

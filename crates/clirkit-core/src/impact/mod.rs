@@ -24,7 +24,7 @@ use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, ImpactManifest};
 use crate::io::trec::{self, RUN_WINDOW};
-use crate::postings::{BlockMeta, Cursor, PostingScorer};
+use crate::postings::{postings_intact, BlockMeta, Cursor, PostingScorer};
 use crate::ranking::{Run, ScoredDoc};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
@@ -149,7 +149,7 @@ impl ImpactIndex {
             .filter_map(|(term, query_impact)| {
                 let e = lookup_term(self.terms.payload(), self.num_terms(), term.as_bytes())?;
                 Some(
-                    e.postings(&self.postings)
+                    e.postings(&self.postings, self.num_docs())
                         .map(|p| Cursor::new(p, ImpactScorer { query_impact })),
                 )
             })
@@ -173,7 +173,9 @@ impl ImpactIndex {
         k: usize,
     ) -> Result<Vec<Hit>> {
         let cursors = self.cursors(terms, &|m| Error::invalid(format!("query: {m}")))?;
-        Ok(query::top_k(strategy, cursors, k, self.ranks()))
+        let hits = query::top_k(strategy, cursors, k, self.ranks());
+        postings_intact(&self.postings)?;
+        Ok(hits)
     }
 
     /// The top `k` documents, by the cheaper exact strategy.
@@ -258,6 +260,7 @@ impl ImpactIndex {
                 let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
                 let cursors = self.cursors(&q.terms, &at)?;
                 let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
+                postings_intact(&self.postings)?;
                 progress.inc(1);
                 Ok(hits)
             })

@@ -277,3 +277,46 @@ fn corrupt_postings_are_caught_by_verify() {
         .to_string()
         .contains("checksum"));
 }
+
+#[test]
+fn a_crafted_document_number_beyond_the_count_is_a_format_error() {
+    // Documents 0 and 2 hold "zorp" with impact 1: one block, gaps 0 and 1 packed in one bit
+    // each (the byte 0b10), impacts all 1 (no bits).
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        vector_line("a", &[("zorp".to_string(), 1.0)]),
+        vector_line("b", &[("quux".to_string(), 1.0)]),
+        vector_line("c", &[("zorp".to_string(), 1.0)]),
+    ];
+    let path = dir.path().join("docs.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let index = dir.path().join("idx");
+    build(
+        &path,
+        &index,
+        &BuildOptions {
+            quantize: 1,
+            ..quiet()
+        },
+    )
+    .unwrap();
+    let zorp = || {
+        ImpactIndex::open(&index)
+            .unwrap()
+            .search(&[("zorp".to_string(), 1.0)], 10)
+    };
+    assert_eq!(zorp().unwrap().len(), 2);
+    let (_, data_at) = crate::bm25::format::single_block_at(&index, format::TERM_FILES, "zorp");
+    // The gaps edited to 1 and 1, which decode to documents 1 and 3 (of 3).
+    crate::io::manifest::craft_payload::<ImpactManifest>(&index, format::POSTINGS_FILE, |p| {
+        assert_eq!(p[data_at], 0b10);
+        p[data_at] = 0b11;
+    });
+    let e = zorp().unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(
+        e.to_string().contains("postings.bin")
+            && e.to_string().contains("decodes to documents other than"),
+        "{e}"
+    );
+}

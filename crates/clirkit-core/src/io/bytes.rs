@@ -39,7 +39,9 @@ impl Bytes {
         // SAFETY: the mapping is read-only. clirkit never changes a finished file in place (its
         // writes go to a temporary file renamed over the old one), so the bytes stay as they
         // were; a file another program truncates or rewrites while mapped is the usual mmap
-        // caveat: wrong numbers, a parse error or SIGBUS, the same for every reader here.
+        // caveat: wrong numbers, a parse error or SIGBUS, the same for every reader here. Only
+        // index files come here; inputs are read, never mapped (`io::input`, README "Index
+        // integrity", tested by test_truncated_files_under_an_open_index_do_not_kill_its_reader).
         let map = unsafe { options.map(&file) }.at(path)?;
         Ok(Bytes {
             end: map.len(),

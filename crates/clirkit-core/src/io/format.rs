@@ -16,7 +16,7 @@ use crate::io::bytes::Bytes;
 use std::io::{Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub const MAGIC: &[u8; 8] = b"CLIRKIT\0";
 pub const HEADER_LEN: usize = 64;
@@ -238,6 +238,10 @@ pub struct ChunkChecks {
     chunk_len: usize,
     /// One bit per chunk already checked.
     checked: Vec<AtomicU64>,
+    /// Set when a reader decoded bytes that passed their CRCs but break the format (a crafted
+    /// file): a reader that cannot return an error where it decodes (a postings cursor) marks it
+    /// and goes on with safe values, and its caller reports it ([`ChunkChecks::decoded_intact`]).
+    malformed: AtomicBool,
     path: PathBuf,
 }
 
@@ -263,6 +267,23 @@ impl ChunkChecks {
                 ));
             }
             word.fetch_or(bit, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Record that decoded bytes of this file break its format.
+    pub fn mark_malformed(&self) {
+        self.malformed.store(true, Ordering::Relaxed);
+    }
+
+    /// An error naming the file once any reader marked it malformed (what it decoded then is
+    /// not to be trusted); `what` says what was found.
+    pub fn decoded_intact(&self, what: &str) -> Result<()> {
+        if self.malformed.load(Ordering::Relaxed) {
+            return Err(Error::format(
+                &self.path,
+                format!("{what}: the index is corrupt"),
+            ));
         }
         Ok(())
     }
@@ -299,6 +320,7 @@ impl MappedFile {
                 checked: (0..chunks.div_ceil(64))
                     .map(|_| AtomicU64::new(0))
                     .collect(),
+                malformed: AtomicBool::new(false),
                 path,
             },
         })
@@ -326,6 +348,10 @@ impl MappedFile {
     /// Check the chunk CRCs of the payload bytes in `range` ([`ChunkChecks::check`]).
     pub fn check_range(&self, range: Range<usize>) -> Result<()> {
         self.checks.check(&self.payload, range)
+    }
+
+    pub fn checks(&self) -> &ChunkChecks {
+        &self.checks
     }
 }
 

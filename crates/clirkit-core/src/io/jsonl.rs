@@ -79,7 +79,7 @@ impl LineReader {
             match self.next_line(&mut buf)? {
                 None => break,
                 Some(line) => {
-                    if !buf.iter().all(u8::is_ascii_whitespace) {
+                    if !is_blank(&buf) {
                         out.push((line, std::mem::take(&mut buf)));
                     }
                 }
@@ -110,7 +110,7 @@ impl LineReader {
                     end -= 1;
                 }
             }
-            if block.bytes[start..end].iter().all(u8::is_ascii_whitespace) {
+            if is_blank(&block.bytes[start..end]) {
                 block.bytes.truncate(start);
             } else {
                 block.lines.push((self.line_no, start, end));
@@ -458,6 +458,28 @@ impl<'de> DeserializeSeed<'de> for SpecFields<'_> {
     }
 }
 
+/// A line of ASCII white space only, skipped as Python's `bytes.strip()` skips it (which, unlike
+/// `u8::is_ascii_whitespace`, counts the vertical tab).
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|&b| b.is_ascii_whitespace() || b == 0x0b)
+}
+
+/// A text field without the white space around it, by Python's `str.strip()` rule (Unicode
+/// white space and the four information separators U+001C..U+001F), which the Python reader
+/// applies: both readers make the same text of a record (`tests/data/reader_cases.json`).
+pub fn trim_text(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
+/// [`trim_text`] keeping a borrowed field borrowed.
+fn trimmed(s: Cow<'_, str>) -> Cow<'_, str> {
+    match s {
+        Cow::Borrowed(b) => Cow::Borrowed(trim_text(b)),
+        Cow::Owned(o) if trim_text(&o).len() == o.len() => Cow::Owned(o),
+        Cow::Owned(o) => Cow::Owned(trim_text(&o).to_string()),
+    }
+}
+
 /// The record of `text` when it is a well-formed object with a usable id, string (or null)
 /// text fields and, if asked for, a string language; `None` sends the line to the general parser.
 fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
@@ -484,8 +506,12 @@ fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
     for value in texts.iter_mut() {
         match value.take() {
             None | Some(FieldValue::Null) => continue,
-            Some(FieldValue::Str(s)) if s.is_empty() => {}
-            Some(FieldValue::Str(s)) => parts.push(s),
+            Some(FieldValue::Str(s)) => {
+                let text = trimmed(s);
+                if !text.is_empty() {
+                    parts.push(text);
+                }
+            }
             Some(_) => return None,
         }
         present = true;
@@ -568,6 +594,7 @@ fn record_from_object(
         match obj.get(field) {
             None | Some(Value::Null) => continue,
             Some(Value::String(s)) => {
+                let s = trim_text(s);
                 if !s.is_empty() {
                     if !text.is_empty() {
                         text.push(' ');

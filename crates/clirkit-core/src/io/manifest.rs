@@ -17,6 +17,7 @@
 //!   value zeroed), so a changed statistic is caught at open; [`verify_dir`] checks every file in full.
 
 use crate::error::{Error, IoContext, Result};
+use crate::ids::IdTable;
 use crate::io::atomic::{read_manifest, read_manifest_text, AtomicDir, MANIFEST};
 use crate::io::checksum::{self, FileDigest};
 use serde::de::DeserializeOwned;
@@ -115,8 +116,12 @@ pub struct VerifySummary {
     pub bytes: u64,
 }
 
+/// The id table's name in every index kind, whose lookup order `verify_dir` checks in full.
+const ID_TABLE_FILE: &str = "ids.bin";
+
 /// Check a whole index directory of any kind: the manifest's checksum and every recorded file's
-/// size and CRC in full, reading every byte. The first mismatch is an error naming its file.
+/// size and CRC in full, reading every byte, and the id table's lookup order. The first mismatch
+/// is an error naming its file.
 pub fn verify_dir(dir: &Path) -> Result<VerifySummary> {
     let text = read_manifest_text(&dir.join(MANIFEST))?;
     let meta: Value = serde_json::from_str(&text)
@@ -130,7 +135,13 @@ pub fn verify_dir(dir: &Path) -> Result<VerifySummary> {
     let files = recorded_files(dir, &meta)?;
     let mut bytes = 0;
     for (name, digest) in &files {
-        checksum::verify_file(&dir.join(name), digest)?;
+        let path = dir.join(name);
+        checksum::verify_file(&path, digest)?;
+        if name == ID_TABLE_FILE {
+            IdTable::open(&path)?
+                .check_lookup_order()
+                .map_err(|message| Error::format(&path, message))?;
+        }
         bytes += digest.bytes;
     }
     Ok(VerifySummary {
@@ -269,6 +280,53 @@ pub struct ImpactBuildRecord {
 impl Manifest for ImpactManifest {
     const FORMAT: &'static str = crate::impact::format::FORMAT;
     const VERSION: u64 = crate::impact::format::VERSION;
+}
+
+/// Rewrite the manifest of the index files in `dir` in place, with `edit` applied and every
+/// file's digest and its own checksum recomputed (no atomic commit, no fsync: what a fuzz
+/// target can afford per input, and what a crafted index looks like).
+#[cfg(test)]
+pub(crate) fn reseal(dir: &Path, edit: impl FnOnce(&mut Value)) -> Result<()> {
+    let path = dir.join(MANIFEST);
+    let mut value: Value = serde_json::from_str(&read_manifest_text(&path)?)
+        .map_err(|e| Error::format(&path, e.to_string()))?;
+    edit(&mut value);
+    if !value.is_object() {
+        return Ok(());
+    }
+    value[FILES] = serde_json::to_value(digest_files(dir)?).expect("digests serialize");
+    std::fs::write(&path, with_checksum(value)).at(&path)
+}
+
+/// The index at `index` with the payload of its checked file `file` edited by `edit`, and every
+/// checksum recomputed (header, chunk CRCs, manifest): a crafted file, which only the format's
+/// own consistency checks can catch.
+#[cfg(test)]
+pub(crate) fn craft_payload<M: Manifest>(
+    index: &Path,
+    file: &str,
+    edit: impl FnOnce(&mut Vec<u8>),
+) {
+    use crate::io::format::{Header, HEADER_LEN};
+    let copy = index.with_extension("crafted");
+    let out = AtomicDir::create(&copy).unwrap();
+    for entry in std::fs::read_dir(index).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != MANIFEST {
+            std::fs::copy(entry.path(), out.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let bytes = std::fs::read(index.join(file)).unwrap();
+    let header = Header::parse(&bytes).unwrap();
+    let mut payload = bytes[HEADER_LEN..HEADER_LEN + header.payload_len as usize].to_vec();
+    edit(&mut payload);
+    let path = out.path().join(file);
+    std::fs::remove_file(&path).unwrap();
+    crate::io::format::write_checked(&path, header.kind, header.version, &payload).unwrap();
+    let manifest: M = read(index).unwrap();
+    commit(out, &manifest).unwrap();
+    std::fs::remove_dir_all(index).unwrap();
+    std::fs::rename(&copy, index).unwrap();
 }
 
 #[cfg(test)]

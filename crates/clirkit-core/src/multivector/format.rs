@@ -13,15 +13,16 @@
 //! | `ivf_docs.bin` | per centroid, the increasing numbers of the documents holding a token of it, u32 |
 //! | `vectors.bin` | optional: the full token vectors, f32, for exact search |
 //!
-//! Opening checks checksums (except the optional full vectors, whose size is checked) and the
-//! consistency of offsets, codes and lists, so a corrupt index is an error naming its file.
+//! Opening checks checksums (except the optional full vectors, whose size is checked; their chunk
+//! CRCs are checked where search reads them, [`StoredVectors`]) and the consistency of offsets,
+//! codes and lists, so a corrupt index is an error naming its file.
 
 use super::codec::ResidualCodec;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::MANIFEST;
 use crate::io::bytes::{Array, Plain};
-use crate::io::format::{FileWriter, Kind, MappedFile};
+use crate::io::format::{ChunkChecks, FileWriter, Kind, MappedFile};
 use crate::io::manifest;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -112,6 +113,38 @@ fn map_below<T: Plain + Copy + Into<u64>>(
     )
 }
 
+/// The optional full token vectors, too large to checksum at every open: search checks the
+/// chunk CRCs of the tokens it reads (each chunk once per open index).
+pub(crate) struct StoredVectors {
+    values: Array<f32>,
+    checks: ChunkChecks,
+}
+
+impl StoredVectors {
+    fn open(dir: &Path, count: usize) -> Result<Self> {
+        let path = dir.join(VECTORS.0);
+        let file = MappedFile::open(&path, VECTORS.1, FILE_VERSION, false)?;
+        let (payload, checks) = file.into_checked_payload();
+        Ok(StoredVectors {
+            values: Array::view(payload, count, &path)?,
+            checks,
+        })
+    }
+
+    /// Values `range` (of all the tokens' values), once their chunk CRCs check out.
+    pub(crate) fn read(&self, range: std::ops::Range<usize>) -> Result<&[f32]> {
+        let size = std::mem::size_of::<f32>();
+        self.checks
+            .check(self.values.as_bytes(), range.start * size..range.end * size)?;
+        Ok(&self.values.as_slice()[range])
+    }
+
+    /// Every value, checked.
+    pub(crate) fn all(&self) -> Result<&[f32]> {
+        self.read(0..self.values.as_slice().len())
+    }
+}
+
 /// A multi-vector index opened from its directory; search is in [`super::search`].
 pub struct MultiVectorIndex {
     pub(crate) dir: PathBuf,
@@ -124,7 +157,7 @@ pub struct MultiVectorIndex {
     pub(crate) residuals: Array<u8>,
     pub(crate) ivf_offsets: Array<u64>,
     pub(crate) ivf_docs: Array<u32>,
-    pub(crate) vectors: Option<Array<f32>>,
+    pub(crate) vectors: Option<StoredVectors>,
 }
 
 impl manifest::Manifest for MultiVectorManifest {
@@ -196,7 +229,7 @@ impl MultiVectorIndex {
         let ivf_docs: Array<u32> =
             map_below(dir, IVF_DOCS, m.ivf_entries, m.ndocs, "a document number")?;
         let vectors = if m.vectors {
-            Some(map_array(dir, VECTORS, m.ntokens * m.dim, false)?)
+            Some(StoredVectors::open(dir, m.ntokens * m.dim)?)
         } else {
             None
         };

@@ -14,15 +14,18 @@
 //! aggregated to documents by MaxP. Queries run in parallel; results do not depend on thread count.
 
 use super::exact::{self, check_dims, maxsim};
-use super::format::MultiVectorIndex;
+use super::format::{MultiVectorIndex, StoredVectors};
 use super::matmul::dot_rows;
 use super::topk::TopK;
 use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
+use crate::ids::check_query_ids;
+use crate::io::trec;
 use crate::parallel;
 use crate::passages;
 use crate::ranking::Run;
 use rayon::prelude::*;
+use std::path::Path;
 
 /// How to search; `None` budgets take PLAID's defaults for `k` (see [`SearchOptions::resolve`]).
 #[derive(Clone, Debug)]
@@ -127,6 +130,28 @@ impl MultiVectorIndex {
         }
     }
 
+    /// [`MultiVectorIndex::search_run`] written to `path` atomically in the queries' order,
+    /// `window` queries at a time (e.g. [`crate::io::trec::RUN_WINDOW`]), so the results of at
+    /// most one window are held whatever the query count; the file is the one the whole run makes.
+    pub fn write_run(
+        &self,
+        queries: &TokenMatrix,
+        qids: &[String],
+        opts: &SearchOptions,
+        maxp: Option<&str>,
+        (path, tag): (&Path, &str),
+        window: usize,
+    ) -> Result<()> {
+        // Checked whole first: a window sees only its own ids. Each query's results depend on
+        // it alone, so windows make the same lines as one search.
+        check_query_ids(qids, queries.len())?;
+        trec::write_run_windowed(path, tag, queries.len(), window, |range| {
+            let (rows, offsets) = queries.window(range.clone());
+            let part = TokenMatrix::trusted(rows, queries.dim(), &offsets);
+            self.search_run(&part, &qids[range], opts, maxp)
+        })
+    }
+
     /// Hits with string ids; `qids` name the queries in order.
     pub fn to_run(&self, hits: Hits, qids: &[String]) -> Result<Run> {
         self.ids.run_from_hits(hits, qids)
@@ -145,7 +170,7 @@ impl MultiVectorIndex {
             return Err(Error::invalid("k must be at least 1"));
         }
         let vectors = match &self.vectors {
-            Some(v) => Some(v.as_slice()),
+            Some(v) => Some(v),
             None if opts.exact || opts.refine => {
                 return Err(Error::invalid(format!(
                     "{}: exact search and refine need the full token vectors; build the index with keep_vectors",
@@ -155,7 +180,8 @@ impl MultiVectorIndex {
             None => None,
         };
         if let Some(vectors) = vectors.filter(|_| opts.exact) {
-            let docs = TokenMatrix::trusted(vectors, self.dim(), self.doc_offsets.as_slice());
+            let docs =
+                TokenMatrix::trusted(vectors.all()?, self.dim(), self.doc_offsets.as_slice());
             let depth = if all_scored { self.ndocs() } else { opts.k };
             return exact::search(&docs, queries, depth, opts.threads);
         }
@@ -175,7 +201,7 @@ impl MultiVectorIndex {
                     |s, q| self.search_one(queries.item(q), &budget, keep, full, s),
                 )
                 .collect()
-        })
+        })?
     }
 
     fn scratch(&self) -> Scratch {
@@ -198,9 +224,9 @@ impl MultiVectorIndex {
         query: &[f32],
         b: &Budget,
         keep: usize,
-        full: Option<&[f32]>,
+        full: Option<&StoredVectors>,
         s: &mut Scratch,
-    ) -> Vec<(f32, u32)> {
+    ) -> Result<Vec<(f32, u32)>> {
         let (dim, ncent) = (self.dim(), self.ncentroids());
         let nq = query.len() / dim;
         s.by_token.resize(nq * ncent, 0.0);
@@ -272,7 +298,7 @@ impl MultiVectorIndex {
             let tokens = match full {
                 Some(vectors) => {
                     let (start, end) = self.token_range(hit.id);
-                    &vectors[start * dim..end * dim]
+                    vectors.read(start * dim..end * dim)?
                 }
                 None => {
                     self.decompress(hit.id, &mut s.decoded);
@@ -281,7 +307,7 @@ impl MultiVectorIndex {
             };
             last.push(maxsim(query, tokens, dim, &mut s.sims), hit.id);
         }
-        last.into_sorted().iter().map(|h| (h.score, h.id)).collect()
+        Ok(last.into_sorted().iter().map(|h| (h.score, h.id)).collect())
     }
 
     /// Sum over query tokens of their best centroid score among the document's tokens (only tokens

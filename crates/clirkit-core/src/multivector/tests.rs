@@ -237,3 +237,131 @@ fn build_rejects_bad_input() {
         .to_string();
     assert!(err.contains("ids"), "{err}");
 }
+
+#[test]
+fn run_written_window_by_window_is_the_whole_runs_file_at_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _, _) = build(&dir.path().join("mv"), 2, true);
+    let (qdata, qoffsets, _) = collection(11, 5);
+    let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
+    let qids: Vec<String> = (0..11).map(|i| format!("q{i}")).collect();
+    for (maxp, exact) in [(None, false), (Some("#"), false), (Some("#"), true)] {
+        let whole = dir.path().join("whole.trec");
+        let opts = |threads| SearchOptions {
+            k: 7,
+            exact,
+            threads,
+            ..Default::default()
+        };
+        let run = index.search_run(&queries, &qids, &opts(1), maxp).unwrap();
+        crate::io::trec::write_run(&whole, &run, "t").unwrap();
+        let expected = std::fs::read(&whole).unwrap();
+        for threads in [1, 2, 3] {
+            for window in [1, 4, 11, 64] {
+                let streamed = dir.path().join("streamed.trec");
+                index
+                    .write_run(
+                        &queries,
+                        &qids,
+                        &opts(threads),
+                        maxp,
+                        (&streamed, "t"),
+                        window,
+                    )
+                    .unwrap();
+                assert_eq!(
+                    std::fs::read(&streamed).unwrap(),
+                    expected,
+                    "maxp {maxp:?}, exact {exact}, {threads} threads, window {window}"
+                );
+            }
+        }
+    }
+    // Ids are checked over the whole run, not window by window, and nothing is written.
+    let mut dup = qids.clone();
+    dup[10] = "q0".to_string();
+    let out = dir.path().join("dup.trec");
+    let e = index
+        .write_run(
+            &queries,
+            &dup,
+            &SearchOptions::default(),
+            None,
+            (&out, "t"),
+            4,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("duplicate query id 'q0'"), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn crafted_document_numbers_beyond_the_count_are_format_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mv");
+    drop(build(&path, 2, false));
+    // An inverted list naming document 400 of 400, every checksum recomputed.
+    crate::io::manifest::craft_payload::<format::MultiVectorManifest>(&path, "ivf_docs.bin", |p| {
+        p[..4].copy_from_slice(&400u32.to_le_bytes())
+    });
+    let e = MultiVectorIndex::open(&path).err().unwrap();
+    assert!(matches!(e, crate::Error::Format { .. }), "{e}");
+    assert!(
+        e.to_string().contains("ivf_docs.bin") && e.to_string().contains("document number"),
+        "{e}"
+    );
+    // Document offsets past the token count.
+    drop(build(&path, 2, false));
+    crate::io::manifest::craft_payload::<format::MultiVectorManifest>(
+        &path,
+        "doc_offsets.bin",
+        |p| {
+            let last = p.len() - 8;
+            let end = u64::from_le_bytes(p[last..].try_into().unwrap());
+            p[last..].copy_from_slice(&(end + 1).to_le_bytes());
+        },
+    );
+    let e = MultiVectorIndex::open(&path).err().unwrap();
+    assert!(matches!(e, crate::Error::Format { .. }), "{e}");
+    assert!(e.to_string().contains("doc_offsets.bin"), "{e}");
+}
+
+#[test]
+fn corrupt_stored_vectors_are_caught_where_search_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mv");
+    drop(build(&path, 2, true));
+    let target = path.join("vectors.bin");
+    let mut bytes = std::fs::read(&target).unwrap();
+    // A NaN written over the first document's first value (no checksum recomputed).
+    bytes[crate::io::format::HEADER_LEN..crate::io::format::HEADER_LEN + 4]
+        .copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(&target, &bytes).unwrap();
+    // Opening stays cheap (the vectors are not read); compressed search never reads them.
+    let index = MultiVectorIndex::open(&path).unwrap();
+    let (qdata, qoffsets, _) = collection(3, 4);
+    let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
+    index.search(&queries, &SearchOptions::default()).unwrap();
+    for opts in [
+        SearchOptions {
+            exact: true,
+            ..Default::default()
+        },
+        SearchOptions {
+            refine: true,
+            ncells: Some(32),
+            centroid_score_threshold: Some(f32::NEG_INFINITY),
+            ndocs: Some(400),
+            rerank: Some(400),
+            ..Default::default()
+        },
+    ] {
+        let e = index.search(&queries, &opts).unwrap_err();
+        assert!(matches!(e, crate::Error::Format { .. }), "{e}");
+        assert!(
+            e.to_string().contains("vectors.bin") && e.to_string().contains("checksum mismatch"),
+            "{e}"
+        );
+    }
+    assert!(crate::io::manifest::verify_dir(&path).is_err());
+}

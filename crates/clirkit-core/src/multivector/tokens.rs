@@ -102,6 +102,18 @@ impl<'a> TokenMatrix<'a> {
         self.offsets
     }
 
+    /// Items `range` on their own: their rows, and offsets rebased to start at 0 (for
+    /// [`TokenMatrix::trusted`]).
+    pub(crate) fn window(&self, range: std::ops::Range<usize>) -> (&'a [f32], Vec<u64>) {
+        let first = self.offsets[range.start];
+        let offsets = self.offsets[range.start..=range.end]
+            .iter()
+            .map(|o| o - first)
+            .collect();
+        let rows = first as usize * self.dim..self.offsets[range.end] as usize * self.dim;
+        (&self.data[rows], offsets)
+    }
+
     /// The token rows of item `i`, row-major.
     pub fn item(&self, i: usize) -> &'a [f32] {
         let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);

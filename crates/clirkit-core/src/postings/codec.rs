@@ -147,16 +147,28 @@ pub fn encode_postings(docs: &[u32], values: &[u32], norms: &[u8], out: &mut Vec
     blocks as u32
 }
 
-/// Decode one block's doc ids (given the previous block's last doc) into `docs`.
+/// Decode one block's doc ids (given the previous block's last doc, `u32::MAX` before the
+/// first block) into `docs`. Whether they rise from there and end at the block's last doc, as
+/// the encoder writes them: only then do they all lie in the range the block metadata states
+/// (a crafted block with recomputed CRCs can decode to anything).
 #[inline]
-pub fn decode_docs(data: &[u8], meta: &BlockMeta, prev_last: u32, docs: &mut [u32; BLOCK_LEN]) {
+#[must_use]
+pub fn decode_docs(
+    data: &[u8],
+    meta: &BlockMeta,
+    prev_last: u32,
+    docs: &mut [u32; BLOCK_LEN],
+) -> bool {
     let n = meta.len as usize;
     unpack(&data[meta.offset as usize..], meta.doc_bits, &mut docs[..n]);
-    let mut prev = prev_last;
+    // Summed in 64 bits, so a crafted gap cannot wrap around to a smaller document.
+    let mut next = prev_last.wrapping_add(1) as u64;
     for d in docs[..n].iter_mut() {
-        prev = prev.wrapping_add(*d).wrapping_add(1);
-        *d = prev;
+        let doc = next + *d as u64;
+        *d = doc as u32;
+        next = doc + 1;
     }
+    next == meta.last_doc as u64 + 1
 }
 
 /// Decode one block's values into `values`.
@@ -176,9 +188,9 @@ mod tests {
 
     #[test]
     fn postings_round_trip() {
-        let docs: Vec<u32> = (0..1000u32).map(|i| i * 3 + (i % 7)).collect();
+        let docs: Vec<u32> = (0..1000u32).map(|i| i * 7 + (i % 5)).collect();
         let tfs: Vec<u32> = (0..1000u32).map(|i| 1 + (i * 31) % 17).collect();
-        let norms: Vec<u8> = (0..4000u32).map(|i| (i % 200) as u8).collect();
+        let norms: Vec<u8> = (0..8000u32).map(|i| (i % 200) as u8).collect();
         let mut buf = Vec::new();
         let blocks = encode_postings(&docs, &tfs, &norms, &mut buf) as usize;
         buf.extend_from_slice(&[0; POSTINGS_PADDING]);
@@ -188,7 +200,7 @@ mod tests {
         let (mut d, mut t) = ([0u32; BLOCK_LEN], [0u32; BLOCK_LEN]);
         for b in 0..blocks {
             let meta = BlockMeta::decode(&buf, b);
-            decode_docs(data, &meta, prev, &mut d);
+            assert!(decode_docs(data, &meta, prev, &mut d));
             decode_values(data, &meta, &mut t);
             let n = meta.len as usize;
             let range = b * BLOCK_LEN..b * BLOCK_LEN + n;
@@ -203,5 +215,23 @@ mod tests {
             assert_eq!(meta.min_norm, min_norm);
             prev = meta.last_doc;
         }
+    }
+
+    #[test]
+    fn a_block_decoding_past_its_last_doc_is_found() {
+        let docs = [3u32, 9, 40];
+        let mut buf = Vec::new();
+        encode_postings(&docs, &[1, 1, 1], &[0; 64], &mut buf);
+        buf.extend_from_slice(&[0; POSTINGS_PADDING]);
+        let data = &buf[BLOCK_META_LEN..];
+        let mut meta = BlockMeta::decode(&buf, 0);
+        let mut d = [0u32; BLOCK_LEN];
+        assert!(decode_docs(data, &meta, u32::MAX, &mut d));
+        // Metadata that claims an earlier last document than the gaps reach.
+        meta.last_doc = 39;
+        assert!(!decode_docs(data, &meta, u32::MAX, &mut d));
+        // Gaps that would wrap around past u32::MAX back into range.
+        meta.last_doc = 40;
+        assert!(!decode_docs(data, &meta, u32::MAX - 1, &mut d));
     }
 }

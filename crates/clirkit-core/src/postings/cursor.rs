@@ -3,6 +3,7 @@
 //! come from the [`PostingScorer`] it is given.
 
 use super::codec::{decode_docs, decode_values, BlockMeta, BLOCK_LEN};
+use crate::io::format::ChunkChecks;
 
 /// The doc of a cursor past its last posting.
 pub const END: u32 = u32::MAX;
@@ -21,6 +22,17 @@ pub struct TermPostings<'a> {
     pub metas: &'a [u8],
     pub data: &'a [u8],
     pub blocks: usize,
+    /// The postings file's checks: a block whose documents do not decode as its metadata says
+    /// is marked there ([`ChunkChecks::mark_malformed`]), for the searcher to report after the
+    /// query ([`postings_intact`]).
+    pub checks: &'a ChunkChecks,
+}
+
+/// An error once a cursor over `file` met a malformed block: the query's results are not to
+/// be trusted.
+pub fn postings_intact(file: &crate::io::format::MappedFile) -> crate::error::Result<()> {
+    file.checks()
+        .decoded_intact("a postings block decodes to documents other than its metadata states")
 }
 
 /// A position in one term's postings, decoding a block at a time.
@@ -94,9 +106,15 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             self.meta(b - 1).last_doc
         };
         let meta = self.meta(b);
-        decode_docs(self.postings.data, &meta, prev_last, &mut self.docs);
-        self.block = b;
         self.len = meta.len as usize;
+        if !decode_docs(self.postings.data, &meta, prev_last, &mut self.docs) {
+            // Go on with the one document the (checked) metadata vouches for, so the walk stays
+            // in range and in order; the searcher turns the mark into an error.
+            self.postings.checks.mark_malformed();
+            self.docs[0] = meta.last_doc;
+            self.len = 1;
+        }
+        self.block = b;
         self.pos = 0;
         self.values_ready = false;
         self.doc = self.docs[0];

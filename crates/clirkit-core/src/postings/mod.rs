@@ -10,4 +10,4 @@ mod unpack;
 pub use codec::{
     encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, MAX_BLOCK_DATA_LEN, POSTINGS_PADDING,
 };
-pub use cursor::{Cursor, PostingScorer, TermPostings, END};
+pub use cursor::{postings_intact, Cursor, PostingScorer, TermPostings, END};

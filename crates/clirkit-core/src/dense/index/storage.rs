@@ -25,6 +25,13 @@ pub(super) const IVF_CENTROIDS: (&str, Kind) = ("ivf_centroids.bin", *b"IVFCENTR
 pub(super) const IVF_LISTS: (&str, Kind) = ("ivf_lists.bin", *b"IVFLISTS");
 pub(super) const IVF_SLOTS: (&str, Kind) = ("ivf_slots.bin", *b"IVFSLOTS");
 
+/// `a * b` values a manifest implies, or a format error naming it (crafted numbers that
+/// overflow a size describe no file).
+fn product(dir: &Path, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| Error::format(dir.join(MANIFEST), "invalid manifest: sizes overflow"))
+}
+
 /// Map `dir/file` as exactly `count` values of `T`.
 fn map_array<T: Plain>(
     dir: &Path,
@@ -178,10 +185,13 @@ impl DenseIndex {
                 let (coarse, nslots) = match meta.ivf {
                     None => (None, ntotal.div_ceil(BLOCK) * BLOCK),
                     Some(IvfParams { nlist }) => {
-                        let cents: Array<f32> = map_array(dir, IVF_CENTROIDS, nlist * dim, true)?;
-                        let lists: Array<u64> = map_array(dir, IVF_LISTS, nlist + 1, true)?;
+                        let cents = product(dir, nlist, dim)?;
+                        let cents: Array<f32> = map_array(dir, IVF_CENTROIDS, cents, true)?;
+                        // A count past usize describes no file: the size check refuses it.
+                        let lists = nlist.saturating_add(1);
+                        let lists: Array<u64> = map_array(dir, IVF_LISTS, lists, true)?;
                         let block_starts = lists.as_slice().to_vec();
-                        let nslots = *block_starts.last().unwrap() as usize * BLOCK;
+                        let nslots = product(dir, *block_starts.last().unwrap() as usize, BLOCK)?;
                         let slots: Array<u32> = map_array(dir, IVF_SLOTS, nslots, true)?;
                         if block_starts.windows(2).any(|w| w[0] > w[1])
                             || slots
@@ -210,9 +220,9 @@ impl DenseIndex {
                     }
                 };
                 let code_len = if nbits == 4 {
-                    nslots / BLOCK * layout::block_bytes(m)
+                    product(dir, nslots / BLOCK, layout::block_bytes(m))?
                 } else {
-                    nslots * m
+                    product(dir, nslots, m)?
                 };
                 let codes = map_array(dir, CODES, code_len, true)?;
                 Some(PqPart { pq, codes, coarse })
