@@ -374,15 +374,10 @@ mod tests {
     use super::*;
 
     fn all_terms(run: SortedRun) -> Vec<(String, Vec<u32>)> {
-        let mut cursor = run.cursor(0, run.num_terms(), 1 << 10).unwrap();
-        let mut all = Vec::new();
-        while let Some(term) = cursor.term() {
-            let term = String::from_utf8(term.to_vec()).unwrap();
-            let mut list = Vec::new();
-            cursor.postings(&mut list).unwrap();
-            all.push((term, list));
-        }
-        all
+        run.read_range(0, run.num_terms())
+            .into_iter()
+            .map(|(term, list)| (String::from_utf8(term).unwrap(), list))
+            .collect()
     }
 
     #[test]

@@ -279,6 +279,19 @@ impl SortedRun {
         cursor.load_term()?;
         Ok(cursor)
     }
+    /// Every term of ranks `[from, to)` with its postings, read through 3-byte buffers.
+    #[cfg(test)]
+    pub fn read_range(&self, from: usize, to: usize) -> Vec<(Vec<u8>, Vec<u32>)> {
+        let mut cursor = self.cursor(from, to, 3).unwrap();
+        let mut out = Vec::new();
+        while let Some(term) = cursor.term() {
+            let term = term.to_vec();
+            let mut list = Vec::new();
+            cursor.postings(&mut list).unwrap();
+            out.push((term, list));
+        }
+        out
+    }
 }
 
 /// One section of a run, read front to back through a bounded buffer.
@@ -403,19 +416,6 @@ mod tests {
         SortedRun::build(100, terms.into_iter(), &entries, &[(1, 101, 300)])
     }
 
-    /// Every term of ranks `[from, to)` with its postings, read through tiny buffers.
-    fn read_range(run: &SortedRun, from: usize, to: usize) -> Vec<(Vec<u8>, Vec<u32>)> {
-        let mut cursor = run.cursor(from, to, 3).unwrap();
-        let mut out = Vec::new();
-        while let Some(term) = cursor.term() {
-            let term = term.to_vec();
-            let mut list = Vec::new();
-            cursor.postings(&mut list).unwrap();
-            out.push((term, list));
-        }
-        out
-    }
-
     #[test]
     fn spilled_run_reads_like_the_one_in_memory() {
         let run = sample();
@@ -432,7 +432,7 @@ mod tests {
                 (1, 1)
             );
             assert_eq!(r.lower_bound(b"zz").unwrap(), 3);
-            let all = read_range(r, 0, 3);
+            let all = r.read_range(0, 3);
             assert_eq!(
                 all,
                 [
@@ -441,9 +441,9 @@ mod tests {
                     (b"zebra".to_vec(), vec![102, 3, 109, 1]),
                 ]
             );
-            assert_eq!(read_range(r, 1, 2), all[1..2]);
-            assert_eq!(read_range(r, 2, 3), all[2..]);
-            assert!(read_range(r, 3, 3).is_empty());
+            assert_eq!(r.read_range(1, 2), all[1..2]);
+            assert_eq!(r.read_range(2, 3), all[2..]);
+            assert!(r.read_range(3, 3).is_empty());
         }
     }
 
