@@ -368,7 +368,7 @@ def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
 
     corpus = tmp_path / "big.jsonl"
     with corpus.open("w", encoding="utf-8") as f:
-        for i in range(600_000):
+        for i in range(1_500_000):
             f.write(f'{{"_id": "d{i}", "text": "zorp quux w{i % 977} v{i % 1013}"}}\n')
 
     def interrupt_once_the_build_has_started():
@@ -380,8 +380,9 @@ def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
     interrupter = threading.Thread(target=interrupt_once_the_build_has_started)
     interrupter.start()
     with pytest.raises(KeyboardInterrupt):
-        # one thread: a build long enough that the interrupter is scheduled during it on a loaded machine
-        BM25Index.build(corpus, tmp_path / "idx", quiet=True, threads=1)
+        # one thread and a 1 MB budget (spilling runs): a build of seconds, long enough for the interrupter
+        # to be scheduled during it on a loaded machine
+        BM25Index.build(corpus, tmp_path / "idx", quiet=True, threads=1, memory_budget_mb=1)
     interrupter.join()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.jsonl"]
 
