@@ -362,7 +362,7 @@ def test_cli_keeps_the_first_duplicate_only_when_asked(tmp_path, capsys):
 
 def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
     """SIGINT during a build raises KeyboardInterrupt and leaves no temporary directory. The build runs in
-    its own interpreter, as a user's would, so no state of the test process decides how SIGINT lands."""
+    its own interpreter, as a user's would, so the test process's signal state does not decide the outcome."""
     import signal
     import subprocess
     import sys
@@ -373,7 +373,11 @@ def test_ctrl_c_aborts_a_build_cleanly(tmp_path):
         for i in range(1_500_000):
             f.write(f'{{"_id": "d{i}", "text": "zorp quux w{i % 977} v{i % 1013}"}}\n')
     # one thread and a 1 MB budget (spilling runs): a build of seconds
+    # SIGINT's Python handler restored first: a shell starting the suite in the background (`cmd &`)
+    # leaves SIGINT ignored, and a child inherits that
     script = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from clirkit import BM25Index\n"
         f"BM25Index.build({str(corpus)!r}, {str(tmp_path / 'idx')!r}, quiet=True, threads=1, memory_budget_mb=1)\n"
     )
