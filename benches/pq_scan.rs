@@ -1,10 +1,11 @@
 //! Fast-scan kernel throughput per ISA: one query group (8 queries) over 64k packed 4-bit
 //! vectors, for M = 96 and M = 192 (d = 384 at M = d/4 and d/2). Thresholds stay at "report
-//! nothing" so only the scan is measured.
+//! nothing" so only the scan is measured. Then the two kernels of the small-collection path:
+//! float re-scoring of a shortlist per ISA, and the histogram choice of the best slots.
 //!
 //!     cargo bench -p clirkit-benches --bench pq_scan
 
-use clirkit_core::dense::fastscan::{layout, lut, Isa, QUERY_GROUP};
+use clirkit_core::dense::fastscan::{layout, lut, rescore, select, Isa, QUERY_GROUP};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 
@@ -65,5 +66,69 @@ fn scan(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, scan);
+/// Float scores of a shortlist of 200 and 2,000 slots (k = 100 and 1,000) among 13,014 vectors.
+fn rescore_shortlist(c: &mut Criterion) {
+    let n = 13_014;
+    let mut group = c.benchmark_group("pq4_rescore");
+    group.sample_size(20);
+    for m in [96usize, 192] {
+        let raw: Vec<u8> = pseudo_random(2, n * m)
+            .iter()
+            .map(|v| (v % 16) as u8)
+            .collect();
+        let mut codes = Vec::new();
+        layout::pack(&raw, m, &mut codes);
+        let table: Vec<f32> = pseudo_random(3, m * 16)
+            .iter()
+            .map(|v| (v % 1000) as f32 / 1000.0 - 0.5)
+            .collect();
+        for len in [200usize, 2000] {
+            let mut slots: Vec<u32> = pseudo_random(4, len)
+                .iter()
+                .map(|v| (v % n as u64) as u32)
+                .collect();
+            slots.sort_unstable();
+            let mut out = vec![0f32; len];
+            group.throughput(Throughput::Elements(len as u64));
+            for isa in Isa::available() {
+                group.bench_with_input(
+                    BenchmarkId::new(isa.name(), format!("M{m}/{len}")),
+                    &m,
+                    |b, &m| {
+                        b.iter(|| {
+                            rescore::rescore(isa, black_box(&codes), m, &table, &slots, &mut out);
+                            black_box(out[0])
+                        })
+                    },
+                );
+            }
+        }
+    }
+    group.finish();
+}
+
+/// The best 200 and 2,000 of 13,014 quantized scores (bell-shaped, many ties).
+fn best_slots(c: &mut Criterion) {
+    let n = 13_014;
+    let scores: Vec<u16> = pseudo_random(5, n)
+        .iter()
+        .map(|v| (20_000 + (v & 0xfff) + (v >> 20 & 0xfff) + (v >> 40 & 0xfff)) as u16)
+        .collect();
+    let mut group = c.benchmark_group("pq4_best_slots");
+    group.sample_size(20);
+    group.throughput(Throughput::Elements(n as u64));
+    for count in [200usize, 2000] {
+        let mut out = Vec::with_capacity(count);
+        group.bench_with_input(BenchmarkId::new("histogram", count), &count, |b, &count| {
+            b.iter(|| {
+                out.clear();
+                select::best_slots(black_box(&scores), count, &mut out);
+                black_box(out.len())
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, scan, rescore_shortlist, best_slots);
 criterion_main!(benches);

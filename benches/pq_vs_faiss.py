@@ -1,8 +1,9 @@
 """PQ fast-scan: clirkit vs FAISS (``PQ{M}x4fs``), side by side in one process.
 
 Recall (10-recall@10 and 10-recall@100 against exact search), training, add and search time
-(QPS over a batch of queries, best of ``--repeat`` runs, both libraries limited to the same
-thread count) for M = d/2 and M = d/4, on:
+(QPS over a batch of queries at each ``--k``; the median and the best of ``--repeat`` runs that
+alternate between the libraries, wall clock and process CPU time; both libraries limited to the
+same thread count) for M = d/2 and M = d/4, on:
 
 * real embeddings: BEIR SciFact and XQuAD-R encoded with multilingual-e5-small
   (``benches/embed_cache.py`` writes them to ``--cache``);
@@ -11,7 +12,7 @@ thread count) for M = d/2 and M = d/4, on:
 
 Run with a Python that has both clirkit and faiss-cpu installed, e.g.
 
-    python benches/pq_vs_faiss.py --threads 2 --synthetic 1000000 --queries 1000
+    python benches/pq_vs_faiss.py --threads 2 --synthetic 1000000 --queries 1000 --k 100,1000
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -75,20 +77,32 @@ def timed(fn, repeat: int):
     return best, out
 
 
-def row(name: str, x: np.ndarray, m: int, lib: str, times: tuple, nq: int, found: np.ndarray, truth) -> dict:
-    train_s, add_s, search_s = times
+def wall_and_cpu(fn):
+    """(wall seconds, process CPU seconds over all threads, result) of one call."""
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - w, time.process_time() - c, out
+
+
+def row(name: str, x: np.ndarray, m: int, k: int, lib: str, times: tuple, nq: int, found, truth) -> dict:
+    train_s, add_s, walls, cpus = times
     return {
         "data": name,
         "n": x.shape[0],
         "d": x.shape[1],
         "M": m,
+        "k": k,
         "lib": lib,
         "train_s": train_s,
         "add_s": add_s,
-        "search_s": search_s,
-        "qps": nq / search_s,
+        "search_s": statistics.median(walls),
+        "qps": nq / statistics.median(walls),
+        "qps_best": nq / min(walls),
+        "cpu_qps": nq / statistics.median(cpus),
+        "walls": walls,
+        "cpus": cpus,
         "r10": recall(found, truth, 10),
-        "r100": recall(found, truth, 100),
+        "r100": recall(found, truth, 100) if k >= 100 else float("nan"),
     }
 
 
@@ -124,19 +138,38 @@ def bench_one(name: str, x: np.ndarray, q: np.ndarray, m: int, args, truth: np.n
     t_build, idx = timed(lambda: clirkit.DenseIndex.build(xs, ids, **opts), 1)
     t_train_c, _ = timed(lambda: clirkit.DenseIndex.build(train, ids[: len(train)], **opts), 1)
 
-    # Searches alternate between the libraries so both see the same machine load; best of repeats.
-    t_search = t_search_c = float("inf")
+    # Searches alternate between the libraries (and the k) so both see the same machine load.
+    fw = {k: [] for k in args.k}
+    fc = {k: [] for k in args.k}
+    cw = {k: [] for k in args.k}
+    cc = {k: [] for k in args.k}
+    found = {}
     for _ in range(args.repeat):
-        t, (_, fids) = timed(lambda: index.search(q, 100), 1)
-        t_search = min(t_search, t)
-        t, (_, cids) = timed(lambda: idx.search(q, 100, threads=args.threads), 1)
-        t_search_c = min(t_search_c, t)
-    rows = [
-        row(name, x, m, "faiss", (t_train, t_add, t_search), len(q), fids, truth),
-        row(
-            name, x, m, "clirkit", (t_train_c, max(0.0, t_build - t_train_c), t_search_c), len(q), cids, truth
-        ),
-    ]
+        for k in args.k:
+            w, c, (_, fids) = wall_and_cpu(lambda: index.search(q, k))
+            fw[k].append(w)
+            fc[k].append(c)
+            w, c, (_, cids) = wall_and_cpu(lambda: idx.search(q, k, threads=args.threads))
+            cw[k].append(w)
+            cc[k].append(c)
+            found[k] = (fids, cids)
+    rows = []
+    for k in args.k:
+        fids, cids = found[k]
+        rows.append(row(name, x, m, k, "faiss", (t_train, t_add, fw[k], fc[k]), len(q), fids, truth))
+        rows.append(
+            row(
+                name,
+                x,
+                m,
+                k,
+                "clirkit",
+                (t_train_c, max(0.0, t_build - t_train_c), cw[k], cc[k]),
+                len(q),
+                cids,
+                truth,
+            )
+        )
     return rows
 
 
@@ -149,6 +182,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1000, help="synthetic query batch")
     ap.add_argument("--train-size", type=int, default=65_536)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--k", default="100", help="result depths searched, comma-separated (e.g. 100,1000)")
     ap.add_argument(
         "--real",
         default="beir-scifact,xquad-r",
@@ -156,6 +190,7 @@ def main() -> None:
     )
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args()
+    args.k = [int(k) for k in args.k.split(",")]
 
     import clirkit
     import faiss
@@ -185,27 +220,33 @@ def main() -> None:
             q = np.ascontiguousarray(synthetic(cache, args.queries, d, seed=d + 1))
             sets.append((f"synthetic-{d}", x, q))
     rows = []
-    header = "| data | n | d | M | lib | train s | add s | search s | QPS | 10-R@10 | 10-R@100 |"
+    header = (
+        "| data | n | d | M | k | lib | train s | add s | search s | QPS (median) | QPS (best) | "
+        "CPU QPS (median) | 10-R@10 | 10-R@100 |"
+    )
     print(header)
-    print("|" + "---|" * 11)
+    print("|" + "---|" * 14)
     for name, x, q in sets:
         q = np.ascontiguousarray(q, dtype=np.float32)
         truth = exact_topk(x, q, 10)
         for m in (x.shape[1] // 2, x.shape[1] // 4):
-            for r in bench_one(name, x, q, m, args, truth):
-                rows.append(r)
+            new = bench_one(name, x, q, m, args, truth)
+            rows.extend(new)
+            for f, c in zip(new[::2], new[1::2]):
+                for r in (f, c):
+                    print(
+                        f"| {r['data']} | {r['n']} | {r['d']} | {r['M']} | {r['k']} | {r['lib']} | "
+                        f"{r['train_s']:.2f} | {r['add_s']:.2f} | {r['search_s']:.3f} | {r['qps']:.0f} | "
+                        f"{r['qps_best']:.0f} | {r['cpu_qps']:.0f} | {r['r10']:.4f} | {r['r100']:.4f} |",
+                        flush=True,
+                    )
                 print(
-                    f"| {r['data']} | {r['n']} | {r['d']} | {r['M']} | {r['lib']} | {r['train_s']:.2f} | "
-                    f"{r['add_s']:.2f} | {r['search_s']:.3f} | {r['qps']:.0f} | {r['r10']:.4f} | "
-                    f"{r['r100']:.4f} |",
+                    f"|   | ratio clirkit/faiss at k={c['k']}: QPS median {c['qps'] / f['qps']:.2f}x, "
+                    f"best {c['qps_best'] / f['qps_best']:.2f}x, CPU {c['cpu_qps'] / f['cpu_qps']:.2f}x; "
+                    f"R@10 {c['r10'] - f['r10']:+.4f}, R@100 {c['r100'] - f['r100']:+.4f} "
+                    "| | | | | | | | | | | | | |",
                     flush=True,
                 )
-            f, c = rows[-2], rows[-1]
-            print(
-                f"|   | ratio clirkit/faiss: QPS {c['qps'] / f['qps']:.2f}x, "
-                f"R@10 {c['r10'] - f['r10']:+.4f}, R@100 {c['r100'] - f['r100']:+.4f} | | | | | | | | | |",
-                flush=True,
-            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

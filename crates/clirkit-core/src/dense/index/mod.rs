@@ -11,7 +11,8 @@
 //!
 //! The index is split by concern (like FAISS's `IndexFastScan` / `IndexPQFastScan`): the type
 //! and its options here, [`build`](DenseIndex::build) in `build.rs`, search scheduling and
-//! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, the index directory
+//! re-scoring in `search.rs`, the per-task scan drivers in `scan.rs`, the search of small
+//! collections (query groups, no heaps) in `small.rs`, the index directory
 //! (save/open) in `storage.rs`, streamed builds, append and merge in `stream.rs`, and the
 //! pieces of a search through shards that equals the single index's in `shards.rs`, and the
 //! sharded index directory in `sharded.rs`.
@@ -21,6 +22,7 @@ mod scan;
 mod search;
 mod sharded;
 mod shards;
+mod small;
 mod storage;
 mod stream;
 #[cfg(test)]

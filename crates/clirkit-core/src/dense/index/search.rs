@@ -1,5 +1,6 @@
-//! Search scheduling: argument checks, flat search or PQ work items (query chunks x block
-//! slices) run on the pool, and the re-scoring of the fast-scan shortlist.
+//! Search scheduling: argument checks, flat search, the small-collection PQ path (`small.rs`)
+//! or PQ work items (query chunks x block slices) run on the pool, and the re-scoring of the
+//! fast-scan shortlist.
 
 use super::scan::ScanTask;
 use super::{DenseIndex, Hits, PqPart, SearchOptions, StoredVectors};
@@ -36,7 +37,11 @@ impl DenseIndex {
             Some(p) => {
                 let isa = Isa::select()?;
                 parallel::install(opts.threads, |threads| {
-                    self.search_pq(p, queries, nq, opts, threads, isa)
+                    if self.takes_small_path(p) {
+                        self.search_pq_small(p, queries, opts, isa)
+                    } else {
+                        self.search_pq(p, queries, nq, opts, threads, isa)
+                    }
                 })?
             }
         }
@@ -77,7 +82,8 @@ impl DenseIndex {
         }
     }
 
-    fn search_pq(
+    /// The general PQ search: query chunks x block slices, shortlists kept in heaps.
+    pub(super) fn search_pq(
         &self,
         p: &PqPart,
         queries: &[f32],

@@ -562,3 +562,64 @@ fn float16_vectors_rescore_as_their_float32_widening_at_half_the_size() {
         .to_string();
     assert!(e.contains("needs pq"), "{e}");
 }
+
+#[test]
+fn small_collection_path_equals_the_general_path_hit_for_hit() {
+    use crate::dense::fastscan::Isa;
+    let d = 24;
+    let bits = |hits: &Hits| -> Vec<Vec<(u32, u32)>> {
+        hits.iter()
+            .map(|q| q.iter().map(|&(s, id)| (s.to_bits(), id)).collect())
+            .collect()
+    };
+    // Sizes around the block of 32; M dividing d, not all multiples of 4.
+    for (n, m, metric) in [
+        (16, 6, Metric::InnerProduct),
+        (33, 12, Metric::L2),
+        (700, 8, Metric::InnerProduct),
+        (2500, 24, Metric::InnerProduct),
+        (2500, 6, Metric::L2),
+    ] {
+        let mut data = clustered(n, d, n as u64);
+        // Every 4th row repeats the one before: equal codes tie on both the quantized and the
+        // float score, so the tie rule (lower slot, lower id) decides.
+        for i in (1..n).step_by(4) {
+            data.copy_within((i - 1) * d..i * d, i * d);
+        }
+        let idx = DenseIndex::build(&data, d, &ids(n), &opts(Some(m), 4, None, metric)).unwrap();
+        assert!(idx.takes_small_path(idx.pq.as_ref().unwrap()));
+        let p = idx.pq.as_ref().unwrap();
+        // 19 queries: two full groups of 8 and a short one; one repeats a stored row.
+        let mut queries = clustered(19, d, 99);
+        queries[..d].copy_from_slice(&data[..d]);
+        for k in [1, 5, 40, n, n + 3] {
+            for refine in [0, k + 7] {
+                for threads in [1, 2, 3] {
+                    for isa in Isa::available() {
+                        let so = SearchOptions {
+                            k,
+                            refine,
+                            threads,
+                            nprobe: 1,
+                        };
+                        let general = crate::parallel::install(threads, |t| {
+                            idx.search_pq(p, &queries, 19, &so, t, isa)
+                        })
+                        .unwrap()
+                        .unwrap();
+                        let small = crate::parallel::install(threads, |_| {
+                            idx.search_pq_small(p, &queries, &so, isa)
+                        })
+                        .unwrap()
+                        .unwrap();
+                        assert_eq!(
+                            bits(&small),
+                            bits(&general),
+                            "n={n} m={m} k={k} refine={refine} threads={threads} {isa:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
