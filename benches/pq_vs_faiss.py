@@ -194,6 +194,7 @@ def main() -> None:
 
     import clirkit
     import faiss
+    from clirkit.dense import fastscan_kernels
 
     faiss.omp_set_num_threads(args.threads)
     os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))
@@ -201,7 +202,7 @@ def main() -> None:
     print(
         f"# {platform.processor() or platform.machine()}, faiss {faiss.__version__} "
         f"({faiss.get_compile_options().strip()}), clirkit {clirkit.__version__} "
-        f"kernels {clirkit.dense.fastscan_kernels()}, threads={args.threads}"
+        f"kernels {fastscan_kernels()}, threads={args.threads}"
     )
     sets = []
     for spec in filter(None, args.real.split(",")):

@@ -53,10 +53,11 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
         for j in 0..4 {
             let s = 4 * g + j;
             for c in 0..16 {
+                // Round half up. `as u8` truncates toward zero and saturates (NaN -> 0), which
+                // is `floor().clamp(0.0, 255.0)` for every value (the two differ only below
+                // zero, where both give 0) without a call to `floorf` per entry.
                 dst[j * 16 + c] = if s < m {
-                    ((lut[s * 16 + c] - mins[s]) * a + 0.5)
-                        .floor()
-                        .clamp(0.0, 255.0) as u8
+                    ((lut[s * 16 + c] - mins[s]) * a + 0.5) as u8
                 } else {
                     0
                 };
@@ -69,6 +70,28 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn saturating_conversion_is_floor_then_clamp() {
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            f32::MAX,
+            -f32::MAX,
+        ];
+        let mut x = -300.0f32;
+        let mut values = specials.to_vec();
+        while x < 300.0 {
+            values.extend([x, x.next_up(), x.next_down()]);
+            x += 0.125;
+        }
+        for y in values {
+            assert_eq!(y as u8, y.floor().clamp(0.0, 255.0) as u8, "{y}");
+        }
+    }
 
     #[test]
     fn sums_fit_sixteen_bits_and_track_the_float_sum() {

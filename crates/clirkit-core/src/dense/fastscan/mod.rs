@@ -1,7 +1,7 @@
 //! 4-bit PQ fast-scan: codes of 32 vectors packed together ([`layout`]), per-query look-up
 //! tables quantized to 8 bits ([`lut`]), and SIMD kernels that look the tables up in registers
 //! and accumulate integer scores ([`scalar`], [`avx2`], [`avx512`], chosen by [`dispatch`]);
-//! for small collections, [`select`] picks the best of all scores and [`rescore`] computes the
+//! for small collections, [`select`] keeps the best slots of a scan and [`rescore`] computes the
 //! float scores of the chosen vectors.
 //!
 //! Every kernel computes the same integers: the sum over sub-quantizers of the quantized table

@@ -1,56 +1,64 @@
-//! The best slots of a whole array of quantized fast-scan scores, without a heap: the scores are
-//! 16-bit (see [`super::lut`]), so two 256-bin histograms (high byte, then the low byte within
-//! the boundary bucket) find the score of the `count`-th best; one pass then keeps every slot
-//! above it and the first slots at it. The order is the heap's: higher score first, ties to
-//! the lower slot, so the set chosen is the one a [`TopK`](crate::topk::TopK) would keep.
+//! The best `count` slots of a scan, kept without a heap (FAISS's reservoir idea): hits above
+//! the threshold are appended to a buffer of `2 * count`; a full buffer is cut back to its best
+//! `count` in linear time, and the `count`-th best score becomes the kernel's threshold. Slots
+//! arrive in increasing order, so a later slot scoring no more than that threshold ranks after
+//! the kept ones and can never enter. The order is the heap's: higher score first, ties to the
+//! lower slot, so the set chosen is the one a [`TopK`](crate::topk::TopK) keeps.
 
-/// Appends to `out`, in slot order, the `count` best slots of `scores` (higher score first, ties
-/// to the lower slot); all of them when there are no more than `count`.
-pub fn best_slots(scores: &[u16], count: usize, out: &mut Vec<u32>) {
-    if count >= scores.len() {
-        out.extend(0..scores.len() as u32);
-        return;
-    }
-    if count == 0 {
-        return;
-    }
-    let mut high = [0u32; 256];
-    for &s in scores {
-        high[(s >> 8) as usize] += 1;
-    }
-    let (bucket, above_bucket) = boundary(&high, count);
-    let mut low = [0u32; 256];
-    for &s in scores {
-        if (s >> 8) as usize == bucket {
-            low[(s & 0xff) as usize] += 1;
-        }
-    }
-    let (entry, above_entry) = boundary(&low, count - above_bucket);
-    let cut = (bucket << 8 | entry) as u16;
-    let mut ties = count - above_bucket - above_entry;
-    out.reserve(count);
-    for (slot, &s) in scores.iter().enumerate() {
-        if s > cut {
-            out.push(slot as u32);
-        } else if s == cut && ties > 0 {
-            out.push(slot as u32);
-            ties -= 1;
-        }
-    }
+/// A hit as one integer, larger = better: the score above, the slot's complement below (so the
+/// lower slot wins a tie).
+#[inline(always)]
+fn key(score: u32, slot: u32) -> u64 {
+    (score as u64) << 32 | (u32::MAX - slot) as u64
 }
 
-/// The bin holding the `count`-th largest value of a histogram, and how many values lie in the
-/// bins above it (fewer than `count`).
-fn boundary(hist: &[u32; 256], count: usize) -> (usize, usize) {
-    let mut above = 0usize;
-    for bin in (0..256).rev() {
-        let here = hist[bin] as usize;
-        if above + here >= count {
-            return (bin, above);
-        }
-        above += here;
+/// The best slots of a stream of quantized scores arriving in slot order.
+#[derive(Default)]
+pub struct Reservoir {
+    count: usize,
+    keys: Vec<u64>,
+    threshold: i32,
+}
+
+impl Reservoir {
+    /// Start over, keeping the best `count` slots (at least 1).
+    pub fn reset(&mut self, count: usize) {
+        assert!(count > 0, "a reservoir keeps at least one slot");
+        self.count = count;
+        self.keys.clear();
+        self.keys.reserve(2 * count + super::BLOCK);
+        self.threshold = -1;
     }
-    unreachable!("the histogram holds at least `count` values")
+
+    /// Scores that do not exceed this cannot enter any more (-1 until the first cut).
+    #[inline]
+    pub fn threshold(&self) -> i32 {
+        self.threshold
+    }
+
+    /// Offer a slot (larger than every slot offered before) and its score.
+    #[inline]
+    pub fn push(&mut self, score: u32, slot: u32) {
+        self.keys.push(key(score, slot));
+        if self.keys.len() >= 2 * self.count {
+            self.cut();
+        }
+    }
+
+    fn cut(&mut self) {
+        let c = self.count;
+        self.keys.select_nth_unstable_by(c - 1, |a, b| b.cmp(a));
+        self.keys.truncate(c);
+        self.threshold = (self.keys[c - 1] >> 32) as i32;
+    }
+
+    /// Append the best `count` slots offered (all of them if fewer) to `out`, in no order.
+    pub fn drain_into(&mut self, out: &mut Vec<u32>) {
+        if self.keys.len() > self.count {
+            self.cut();
+        }
+        out.extend(self.keys.drain(..).map(|k| u32::MAX - k as u32));
+    }
 }
 
 #[cfg(test)]
@@ -60,25 +68,32 @@ mod tests {
     use crate::topk::TopK;
 
     #[test]
-    fn chooses_the_heaps_set_ties_included() {
+    fn keeps_the_heaps_set_ties_included_whatever_the_threshold_filters() {
         let mut rng = SplitMix64::new(3);
+        let mut reservoir = Reservoir::default();
         for (n, spread) in [
             (1, 5),
             (50, 3),
             (1000, 2),
-            (1000, 70_000),
+            (1000, 65_536),
             (5000, 300),
             (777, 1),
         ] {
-            let scores: Vec<u16> = (0..n)
-                .map(|_| (rng.below(spread) as u32).min(65535) as u16)
-                .collect();
-            for count in [0, 1, 2, 10, 99, n / 2, n - 1, n, n + 5] {
+            let scores: Vec<u32> = (0..n).map(|_| rng.below(spread) as u32).collect();
+            for count in [1, 2, 10, 99, n / 2 + 1, n, n + 5] {
+                // As a kernel feeds it: only scores above the current threshold.
+                reservoir.reset(count);
+                for (slot, &s) in scores.iter().enumerate() {
+                    if s as i64 > reservoir.threshold() as i64 {
+                        reservoir.push(s, slot as u32);
+                    }
+                }
                 let mut got = Vec::new();
-                best_slots(&scores, count, &mut got);
+                reservoir.drain_into(&mut got);
+                got.sort_unstable();
                 let mut heap = TopK::new(count);
                 for (slot, &s) in scores.iter().enumerate() {
-                    heap.push(s as u32, slot as u32);
+                    heap.push(s, slot as u32);
                 }
                 let mut want: Vec<u32> = heap.into_sorted().iter().map(|h| h.id).collect();
                 want.sort_unstable();

@@ -1,8 +1,8 @@
 //! 4-bit PQ search of a small collection (no IVF, at most [`SMALL_COLLECTION`] vectors), where
 //! the scan is short and the per-query fixed costs decide. Threads take groups of
 //! [`QUERY_GROUP`] queries (never slices of the codes) with scratch buffers reused from group
-//! to group; a group's quantized tables scan every block once, keeping every 16-bit score; the
-//! shortlist is chosen from those by two histograms instead of a heap, and re-scored with SIMD.
+//! to group; a group's quantized tables scan every block once, each query's shortlist kept in a
+//! [`Reservoir`] instead of a heap, then re-scored with SIMD.
 //!
 //! The result is the one the general path ([`DenseIndex::search_pq`]) returns, bit for bit: the
 //! same tables and table quantization, the same kernel scores, the same shortlist (the best
@@ -10,12 +10,13 @@
 //! sub-quantizer order (or the same exact scores with refine), the same final order.
 
 use super::{DenseIndex, Hits, PqPart, SearchOptions};
-use crate::dense::fastscan::{layout, lut, rescore, select, Isa, BLOCK, QUERY_GROUP};
+use crate::dense::fastscan::select::Reservoir;
+use crate::dense::fastscan::{layout, lut, rescore, Isa, BLOCK, QUERY_GROUP};
 use crate::error::Result;
 use rayon::prelude::*;
 
-/// Collections up to this many vectors take the small-collection path: a query group's scores
-/// of every vector (16 bits each, 1 MiB at most) then stay in the core's cache.
+/// Collections up to this many vectors take the small-collection path, where a thread's group
+/// of queries scanning all the codes beats splitting the codes across threads.
 pub(super) const SMALL_COLLECTION: usize = 1 << 16;
 
 /// Buffers one worker reuses for every query group it searches.
@@ -24,8 +25,8 @@ struct Scratch {
     luts: Vec<f32>,
     /// The group's quantized tables, as the kernel reads them.
     tables: Vec<u8>,
-    /// Quantized score of every slot, `slots_per_query` per query of the group.
-    scores: Vec<u16>,
+    /// Each query's shortlist while the scan runs.
+    reservoirs: [Reservoir; QUERY_GROUP],
     shortlist: Vec<u32>,
     rescored: Vec<f32>,
 }
@@ -45,14 +46,13 @@ impl DenseIndex {
         isa: Isa,
     ) -> Result<Hits> {
         let m = p.pq.m;
-        let slots_per_query = self.ntotal.div_ceil(BLOCK) * BLOCK;
         let groups: Vec<Result<Hits>> = queries
             .par_chunks(QUERY_GROUP * self.dim)
             .map_init(
                 || Scratch {
                     luts: vec![0f32; QUERY_GROUP * m * 16],
                     tables: vec![0u8; layout::chunks(m) * QUERY_GROUP * 64],
-                    scores: vec![0u16; QUERY_GROUP * slots_per_query],
+                    reservoirs: Default::default(),
                     shortlist: Vec::new(),
                     rescored: Vec::new(),
                 },
@@ -78,40 +78,48 @@ impl DenseIndex {
     ) -> Result<Hits> {
         let (d, m) = (self.dim, p.pq.m);
         let nq = group.len() / d;
-        let slots_per_query = scratch.scores.len() / QUERY_GROUP;
+        let shortlist_len = Self::shortlist_len_of(p, opts);
         // Queries missing from a short group keep all-zero tables and report nothing.
         scratch.tables.fill(0);
         for (qi, q) in group.chunks_exact(d).enumerate() {
             let table = &mut scratch.luts[qi * m * 16..(qi + 1) * m * 16];
             p.pq.lut(self.metric, q, table);
             lut::quantize_into(table, m, qi, &mut scratch.tables);
+            scratch.reservoirs[qi].reset(shortlist_len);
         }
         isa.arrange_luts(&mut scratch.tables);
-        let codes = &p.codes.as_slice()[..slots_per_query / BLOCK * layout::block_bytes(m)];
+        let nblocks = self.ntotal.div_ceil(BLOCK);
+        let codes = &p.codes.as_slice()[..nblocks * layout::block_bytes(m)];
+        // The last block's padding vectors are never reported.
+        let last_block_mask = u32::MAX >> (nblocks * BLOCK - self.ntotal);
         let mut thresholds = [i32::MAX; QUERY_GROUP];
         thresholds[..nq].fill(-1);
-        let scores = &mut scratch.scores;
+        let reservoirs = &mut scratch.reservoirs;
         isa.scan(
             codes,
             m,
             &scratch.tables,
             &mut thresholds,
-            &mut |qi, b, _, block| {
-                let start = qi * slots_per_query + b * BLOCK;
-                for (dst, &s) in scores[start..start + BLOCK].iter_mut().zip(block) {
-                    // Quantized sums never exceed 16 bits (see `lut`).
-                    *dst = s as u16;
+            &mut |qi, b, mask, scores| {
+                let reservoir = &mut reservoirs[qi];
+                let mut bits = if b + 1 == nblocks {
+                    mask & last_block_mask
+                } else {
+                    mask
+                };
+                while bits != 0 {
+                    let v = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    reservoir.push(scores[v], (b * BLOCK + v) as u32);
                 }
-                -1
+                reservoir.threshold()
             },
         );
-        let shortlist_len = Self::shortlist_len_of(p, opts);
         let mut out = Vec::with_capacity(nq);
         for (qi, q) in group.chunks_exact(d).enumerate() {
             let shortlist = &mut scratch.shortlist;
             shortlist.clear();
-            let scores = &scratch.scores[qi * slots_per_query..][..self.ntotal];
-            select::best_slots(scores, shortlist_len, shortlist);
+            scratch.reservoirs[qi].drain_into(shortlist);
             let mut hits: Vec<(f32, u32)> = if opts.refine > 0 {
                 shortlist
                     .iter()
