@@ -48,20 +48,18 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
     } else {
         0.0
     };
-    for g in 0..layout::chunks(m) {
-        let dst = &mut out[(g * QUERY_GROUP + qi) * 64..(g * QUERY_GROUP + qi + 1) * 64];
-        for j in 0..4 {
-            let s = 4 * g + j;
-            for c in 0..16 {
-                // Round half up. `as u8` truncates toward zero and saturates (NaN -> 0), which
-                // is `floor().clamp(0.0, 255.0)` for every value (the two differ only below
-                // zero, where both give 0) without a call to `floorf` per entry.
-                dst[j * 16 + c] = if s < m {
-                    ((lut[s * 16 + c] - mins[s]) * a + 0.5) as u8
-                } else {
-                    0
-                };
+    // Round half up. `as u8` truncates toward zero and saturates (NaN -> 0), which is
+    // `floor().clamp(0.0, 255.0)` for every value (the two differ only below zero, where both
+    // give 0), and lets the 16 entries of a table convert together.
+    for s in 0..layout::chunks(m) * 4 {
+        let dst = &mut out[((s / 4) * QUERY_GROUP + qi) * 64 + (s % 4) * 16..][..16];
+        if s < m {
+            let lo = mins[s];
+            for (d, &x) in dst.iter_mut().zip(&lut[s * 16..(s + 1) * 16]) {
+                *d = ((x - lo) * a + 0.5) as u8;
             }
+        } else {
+            dst.fill(0);
         }
     }
     LutScale { a, bias }

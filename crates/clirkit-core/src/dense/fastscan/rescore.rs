@@ -68,7 +68,8 @@ pub fn scalar(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f32
     }
 }
 
-/// Lanes per SIMD step, and the step's slots padded with its first (in range) for a short tail.
+/// Per lane of a SIMD group: its slot's word offset and nibble shift; a short group's missing
+/// lanes repeat its first slot (in range) and are discarded.
 fn lanes<const L: usize>(group: &[u32], bb: usize) -> ([i32; L], [u32; L]) {
     let mut offsets = [0i32; L];
     let mut shifts = [0u32; L];
@@ -80,51 +81,66 @@ fn lanes<const L: usize>(group: &[u32], bb: usize) -> ([i32; L], [u32; L]) {
     (offsets, shifts)
 }
 
+/// Slots per SIMD step: several independent sums in flight hide the latency of each add
+/// (every lane's adds form one chain, in sub-quantizer order).
+const STEP_GROUPS: usize = 4;
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f32]) {
     use std::arch::x86_64::*;
+    const L: usize = 16;
     let bb = layout::block_bytes(m);
     let zero = _mm512_set1_ps(sum_identity());
-    for (group, dst) in slots.chunks(16).zip(out.chunks_mut(16)) {
-        let (offsets, shifts) = lanes::<16>(group, bb);
-        let offsets = _mm512_loadu_si512(offsets.as_ptr() as *const _);
-        let shifts = _mm512_loadu_si512(shifts.as_ptr() as *const _);
-        let mut acc = zero;
+    for (step, dst) in slots
+        .chunks(L * STEP_GROUPS)
+        .zip(out.chunks_mut(L * STEP_GROUPS))
+    {
+        let mut offsets = [_mm512_setzero_si512(); STEP_GROUPS];
+        let mut shifts = [_mm512_setzero_si512(); STEP_GROUPS];
+        let groups = step.len().div_ceil(L);
+        for (i, group) in step.chunks(L).enumerate() {
+            let (o, s) = lanes::<L>(group, bb);
+            offsets[i] = _mm512_loadu_si512(o.as_ptr() as *const _);
+            shifts[i] = _mm512_loadu_si512(s.as_ptr() as *const _);
+        }
+        let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
-            let words = _mm512_srlv_epi32(
-                _mm512_i32gather_epi32::<1>(offsets, base as *const _),
-                shifts,
-            );
             let table = lut.as_ptr().add(g * 64);
             let subs = (m - 4 * g).min(4);
-            acc = _mm512_add_ps(acc, _mm512_permutexvar_ps(words, _mm512_loadu_ps(table)));
-            if subs > 1 {
-                let idx = _mm512_srli_epi32::<8>(words);
-                acc = _mm512_add_ps(
-                    acc,
-                    _mm512_permutexvar_ps(idx, _mm512_loadu_ps(table.add(16))),
+            let tables = [
+                _mm512_loadu_ps(table),
+                _mm512_loadu_ps(table.add(16 * (subs > 1) as usize)),
+                _mm512_loadu_ps(table.add(32 * (subs > 2) as usize)),
+                _mm512_loadu_ps(table.add(48 * (subs > 3) as usize)),
+            ];
+            for i in 0..groups {
+                let words = _mm512_srlv_epi32(
+                    _mm512_i32gather_epi32::<1>(offsets[i], base as *const _),
+                    shifts[i],
                 );
-            }
-            if subs > 2 {
-                let idx = _mm512_srli_epi32::<16>(words);
-                acc = _mm512_add_ps(
-                    acc,
-                    _mm512_permutexvar_ps(idx, _mm512_loadu_ps(table.add(32))),
-                );
-            }
-            if subs > 3 {
-                let idx = _mm512_srli_epi32::<24>(words);
-                acc = _mm512_add_ps(
-                    acc,
-                    _mm512_permutexvar_ps(idx, _mm512_loadu_ps(table.add(48))),
-                );
+                let mut a = _mm512_add_ps(acc[i], _mm512_permutexvar_ps(words, tables[0]));
+                if subs > 1 {
+                    let idx = _mm512_srli_epi32::<8>(words);
+                    a = _mm512_add_ps(a, _mm512_permutexvar_ps(idx, tables[1]));
+                }
+                if subs > 2 {
+                    let idx = _mm512_srli_epi32::<16>(words);
+                    a = _mm512_add_ps(a, _mm512_permutexvar_ps(idx, tables[2]));
+                }
+                if subs > 3 {
+                    let idx = _mm512_srli_epi32::<24>(words);
+                    a = _mm512_add_ps(a, _mm512_permutexvar_ps(idx, tables[3]));
+                }
+                acc[i] = a;
             }
         }
-        let mut sums = [0f32; 16];
-        _mm512_storeu_ps(sums.as_mut_ptr(), acc);
-        dst.copy_from_slice(&sums[..dst.len()]);
+        for (i, dst) in dst.chunks_mut(L).enumerate() {
+            let mut sums = [0f32; L];
+            _mm512_storeu_ps(sums.as_mut_ptr(), acc[i]);
+            dst.copy_from_slice(&sums[..dst.len()]);
+        }
     }
 }
 
@@ -132,6 +148,7 @@ unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [
 #[target_feature(enable = "avx2")]
 unsafe fn avx2(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f32]) {
     use std::arch::x86_64::*;
+    const L: usize = 8;
     let bb = layout::block_bytes(m);
     let zero = _mm256_set1_ps(sum_identity());
     // A 16-entry lookup: both halves permuted by the low 3 bits, bit 3 (moved to the sign) picks.
@@ -141,33 +158,46 @@ unsafe fn avx2(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f3
         let hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.add(8)), idx);
         _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx)))
     }
-    for (group, dst) in slots.chunks(8).zip(out.chunks_mut(8)) {
-        let (offsets, shifts) = lanes::<8>(group, bb);
-        let offsets = _mm256_loadu_si256(offsets.as_ptr() as *const _);
-        let shifts = _mm256_loadu_si256(shifts.as_ptr() as *const _);
-        let mut acc = zero;
+    for (step, dst) in slots
+        .chunks(L * STEP_GROUPS)
+        .zip(out.chunks_mut(L * STEP_GROUPS))
+    {
+        let mut offsets = [_mm256_setzero_si256(); STEP_GROUPS];
+        let mut shifts = [_mm256_setzero_si256(); STEP_GROUPS];
+        let groups = step.len().div_ceil(L);
+        for (i, group) in step.chunks(L).enumerate() {
+            let (o, s) = lanes::<L>(group, bb);
+            offsets[i] = _mm256_loadu_si256(o.as_ptr() as *const _);
+            shifts[i] = _mm256_loadu_si256(s.as_ptr() as *const _);
+        }
+        let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
-            let words = _mm256_srlv_epi32(
-                _mm256_i32gather_epi32::<1>(base as *const i32, offsets),
-                shifts,
-            );
             let table = lut.as_ptr().add(g * 64);
             let subs = (m - 4 * g).min(4);
-            acc = _mm256_add_ps(acc, lookup(table, words));
-            if subs > 1 {
-                acc = _mm256_add_ps(acc, lookup(table.add(16), _mm256_srli_epi32::<8>(words)));
-            }
-            if subs > 2 {
-                acc = _mm256_add_ps(acc, lookup(table.add(32), _mm256_srli_epi32::<16>(words)));
-            }
-            if subs > 3 {
-                acc = _mm256_add_ps(acc, lookup(table.add(48), _mm256_srli_epi32::<24>(words)));
+            for i in 0..groups {
+                let words = _mm256_srlv_epi32(
+                    _mm256_i32gather_epi32::<1>(base as *const i32, offsets[i]),
+                    shifts[i],
+                );
+                let mut a = _mm256_add_ps(acc[i], lookup(table, words));
+                if subs > 1 {
+                    a = _mm256_add_ps(a, lookup(table.add(16), _mm256_srli_epi32::<8>(words)));
+                }
+                if subs > 2 {
+                    a = _mm256_add_ps(a, lookup(table.add(32), _mm256_srli_epi32::<16>(words)));
+                }
+                if subs > 3 {
+                    a = _mm256_add_ps(a, lookup(table.add(48), _mm256_srli_epi32::<24>(words)));
+                }
+                acc[i] = a;
             }
         }
-        let mut sums = [0f32; 8];
-        _mm256_storeu_ps(sums.as_mut_ptr(), acc);
-        dst.copy_from_slice(&sums[..dst.len()]);
+        for (i, dst) in dst.chunks_mut(L).enumerate() {
+            let mut sums = [0f32; L];
+            _mm256_storeu_ps(sums.as_mut_ptr(), acc[i]);
+            dst.copy_from_slice(&sums[..dst.len()]);
+        }
     }
 }
 
@@ -209,7 +239,7 @@ mod tests {
                 })
                 .collect();
             for isa in Isa::available() {
-                for len in [0, 1, 7, 8, 15, 16, 17, slots.len()] {
+                for len in [0, 1, 7, 8, 15, 16, 17, 33, 63, 64, 65, 100, slots.len()] {
                     let mut got = vec![f32::NAN; len];
                     rescore(isa, &codes, m, &lut, &slots[..len], &mut got);
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

@@ -9,6 +9,7 @@
 //! `shortlist_len_of` slots by quantized score, ties to the lower slot), the same float sums in
 //! sub-quantizer order (or the same exact scores with refine), the same final order.
 
+use super::search::{from_order_key, order_key};
 use super::{DenseIndex, Hits, PqPart, SearchOptions};
 use crate::dense::fastscan::select::Reservoir;
 use crate::dense::fastscan::{layout, lut, rescore, Isa, BLOCK, QUERY_GROUP};
@@ -143,12 +144,22 @@ impl DenseIndex {
     }
 }
 
-/// Keep the best `k` hits (higher score first, ties to the lower id), sorted.
+/// Keep the best `k` hits (higher score first, ties to the lower id), sorted. Each hit becomes
+/// one integer in that order (the score's [`order_key`], then the id's complement) so the
+/// selection and sort compare integers.
 fn best_first(hits: &mut Vec<(f32, u32)>, k: usize) {
-    let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-    if hits.len() > k {
-        hits.select_nth_unstable_by(k - 1, order);
-        hits.truncate(k);
+    let mut keys: Vec<u64> = hits
+        .iter()
+        .map(|&(s, id)| !((order_key(s) as u64) << 32 | (u32::MAX - id) as u64))
+        .collect();
+    if keys.len() > k {
+        keys.select_nth_unstable(k - 1);
+        keys.truncate(k);
     }
-    hits.sort_unstable_by(order);
+    keys.sort_unstable();
+    hits.clear();
+    hits.extend(
+        keys.iter()
+            .map(|&key| (from_order_key((!key >> 32) as u32), u32::MAX - !key as u32)),
+    );
 }
