@@ -34,9 +34,7 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
     let mut sum_span = 0f32;
     let mut bias = 0f32;
     for s in 0..m {
-        let t = &lut[s * 16..(s + 1) * 16];
-        let lo = t.iter().copied().fold(f32::INFINITY, f32::min);
-        let hi = t.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let (lo, hi) = table_range(&lut[s * 16..(s + 1) * 16]);
         mins[s] = lo;
         max_span = max_span.max(hi - lo);
         sum_span += hi - lo;
@@ -65,9 +63,41 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
     LutScale { a, bias }
 }
 
+/// The least and greatest entry of a 16-entry table by `f32::min` / `f32::max` (NaN ignored),
+/// taken pairwise in a tree rather than in a chain of 15 dependent steps. The values are those
+/// of a fold; only the sign of a zero bound may differ, and no quantized entry depends on it
+/// (an entry equal to a zero minimum quantizes to 0 either way).
+fn table_range(t: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi) = ([0f32; 8], [0f32; 8]);
+    for i in 0..8 {
+        lo[i] = t[i].min(t[i + 8]);
+        hi[i] = t[i].max(t[i + 8]);
+    }
+    for width in [4, 2, 1] {
+        for i in 0..width {
+            lo[i] = lo[i].min(lo[i + width]);
+            hi[i] = hi[i].max(hi[i + width]);
+        }
+    }
+    (lo[0], hi[0])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_range_is_the_folds_range() {
+        let mut t: Vec<f32> = (0..16).map(|i| ((i * 7) % 16) as f32 - 5.5).collect();
+        for nan_at in [None, Some(0), Some(9), Some(15)] {
+            if let Some(i) = nan_at {
+                t[i] = f32::NAN;
+            }
+            let lo = t.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = t.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(table_range(&t), (lo, hi), "{nan_at:?}");
+        }
+    }
 
     #[test]
     fn saturating_conversion_is_floor_then_clamp() {
