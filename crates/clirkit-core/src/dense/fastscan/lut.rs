@@ -46,15 +46,17 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
     } else {
         0.0
     };
-    // Round half up. `as u8` truncates toward zero and saturates (NaN -> 0), which is
-    // `floor().clamp(0.0, 255.0)` for every value (the two differ only below zero, where both
-    // give 0), and lets the 16 entries of a table convert together.
+    // Round half up: clamp to 0..=255 (NaN -> 0) and truncate, which is
+    // `floor().clamp(0.0, 255.0)` for every value (floor and truncation differ only below zero,
+    // where both give 0), in compares and selects the 16 entries of a table can do together.
     for s in 0..layout::chunks(m) * 4 {
         let dst = &mut out[((s / 4) * QUERY_GROUP + qi) * 64 + (s % 4) * 16..][..16];
         if s < m {
             let lo = mins[s];
             for (d, &x) in dst.iter_mut().zip(&lut[s * 16..(s + 1) * 16]) {
-                *d = ((x - lo) * a + 0.5) as u8;
+                let y = (x - lo) * a + 0.5;
+                let y = if y > 0.0 { y } else { 0.0 };
+                *d = (if y < 255.0 { y } else { 255.0 }) as i32 as u8;
             }
         } else {
             dst.fill(0);
@@ -100,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn saturating_conversion_is_floor_then_clamp() {
+    fn clamped_truncation_is_floor_then_clamp() {
         let specials = [
             f32::NAN,
             f32::INFINITY,
@@ -117,7 +119,13 @@ mod tests {
             x += 0.125;
         }
         for y in values {
-            assert_eq!(y as u8, y.floor().clamp(0.0, 255.0) as u8, "{y}");
+            let clamped = if y > 0.0 { y } else { 0.0 };
+            let clamped = if clamped < 255.0 { clamped } else { 255.0 };
+            assert_eq!(
+                clamped as i32 as u8,
+                y.floor().clamp(0.0, 255.0) as u8,
+                "{y}"
+            );
         }
     }
 
