@@ -4,7 +4,7 @@
 
 use super::scan::ScanTask;
 use super::{DenseIndex, Hits, PqPart, SearchOptions, StoredVectors};
-use crate::dense::fastscan::{layout, Isa, BLOCK};
+use crate::dense::fastscan::{rescore, Isa, BLOCK};
 use crate::dense::{check_matrix, flat};
 use crate::error::{Error, Result};
 use crate::parallel;
@@ -210,25 +210,23 @@ impl DenseIndex {
             .into_par_iter()
             .enumerate()
             .map(|(qi, heap)| {
-                let lut = &luts[qi * m * ksub..(qi + 1) * m * ksub];
-                let codes = p.codes.as_slice();
-                let bb = layout::block_bytes(m);
-                heap.into_sorted()
-                    .into_iter()
-                    .map(|hit| {
-                        let slot = hit.id as usize;
-                        let score = if p.pq.nbits == 4 {
-                            let block = &codes[(slot / BLOCK) * bb..];
-                            let v = slot % BLOCK;
-                            p.pq.adc_score(lut, (0..m).map(|s| layout::code_at(block, v, s)))
-                        } else {
-                            from_order_key(hit.score)
-                        };
-                        ShortlistHit {
-                            key: hit.score,
-                            slot: hit.id,
-                            score,
-                        }
+                let hits = heap.into_sorted();
+                let scores: Vec<f32> = if p.pq.nbits == 4 {
+                    // The float PQ scores, in SIMD (the same bits as `adc_score`).
+                    let lut = &luts[qi * m * ksub..(qi + 1) * m * ksub];
+                    let slots: Vec<u32> = hits.iter().map(|h| h.id).collect();
+                    let mut scores = vec![0f32; slots.len()];
+                    rescore::rescore(isa, p.codes.as_slice(), m, lut, &slots, &mut scores);
+                    scores
+                } else {
+                    hits.iter().map(|h| from_order_key(h.score)).collect()
+                };
+                hits.iter()
+                    .zip(scores)
+                    .map(|(hit, score)| ShortlistHit {
+                        key: hit.score,
+                        slot: hit.id,
+                        score,
                     })
                     .collect()
             })
