@@ -22,17 +22,23 @@ fn pseudo_random(seed: u64, n: usize) -> Vec<u64> {
         .collect()
 }
 
+/// `n` vectors of `m` pseudo-random 4-bit codes, packed.
+fn packed_codes(seed: u64, n: usize, m: usize) -> Vec<u8> {
+    let raw: Vec<u8> = pseudo_random(seed, n * m)
+        .iter()
+        .map(|v| (v % 16) as u8)
+        .collect();
+    let mut codes = Vec::new();
+    layout::pack(&raw, m, &mut codes);
+    codes
+}
+
 fn scan(c: &mut Criterion) {
     let n = 65_536;
     let mut group = c.benchmark_group("pq4_fastscan");
     group.sample_size(10);
     for m in [96usize, 192] {
-        let raw: Vec<u8> = pseudo_random(1, n * m)
-            .iter()
-            .map(|v| (v % 16) as u8)
-            .collect();
-        let mut codes = Vec::new();
-        layout::pack(&raw, m, &mut codes);
+        let codes = packed_codes(1, n, m);
         let mut luts = vec![0u8; layout::chunks(m) * QUERY_GROUP * 64];
         for q in 0..QUERY_GROUP {
             let table: Vec<f32> = pseudo_random(q as u64 + 7, m * 16)
@@ -73,12 +79,7 @@ fn rescore_shortlist(c: &mut Criterion) {
     let mut group = c.benchmark_group("pq4_rescore");
     group.sample_size(20);
     for m in [96usize, 192] {
-        let raw: Vec<u8> = pseudo_random(2, n * m)
-            .iter()
-            .map(|v| (v % 16) as u8)
-            .collect();
-        let mut codes = Vec::new();
-        layout::pack(&raw, m, &mut codes);
+        let codes = packed_codes(2, n, m);
         let table: Vec<f32> = pseudo_random(3, m * 16)
             .iter()
             .map(|v| (v % 1000) as f32 / 1000.0 - 0.5)

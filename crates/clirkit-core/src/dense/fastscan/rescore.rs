@@ -68,17 +68,24 @@ pub fn scalar(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f32
     }
 }
 
-/// Per lane of a SIMD group: its slot's word offset and nibble shift; a short group's missing
-/// lanes repeat its first slot (in range) and are discarded.
-fn lanes<const L: usize>(group: &[u32], bb: usize) -> ([i32; L], [u32; L]) {
-    let mut offsets = [0i32; L];
-    let mut shifts = [0u32; L];
-    for lane in 0..L {
-        let (o, s) = word_of(*group.get(lane).unwrap_or(&group[0]), bb);
-        offsets[lane] = o as i32;
-        shifts[lane] = s;
+/// Per SIMD group of a step (`L` lanes each), per lane: its slot's word offset and nibble shift;
+/// a short group's missing lanes repeat its first slot (in range) and are discarded. Also the
+/// number of groups the step fills.
+#[allow(clippy::type_complexity)]
+fn step_lanes<const L: usize>(
+    step: &[u32],
+    bb: usize,
+) -> ([[i32; L]; STEP_GROUPS], [[u32; L]; STEP_GROUPS], usize) {
+    let mut offsets = [[0i32; L]; STEP_GROUPS];
+    let mut shifts = [[0u32; L]; STEP_GROUPS];
+    for (i, group) in step.chunks(L).enumerate() {
+        for lane in 0..L {
+            let (o, s) = word_of(*group.get(lane).unwrap_or(&group[0]), bb);
+            offsets[i][lane] = o as i32;
+            shifts[i][lane] = s;
+        }
     }
-    (offsets, shifts)
+    (offsets, shifts, step.len().div_ceil(L))
 }
 
 /// Slots per SIMD step: several independent sums in flight hide the latency of each add
@@ -96,14 +103,9 @@ unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [
         .chunks(L * STEP_GROUPS)
         .zip(out.chunks_mut(L * STEP_GROUPS))
     {
-        let mut offsets = [_mm512_setzero_si512(); STEP_GROUPS];
-        let mut shifts = [_mm512_setzero_si512(); STEP_GROUPS];
-        let groups = step.len().div_ceil(L);
-        for (i, group) in step.chunks(L).enumerate() {
-            let (o, s) = lanes::<L>(group, bb);
-            offsets[i] = _mm512_loadu_si512(o.as_ptr() as *const _);
-            shifts[i] = _mm512_loadu_si512(s.as_ptr() as *const _);
-        }
+        let (o, s, groups) = step_lanes::<L>(step, bb);
+        let offsets = o.map(|o| _mm512_loadu_si512(o.as_ptr() as *const _));
+        let shifts = s.map(|s| _mm512_loadu_si512(s.as_ptr() as *const _));
         let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
@@ -162,14 +164,9 @@ unsafe fn avx2(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f3
         .chunks(L * STEP_GROUPS)
         .zip(out.chunks_mut(L * STEP_GROUPS))
     {
-        let mut offsets = [_mm256_setzero_si256(); STEP_GROUPS];
-        let mut shifts = [_mm256_setzero_si256(); STEP_GROUPS];
-        let groups = step.len().div_ceil(L);
-        for (i, group) in step.chunks(L).enumerate() {
-            let (o, s) = lanes::<L>(group, bb);
-            offsets[i] = _mm256_loadu_si256(o.as_ptr() as *const _);
-            shifts[i] = _mm256_loadu_si256(s.as_ptr() as *const _);
-        }
+        let (o, s, groups) = step_lanes::<L>(step, bb);
+        let offsets = o.map(|o| _mm256_loadu_si256(o.as_ptr() as *const _));
+        let shifts = s.map(|s| _mm256_loadu_si256(s.as_ptr() as *const _));
         let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
