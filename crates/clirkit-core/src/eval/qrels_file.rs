@@ -1,4 +1,4 @@
-//! A fast qrels reader for evaluation: straight into per-query hash maps, without the generic
+//! A fast qrels reader for evaluation: straight into per-query tables, without the generic
 //! reader's intermediate strings. The grammar is [`crate::io::trec_lines::QrelsLines`], as for
 //! [`crate::io::trec::read_qrels`]; a repeated (qid, docid) is an error naming both lines.
 
@@ -6,46 +6,79 @@ use crate::error::{Error, Result};
 use crate::eval::qrels::{Judgements, QrelsIndex};
 use crate::io::trec::qrels_judgements;
 use crate::io::trec_lines::{duplicate_message, find_lines, read_text};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::path::Path;
 
-type DocLabels = FxHashMap<Box<[u8]>, i32>;
-
-/// Read a qrels file into a [`QrelsIndex`].
+/// Read a qrels file into a [`QrelsIndex`]: the lines are parsed in order, then each query's
+/// table is built (in parallel). The error is the one a line-by-line read meets first: a
+/// repeated judgement before the first line that does not parse, else that line.
 pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     let path = path.as_ref();
     let text = read_text(path)?;
-    let mut queries: Vec<(&str, DocLabels)> = Vec::new();
+    let mut queries: Vec<(&str, Vec<(&[u8], i32)>)> = Vec::new();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+    let mut parse_error = None;
     for parsed in qrels_judgements(path, &text) {
-        let (line_no, judgement) = parsed?;
-        let (qid, doc) = (judgement.qid, judgement.doc);
+        let judgement = match parsed {
+            Ok((_, judgement)) => judgement,
+            Err(e) => {
+                parse_error = Some(e);
+                break;
+            }
+        };
+        let qid = judgement.qid;
         let slot = match queries.last() {
             Some((last, _)) if *last == qid => queries.len() - 1,
             _ => *index.entry(qid).or_insert_with(|| {
-                queries.push((qid, FxHashMap::default()));
+                queries.push((qid, Vec::new()));
                 queries.len() - 1
             }),
         };
-        if queries[slot]
+        queries[slot]
             .1
-            .insert(Box::from(doc.as_bytes()), judgement.label)
-            .is_some()
-        {
-            let first = first_line_of(&text, qid, doc);
-            return Err(Error::parse(
+            .push((judgement.doc.as_bytes(), judgement.label));
+    }
+    let built: Vec<(String, std::result::Result<Judgements, usize>)> = queries
+        .par_iter()
+        .map(|(qid, judged)| (qid.to_string(), Judgements::unique(judged)))
+        .collect();
+    let repeats: FxHashMap<&str, usize> = built
+        .iter()
+        .filter_map(|(qid, j)| j.as_ref().err().map(|&i| (qid.as_str(), i)))
+        .collect();
+    if !repeats.is_empty() {
+        return Err(repeat_error(path, &text, &repeats));
+    }
+    if let Some(e) = parse_error {
+        return Err(e);
+    }
+    Ok(QrelsIndex::from_judgements(
+        built
+            .into_iter()
+            .filter_map(|(qid, j)| j.ok().map(|j| (qid, j)))
+            .collect(),
+    ))
+}
+
+/// The error for the first line (in file order) that repeats a judgement: `repeats` holds, per
+/// query with a repeat, the index of its first repeating judgement among the query's.
+fn repeat_error(path: &Path, text: &str, repeats: &FxHashMap<&str, usize>) -> Error {
+    let mut seen: FxHashMap<&str, usize> = FxHashMap::default();
+    for (line_no, judgement) in qrels_judgements(path, text).map_while(Result::ok) {
+        let (qid, doc) = (judgement.qid, judgement.doc);
+        let count = seen.entry(qid).or_default();
+        if repeats.get(qid) == Some(count) {
+            let first = first_line_of(text, qid, doc);
+            return Error::parse(
                 path,
                 line_no,
                 duplicate_message("judgement of", doc, qid, first),
-            ));
+            );
         }
+        *count += 1;
     }
-    Ok(QrelsIndex::from_judgements(
-        queries
-            .into_iter()
-            .map(|(q, labels)| (q.to_string(), Judgements::from_labels(labels)))
-            .collect(),
-    ))
+    Error::parse(path, 0, "repeated judgement")
 }
 
 /// The first line judging `doc` for `qid` (only called to word an error).
@@ -116,6 +149,11 @@ mod tests {
                 "q.trec:3: duplicate judgement of 'a' for query '1' (first at line 1)",
             ),
             ("1 0 a 1\n1 0 b high\n", ":2: relevance 'high'"),
+            (
+                "1 0 a 1\n2 0 b 1\n2 0 b 0\n1 0 a 2\n1 0 c high\n",
+                "q.trec:3: duplicate judgement of 'b' for query '2' (first at line 2)",
+            ),
+            ("1 0 c high\n1 0 a 1\n1 0 a 2\n", ":1: relevance 'high'"),
             ("1 0 a 1 extra\n", ":1: expected"),
         ] {
             let e = read_as_the_generic_reader_does("q.trec", contents).unwrap();
