@@ -64,9 +64,9 @@ struct Slot {
 pub struct Judgements {
     ids: Vec<u8>,
     docs: Vec<JudgedDoc>,
-    /// A power of two of slots, at most half of them used, probed linearly from the hash's low
-    /// bits: a miss (most retrieved documents) usually ends at an empty slot or a tag mismatch
-    /// without touching the ids.
+    /// A power of two of slots, at most an eighth of them used, probed linearly from the hash's
+    /// low bits: a miss (most retrieved documents) usually ends at the first slot, empty, and the
+    /// branch that says so is then predicted right.
     slots: Vec<Slot>,
     /// Non-negative labels and how many documents carry each, ascending by label.
     level_counts: Vec<(i32, usize)>,
@@ -102,7 +102,7 @@ impl Judgements {
         let mut j = Judgements {
             ids: Vec::with_capacity(judged.iter().map(|(d, _)| d.len()).sum()),
             docs: Vec::with_capacity(judged.len()),
-            slots: vec![Slot::default(); (2 * judged.len()).next_power_of_two().max(8)],
+            slots: vec![Slot::default(); (8 * judged.len()).next_power_of_two().max(16)],
             level_counts: Vec::new(),
             ideal_gains: Vec::new(),
         };
@@ -168,7 +168,7 @@ impl Judgements {
     }
 
     /// [`Self::label`] given the document's [`id_hash`].
-    #[inline]
+    #[inline(always)]
     pub fn label_hashed(&self, doc: &[u8], hash: u64) -> Option<i32> {
         let mask = self.slots.len().checked_sub(1)?;
         let tag = (hash >> 32) as u32;

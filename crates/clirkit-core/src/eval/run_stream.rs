@@ -13,7 +13,8 @@
 use crate::error::{IoContext, Result};
 use crate::eval::evaluator::{Evaluation, Evaluator};
 use crate::eval::ranked::{ranked_labels_checked, sort_for_eval, IdHashes, ScoredRef};
-use crate::io::trec_lines::{self, RunLine};
+use crate::eval::run_lines::{for_each_run_line, score_f32};
+use crate::io::trec_lines;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 use std::path::Path;
@@ -106,20 +107,26 @@ fn piece_groups_parsed(lines: &[u8]) -> Option<Vec<(&str, Vec<ScoredRef<'_>>)>> 
     let text = std::str::from_utf8(lines).ok()?;
     let mut groups: Vec<(&str, Vec<ScoredRef>)> = Vec::new();
     let mut capacity_hint = 16;
-    trec_lines::for_each_line::<6, ()>(lines, |_, line| {
-        let field = |i: usize| line.ranges[i].0..line.ranges[i].1;
-        let score = RunLine::checked_score(line.count, &text[field(4)]).map_err(|_| ())?;
-        let qid = &text[field(0)];
-        let doc = ScoredRef::new(score, &lines[field(2)]);
+    for_each_run_line(lines, |line| {
+        if !(5..=6).contains(&line.count) {
+            return Err(());
+        }
+        let field = |(start, end): (usize, usize)| &lines[start..end];
+        let score = score_f32(field(line.score)).ok_or(())?;
+        let doc = ScoredRef {
+            score,
+            id: field(line.doc),
+        };
+        let qid = field(line.qid);
         match groups.last_mut() {
-            Some((last, docs)) if *last == qid => docs.push(doc),
+            Some((last, docs)) if last.as_bytes() == qid => docs.push(doc),
             last => {
                 if let Some((_, docs)) = last {
                     capacity_hint = docs.len().max(16);
                 }
                 let mut docs = Vec::with_capacity(capacity_hint);
                 docs.push(doc);
-                groups.push((qid, docs));
+                groups.push((&text[line.qid.0..line.qid.1], docs));
             }
         }
         Ok(())
