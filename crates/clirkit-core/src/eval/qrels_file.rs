@@ -5,28 +5,23 @@
 use crate::error::{Error, Result};
 use crate::eval::qrels::{Judgements, QrelsIndex};
 use crate::io::trec::qrels_judgements;
-use crate::io::trec_lines::{duplicate_message, find_lines, read_text};
+use crate::io::trec_lines::{
+    chunks, duplicate_message, find_lines, read_text, QrelsLine, QrelsLines,
+};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::path::Path;
 
-/// Read a qrels file into a [`QrelsIndex`]: the lines are parsed in order, then each query's
-/// table is built (in parallel). The error is the one a line-by-line read meets first: a
-/// repeated judgement before the first line that does not parse, else that line.
+/// Read a qrels file into a [`QrelsIndex`]: the lines are parsed in chunks (in parallel), then
+/// each query's table is built (in parallel). The error is the one a line-by-line read meets
+/// first: a repeated judgement before the first line that does not parse, else that line.
 pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     let path = path.as_ref();
     let text = read_text(path)?;
+    let (chunks, parse_error) = parse_in_chunks(path, &text);
     let mut queries: Vec<(&str, Vec<(&[u8], i32)>)> = Vec::new();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
-    let mut parse_error = None;
-    for parsed in qrels_judgements(path, &text) {
-        let judgement = match parsed {
-            Ok((_, judgement)) => judgement,
-            Err(e) => {
-                parse_error = Some(e);
-                break;
-            }
-        };
+    for judgement in chunks.iter().flatten() {
         let qid = judgement.qid;
         let slot = match queries.last() {
             Some((last, _)) if *last == qid => queries.len() - 1,
@@ -59,6 +54,55 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
             .filter_map(|(qid, j)| j.ok().map(|j| (qid, j)))
             .collect(),
     ))
+}
+
+/// The judgements of `text`, chunk by chunk in file order, up to the first line that does not
+/// parse, and that line's error. The chunks are parsed in parallel, the ones after the first
+/// without looking for a header; when the first chunk is blank, the text is one chunk.
+fn parse_in_chunks<'a>(path: &Path, text: &'a str) -> (Vec<Vec<QrelsLine<'a>>>, Option<Error>) {
+    let mut ranges = chunks(text.as_bytes(), rayon::current_num_threads() * 4);
+    if ranges
+        .first()
+        .is_some_and(|r| text[r.clone()].trim_ascii().is_empty())
+    {
+        ranges = vec![0..text.len()];
+    }
+    let parsed: Vec<(Vec<QrelsLine>, Option<(usize, String)>, usize)> = ranges
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, range)| {
+            let chunk = &text[range];
+            let mut parser = match i {
+                0 => QrelsLines::default(),
+                _ => QrelsLines::past_first_line(),
+            };
+            let mut judged = Vec::with_capacity(chunk.len() / 16);
+            let mut error = None;
+            for (n, line) in chunk.lines().enumerate() {
+                match parser.parse(line) {
+                    Ok(Some(judgement)) => judged.push(judgement),
+                    Ok(None) => {}
+                    Err(message) => {
+                        error = Some((n, message));
+                        break;
+                    }
+                }
+            }
+            let lines = memchr::memchr_iter(b'\n', chunk.as_bytes()).count();
+            (judged, error, lines)
+        })
+        .collect();
+    let mut chunks = Vec::with_capacity(parsed.len());
+    let mut lines_before = 0;
+    for (judged, error, lines) in parsed {
+        chunks.push(judged);
+        if let Some((n, message)) = error {
+            let line_no = (lines_before + n + 1) as u64;
+            return (chunks, Some(Error::parse(path, line_no, message)));
+        }
+        lines_before += lines;
+    }
+    (chunks, None)
 }
 
 /// The error for the first line (in file order) that repeats a judgement: `repeats` holds, per
@@ -159,5 +203,25 @@ mod tests {
             let e = read_as_the_generic_reader_does("q.trec", contents).unwrap();
             assert!(e.contains(expected), "{e}");
         }
+    }
+
+    #[test]
+    fn chunks_keep_line_numbers_and_the_header_rule() {
+        let mut text = String::from("query-id\tcorpus-id\tscore\n");
+        for i in 0..30_000 {
+            text.push_str(&format!("q{}\td{i}\t{}\n", i / 7, i % 3));
+        }
+        assert_eq!(read_as_the_generic_reader_does("q.tsv", &text), None);
+        // A later chunk's line of three columns with a word for a label is no header.
+        let e = read_as_the_generic_reader_does("q.tsv", &format!("{text}q1\td-x\thigh\n"));
+        assert!(e.unwrap().contains(":30002: relevance 'high'"));
+        let e = read_as_the_generic_reader_does("q.tsv", &format!("{text}q0\td1\t1\n"));
+        let e = e.unwrap();
+        assert!(
+            e.contains(":30002: duplicate judgement of 'd1' for query 'q0' (first at line 3)"),
+            "{e}"
+        );
+        let blank_start = format!("{}{text}", "\n".repeat(70_000));
+        assert_eq!(read_as_the_generic_reader_does("q.tsv", &blank_start), None);
     }
 }
