@@ -36,5 +36,9 @@ pub fn evaluate_files<S: AsRef<str>>(
 ) -> Result<Evaluation> {
     let measures = parse_measures(measures)?;
     let qrels = qrels_file::read_qrels_index(qrels)?;
-    Evaluator::new(qrels, measures, options).evaluate_file(run)
+    let evaluator = Evaluator::new(qrels, measures, options);
+    let evaluation = evaluator.evaluate_file(run);
+    // Thousands of small tables: the caller need not wait for them to be freed.
+    crate::parallel::drop_in_background(evaluator);
+    evaluation
 }
