@@ -90,18 +90,21 @@ impl Judgements {
     /// From (doc id, label) pairs; a repeated id takes its last label.
     pub fn new<'a>(judged: impl IntoIterator<Item = (&'a [u8], i32)>) -> Self {
         let judged: Vec<(&[u8], i32)> = judged.into_iter().collect();
-        match Self::build(&judged, Repeat::Replace) {
-            Ok(judgements) | Err((judgements, _)) => judgements,
-        }
+        Self::build(&judged, Repeat::Replace).0
     }
 
     /// From (doc id, label) pairs with unique ids; `Err(i)` when `judged[i]` repeats an earlier
     /// id (the first such `i`).
     pub fn unique(judged: &[(&[u8], i32)]) -> Result<Self, usize> {
-        Self::build(judged, Repeat::Refuse).map_err(|(_, i)| i)
+        match Self::build(judged, Repeat::Refuse) {
+            (judgements, None) => Ok(judgements),
+            (_, Some(i)) => Err(i),
+        }
     }
 
-    fn build(judged: &[(&[u8], i32)], repeat: Repeat) -> Result<Self, (Judgements, usize)> {
+    /// The table, and with [`Repeat::Refuse`] the index of the first repeated id (the table is
+    /// then unfinished).
+    fn build(judged: &[(&[u8], i32)], repeat: Repeat) -> (Self, Option<usize>) {
         let mut j = Judgements {
             ids: Vec::with_capacity(judged.iter().map(|(d, _)| d.len()).sum()),
             docs: Vec::with_capacity(judged.len()),
@@ -133,7 +136,7 @@ impl Judgements {
                 let doc = slot.doc as usize - 1;
                 if slot.tag == (hash >> 32) as u32 && j.id(doc) == id {
                     if repeat == Repeat::Refuse {
-                        return Err((j, i));
+                        return (j, Some(i));
                     }
                     j.docs[doc].label = label;
                     break;
@@ -142,7 +145,7 @@ impl Judgements {
             }
         }
         j.count_levels();
-        Ok(j)
+        (j, None)
     }
 
     fn count_levels(&mut self) {

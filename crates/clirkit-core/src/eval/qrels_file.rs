@@ -3,7 +3,7 @@
 //! [`crate::io::trec::read_qrels`]; a repeated (qid, docid) is an error naming both lines.
 
 use crate::error::{Error, Result};
-use crate::eval::qrels::{Judgements, QrelsIndex};
+use crate::eval::qrels::{JudgedDocs, Judgements, QrelsIndex};
 use crate::io::trec::qrels_judgements;
 use crate::io::trec_lines::{
     chunks, duplicate_message, find_lines, read_text, QrelsLine, QrelsLines,
@@ -19,7 +19,7 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     let path = path.as_ref();
     let text = read_text(path)?;
     let (chunks, parse_error) = parse_in_chunks(path, &text);
-    let mut queries: Vec<(&str, Vec<(&[u8], i32)>)> = Vec::new();
+    let mut queries: Vec<(&str, JudgedDocs)> = Vec::new();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
     for judgement in chunks.iter().flatten() {
         let qid = judgement.qid;
@@ -56,6 +56,10 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     ))
 }
 
+/// A chunk's judgements, its first line that does not parse (index in the chunk, message) and
+/// how many lines it has.
+type ParsedChunk<'a> = (Vec<QrelsLine<'a>>, Option<(usize, String)>, usize);
+
 /// The judgements of `text`, chunk by chunk in file order, up to the first line that does not
 /// parse, and that line's error. The chunks are parsed in parallel, the ones after the first
 /// without looking for a header; when the first chunk is blank, the text is one chunk.
@@ -65,9 +69,10 @@ fn parse_in_chunks<'a>(path: &Path, text: &'a str) -> (Vec<Vec<QrelsLine<'a>>>, 
         .first()
         .is_some_and(|r| text[r.clone()].trim_ascii().is_empty())
     {
-        ranges = vec![0..text.len()];
+        ranges.clear();
+        ranges.push(0..text.len());
     }
-    let parsed: Vec<(Vec<QrelsLine>, Option<(usize, String)>, usize)> = ranges
+    let parsed: Vec<ParsedChunk> = ranges
         .into_par_iter()
         .enumerate()
         .map(|(i, range)| {
