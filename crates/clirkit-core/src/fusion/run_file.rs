@@ -9,7 +9,7 @@
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::write_file_with;
+use crate::io::atomic::{write_file_with, AtomicFile};
 use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
@@ -353,9 +353,13 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
     ))
 }
 
-/// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically.
+/// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically. Each
+/// batch written is sent on to the disk at once ([`AtomicFile::start_writeback`]), so the disk
+/// writes while the next batches are formatted and the final fsync waits only for the last.
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
-    write_file_with(path, |file| write_run_lists_to(file, lists, tag))
+    write_file_with(path, |file| {
+        write_batches(file, lists, tag, AtomicFile::start_writeback)
+    })
 }
 
 /// Write `lists` as a TREC run to any writer. Queries are formatted in parallel in batches, into
@@ -366,6 +370,16 @@ pub fn write_run_lists_to(
     w: &mut (impl Write + Send),
     lists: &RunLists,
     tag: &str,
+) -> std::io::Result<()> {
+    write_batches(w, lists, tag, |_| Ok(()))
+}
+
+/// [`write_run_lists_to`], calling `after_batch` on the writer after each batch is written.
+fn write_batches<W: Write + Send>(
+    w: &mut W,
+    lists: &RunLists,
+    tag: &str,
+    mut after_batch: impl FnMut(&mut W) -> std::io::Result<()> + Send,
 ) -> std::io::Result<()> {
     /// Queries per batch, and per parallel piece of a batch.
     const BATCH: usize = 512;
@@ -408,7 +422,10 @@ pub fn write_run_lists_to(
     format(0, &mut ready)?;
     for first in (BATCH..lists.num_queries()).step_by(BATCH) {
         let (written, formatted) = rayon::join(
-            || ready.iter().try_for_each(|text| w.write_all(text)),
+            || {
+                ready.iter().try_for_each(|text| w.write_all(text))?;
+                after_batch(w)
+            },
             || format(first, &mut next),
         );
         written?;

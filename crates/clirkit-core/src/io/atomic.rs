@@ -137,6 +137,9 @@ pub struct AtomicFile {
     final_path: PathBuf,
     tmp_path: PathBuf,
     writer: Option<BufWriter<File>>,
+    /// Where the bytes not yet handed to [`AtomicFile::start_writeback`] begin.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    writeback_from: u64,
 }
 
 impl AtomicFile {
@@ -153,11 +156,42 @@ impl AtomicFile {
             final_path,
             tmp_path,
             writer: Some(BufWriter::with_capacity(1 << 20, file)),
+            writeback_from: 0,
         })
     }
 
     pub fn writer(&mut self) -> &mut BufWriter<File> {
         self.writer.as_mut().expect("writer present until commit")
+    }
+
+    /// Flush what was written so far and have the system start writing it to disk now, in the
+    /// background, so that [`AtomicFile::commit`]'s fsync waits only for the rest: a large file
+    /// written in pieces then reaches the disk while the next pieces are being made. Durability
+    /// is unchanged (commit still syncs the whole file); where the system has no such call
+    /// (not Linux) this only flushes.
+    pub fn start_writeback(&mut self) -> std::io::Result<()> {
+        let writer = self.writer.as_mut().expect("writer present until commit");
+        writer.flush()?;
+        #[cfg(target_os = "linux")]
+        {
+            use std::io::Seek;
+            use std::os::unix::io::AsRawFd;
+            let file = writer.get_mut();
+            let end = file.stream_position()?;
+            // A hint only: an error it could report (a failed write) is reported by commit's
+            // fsync, which every write goes through.
+            // SAFETY: a plain system call on a file descriptor this struct owns.
+            unsafe {
+                libc::sync_file_range(
+                    file.as_raw_fd(),
+                    self.writeback_from as libc::off64_t,
+                    (end - self.writeback_from) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            self.writeback_from = end;
+        }
+        Ok(())
     }
 
     /// Flush, fsync, rename into place and sync the directory.
