@@ -357,15 +357,13 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
 /// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically.
 ///
 /// Where the file system has direct I/O, the formatted batches go from this process's buffers
-/// straight to the disk ([`DirectWriter`]) while the next batches are formatted: no copy into the
+/// straight to the disk ([`write_direct`]) while the next batches are formatted: no copy into the
 /// page cache, and the final fsync has nothing left to write. Elsewhere each batch written is
 /// sent on to the disk at once ([`crate::io::atomic::AtomicFile::start_writeback`]), to the same end.
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
     write_file_with(path, |file| {
         if let Some(direct) = file.direct_file()? {
-            let mut out = DirectWriter::new(direct);
-            write_batches(lists, tag, |texts| out.write(texts))?;
-            return out.finish();
+            return write_direct(direct, lists, tag);
         }
         write_batches(lists, tag, |texts| {
             texts.iter().try_for_each(|text| file.write_all(text))?;
@@ -444,65 +442,73 @@ fn write_batches(
     emit(&ready)
 }
 
-/// One aligned block of [`DirectWriter`]'s buffer.
+/// One aligned block of [`write_direct`]'s buffers.
 #[derive(Clone, Copy)]
 #[repr(C, align(4096))]
 struct Block([u8; DIRECT_BLOCK]);
 
-/// Writes text through a file switched to direct I/O
-/// ([`crate::io::atomic::AtomicFile::direct_file`]): the text is
-/// gathered in an aligned buffer, whole blocks are written at once, and the bytes of a last
-/// partial block wait for the next text; [`DirectWriter::finish`] writes them padded to a block
-/// and cuts the file to its exact length.
-struct DirectWriter<'a> {
-    file: &'a std::fs::File,
-    buffer: Vec<Block>,
-    /// Bytes in `buffer` not yet written.
-    len: usize,
-    /// Where in the file `buffer` starts.
-    offset: u64,
-}
-
-impl<'a> DirectWriter<'a> {
-    fn new(file: &'a std::fs::File) -> Self {
-        DirectWriter {
-            file,
-            buffer: Vec::new(),
-            len: 0,
-            offset: 0,
+/// Write `lists` as TREC run text through a file switched to direct I/O
+/// ([`crate::io::atomic::AtomicFile::direct_file`]). Each formatted batch is gathered in an
+/// aligned buffer and its whole blocks are handed to a thread of their own that writes them,
+/// so both formatting threads keep formatting while the disk writes (two buffers take turns);
+/// the bytes of a last partial block are carried to the next batch, and at the end written
+/// padded to a block, the file then cut to its exact length.
+fn write_direct(file: &std::fs::File, lists: &RunLists, tag: &str) -> std::io::Result<()> {
+    std::thread::scope(|scope| {
+        let (to_disk, to_write) = std::sync::mpsc::sync_channel::<(Vec<Block>, usize, u64)>(1);
+        let (give_back, written) = std::sync::mpsc::channel::<Vec<Block>>();
+        let disk = scope.spawn(move || -> std::io::Result<()> {
+            for (mut blocks, len, offset) in to_write {
+                file.write_all_at(&block_bytes(&mut blocks)[..len], offset)?;
+                // The formatting side may be done and gone: nothing is waiting for it then.
+                let _ = give_back.send(blocks);
+            }
+            Ok(())
+        });
+        let mut carry: Vec<u8> = Vec::with_capacity(DIRECT_BLOCK);
+        let mut offset = 0u64;
+        let (carried, written_to) = (&mut carry, &mut offset);
+        let mut spare: Vec<Vec<Block>> = vec![Vec::new(), Vec::new()];
+        let send = move |texts: &[Vec<u8>]| -> std::io::Result<()> {
+            let disk_gone = || std::io::Error::other("the disk writer stopped");
+            let mut blocks = match spare.pop() {
+                Some(blocks) => blocks,
+                None => written.recv().map_err(|_| disk_gone())?,
+            };
+            let total = carried.len() + texts.iter().map(Vec::len).sum::<usize>();
+            let needed = total.div_ceil(DIRECT_BLOCK);
+            if needed > blocks.len() {
+                blocks.resize(needed, Block([0; DIRECT_BLOCK]));
+            }
+            let bytes = block_bytes(&mut blocks);
+            bytes[..carried.len()].copy_from_slice(carried);
+            let mut at = carried.len();
+            for text in texts {
+                bytes[at..at + text.len()].copy_from_slice(text);
+                at += text.len();
+            }
+            let whole = total / DIRECT_BLOCK * DIRECT_BLOCK;
+            carried.clear();
+            carried.extend_from_slice(&bytes[whole..total]);
+            to_disk
+                .send((blocks, whole, *written_to))
+                .map_err(|_| disk_gone())?;
+            *written_to += whole as u64;
+            Ok(())
+        };
+        // The sender goes with `send` when this returns, which ends the disk thread's loop.
+        let formatted = write_batches(lists, tag, send);
+        let disk = disk.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        disk?;
+        formatted?;
+        // The bytes of the last partial block, padded (the padding is cut off below).
+        if !carry.is_empty() {
+            let mut last = [Block([0; DIRECT_BLOCK])];
+            block_bytes(&mut last)[..carry.len()].copy_from_slice(&carry);
+            file.write_all_at(block_bytes(&mut last), offset)?;
         }
-    }
-
-    fn write(&mut self, texts: &[Vec<u8>]) -> std::io::Result<()> {
-        let total = self.len + texts.iter().map(Vec::len).sum::<usize>();
-        let blocks = total.div_ceil(DIRECT_BLOCK);
-        if blocks > self.buffer.len() {
-            self.buffer.resize(blocks, Block([0; DIRECT_BLOCK]));
-        }
-        let mut at = self.len;
-        let bytes = block_bytes(&mut self.buffer);
-        for text in texts {
-            bytes[at..at + text.len()].copy_from_slice(text);
-            at += text.len();
-        }
-        let whole = total / DIRECT_BLOCK * DIRECT_BLOCK;
-        self.file.write_all_at(&bytes[..whole], self.offset)?;
-        bytes.copy_within(whole..total, 0);
-        self.offset += whole as u64;
-        self.len = total - whole;
-        Ok(())
-    }
-
-    fn finish(mut self) -> std::io::Result<()> {
-        let len = self.len;
-        if len > 0 {
-            let padded = len.next_multiple_of(DIRECT_BLOCK);
-            let bytes = block_bytes(&mut self.buffer);
-            bytes[len..padded].fill(0);
-            self.file.write_all_at(&bytes[..padded], self.offset)?;
-        }
-        self.file.set_len(self.offset + len as u64)
-    }
+        file.set_len(offset + carry.len() as u64)
+    })
 }
 
 fn block_bytes(blocks: &mut [Block]) -> &mut [u8] {
