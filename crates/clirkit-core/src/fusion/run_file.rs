@@ -404,9 +404,16 @@ fn write_batches(
             out.clear();
             let mut ints = itoa::Buffer::new();
             let mut floats = zmij::Buffer::new();
+            // What every line of a query starts with, and what every line ends with: copied
+            // whole, fewer and longer copies per line.
+            let mut head = Vec::new();
+            let tail = [b" ", tag.as_bytes(), b"\n"].concat();
             for q in (first + i * PIECE).min(end)..(first + (i + 1) * PIECE).min(end) {
                 let qid = lists.bytes(lists.queries[q].qid);
                 let qid_clean = plain_ascii_id(qid);
+                head.clear();
+                head.extend_from_slice(qid);
+                head.extend_from_slice(b" Q0 ");
                 for (rank, d) in lists.doc_entries(q).iter().enumerate() {
                     let doc = lists.doc_bytes(d);
                     if !(qid_clean && plain_ascii_id(doc) && d.score.is_finite()) {
@@ -416,16 +423,16 @@ fn write_batches(
                             d.score,
                         )?;
                     }
-                    out.extend_from_slice(qid);
-                    out.extend_from_slice(b" Q0 ");
+                    let rank = ints.format(rank + 1).as_bytes();
+                    let score = floats.format_finite(d.score).as_bytes();
+                    out.reserve(head.len() + doc.len() + rank.len() + score.len() + 2 + tail.len());
+                    out.extend_from_slice(&head);
                     out.extend_from_slice(doc);
                     out.push(b' ');
-                    out.extend_from_slice(ints.format(rank + 1).as_bytes());
+                    out.extend_from_slice(rank);
                     out.push(b' ');
-                    out.extend_from_slice(floats.format_finite(d.score).as_bytes());
-                    out.push(b' ');
-                    out.extend_from_slice(tag.as_bytes());
-                    out.push(b'\n');
+                    out.extend_from_slice(score);
+                    out.extend_from_slice(&tail);
                 }
             }
             Ok(())
