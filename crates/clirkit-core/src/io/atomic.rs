@@ -203,7 +203,7 @@ impl AtomicFile {
     /// was written so far. From then on every write must be of whole [`DIRECT_BLOCK`]-byte
     /// blocks, from [`DIRECT_BLOCK`]-aligned memory, at a [`DIRECT_BLOCK`]-aligned offset; the
     /// caller sets the final length with `set_len`. `None` (nothing changed) where the system or
-    /// file system has no direct I/O. Commit still fsyncs the file (its metadata, the disk cache).
+    /// file system has no direct I/O or needs another alignment. Commit still fsyncs the file (its metadata, the disk cache).
     pub fn direct_file(&mut self) -> std::io::Result<Option<&File>> {
         let writer = self.writer.as_mut().expect("writer present until commit");
         writer.flush()?;
@@ -211,10 +211,27 @@ impl AtomicFile {
         {
             use std::os::unix::io::AsRawFd;
             let fd = writer.get_ref().as_raw_fd();
-            // SAFETY: plain system calls on a file descriptor this struct owns.
+            // Only where the file system states its direct I/O alignments (Linux 6.1 on) and
+            // whole blocks meet them: anywhere else writes stay buffered.
+            // SAFETY: plain system calls on a file descriptor this struct owns, into a struct
+            // they fill.
             let switched = unsafe {
-                let flags = libc::fcntl(fd, libc::F_GETFL);
-                flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
+                let mut stx: libc::statx = std::mem::zeroed();
+                let aligned = |need: u32| need != 0 && DIRECT_BLOCK % need as usize == 0;
+                libc::statx(
+                    fd,
+                    c"".as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                    libc::STATX_DIOALIGN,
+                    &mut stx,
+                ) == 0
+                    && stx.stx_mask & libc::STATX_DIOALIGN != 0
+                    && aligned(stx.stx_dio_mem_align)
+                    && aligned(stx.stx_dio_offset_align)
+                    && {
+                        let flags = libc::fcntl(fd, libc::F_GETFL);
+                        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) == 0
+                    }
             };
             if switched {
                 return Ok(Some(writer.get_ref()));
