@@ -359,7 +359,8 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
 /// Where the file system has direct I/O, the formatted batches go from this process's buffers
 /// straight to the disk ([`write_direct`]) while the next batches are formatted: no copy into the
 /// page cache, and the final fsync has nothing left to write. Elsewhere each batch written is
-/// sent on to the disk at once ([`crate::io::atomic::AtomicFile::start_writeback`]), to the same end.
+/// sent on to the disk at once ([`crate::io::atomic::AtomicFile::start_writeback`]), so that
+/// the disk writes while the next batches are formatted there too.
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
     write_file_with(path, |file| {
         if let Some(direct) = file.direct_file()? {

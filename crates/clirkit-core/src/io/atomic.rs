@@ -198,17 +198,17 @@ impl AtomicFile {
         Ok(())
     }
 
-    /// Switch the file to direct I/O (`O_DIRECT`: writes go from the caller's buffers to the
-    /// disk, bypassing the page cache) and return it for positioned writes, after flushing what
-    /// was written so far. From then on every write must be of whole [`DIRECT_BLOCK`]-byte
-    /// blocks, from [`DIRECT_BLOCK`]-aligned memory, at a [`DIRECT_BLOCK`]-aligned offset; the
-    /// caller sets the final length with `set_len`. `None` (nothing changed) where the system or
-    /// file system has no direct I/O or needs another alignment. Commit still fsyncs the file (its metadata, the disk cache).
+    /// Switch a file nothing was written to yet to direct I/O (`O_DIRECT`: writes go from the
+    /// caller's buffers to the disk, bypassing the page cache) and return it for positioned
+    /// writes. From then on every write must be of whole [`DIRECT_BLOCK`]-byte blocks, from
+    /// [`DIRECT_BLOCK`]-aligned memory, at a [`DIRECT_BLOCK`]-aligned offset; the caller sets the
+    /// final length with `set_len`. `None` (nothing changed) where something was written already,
+    /// or the system or file system has no direct I/O or needs another alignment. Commit still
+    /// fsyncs the file (its metadata, the disk's cache).
     pub fn direct_file(&mut self) -> std::io::Result<Option<&File>> {
         let writer = self.writer.as_mut().expect("writer present until commit");
-        writer.flush()?;
         #[cfg(target_os = "linux")]
-        {
+        if writer.buffer().is_empty() && writer.get_ref().metadata()?.len() == 0 {
             use std::os::unix::io::AsRawFd;
             let fd = writer.get_ref().as_raw_fd();
             // Only where the file system states its direct I/O alignments (Linux 6.1 on) and
@@ -217,7 +217,7 @@ impl AtomicFile {
             // they fill.
             let switched = unsafe {
                 let mut stx: libc::statx = std::mem::zeroed();
-                let aligned = |need: u32| need != 0 && DIRECT_BLOCK % need as usize == 0;
+                let aligned = |need: u32| DIRECT_BLOCK.is_multiple_of(need as usize);
                 libc::statx(
                     fd,
                     c"".as_ptr(),
@@ -237,6 +237,8 @@ impl AtomicFile {
                 return Ok(Some(writer.get_ref()));
             }
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = writer;
         Ok(None)
     }
 
@@ -445,6 +447,12 @@ mod tests {
         file.start_writeback().unwrap();
         file.commit().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"first second");
+
+        // Not for a file with bytes in it already: direct writes start at offset 0.
+        let mut file = AtomicFile::create(&path).unwrap();
+        file.write_all(b"x").unwrap();
+        assert!(file.direct_file().unwrap().is_none());
+        drop(file);
 
         let mut file = AtomicFile::create(&path).unwrap();
         let Some(direct) = file.direct_file().unwrap() else {
