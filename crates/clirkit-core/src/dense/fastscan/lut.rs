@@ -6,7 +6,7 @@
 //! One deliberate difference: `a` uses `65535 - m` instead of 65535, since rounding can add up
 //! to 1/2 per sub-quantizer; so the 16-bit sum provably never overflows.
 
-use super::{layout, QUERY_GROUP};
+use super::{layout, Isa, QUERY_GROUP};
 
 /// How to turn a quantized score back into the float scale.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +65,71 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
     LutScale { a, bias }
 }
 
+/// [`quantize_into`] with the `isa` level: the same bytes and scale, with AVX-512F taking each
+/// 16-entry table as one register (tables holding a NaN take the scalar code).
+pub fn quantize_with(isa: Isa, lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutScale {
+    match isa {
+        // SAFETY: the CPU feature is checked here.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if isa.is_float_available() => unsafe { quantize_avx512(lut, m, qi, out) },
+        _ => quantize_into(lut, m, qi, out),
+    }
+}
+
+/// A register's least and greatest entry can differ from [`table_range`]'s only in the sign of a
+/// zero bound, on which no entry, bias or scale depends (the bias and span sums start from +0.0,
+/// so adding either zero leaves them unchanged).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn quantize_avx512(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutScale {
+    use std::arch::x86_64::*;
+    assert!(lut.len() >= m * 16);
+    assert!(out.len() >= (layout::chunks(m) - 1) * QUERY_GROUP * 64 + (qi + 1) * 64);
+    let mut ranges = Vec::with_capacity(m);
+    for t in lut[..m * 16].chunks_exact(16) {
+        let v = _mm512_loadu_ps(t.as_ptr());
+        if _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v) != 0 {
+            return quantize_into(lut, m, qi, out);
+        }
+        ranges.push((_mm512_reduce_min_ps(v), _mm512_reduce_max_ps(v)));
+    }
+    let mut max_span = 0f32;
+    let mut sum_span = 0f32;
+    let mut bias = 0f32;
+    for &(lo, hi) in &ranges {
+        max_span = max_span.max(hi - lo);
+        sum_span += hi - lo;
+        bias += lo;
+    }
+    let limit = (65535 - m.min(65535)) as f32;
+    let a = if max_span > 0.0 {
+        (255.0 / max_span).min(limit / sum_span)
+    } else {
+        0.0
+    };
+    // As the scalar code: `max` and `min` return their second operand for a NaN, so a NaN
+    // (an infinite scale times a zero difference) becomes 0 and the rest is clamped to 0..=255
+    // before truncation.
+    let (scale, half) = (_mm512_set1_ps(a), _mm512_set1_ps(0.5));
+    let (floor, ceiling) = (_mm512_setzero_ps(), _mm512_set1_ps(255.0));
+    for s in 0..layout::chunks(m) * 4 {
+        let dst = out
+            .as_mut_ptr()
+            .add(((s / 4) * QUERY_GROUP + qi) * 64 + (s % 4) * 16);
+        let bytes = if s < m {
+            let lo = _mm512_set1_ps(ranges[s].0);
+            let x = _mm512_loadu_ps(lut.as_ptr().add(s * 16));
+            let y = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(x, lo), scale), half);
+            let y = _mm512_min_ps(_mm512_max_ps(y, floor), ceiling);
+            _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(y))
+        } else {
+            _mm_setzero_si128()
+        };
+        _mm_storeu_si128(dst as *mut __m128i, bytes);
+    }
+    LutScale { a, bias }
+}
+
 /// The least and greatest entry of a 16-entry table by `f32::min` / `f32::max` (NaN ignored),
 /// taken pairwise in a tree rather than in a chain of 15 dependent steps. The values are those
 /// of a fold; only the sign of a zero bound may differ, and no quantized entry depends on it
@@ -99,6 +164,46 @@ mod tests {
             let hi = t.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             assert_eq!(table_range(&t), (lo, hi), "{nan_at:?}");
         }
+    }
+
+    #[test]
+    fn every_level_quantizes_to_the_same_bytes_and_scale() {
+        let mut rng = crate::rng::SplitMix64::new(8);
+        for m in [1usize, 3, 4, 7, 96, 192] {
+            for case in 0..6 {
+                let mut lut: Vec<f32> = (0..m * 16)
+                    .map(|_| (rng.unit() as f32 - 0.5) * 10f32.powi(case % 3))
+                    .collect();
+                match case {
+                    // Signed zeros, some as a table's bounds.
+                    3 => lut.iter_mut().step_by(5).for_each(|x| *x = -0.0),
+                    // All-equal tables: zero spans, zero scale.
+                    4 => lut.fill(0.25),
+                    // A NaN, an infinity and a tiny span (infinite scale).
+                    5 => {
+                        lut[7] = f32::NAN;
+                        lut[(m - 1) * 16] = f32::INFINITY;
+                    }
+                    _ => {}
+                }
+                let mut want = vec![7u8; layout::chunks(m) * QUERY_GROUP * 64];
+                let mut got = want.clone();
+                let want_scale = quantize_into(&lut, m, 5, &mut want);
+                for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+                    let scale = quantize_with(isa, &lut, m, 5, &mut got);
+                    assert_eq!(got, want, "{isa:?} m={m} case={case}");
+                    assert_eq!(scale.a.to_bits(), want_scale.a.to_bits());
+                    assert_eq!(scale.bias.to_bits(), want_scale.bias.to_bits());
+                }
+            }
+        }
+        let mut lut = vec![0f32; 32];
+        lut[3] = 1e-45;
+        let mut want = vec![0u8; QUERY_GROUP * 64];
+        let mut got = want.clone();
+        quantize_into(&lut, 2, 0, &mut want);
+        quantize_with(Isa::Avx512, &lut, 2, 0, &mut got);
+        assert_eq!(got, want);
     }
 
     #[test]

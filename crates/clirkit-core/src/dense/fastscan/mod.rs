@@ -18,6 +18,7 @@ pub mod lut;
 pub mod rescore;
 pub mod scalar;
 pub mod select;
+pub mod tables;
 
 pub use dispatch::Isa;
 
@@ -29,3 +30,9 @@ pub const QUERY_GROUP: usize = 8;
 /// Called by a kernel when some of a block's scores for query `q` exceed its threshold:
 /// `(q, block, mask of those vectors, the 32 scores)`; returns the query's new threshold.
 pub type Sink<'a> = dyn FnMut(usize, usize, u32, &[u32; BLOCK]) -> i32 + 'a;
+
+/// The identity `f32`'s `Sum` starts from (`-0.0`, or `0.0` on older toolchains): starting SIMD
+/// lanes from it keeps their sums equal to `Iterator::sum` bit for bit.
+pub(crate) fn sum_identity() -> f32 {
+    std::iter::empty::<f32>().sum()
+}

@@ -12,6 +12,7 @@
 use super::search::{from_order_key, order_key};
 use super::{DenseIndex, Hits, PqPart, SearchOptions};
 use crate::dense::fastscan::select::Reservoir;
+use crate::dense::fastscan::tables::FloatTables;
 use crate::dense::fastscan::{layout, lut, rescore, Isa, BLOCK, QUERY_GROUP};
 use crate::error::Result;
 use rayon::prelude::*;
@@ -30,6 +31,7 @@ struct Scratch {
     reservoirs: [Reservoir; QUERY_GROUP],
     shortlist: Vec<u32>,
     rescored: Vec<f32>,
+    rescore_scratch: rescore::ShortlistScratch,
 }
 
 impl DenseIndex {
@@ -47,6 +49,7 @@ impl DenseIndex {
         isa: Isa,
     ) -> Result<Hits> {
         let m = p.pq.m;
+        let float_tables = FloatTables::new(&p.pq);
         let groups: Vec<Result<Hits>> = queries
             .par_chunks(QUERY_GROUP * self.dim)
             .map_init(
@@ -56,8 +59,9 @@ impl DenseIndex {
                     reservoirs: Default::default(),
                     shortlist: Vec::new(),
                     rescored: Vec::new(),
+                    rescore_scratch: Default::default(),
                 },
-                |scratch, group| self.search_group(p, group, opts, isa, scratch),
+                |scratch, group| self.search_group(p, &float_tables, group, opts, isa, scratch),
             )
             .collect();
         let mut hits = Vec::with_capacity(queries.len() / self.dim);
@@ -72,6 +76,7 @@ impl DenseIndex {
     fn search_group(
         &self,
         p: &PqPart,
+        float_tables: &FloatTables,
         group: &[f32],
         opts: &SearchOptions,
         isa: Isa,
@@ -84,8 +89,8 @@ impl DenseIndex {
         scratch.tables.fill(0);
         for (qi, q) in group.chunks_exact(d).enumerate() {
             let table = &mut scratch.luts[qi * m * 16..(qi + 1) * m * 16];
-            p.pq.lut(self.metric, q, table);
-            lut::quantize_into(table, m, qi, &mut scratch.tables);
+            float_tables.compute(isa, self.metric, q, table);
+            lut::quantize_with(isa, table, m, qi, &mut scratch.tables);
             scratch.reservoirs[qi].reset(shortlist_len);
         }
         isa.arrange_luts(&mut scratch.tables);
@@ -129,7 +134,15 @@ impl DenseIndex {
             } else {
                 let table = &scratch.luts[qi * m * 16..(qi + 1) * m * 16];
                 scratch.rescored.resize(shortlist.len(), 0.0);
-                rescore::rescore(isa, codes, m, table, shortlist, &mut scratch.rescored);
+                rescore::rescore_shortlist(
+                    isa,
+                    codes,
+                    m,
+                    table,
+                    shortlist,
+                    &mut scratch.rescored,
+                    &mut scratch.rescore_scratch,
+                );
                 scratch
                     .rescored
                     .iter()
