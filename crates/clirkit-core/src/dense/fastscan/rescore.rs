@@ -52,7 +52,7 @@ pub fn rescore(isa: Isa, codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out
 
 /// Blocks holding at least this many of a shortlist's slots are scored whole by
 /// [`rescore_shortlist`]: plain loads of all 32 vectors then cost less than gathering these.
-const WHOLE_BLOCK: usize = 12;
+const WHOLE_BLOCK: usize = 4;
 
 /// Buffers [`rescore_shortlist`] reuses from call to call.
 #[derive(Default)]
