@@ -116,8 +116,8 @@ unsafe fn quantize_avx512(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> L
         let dst = out
             .as_mut_ptr()
             .add(((s / 4) * QUERY_GROUP + qi) * 64 + (s % 4) * 16);
-        let bytes = if s < m {
-            let lo = _mm512_set1_ps(ranges[s].0);
+        let bytes = if let Some(&(lo, _)) = ranges.get(s) {
+            let lo = _mm512_set1_ps(lo);
             let x = _mm512_loadu_ps(lut.as_ptr().add(s * 16));
             let y = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(x, lo), scale), half);
             let y = _mm512_min_ps(_mm512_max_ps(y, floor), ceiling);
