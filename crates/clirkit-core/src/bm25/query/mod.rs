@@ -15,7 +15,7 @@ pub mod exhaustive;
 mod maxscore;
 
 use crate::postings::{Cursor, PostingScorer};
-use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK, TopKBuffer};
+use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
 
 /// The k-th best score so far, as the least bound a document needs to still enter the top k.
 #[derive(Clone, Copy)]
@@ -108,32 +108,86 @@ impl Selection for HeapTopK<'_> {
     }
 }
 
-/// The best k hits in a buffer of 2k cut back when full ([`TopKBuffer`]): a threshold that
-/// lags, for larger k.
+/// The best k hits in a buffer of 2k cut back to its best k when full (as [`crate::topk::TopKBuffer`]): a
+/// threshold that lags, for larger k. A hit's tie key, its doc-id rank (a load from a table
+/// as long as the collection, which misses the cache), is looked up at once only for a hit
+/// that ties the k-th score; the others' are looked up together when the buffer is cut, where
+/// the loads do not wait on each other.
 struct BufferTopK<'r> {
-    top: TopKBuffer<f32, HigherKeyFirst>,
+    k: usize,
+    buf: Vec<RankedHit<f32, HigherKeyFirst>>,
+    /// The k-th best hit at the last cut; hits not ranked before it can never be in the top k.
+    floor: Option<RankedHit<f32, HigherKeyFirst>>,
     ranks: DocRanks<'r>,
 }
+
+/// The key of a buffered hit whose rank is not looked up yet (ranks are below the document
+/// count, itself below `u32::MAX`).
+const KEY_UNKNOWN: u32 = u32::MAX;
 
 impl<'r> BufferTopK<'r> {
     fn new(k: usize, ranks: DocRanks<'r>) -> Self {
         BufferTopK {
-            top: TopKBuffer::new(k),
+            k,
+            buf: Vec::with_capacity(2 * k.min(1 << 20)),
+            floor: None,
             ranks,
         }
+    }
+
+    fn look_up_keys(&mut self) {
+        for hit in &mut self.buf {
+            if hit.key == KEY_UNKNOWN {
+                hit.key = self.ranks.rank(hit.id);
+            }
+        }
+    }
+
+    /// Keep the best k, and the k-th of them as the floor.
+    fn cut(&mut self) -> Option<Threshold> {
+        self.look_up_keys();
+        if self.buf.len() > self.k {
+            self.buf.select_nth_unstable(self.k - 1);
+            self.buf.truncate(self.k);
+        }
+        self.floor = self.buf.iter().max().copied();
+        Some(Threshold::new(self.floor.map(|h| h.score)))
     }
 }
 
 impl Selection for BufferTopK<'_> {
     #[inline]
     fn push(&mut self, score: f32, doc: u32) -> Option<Threshold> {
-        let ranks = self.ranks;
-        let changed = self.top.push(score, doc, || ranks.rank(doc));
-        changed.then(|| Threshold::new(self.top.threshold()))
+        let mut hit = RankedHit {
+            score,
+            id: doc,
+            key: KEY_UNKNOWN,
+        };
+        if let Some(floor) = self.floor {
+            match score.total_cmp(&floor.score) {
+                std::cmp::Ordering::Less => return None,
+                std::cmp::Ordering::Equal => {
+                    hit.key = self.ranks.rank(doc);
+                    if hit.rank_cmp(&floor) != std::cmp::Ordering::Less {
+                        return None;
+                    }
+                }
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        self.buf.push(hit);
+        let first_k = self.floor.is_none() && self.buf.len() == self.k;
+        if first_k || self.buf.len() >= 2 * self.k {
+            return self.cut();
+        }
+        None
     }
 
-    fn into_hits(self) -> Vec<Hit> {
-        self.top.into_sorted().into_iter().map(Hit::from).collect()
+    fn into_hits(mut self) -> Vec<Hit> {
+        self.look_up_keys();
+        self.buf.sort_unstable();
+        self.buf.truncate(self.k);
+        self.buf.into_iter().map(Hit::from).collect()
     }
 }
 
