@@ -108,22 +108,54 @@ impl Selection for HeapTopK<'_> {
     }
 }
 
-/// The best k hits in a buffer of 2k cut back to its best k when full (as [`crate::topk::TopKBuffer`]): a
-/// threshold that lags, for larger k. A hit's tie key, its doc-id rank (a load from a table
-/// as long as the collection, which misses the cache), is looked up at once only for a hit
-/// that ties the k-th score; the others' are looked up together when the buffer is cut, where
-/// the loads do not wait on each other.
+/// The best k hits in a buffer of 2k cut back to its best k when full (as
+/// [`crate::topk::TopKBuffer`]): a threshold that lags, for larger k. Each hit is held as one
+/// number that orders like the hits do (its score's bits over its tie key), so the cut
+/// compares integers. The tie key, the doc-id rank (a load from a table as long as the
+/// collection, which misses the cache), is looked up at once only for a hit that ties the
+/// k-th score; the others' are looked up together at the cut, where the loads do not wait on
+/// each other.
 struct BufferTopK<'r> {
     k: usize,
-    buf: Vec<RankedHit<f32, HigherKeyFirst>>,
-    /// The k-th best hit at the last cut; hits not ranked before it can never be in the top k.
-    floor: Option<RankedHit<f32, HigherKeyFirst>>,
+    /// (order, doc): see [`order_of`].
+    buf: Vec<(u64, u32)>,
+    /// The order of the k-th best hit at the last cut; a hit whose order is not above it can
+    /// never be in the top k.
+    floor: Option<u64>,
     ranks: DocRanks<'r>,
 }
 
-/// The key of a buffered hit whose rank is not looked up yet (ranks are below the document
-/// count, itself below `u32::MAX`).
+/// The low half of a buffered hit's order before its rank is looked up (ranks are below the
+/// document count, itself below `u32::MAX`).
 const KEY_UNKNOWN: u32 = u32::MAX;
+
+/// f32 bits as a u32 that orders like `f32::total_cmp`.
+#[inline(always)]
+fn score_order(score: f32) -> u32 {
+    let bits = score.to_bits();
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
+    }
+}
+
+/// The score whose [`score_order`] is `order`.
+#[inline(always)]
+fn score_of_order(order: u32) -> f32 {
+    f32::from_bits(if order >> 31 == 1 {
+        order & !(1 << 31)
+    } else {
+        !order
+    })
+}
+
+/// A hit's place as one number, larger first: the score, then the higher doc-id rank (the
+/// tie rule of [`HigherKeyFirst`]).
+#[inline(always)]
+fn order_of(score: f32, key: u32) -> u64 {
+    (score_order(score) as u64) << 32 | key as u64
+}
 
 impl<'r> BufferTopK<'r> {
     fn new(k: usize, ranks: DocRanks<'r>) -> Self {
@@ -136,9 +168,9 @@ impl<'r> BufferTopK<'r> {
     }
 
     fn look_up_keys(&mut self) {
-        for hit in &mut self.buf {
-            if hit.key == KEY_UNKNOWN {
-                hit.key = self.ranks.rank(hit.id);
+        for (order, doc) in &mut self.buf {
+            if *order as u32 == KEY_UNKNOWN {
+                *order = (*order & !(u32::MAX as u64)) | self.ranks.rank(*doc) as u64;
             }
         }
     }
@@ -146,36 +178,35 @@ impl<'r> BufferTopK<'r> {
     /// Keep the best k, and the k-th of them as the floor.
     fn cut(&mut self) -> Option<Threshold> {
         self.look_up_keys();
-        if self.buf.len() > self.k {
-            self.buf.select_nth_unstable(self.k - 1);
+        let kth = if self.buf.len() > self.k {
+            self.buf
+                .select_nth_unstable_by(self.k - 1, |a, b| b.0.cmp(&a.0));
             self.buf.truncate(self.k);
-        }
-        self.floor = self.buf.iter().max().copied();
-        Some(Threshold::new(self.floor.map(|h| h.score)))
+            self.buf[self.k - 1].0
+        } else {
+            self.buf.iter().map(|h| h.0).min()?
+        };
+        self.floor = Some(kth);
+        Some(Threshold::new(Some(score_of_order((kth >> 32) as u32))))
     }
 }
 
 impl Selection for BufferTopK<'_> {
     #[inline]
     fn push(&mut self, score: f32, doc: u32) -> Option<Threshold> {
-        let mut hit = RankedHit {
-            score,
-            id: doc,
-            key: KEY_UNKNOWN,
-        };
+        let mut order = order_of(score, KEY_UNKNOWN);
         if let Some(floor) = self.floor {
-            match score.total_cmp(&floor.score) {
-                std::cmp::Ordering::Less => return None,
-                std::cmp::Ordering::Equal => {
-                    hit.key = self.ranks.rank(doc);
-                    if hit.rank_cmp(&floor) != std::cmp::Ordering::Less {
-                        return None;
-                    }
+            if order >> 32 < floor >> 32 {
+                return None;
+            }
+            if order >> 32 == floor >> 32 {
+                order = order_of(score, self.ranks.rank(doc));
+                if order <= floor {
+                    return None;
                 }
-                std::cmp::Ordering::Greater => {}
             }
         }
-        self.buf.push(hit);
+        self.buf.push((order, doc));
         let first_k = self.floor.is_none() && self.buf.len() == self.k;
         if first_k || self.buf.len() >= 2 * self.k {
             return self.cut();
@@ -185,9 +216,15 @@ impl Selection for BufferTopK<'_> {
 
     fn into_hits(mut self) -> Vec<Hit> {
         self.look_up_keys();
-        self.buf.sort_unstable();
+        self.buf.sort_unstable_by(|a, b| b.0.cmp(&a.0));
         self.buf.truncate(self.k);
-        self.buf.into_iter().map(Hit::from).collect()
+        self.buf
+            .into_iter()
+            .map(|(order, doc)| Hit {
+                doc,
+                score: score_of_order((order >> 32) as u32),
+            })
+            .collect()
     }
 }
 
@@ -275,5 +312,35 @@ fn document_at_a_time<S: PostingScorer>(
     match strategy {
         Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top),
         _ => maxscore::maxscore(cursors, top),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_orders_sort_like_total_cmp_and_give_the_score_back() {
+        let mut scores = vec![
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            3.5,
+            1e30,
+            -2e-30,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        scores.extend((1..200u32).map(|i| (i * 7919 % 97) as f32 / 7.0));
+        for &a in &scores {
+            assert_eq!(score_of_order(score_order(a)).to_bits(), a.to_bits());
+            for &b in &scores {
+                assert_eq!(score_order(a).cmp(&score_order(b)), a.total_cmp(&b));
+            }
+        }
     }
 }
