@@ -141,6 +141,28 @@ fn bench(c: &mut Criterion) {
                 })
             });
         }
+        // b one step above the index's own: the stored block maxima do not apply, so bounds
+        // come from a block's max tf and min norm, for nearly the same scores.
+        let tf_norm_params = Bm25Params {
+            b: f32::from_bits(bm25::DEFAULT_B.to_bits() + 1),
+            ..Bm25Params::default()
+        };
+        for (name, strategy) in [
+            ("maxscore", Strategy::MaxScore),
+            ("bmw", Strategy::BlockMaxWand),
+        ] {
+            g.bench_function(
+                format!("500_queries_k{k}_{name}_tf_norm_bounds_1_thread"),
+                |b| {
+                    b.iter(|| {
+                        for q in &qs {
+                            idx.search_by(strategy, &q.text, None, k, tf_norm_params)
+                                .unwrap();
+                        }
+                    })
+                },
+            );
+        }
     }
     g.finish();
     drop(idx);
