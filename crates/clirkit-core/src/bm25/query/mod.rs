@@ -216,7 +216,8 @@ impl Selection for BufferTopK<'_> {
 
     fn into_hits(mut self) -> Vec<Hit> {
         self.look_up_keys();
-        self.buf.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        self.buf
+            .sort_unstable_by_key(|&(order, _)| std::cmp::Reverse(order));
         self.buf.truncate(self.k);
         self.buf
             .into_iter()
