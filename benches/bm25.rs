@@ -170,13 +170,14 @@ fn bench(c: &mut Criterion) {
 }
 
 /// Doc-id decoding of full blocks (the unpack kernel per bit width plus the gaps' prefix sum),
-/// over postings whose gaps need 1 to 20 bits.
+/// over postings whose gaps need 1 to 12 bits (wider gaps over 1,024 blocks would run past
+/// `u32` document numbers).
 fn decode_blocks(c: &mut Criterion) {
     let mut rng = Rng(0xb10c);
     let blocks = 1024;
     let mut g = c.benchmark_group("postings_decode");
     g.throughput(Throughput::Elements((blocks * BLOCK_LEN) as u64));
-    for bits in [1u32, 4, 8, 12, 20] {
+    for bits in [1u32, 4, 8, 12] {
         let mut doc = 0u32;
         let docs: Vec<u32> = (0..blocks * BLOCK_LEN)
             .map(|_| {
