@@ -1,9 +1,12 @@
 //! Criterion benches of evaluation (parsing a run file, and the measures on parsed runs; a run
-//! file evaluated piece by piece) and of the run-file kernels under it and under fusion: the
-//! shared line tokenizer, the fusion reader (piece by piece, and the whole file at once) and
-//! writer.
+//! file evaluated piece by piece; reading qrels) and of the run-file kernels under it and under
+//! fusion: the shared line tokenizer, the evaluation's run-line tokenizer, score parser and
+//! judgement lookups, the fusion reader (piece by piece, and the whole file at once) and writer.
 //! `cargo bench -p clirkit-benches --bench eval`
 
+use clirkit_core::eval::qrels_file::read_qrels_index;
+use clirkit_core::eval::ranked::{ranked_labels_checked, IdHashes};
+use clirkit_core::eval::run_lines::{for_each_run_line, score_f32};
 use clirkit_core::eval::{
     parse_measures, EvalOptions, Evaluator, QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
@@ -32,7 +35,10 @@ impl Lcg {
 /// A run as ordered (qid, [(docid, score)]) pairs.
 type RunPairs = Vec<(String, Vec<(String, f64)>)>;
 
-fn data() -> (QrelsIndex, RunPairs) {
+/// A qrels as (qid, [(docid, label)]) pairs.
+type QrelsPairs = Vec<(String, Vec<(String, i32)>)>;
+
+fn data() -> (QrelsIndex, QrelsPairs, RunPairs) {
     let mut rng = Lcg(7);
     let mut qrels = Vec::new();
     let mut run = Vec::new();
@@ -73,11 +79,11 @@ fn data() -> (QrelsIndex, RunPairs) {
             d.iter().map(|(d, l)| (d.as_bytes(), *l)).collect(),
         )
     }));
-    (index, run)
+    (index, qrels, run)
 }
 
 fn bench(c: &mut Criterion) {
-    let (qrels, run) = data();
+    let (qrels, qrels_pairs, run) = data();
     let lines: usize = run.iter().map(|(_, d)| d.len()).sum();
     let measures =
         parse_measures(&["ndcg_cut.20", "map", "recall.1000", "P.10", "judged.20"]).unwrap();
@@ -131,6 +137,38 @@ fn bench(c: &mut Criterion) {
     g.bench_function("evaluate_file_in_pieces_1000q_x_1000d", |b| {
         b.iter(|| black_box(evaluator.evaluate_file(&path).unwrap()))
     });
+    // Each query's documents in rank order: the duplicate check and the labels, one hash per id.
+    let queries = borrowed();
+    g.bench_function("labels_checked_1000q_x_1000d", |b| {
+        let (mut seen, mut labels) = (IdHashes::default(), Vec::new());
+        b.iter(|| {
+            let mut judged = 0;
+            for q in &queries {
+                let judgements = evaluator.qrels().get(q.qid);
+                ranked_labels_checked(&q.docs, judgements, false, &mut seen, &mut labels);
+                judged += labels.iter().filter(|&&l| l >= 0).count();
+            }
+            black_box(judged)
+        })
+    });
+    g.finish();
+
+    let judgements: usize = qrels_pairs.iter().map(|(_, d)| d.len()).sum();
+    let mut g = c.benchmark_group("qrels");
+    g.throughput(Throughput::Elements(judgements as u64));
+    g.sample_size(10);
+    let qrels_path = dir.join("qrels.trec");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&qrels_path).unwrap());
+    for (q, docs) in &qrels_pairs {
+        for (d, label) in docs {
+            writeln!(f, "{q} 0 {d} {label}").unwrap();
+        }
+    }
+    f.flush().unwrap();
+    drop(f);
+    g.bench_function("read_qrels_index_1000q_x_40d", |b| {
+        b.iter(|| black_box(read_qrels_index(&qrels_path).unwrap().len()))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("run_files");
@@ -146,6 +184,27 @@ fn bench(c: &mut Criterion) {
             })
             .unwrap();
             black_box(fields)
+        })
+    });
+    g.bench_function("tokenize_run_lines_1000q_x_1000d", |b| {
+        b.iter(|| {
+            let mut fields = 0;
+            for_each_run_line::<()>(&bytes, |line| {
+                fields += line.count;
+                Ok(())
+            })
+            .unwrap();
+            black_box(fields)
+        })
+    });
+    let scores: Vec<String> = run
+        .iter()
+        .flat_map(|(_, docs)| docs.iter().map(|(_, s)| s.to_string()))
+        .collect();
+    g.bench_function("scores_to_f32_1000q_x_1000d", |b| {
+        b.iter(|| {
+            let sum: f32 = scores.iter().filter_map(|s| score_f32(s.as_bytes())).sum();
+            black_box(sum)
         })
     });
     // Piece by piece (the file is large enough), then the whole file read and parsed at once.

@@ -110,7 +110,12 @@ impl Evaluator {
         sort_for_eval(docs);
         let mut labels = Vec::new();
         ranked_labels(docs, judgements, self.options.judged_docs_only, &mut labels);
-        let q = QueryRanking::new(&labels, judgements, self.options.relevance_level);
+        self.measure_labels(judgements, &labels)
+    }
+
+    /// Measure one query from its labels rank by rank ([`ranked_labels`]' output).
+    pub fn measure_labels(&self, judgements: &Judgements, labels: &[i32]) -> Vec<f64> {
+        let q = QueryRanking::new(labels, judgements, self.options.relevance_level);
         self.measures.iter().map(|m| compute(m, &q)).collect()
     }
 

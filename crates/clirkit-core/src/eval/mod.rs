@@ -1,7 +1,7 @@
 //! Evaluation with trec_eval's numbers: measures ([`measure`] names, [`measures`] one family per
 //! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
 //! run-file reader ([`run_file`]), piece-by-piece evaluation of large run files
-//! ([`run_stream`]), the [`evaluator`] that ties them together, position-bias tables
+//! ([`run_stream`], its line kernels in [`run_lines`]), the [`evaluator`] that ties them together, position-bias tables
 //! ([`position`]), paired significance tests ([`significance`]) and rank correlation
 //! ([`correlation`]).
 
@@ -14,6 +14,7 @@ pub mod qrels;
 pub mod qrels_file;
 pub mod ranked;
 pub mod run_file;
+pub mod run_lines;
 pub mod run_stream;
 pub mod significance;
 
@@ -35,5 +36,9 @@ pub fn evaluate_files<S: AsRef<str>>(
 ) -> Result<Evaluation> {
     let measures = parse_measures(measures)?;
     let qrels = qrels_file::read_qrels_index(qrels)?;
-    Evaluator::new(qrels, measures, options).evaluate_file(run)
+    let evaluator = Evaluator::new(qrels, measures, options);
+    let evaluation = evaluator.evaluate_file(run);
+    // Thousands of small tables: the caller need not wait for them to be freed.
+    crate::parallel::drop_in_background(evaluator);
+    evaluation
 }

@@ -5,7 +5,8 @@
 //! and break on doc id. We compare at single precision too: that is what makes our numbers equal
 //! trec_eval's and pytrec_eval's on runs with near-ties (e.g. BM25 scores printed with 8+ digits).
 
-use crate::eval::qrels::Judgements;
+use crate::eval::qrels::{id_hash, Judgements};
+use rustc_hash::FxHashSet;
 use std::cmp::Ordering;
 
 /// Rank label of a retrieved document the qrels do not mention (trec_eval's RELVALUE_NONPOOL).
@@ -69,13 +70,91 @@ pub fn ranked_labels(
     out.clear();
     out.reserve(docs.len());
     for d in docs {
-        let label = match judgements.label(d.id) {
-            None => NOT_IN_QRELS,
-            Some(l) if l < 0 => UNJUDGED,
-            Some(l) => l,
-        };
-        if !judged_only || label >= 0 {
-            out.push(label);
+        push_label(judgements.label(d.id), judged_only, out);
+    }
+}
+
+/// A rank's label from the qrels' label (`None`: not in the qrels), dropped when `judged_only`
+/// and the document has no non-negative label.
+#[inline]
+fn push_label(label: Option<i32>, judged_only: bool, out: &mut Vec<i32>) {
+    let label = match label {
+        None => NOT_IN_QRELS,
+        Some(l) if l < 0 => UNJUDGED,
+        Some(l) => l,
+    };
+    if !judged_only || label >= 0 {
+        out.push(label);
+    }
+}
+
+/// [`ranked_labels`] for documents whose ids may repeat, which it checks at the same time, each
+/// id hashed once for both (no labels without `judgements`): `false` when two documents share
+/// an id. `seen` is scratch space, reused from query to query.
+pub fn ranked_labels_checked(
+    docs: &[ScoredRef],
+    judgements: Option<&Judgements>,
+    judged_only: bool,
+    seen: &mut IdHashes,
+    out: &mut Vec<i32>,
+) -> bool {
+    seen.reset(docs.len());
+    out.clear();
+    out.reserve(docs.len());
+    // Set once the ids are known to be unique although two hashes met.
+    let mut unique = false;
+    for d in docs {
+        let hash = id_hash(d.id);
+        if !seen.insert(hash) && !unique {
+            if has_repeated_id(docs) {
+                return false;
+            }
+            unique = true;
+        }
+        if let Some(j) = judgements {
+            push_label(j.label_hashed(d.id, hash), judged_only, out);
+        }
+    }
+    true
+}
+
+/// Whether two documents share an id, by comparing the ids themselves.
+fn has_repeated_id(docs: &[ScoredRef]) -> bool {
+    let mut ids: FxHashSet<&[u8]> = FxHashSet::default();
+    !docs.iter().all(|d| ids.insert(d.id))
+}
+
+/// A set of [`id_hash`]es: an open-addressing table of a power of two of words, at most a quarter
+/// used (so that the branch on an empty slot is mostly predicted right), cleared for each query (0 marks an empty slot, so hash 0 is stored as 1: a false
+/// match only costs the exact check).
+#[derive(Debug, Default)]
+pub struct IdHashes {
+    slots: Vec<u64>,
+}
+
+impl IdHashes {
+    /// Empty, with room for `n` hashes.
+    fn reset(&mut self, n: usize) {
+        self.slots.clear();
+        self.slots.resize((4 * n).next_power_of_two().max(16), 0);
+    }
+
+    /// Add `hash`; false when it is there already.
+    #[inline]
+    fn insert(&mut self, hash: u64) -> bool {
+        let hash = hash.max(1);
+        let mask = self.slots.len() - 1;
+        // The high half picks the slot: `Judgements` probes from the low one.
+        let mut at = (hash >> 32) as usize & mask;
+        loop {
+            match self.slots[at] {
+                0 => {
+                    self.slots[at] = hash;
+                    return true;
+                }
+                s if s == hash => return false,
+                _ => at = (at + 1) & mask,
+            }
         }
     }
 }
@@ -129,5 +208,52 @@ mod tests {
         assert_eq!(out, [NOT_IN_QRELS, UNJUDGED, 2, 0]);
         ranked_labels(&docs, &j, true, &mut out);
         assert_eq!(out, [2, 0]);
+        let mut seen = IdHashes::default();
+        assert!(ranked_labels_checked(
+            &docs,
+            Some(&j),
+            true,
+            &mut seen,
+            &mut out
+        ));
+        assert_eq!(out, [2, 0]);
+        assert!(ranked_labels_checked(
+            &docs, None, false, &mut seen, &mut out
+        ));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn repeated_ids_are_found_whatever_the_hashes() {
+        let ids: Vec<String> = (0..3000).map(|i| format!("document-{i}")).collect();
+        let mut docs: Vec<ScoredRef> = ids
+            .iter()
+            .map(|id| ScoredRef::new(1.0, id.as_bytes()))
+            .collect();
+        let j = Judgements::new([(&b"document-7"[..], 1)]);
+        let (mut seen, mut out) = (IdHashes::default(), Vec::new());
+        assert!(ranked_labels_checked(
+            &docs,
+            Some(&j),
+            false,
+            &mut seen,
+            &mut out
+        ));
+        assert_eq!(out.iter().filter(|&&l| l == 1).count(), 1);
+        docs.push(ScoredRef::new(0.5, b"document-2999"));
+        assert!(!ranked_labels_checked(
+            &docs,
+            Some(&j),
+            false,
+            &mut seen,
+            &mut out
+        ));
+        assert!(!ranked_labels_checked(
+            &docs, None, false, &mut seen, &mut out
+        ));
+        // Two hashes that meet (0 is stored as 1) are told apart by the ids.
+        seen.reset(2);
+        assert!(seen.insert(0) && !seen.insert(1));
+        assert!(!has_repeated_id(&docs[..10]));
     }
 }

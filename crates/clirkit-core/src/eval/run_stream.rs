@@ -12,11 +12,11 @@
 
 use crate::error::{IoContext, Result};
 use crate::eval::evaluator::{Evaluation, Evaluator};
-use crate::eval::ranked::ScoredRef;
-use crate::io::trec_lines::{self, RunLine};
+use crate::eval::ranked::{ranked_labels_checked, sort_for_eval, IdHashes, ScoredRef};
+use crate::eval::run_lines::{for_each_run_line, score_f32};
+use crate::io::trec_lines;
 use rayon::prelude::*;
-use rustc_hash::{FxHashSet, FxHasher};
-use std::hash::Hasher;
+use rustc_hash::FxHashSet;
 use std::path::Path;
 
 /// Files from this size on are evaluated piece by piece.
@@ -59,11 +59,11 @@ fn evaluate_in_pieces(
     let pieces: Vec<Option<Vec<Group>>> = (0..len.div_ceil(piece_bytes))
         .into_par_iter()
         .map_init(
-            || (Vec::new(), FxHashSet::default()),
-            |(buffer, hashes), i| {
+            || (Vec::new(), Scratch::default()),
+            |(buffer, scratch), i| {
                 let nominal = i * piece_bytes..((i + 1) * piece_bytes).min(len);
                 let own = trec_lines::read_line_piece(&file, len, nominal, buffer).at(path)?;
-                Ok(own.and_then(|own| piece_groups(evaluator, &buffer[own], hashes)))
+                Ok(own.and_then(|own| piece_groups(evaluator, &buffer[own], scratch)))
             },
         )
         .collect::<Result<_>>()?;
@@ -79,11 +79,11 @@ fn evaluate_in_pieces(
     let run_queries = groups.len();
     let measured: Option<Vec<(String, Option<Vec<f64>>)>> = groups
         .into_par_iter()
-        .map_init(FxHashSet::default, |hashes, group| match group {
+        .map_init(Scratch::default, |scratch, group| match group {
             Group::Measured { qid, values } => Some((qid, values)),
             Group::Edge { qid, lines } => {
                 let values = match piece_groups_parsed(&lines)?.as_mut_slice() {
-                    [(_, docs)] => measure(evaluator, &qid, docs, hashes)?,
+                    [(_, docs)] => measure(evaluator, &qid, docs, scratch)?,
                     _ => return None,
                 };
                 Some((qid, values))
@@ -107,20 +107,26 @@ fn piece_groups_parsed(lines: &[u8]) -> Option<Vec<(&str, Vec<ScoredRef<'_>>)>> 
     let text = std::str::from_utf8(lines).ok()?;
     let mut groups: Vec<(&str, Vec<ScoredRef>)> = Vec::new();
     let mut capacity_hint = 16;
-    trec_lines::for_each_line::<6, ()>(lines, |_, line| {
-        let field = |i: usize| line.ranges[i].0..line.ranges[i].1;
-        let score = RunLine::checked_score(line.count, &text[field(4)]).map_err(|_| ())?;
-        let qid = &text[field(0)];
-        let doc = ScoredRef::new(score, &lines[field(2)]);
+    for_each_run_line(lines, |line| {
+        if !(5..=6).contains(&line.count) {
+            return Err(());
+        }
+        let field = |(start, end): (usize, usize)| &lines[start..end];
+        let score = score_f32(field(line.score)).ok_or(())?;
+        let doc = ScoredRef {
+            score,
+            id: field(line.doc),
+        };
+        let qid = field(line.qid);
         match groups.last_mut() {
-            Some((last, docs)) if *last == qid => docs.push(doc),
+            Some((last, docs)) if last.as_bytes() == qid => docs.push(doc),
             last => {
                 if let Some((_, docs)) = last {
                     capacity_hint = docs.len().max(16);
                 }
                 let mut docs = Vec::with_capacity(capacity_hint);
                 docs.push(doc);
-                groups.push((qid, docs));
+                groups.push((&text[line.qid.0..line.qid.1], docs));
             }
         }
         Ok(())
@@ -130,11 +136,7 @@ fn piece_groups_parsed(lines: &[u8]) -> Option<Vec<(&str, Vec<ScoredRef<'_>>)>> 
 }
 
 /// A piece's groups: the first and last kept as text, the others measured.
-fn piece_groups(
-    evaluator: &Evaluator,
-    lines: &[u8],
-    hashes: &mut FxHashSet<u64>,
-) -> Option<Vec<Group>> {
+fn piece_groups(evaluator: &Evaluator, lines: &[u8], scratch: &mut Scratch) -> Option<Vec<Group>> {
     let mut parsed = piece_groups_parsed(lines)?;
     let last = parsed.len().saturating_sub(1);
     let mut groups = Vec::with_capacity(parsed.len());
@@ -149,7 +151,7 @@ fn piece_groups(
                 qid,
             }
         } else {
-            let values = measure(evaluator, &qid, docs, hashes)?;
+            let values = measure(evaluator, &qid, docs, scratch)?;
             Group::Measured { qid, values }
         });
     }
@@ -167,40 +169,30 @@ fn line_end(lines: &[u8], at: usize) -> usize {
 }
 
 /// Measure one query (`None` inside when it has no judgements); `None` when a document repeats.
-/// `hashes` is scratch space, reused from query to query.
 #[allow(clippy::option_option)]
 fn measure(
     evaluator: &Evaluator,
     qid: &str,
     docs: &mut [ScoredRef],
-    hashes: &mut FxHashSet<u64>,
+    scratch: &mut Scratch,
 ) -> Option<Option<Vec<f64>>> {
-    if has_repeated_id(docs, hashes) {
+    let judgements = evaluator.qrels().get(qid);
+    if judgements.is_some() {
+        sort_for_eval(docs);
+    }
+    let judged_only = evaluator.options().judged_docs_only;
+    let (seen, labels) = (&mut scratch.seen, &mut scratch.labels);
+    if !ranked_labels_checked(docs, judgements, judged_only, seen, labels) {
         return None;
     }
-    Some(
-        evaluator
-            .qrels()
-            .get(qid)
-            .map(|judgements| evaluator.evaluate_query(judgements, docs)),
-    )
+    Some(judgements.map(|j| evaluator.measure_labels(j, labels)))
 }
 
-/// Whether two documents share an id. Hashes of the ids are compared first (a set of numbers,
-/// cheaper than a set of byte strings); only when two hashes meet are the ids themselves.
-fn has_repeated_id(docs: &[ScoredRef], hashes: &mut FxHashSet<u64>) -> bool {
-    hashes.clear();
-    hashes.reserve(docs.len());
-    let hash = |id: &[u8]| {
-        let mut hasher = FxHasher::default();
-        hasher.write(id);
-        hasher.finish()
-    };
-    if docs.iter().all(|d| hashes.insert(hash(d.id))) {
-        return false;
-    }
-    let mut ids: FxHashSet<&[u8]> = FxHashSet::default();
-    !docs.iter().all(|d| ids.insert(d.id))
+/// A thread's scratch space for [`measure`], reused from query to query.
+#[derive(Default)]
+struct Scratch {
+    seen: IdHashes,
+    labels: Vec<i32>,
 }
 
 /// All pieces' groups in file order, a query cut by piece boundaries joined into one; `None`

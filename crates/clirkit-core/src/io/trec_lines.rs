@@ -453,6 +453,12 @@ pub struct QrelsLines {
 }
 
 impl QrelsLines {
+    /// A parser for the lines after a file's first non-blank one, where no header is looked
+    /// for: for readers that parse a file in chunks.
+    pub fn past_first_line() -> Self {
+        QrelsLines { seen_content: true }
+    }
+
     /// The judgement on `line`; `None` for a blank line or the BEIR header.
     pub fn parse<'a>(
         &mut self,
