@@ -10,7 +10,9 @@ use clirkit_core::eval::run_lines::{for_each_run_line, score_f32};
 use clirkit_core::eval::{
     parse_measures, EvalOptions, Evaluator, QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
-use clirkit_core::fusion::run_file::{parse_run_bytes, read_run_lists, write_run_lists};
+use clirkit_core::fusion::run_file::{
+    parse_run_bytes, read_run_lists, write_run_lists, write_run_lists_to,
+};
 use clirkit_core::io::trec_lines::{for_each_line, read_bytes};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
@@ -219,8 +221,18 @@ fn bench(c: &mut Criterion) {
     });
     let lists = read_run_lists(&path).unwrap();
     let out = dir.join("written.trec");
+    // Atomic, to a file (direct I/O where the file system has it, fsync included) ...
     g.bench_function("fusion_write_1000q_x_1000d", |b| {
         b.iter(|| write_run_lists(&out, &lists, "bench").unwrap())
+    });
+    // ... and the formatting alone, into memory.
+    let mut text = Vec::new();
+    g.bench_function("fusion_format_1000q_x_1000d", |b| {
+        b.iter(|| {
+            text.clear();
+            write_run_lists_to(&mut text, &lists, "bench").unwrap();
+            black_box(text.len())
+        })
     });
     g.finish();
     std::fs::remove_dir_all(&dir).ok();

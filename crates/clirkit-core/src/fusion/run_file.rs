@@ -9,13 +9,14 @@
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::write_file_with;
+use crate::io::atomic::{write_file_with, DIRECT_BLOCK};
 use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Write;
 use std::ops::Range;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// The parse of one chunk, whose entries went straight into its own slice of the run's entry
@@ -354,18 +355,45 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
 }
 
 /// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically.
+///
+/// Where the file system has direct I/O, the formatted batches go from this process's buffers
+/// straight to the disk ([`write_direct`]) while the next batches are formatted: no copy into the
+/// page cache, and the final fsync has nothing left to write. Elsewhere each batch written is
+/// sent on to the disk at once ([`crate::io::atomic::AtomicFile::start_writeback`]), so that
+/// the disk writes while the next batches are formatted there too.
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
-    write_file_with(path, |file| write_run_lists_to(file, lists, tag))
+    write_file_with(path, |file| {
+        if let Some(direct) = file.direct_file()? {
+            return write_direct(direct, lists, tag);
+        }
+        write_batches(lists, tag, |texts| {
+            texts.iter().try_for_each(|text| file.write_all(text))?;
+            file.start_writeback()
+        })?;
+        file.flush()
+    })
 }
 
-/// Write `lists` as a TREC run to any writer. Queries are formatted in parallel in batches, into
-/// buffers reused from batch to batch, and each batch is formatted while the one before it is
-/// being written. An id a run cannot hold or a non-finite score (a CombSUM overflow) is an error,
-/// never written.
+/// Write `lists` as a TREC run to any writer (see [`write_batches`]).
 pub fn write_run_lists_to(
     w: &mut (impl Write + Send),
     lists: &RunLists,
     tag: &str,
+) -> std::io::Result<()> {
+    write_batches(lists, tag, |texts| {
+        texts.iter().try_for_each(|text| w.write_all(text))
+    })?;
+    w.flush()
+}
+
+/// Format `lists` as TREC run text and hand it to `emit` batch after batch, in order. Queries are
+/// formatted in parallel in batches, into buffers reused from batch to batch, and each batch is
+/// formatted while `emit` writes the one before it. An id a run cannot hold or a non-finite
+/// score (a CombSUM overflow) is an error, never emitted.
+fn write_batches(
+    lists: &RunLists,
+    tag: &str,
+    mut emit: impl FnMut(&[Vec<u8>]) -> std::io::Result<()> + Send,
 ) -> std::io::Result<()> {
     /// Queries per batch, and per parallel piece of a batch.
     const BATCH: usize = 512;
@@ -377,9 +405,16 @@ pub fn write_run_lists_to(
             out.clear();
             let mut ints = itoa::Buffer::new();
             let mut floats = zmij::Buffer::new();
+            // What every line of a query starts with, and what every line ends with: copied
+            // whole, fewer and longer copies per line.
+            let mut head = Vec::new();
+            let tail = [b" ", tag.as_bytes(), b"\n"].concat();
             for q in (first + i * PIECE).min(end)..(first + (i + 1) * PIECE).min(end) {
                 let qid = lists.bytes(lists.queries[q].qid);
                 let qid_clean = plain_ascii_id(qid);
+                head.clear();
+                head.extend_from_slice(qid);
+                head.extend_from_slice(b" Q0 ");
                 for (rank, d) in lists.doc_entries(q).iter().enumerate() {
                     let doc = lists.doc_bytes(d);
                     if !(qid_clean && plain_ascii_id(doc) && d.score.is_finite()) {
@@ -389,16 +424,16 @@ pub fn write_run_lists_to(
                             d.score,
                         )?;
                     }
-                    out.extend_from_slice(qid);
-                    out.extend_from_slice(b" Q0 ");
+                    let rank = ints.format(rank + 1).as_bytes();
+                    let score = floats.format_finite(d.score).as_bytes();
+                    out.reserve(head.len() + doc.len() + rank.len() + score.len() + 2 + tail.len());
+                    out.extend_from_slice(&head);
                     out.extend_from_slice(doc);
                     out.push(b' ');
-                    out.extend_from_slice(ints.format(rank + 1).as_bytes());
+                    out.extend_from_slice(rank);
                     out.push(b' ');
-                    out.extend_from_slice(floats.format_finite(d.score).as_bytes());
-                    out.push(b' ');
-                    out.extend_from_slice(tag.as_bytes());
-                    out.push(b'\n');
+                    out.extend_from_slice(score);
+                    out.extend_from_slice(&tail);
                 }
             }
             Ok(())
@@ -407,16 +442,88 @@ pub fn write_run_lists_to(
     let (mut ready, mut next) = (Vec::new(), Vec::new());
     format(0, &mut ready)?;
     for first in (BATCH..lists.num_queries()).step_by(BATCH) {
-        let (written, formatted) = rayon::join(
-            || ready.iter().try_for_each(|text| w.write_all(text)),
-            || format(first, &mut next),
-        );
+        let (written, formatted) = rayon::join(|| emit(&ready), || format(first, &mut next));
         written?;
         formatted?;
         std::mem::swap(&mut ready, &mut next);
     }
-    ready.iter().try_for_each(|text| w.write_all(text))?;
-    w.flush()
+    emit(&ready)
+}
+
+/// One aligned block of [`write_direct`]'s buffers.
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct Block([u8; DIRECT_BLOCK]);
+
+/// Write `lists` as TREC run text through a file switched to direct I/O
+/// ([`crate::io::atomic::AtomicFile::direct_file`]). Each formatted batch is gathered in an
+/// aligned buffer and its whole blocks are handed to a thread of their own that writes them,
+/// so both formatting threads keep formatting while the disk writes (two buffers take turns);
+/// the bytes of a last partial block are carried to the next batch, and at the end written
+/// padded to a block, the file then cut to its exact length.
+fn write_direct(file: &std::fs::File, lists: &RunLists, tag: &str) -> std::io::Result<()> {
+    std::thread::scope(|scope| {
+        let (to_disk, to_write) = std::sync::mpsc::sync_channel::<(Vec<Block>, usize, u64)>(1);
+        let (give_back, written) = std::sync::mpsc::channel::<Vec<Block>>();
+        let disk = scope.spawn(move || -> std::io::Result<()> {
+            for (mut blocks, len, offset) in to_write {
+                file.write_all_at(&block_bytes(&mut blocks)[..len], offset)?;
+                // The formatting side may be done and gone: nothing is waiting for it then.
+                let _ = give_back.send(blocks);
+            }
+            Ok(())
+        });
+        let mut carry: Vec<u8> = Vec::with_capacity(DIRECT_BLOCK);
+        let mut offset = 0u64;
+        let (carried, written_to) = (&mut carry, &mut offset);
+        let mut spare: Vec<Vec<Block>> = vec![Vec::new(), Vec::new()];
+        let send = move |texts: &[Vec<u8>]| -> std::io::Result<()> {
+            let disk_gone = || std::io::Error::other("the disk writer stopped");
+            let mut blocks = match spare.pop() {
+                Some(blocks) => blocks,
+                None => written.recv().map_err(|_| disk_gone())?,
+            };
+            let total = carried.len() + texts.iter().map(Vec::len).sum::<usize>();
+            let needed = total.div_ceil(DIRECT_BLOCK);
+            if needed > blocks.len() {
+                blocks.resize(needed, Block([0; DIRECT_BLOCK]));
+            }
+            let bytes = block_bytes(&mut blocks);
+            bytes[..carried.len()].copy_from_slice(carried);
+            let mut at = carried.len();
+            for text in texts {
+                bytes[at..at + text.len()].copy_from_slice(text);
+                at += text.len();
+            }
+            let whole = total / DIRECT_BLOCK * DIRECT_BLOCK;
+            carried.clear();
+            carried.extend_from_slice(&bytes[whole..total]);
+            to_disk
+                .send((blocks, whole, *written_to))
+                .map_err(|_| disk_gone())?;
+            *written_to += whole as u64;
+            Ok(())
+        };
+        // The sender goes with `send` when this returns, which ends the disk thread's loop.
+        let formatted = write_batches(lists, tag, send);
+        let disk = disk.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        disk?;
+        formatted?;
+        // The bytes of the last partial block, padded (the padding is cut off below).
+        if !carry.is_empty() {
+            let mut last = [Block([0; DIRECT_BLOCK])];
+            block_bytes(&mut last)[..carry.len()].copy_from_slice(&carry);
+            file.write_all_at(block_bytes(&mut last), offset)?;
+        }
+        file.set_len(offset + carry.len() as u64)
+    })
+}
+
+fn block_bytes(blocks: &mut [Block]) -> &mut [u8] {
+    let len = std::mem::size_of_val(blocks);
+    // SAFETY: `Block` is a plain byte array whose size equals its alignment, so the blocks are
+    // `len` contiguous initialized bytes, borrowed mutably for as long as `blocks` is.
+    unsafe { std::slice::from_raw_parts_mut(blocks.as_mut_ptr().cast::<u8>(), len) }
 }
 
 /// Whether `id` is one that [`check_run_line`] accepts without looking further: not empty, all
@@ -523,6 +630,40 @@ mod tests {
             let e = read_run_lists(&p).unwrap_err().to_string();
             assert!(e.contains(expected), "{e} lacks {expected}");
         }
+    }
+
+    #[test]
+    fn the_atomic_writer_writes_what_the_plain_writer_writes() {
+        // Sizes around the direct writer's block and across several formatting batches.
+        let dir = tempfile::tempdir().unwrap();
+        for (queries, docs) in [(0, 0), (1, 1), (3, 70), (700, 3), (1100, 9)] {
+            let mut builder = crate::fusion::RunListsBuilder::default();
+            for q in 0..queries {
+                let ids: Vec<String> = (0..docs)
+                    .map(|d| format!("doc-{q}-{d}{}", "x".repeat((q + d) % 23)))
+                    .collect();
+                let scored = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(d, id)| (id.as_bytes(), 1.0 / (60.0 + d as f64) - q as f64));
+                builder
+                    .push_query(format!("q{q}").as_bytes(), scored)
+                    .unwrap();
+            }
+            let lists = builder.finish();
+            let mut expected = Vec::new();
+            write_run_lists_to(&mut expected, &lists, "tag").unwrap();
+            let out = dir.path().join(format!("{queries}x{docs}.trec"));
+            // Twice: the second write replaces the first.
+            for _ in 0..2 {
+                write_run_lists(&out, &lists, "tag").unwrap();
+                assert!(
+                    std::fs::read(&out).unwrap() == expected,
+                    "{queries} x {docs}"
+                );
+            }
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 5);
     }
 
     #[test]
