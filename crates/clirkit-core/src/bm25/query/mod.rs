@@ -108,8 +108,8 @@ impl Selection for HeapTopK<'_> {
     }
 }
 
-/// The best k hits in a buffer of 2k cut back to its best k when full (as
-/// [`crate::topk::TopKBuffer`]): a threshold that lags, for larger k. Each hit is held as one
+/// The best k hits in a buffer of 2k cut back to its best k when full: amortized O(1) per
+/// candidate where a heap pays a sift per replacement, with a threshold that lags, for larger k. Each hit is held as one
 /// number that orders like the hits do (its score's bits over its tie key), so the cut
 /// compares integers. The tie key, the doc-id rank (a load from a table as long as the
 /// collection, which misses the cache), is looked up at once only for a hit that ties the
