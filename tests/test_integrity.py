@@ -54,14 +54,17 @@ def test_verify_command_checks_every_file(tmp_path, corpus, capsys):
     BM25Index.build(corpus, index, quiet=True, store_docvectors=True)
     assert cli(["verify", str(index)]) == 0
     out = capsys.readouterr().out
-    assert "ok (clirkit-bm25, 5 files" in out, out
-    docvectors = index / "docvectors.bin"
-    data = bytearray(docvectors.read_bytes())
-    data[-1] ^= 0x01  # the last chunk CRC: only a full check reads it
-    docvectors.write_bytes(bytes(data))
-    assert cli(["verify", str(index)]) == 2
-    err = capsys.readouterr().err
-    assert "docvectors.bin" in err and "checksum mismatch" in err, err
+    assert "ok (clirkit-bm25, 6 files" in out, out
+    for name in ("docvectors.bin", "blockmax.bin"):
+        path = index / name
+        intact = path.read_bytes()
+        data = bytearray(intact)
+        data[-1] ^= 0x01  # the last chunk CRC: only a full check reads it
+        path.write_bytes(bytes(data))
+        assert cli(["verify", str(index)]) == 2
+        err = capsys.readouterr().err
+        assert name in err and "checksum mismatch" in err, err
+        path.write_bytes(intact)
 
 
 def test_avgdl_zero_is_an_error_at_open(tmp_path, corpus):

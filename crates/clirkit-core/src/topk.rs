@@ -7,13 +7,16 @@
 //!   byte order of the string ids, so ties come out in canonical order (doc id descending).
 //!
 //! Because the order is total, the top-k of a collection equals the merge of the top-k of any
-//! partition of it, so results do not depend on the thread count or the selection used. There
-//! are three selections, one per access pattern:
+//! partition of it, so results do not depend on the thread count or the selection used. The
+//! selections here:
 //! - [`TopK`]: a binary heap whose k-th best is exact after every push, for scans that filter
 //!   candidates against it (fast-scan thresholds) and merge per-thread results;
-//! - [`TopKBuffer`]: amortized O(1) appends into a buffer of 2k that is cut back to its best k
-//!   when full, for document-at-a-time search, which can work with a threshold that lags;
 //! - [`select_positive`]: the best k of a dense accumulator, without a heap.
+//!
+//! Two searches keep selections of their own, tied to their data: BM25's document-at-a-time
+//! buffer of packed (score, rank) orders (`bm25::query`, tested equal to exhaustive scoring),
+//! and fast-scan's reservoir of quantized scores (`dense::fastscan::select`, tested against
+//! [`TopK`]).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -188,72 +191,6 @@ pub fn merge_slices<S: Score, R: TieRule>(
     out
 }
 
-/// The best `k` hits seen so far. Candidates above the threshold are appended to a buffer of
-/// 2k; a full buffer is cut back to its best k in linear time, which raises the threshold.
-/// Amortized O(1) per candidate, where a binary heap pays a sift per replacement.
-pub struct TopKBuffer<S: Score, R: TieRule> {
-    k: usize,
-    buf: Vec<Hit<S, R>>,
-    /// The k-th best hit when last known; hits not ranked before it can never be in the top k.
-    floor: Option<Hit<S, R>>,
-}
-
-impl<S: Score, R: TieRule> TopKBuffer<S, R> {
-    pub fn new(k: usize) -> Self {
-        TopKBuffer {
-            k,
-            buf: Vec::with_capacity(2 * k.min(1 << 20)),
-            floor: None,
-        }
-    }
-
-    /// The score a hit must reach to enter (None until k hits were seen).
-    #[inline]
-    pub fn threshold(&self) -> Option<S> {
-        self.floor.map(|h| h.score)
-    }
-
-    /// Offer a hit whose tie key `key` is computed only when its score can enter; true when
-    /// the threshold changed.
-    #[inline]
-    pub fn push(&mut self, score: S, id: u32, key: impl FnOnce() -> R::Key) -> bool {
-        if let Some(floor) = self.floor {
-            if score.order(&floor.score) == Ordering::Less {
-                return false;
-            }
-        }
-        let hit = Hit {
-            score,
-            id,
-            key: key(),
-        };
-        if let Some(floor) = self.floor {
-            if hit.rank_cmp(&floor) != Ordering::Less {
-                return false;
-            }
-        }
-        self.buf.push(hit);
-        if self.floor.is_none() && self.buf.len() == self.k {
-            self.floor = self.buf.iter().max().copied();
-            return true;
-        }
-        if self.buf.len() >= 2 * self.k {
-            self.buf.select_nth_unstable(self.k - 1);
-            self.buf.truncate(self.k);
-            self.floor = self.buf.iter().max().copied();
-            return true;
-        }
-        false
-    }
-
-    /// Hits best first.
-    pub fn into_sorted(mut self) -> Vec<Hit<S, R>> {
-        self.buf.sort_unstable();
-        self.buf.truncate(self.k);
-        self.buf
-    }
-}
-
 /// The best `k` of the ids with a positive sum (`sums[id]`), best first, ties to the higher
 /// `key(id)`. A zero sum means "not matched" (every contribution is positive). Selection on the
 /// f32 score finds the k-th best; the ids at or above it (ties included) are then ordered by
@@ -337,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn the_three_selections_agree_under_the_key_rule() {
+    fn heap_and_dense_selection_agree_under_the_key_rule() {
         // Scores with many ties; the key (here 1000 - id) decides them, higher first.
         let sums: Vec<f64> = (0..500u32)
             .map(|i| ((i * 7919) % 17) as f64 * 0.5)
@@ -345,7 +282,6 @@ mod tests {
         let key = |id: u32| 1000 - id;
         for k in [1, 7, 64, 600] {
             let mut heap: TopK<f32, HigherKeyFirst> = TopK::new(k);
-            let mut buffer: TopKBuffer<f32, HigherKeyFirst> = TopKBuffer::new(k);
             for (id, &s) in sums.iter().enumerate() {
                 let id = id as u32;
                 if s > 0.0 {
@@ -354,14 +290,12 @@ mod tests {
                         id,
                         key: key(id),
                     });
-                    buffer.push(s as f32, id, || key(id));
                 }
             }
             let pairs = |hits: Vec<Hit<f32, HigherKeyFirst>>| -> Vec<(f32, u32)> {
                 hits.iter().map(|h| (h.score, h.id)).collect()
             };
             let expected = pairs(heap.into_sorted());
-            assert_eq!(pairs(buffer.into_sorted()), expected, "k={k}");
             assert_eq!(pairs(select_positive(&sums, k, key)), expected, "k={k}");
         }
     }

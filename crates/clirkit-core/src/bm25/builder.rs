@@ -627,6 +627,9 @@ fn build_in_pool(
     }
     let sorted = ids.sorted_positions();
     write_docs(out.path(), &norms, &sorted)?;
+    let avgdl = super::scoring::avg_length(sum_lengths, docs_with_terms);
+    let (k1, b) = (super::DEFAULT_K1, super::DEFAULT_B);
+    super::block_maxima::write(out.path(), &norms, k1, b, avgdl)?;
     IdTable::write_unique(out.path().join(format::IDS_FILE), &ids, &sorted)?;
     if opts.store_docvectors {
         super::docvectors::write(out.path(), ids.len())?;
@@ -640,14 +643,14 @@ fn build_in_pool(
         num_docs: ids.len() as u64,
         doc_count: docs_with_terms,
         sum_total_term_freq: sum_lengths,
-        avgdl: super::scoring::avg_length(sum_lengths, docs_with_terms),
+        avgdl,
         num_terms,
         languages: recorded.keys().cloned().collect(),
         analyzers: recorded,
         lang_field: opts.lang_field.clone(),
         fields: opts.fields.clone(),
-        k1: super::DEFAULT_K1,
-        b: super::DEFAULT_B,
+        k1,
+        b,
         build: Bm25BuildRecord {
             corpus: match &opts.range {
                 Some(r) => format!("{} (bytes {}..{})", corpus.display(), r.start, r.end),

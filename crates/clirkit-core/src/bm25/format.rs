@@ -10,8 +10,11 @@
 //!   `rank [u32; n]`, each document's position in byte order of its string id, so ties are
 //!   broken by a number comparison in the top-k heap.
 //! - `ids.bin`: the [`crate::ids::IdTable`].
+//! - `blockmax.bin` (`BM25BMAX`, optional): each block's largest BM25 score for the index's own
+//!   k1, b and avgdl ([`super::block_maxima`]).
 //!
-//! A block's max tf and min norm bound every BM25 score in it, whatever k1 and b.
+//! A block's max tf and min norm bound every BM25 score in it, whatever k1 and b: the bound
+//! searches use when `blockmax.bin` is absent or was computed for other parameters.
 
 use crate::error::{Error, Result};
 use crate::io::format::{read_u32, read_u64, Kind, MappedFile};
@@ -128,6 +131,7 @@ impl TermEntry {
             data,
             blocks: self.blocks as usize,
             checks: file.checks(),
+            block_maxima: None,
         })
     }
 
@@ -166,6 +170,11 @@ pub(crate) fn single_block_at(index: &Path, kinds: TermFileKinds, term: &str) ->
 
 /// The entry of `term` in a mapped dictionary (`n u64` · entries · strings), by binary search.
 pub fn lookup_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<TermEntry> {
+    find_term(dictionary, num_terms, term).map(|(_, entry)| entry)
+}
+
+/// The position of `term` in a mapped dictionary and its entry, by binary search.
+pub fn find_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<(usize, TermEntry)> {
     let blob = 8 + num_terms * TERM_ENTRY_LEN;
     let (mut lo, mut hi) = (0usize, num_terms);
     while lo < hi {
@@ -175,7 +184,7 @@ pub fn lookup_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<T
         match dictionary[start..start + e.text_len as usize].cmp(term) {
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
-            std::cmp::Ordering::Equal => return Some(e),
+            std::cmp::Ordering::Equal => return Some((mid, e)),
         }
     }
     None

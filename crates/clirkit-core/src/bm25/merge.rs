@@ -210,13 +210,15 @@ pub fn merge(inputs: &[&Path], out: &Path) -> Result<(u64, u64)> {
     let first = indexes[0].manifest();
     let sum = |f: fn(&Bm25Manifest) -> u64| indexes.iter().map(|i| f(i.manifest())).sum::<u64>();
     let (doc_count, sum_lengths) = (sum(|m| m.doc_count), sum(|m| m.sum_total_term_freq));
+    let avgdl = super::scoring::avg_length(sum_lengths, doc_count);
+    super::block_maxima::write(&tmp, &norms, first.k1, first.b, avgdl)?;
     let manifest = Bm25Manifest {
         format: format::FORMAT.into(),
         version: format::VERSION,
         num_docs: ids.len() as u64,
         doc_count,
         sum_total_term_freq: sum_lengths,
-        avgdl: super::scoring::avg_length(sum_lengths, doc_count),
+        avgdl,
         num_terms,
         languages: first.languages.clone(),
         analyzers: first.analyzers.clone(),

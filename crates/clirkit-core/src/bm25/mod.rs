@@ -6,6 +6,7 @@
 //! An index is opened by memory-mapping its files; searching borrows from the mapping, so an
 //! opened index costs page cache, not heap.
 
+pub mod block_maxima;
 pub mod builder;
 pub mod docvectors;
 pub mod format;
@@ -96,6 +97,8 @@ pub struct Bm25Index {
     analyzers: BTreeMap<String, Analyzer>,
     /// The forward index, when the index was built with `store_docvectors`.
     docvectors: Option<docvectors::DocVectors>,
+    /// Per-block maximum scores stored at build time, when the index has them.
+    block_maxima: Option<block_maxima::BlockMaxima>,
     /// For a shard of a sharded index, the whole collection's document frequencies, which
     /// scores use instead of the shard's own (as `doc_count` and `avgdl` are then the whole
     /// collection's): every shard scores as the one index over all documents would.
@@ -146,6 +149,7 @@ impl Bm25Index {
         };
 
         format::check_dictionary(&terms, num_terms)?;
+        let block_maxima = block_maxima::BlockMaxima::open(&dir, num_terms)?;
         let d = docs.payload();
         format::require_len(
             docs.path(),
@@ -172,6 +176,7 @@ impl Bm25Index {
             avgdl,
             analyzers,
             docvectors,
+            block_maxima,
             global_terms: None,
         })
     }
@@ -292,9 +297,11 @@ impl Bm25Index {
         cache: &'a NormCache,
     ) -> Result<Vec<Cursor<'a, Bm25PostingScorer<'a>>>> {
         let norms = self.norms();
+        let maxima = self.block_maxima.as_ref().filter(|m| m.fits(cache));
         terms
             .filter_map(|(term, boost)| {
-                let e = self.lookup(term)?;
+                let (index, e) =
+                    format::find_term(self.terms.payload(), self.num_terms, term.as_bytes())?;
                 let doc_freq = match &self.global_terms {
                     None => e.doc_freq,
                     Some(global) => match global.doc_freq(term) {
@@ -304,10 +311,13 @@ impl Bm25Index {
                 };
                 let term = TermScorer::new(boost, scoring::idf(doc_freq as u64, self.doc_count));
                 let scorer = Bm25PostingScorer { term, cache, norms };
-                Some(
-                    e.postings(&self.postings, self.num_docs)
-                        .map(|p| Cursor::new(p, scorer)),
-                )
+                let postings = e.postings(&self.postings, self.num_docs).and_then(|mut p| {
+                    if let Some(maxima) = maxima {
+                        p.block_maxima = Some(maxima.of_term(index, &e)?);
+                    }
+                    Ok(p)
+                });
+                Some(postings.map(|p| Cursor::new(p, scorer)))
             })
             .collect()
     }

@@ -69,6 +69,17 @@ pub fn avg_length(sum_total_term_freq: u64, doc_count: u64) -> f32 {
 #[derive(Debug, Clone)]
 pub struct NormCache {
     pub inverse: [f32; 256],
+    /// The (k1, b, avgdl) the table was computed for.
+    pub key: ScoringKey,
+}
+
+/// The parameters a norm table, and the block maxima stored for it, depend on: equal keys
+/// (bit for bit) give the same table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScoringKey {
+    pub k1_bits: u32,
+    pub b_bits: u32,
+    pub avgdl_bits: u32,
 }
 
 impl NormCache {
@@ -78,8 +89,21 @@ impl NormCache {
             let length = norm_to_length(i as u8) as f32;
             *slot = 1f32 / (k1 * ((1f32 - b) + b * length / avgdl));
         }
-        NormCache { inverse }
+        let key = ScoringKey {
+            k1_bits: k1.to_bits(),
+            b_bits: b.to_bits(),
+            avgdl_bits: avgdl.to_bits(),
+        };
+        NormCache { inverse, key }
     }
+}
+
+/// The part of a BM25 score that depends on the posting, `freq * normInverse` in f32: the
+/// score rises with it whatever the term's weight, so the largest in a block, with the same
+/// weight, gives the largest score in the block exactly ([`TermScorer::score_of_saturation`]).
+#[inline(always)]
+pub fn saturation(freq: u32, norm_inverse: f32) -> f32 {
+    freq as f32 * norm_inverse
 }
 
 /// One query term's scorer: `weight = boost * idf`, where boost is the term's multiplicity in
@@ -100,7 +124,15 @@ impl TermScorer {
     /// `norm_inverse`, so a score from a block's max tf and min norm bounds every posting in it.
     #[inline(always)]
     pub fn score(&self, freq: u32, norm_inverse: f32) -> f32 {
-        self.weight - self.weight / (1f32 + freq as f32 * norm_inverse)
+        self.score_of_saturation(saturation(freq, norm_inverse))
+    }
+
+    /// The score of a posting whose [`saturation`] is `saturation`: every step (an add, a
+    /// division by the sum, a subtraction) rounds monotonically, so a larger saturation never
+    /// gives a smaller f32 score for a positive weight.
+    #[inline(always)]
+    pub fn score_of_saturation(&self, saturation: f32) -> f32 {
+        self.weight - self.weight / (1f32 + saturation)
     }
 }
 
@@ -125,6 +157,13 @@ impl PostingScorer for Bm25PostingScorer<'_> {
     fn block_bound(&self, meta: &BlockMeta) -> f32 {
         self.term
             .score(meta.max_value, self.cache.inverse[meta.min_norm as usize])
+    }
+
+    /// The stored maximum is the block's largest [`saturation`] for this search's norm table,
+    /// so this is the block's largest score itself.
+    #[inline(always)]
+    fn stored_block_bound(&self, stored: f32) -> f32 {
+        self.term.score_of_saturation(stored)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Index round trips, exactness of pruning, memory-bounded builds and bad input.
 
 use super::*;
+use crate::postings::END;
 use std::io::Write;
 
 pub(super) fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
@@ -62,6 +63,19 @@ pub(super) fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<Str
         .collect()
 }
 
+/// A copy of the index at `index` without `blockmax.bin`, as indexes built before it were.
+fn without_block_maxima(index: &Path, copy: &Path) -> PathBuf {
+    std::fs::create_dir_all(copy).unwrap();
+    for entry in std::fs::read_dir(index).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() != block_maxima::BLOCK_MAXIMA_FILE {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+    }
+    crate::io::manifest::reseal(copy, |_| {}).unwrap();
+    copy.to_path_buf()
+}
+
 #[test]
 fn pruned_search_equals_exhaustive() {
     let dir = tempfile::tempdir().unwrap();
@@ -70,7 +84,10 @@ fn pruned_search_equals_exhaustive() {
         let corpus = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, docs, vocab));
         let index = dir.path().join(format!("idx{round}"));
         build(&corpus, &index, &quiet()).unwrap();
-        let idx = Bm25Index::open(&index).unwrap();
+        let stored = Bm25Index::open(&index).unwrap();
+        let older = without_block_maxima(&index, &dir.path().join(format!("old{round}")));
+        let older = Bm25Index::open(older).unwrap();
+        assert!(stored.block_maxima.is_some() && older.block_maxima.is_none());
         for q in 0..150 {
             let terms = 1 + rng.below(6);
             let query: Vec<String> = (0..terms)
@@ -78,30 +95,39 @@ fn pruned_search_equals_exhaustive() {
                 .collect();
             let query = query.join(" ");
             let k = [1, 3, 10, 100, 1000, 100_000][q % 6];
-            let params = if q % 4 == 0 {
-                Bm25Params { k1: 1.2, b: 0.75 }
-            } else {
-                Bm25Params::default()
+            // The index's own parameters half the time (stored block maxima), others (the
+            // tf/norm bound) the rest; the index without the file always falls back.
+            let params = match q % 8 {
+                0 => Bm25Params { k1: 1.2, b: 0.75 },
+                2 => Bm25Params { k1: 0.5, b: 1.0 },
+                4 => Bm25Params { k1: 2.0, b: 0.0 },
+                6 => Bm25Params { k1: 0.9, b: 0.41 },
+                _ => Bm25Params::default(),
             };
-            let fast = idx
-                .search_by(Strategy::MaxScore, &query, None, k, params)
-                .unwrap();
-            let slow = idx
+            let slow = stored
                 .search_by(Strategy::Exhaustive, &query, None, k, params)
                 .unwrap();
-            assert_eq!(fast, slow, "query {query:?} k={k} on {docs} docs");
-            let wand = idx
-                .search_by(Strategy::BlockMaxWand, &query, None, k, params)
+            let fast = stored
+                .search_by(Strategy::MaxScore, &query, None, k, params)
                 .unwrap();
-            assert_eq!(wand, slow, "bmw: query {query:?} k={k} on {docs} docs");
-            assert_eq!(idx.search(&query, None, k, params).unwrap(), slow);
+            for idx in [&stored, &older] {
+                for strategy in [Strategy::MaxScore, Strategy::BlockMaxWand, Strategy::Auto] {
+                    let hits = idx.search_by(strategy, &query, None, k, params).unwrap();
+                    assert_eq!(
+                        hits,
+                        slow,
+                        "{strategy:?}, query {query:?} k={k} {params:?} on {docs} docs, stored maxima: {}",
+                        idx.block_maxima.is_some()
+                    );
+                }
+            }
             for w in fast.windows(2) {
                 let (a, b) = (&w[0], &w[1]);
                 assert!(crate::ranking::canonical_cmp(
                     a.score as f64,
-                    idx.doc_id(a.doc),
+                    stored.doc_id(a.doc),
                     b.score as f64,
-                    idx.doc_id(b.doc)
+                    stored.doc_id(b.doc)
                 )
                 .is_lt());
             }
@@ -199,6 +225,7 @@ fn spilled_build_is_identical_to_in_memory_build() {
         format::POSTINGS_FILE,
         format::DOCS_FILE,
         format::IDS_FILE,
+        block_maxima::BLOCK_MAXIMA_FILE,
     ]
     .into_iter()
     .flat_map(|f| [(f, &many), (f, &few)])
@@ -211,7 +238,7 @@ fn spilled_build_is_identical_to_in_memory_build() {
         );
     }
     // No run files are left behind.
-    assert_eq!(std::fs::read_dir(&many).unwrap().count(), 5);
+    assert_eq!(std::fs::read_dir(&many).unwrap().count(), 6);
     let idx = Bm25Index::open(&many).unwrap();
     let hits = idx.search("zorp", None, 10, Bm25Params::default()).unwrap();
     let found: Vec<&str> = hits.iter().map(|h| idx.doc_id(h.doc)).collect();
@@ -561,6 +588,73 @@ fn corrupt_postings_are_caught_where_they_are_read_and_by_verify() {
 }
 
 #[test]
+fn stored_block_maxima_are_each_blocks_largest_score() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = random_index(dir.path(), 5, 4000, 120);
+    let idx = Bm25Index::open(&index).unwrap();
+    let cache = idx.cache(Bm25Params::default()).unwrap();
+    for t in 0..120 {
+        for boost in [1.0f32, 3.0] {
+            let term = format!("w{t}x");
+            let terms = [(term.as_str(), boost)].into_iter();
+            let Some(mut cursor) = idx.weighted_cursors(terms, &cache).unwrap().pop() else {
+                continue;
+            };
+            assert!(cursor.max_score > 0.0);
+            let (mut block_last, mut block_bound, mut block_best) = (None, 0f32, 0f32);
+            let mut term_best = 0f32;
+            while cursor.doc != END {
+                let doc = cursor.doc;
+                let bound = cursor.block_bound(doc);
+                let last = cursor.bound_block_last_doc();
+                if block_last != Some(last) {
+                    // Each block's bound is its largest score exactly, not merely above it.
+                    assert!(block_last.is_none() || block_best == block_bound, "{term}");
+                    (block_last, block_bound, block_best) = (Some(last), bound, 0.0);
+                }
+                let score = cursor.score();
+                assert!(score <= bound, "{term} doc {doc}: {score} > {bound}");
+                block_best = block_best.max(score);
+                term_best = term_best.max(score);
+                cursor.next();
+            }
+            assert_eq!(block_best, block_bound, "{term}");
+            assert_eq!(cursor.max_score, term_best, "{term}");
+        }
+    }
+}
+
+#[test]
+fn corrupt_block_maxima_are_an_error_not_another_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = random_index(dir.path(), 3, 3000, 400);
+    let path = index.join(block_maxima::BLOCK_MAXIMA_FILE);
+    let intact = std::fs::read(&path).unwrap();
+    let all_terms: Vec<String> = (0..400).map(|t| format!("w{t}x")).collect();
+    let query = all_terms.join(" ");
+    // A flip in the parameters, the term table or the maxima: the open or the first search
+    // that reads the chunk fails, and verify names the file.
+    for at in [0, 30, intact.len() * 2 / 3 - crate::io::format::HEADER_LEN] {
+        let mut bytes = intact.clone();
+        bytes[crate::io::format::HEADER_LEN + at] ^= 0x04;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = Bm25Index::open(&index)
+            .and_then(|idx| idx.search(&query, None, 10, Bm25Params::default()))
+            .expect_err("the corrupt chunk is detected")
+            .to_string();
+        assert!(e.contains("blockmax.bin: checksum mismatch"), "{e}");
+        let e = crate::io::manifest::verify_dir(&index)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("blockmax.bin") && e.contains("checksum mismatch"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn a_directory_that_is_not_an_index_is_never_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = write_corpus(dir.path(), "c.jsonl", &[doc("a", "zorp")]);
@@ -621,7 +715,13 @@ fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
 
 /// The indexes at `a` and `b` have the same data files, byte for byte.
 pub(super) fn assert_same_index_files(a: &Path, b: &Path) {
-    for file in ["terms.bin", "postings.bin", "docs.bin", "ids.bin"] {
+    for file in [
+        "terms.bin",
+        "postings.bin",
+        "docs.bin",
+        "ids.bin",
+        block_maxima::BLOCK_MAXIMA_FILE,
+    ] {
         let same = std::fs::read(a.join(file)).unwrap() == std::fs::read(b.join(file)).unwrap();
         assert!(same, "{file}");
     }

@@ -3,7 +3,7 @@
 //! come from the [`PostingScorer`] it is given.
 
 use super::codec::{decode_docs, decode_values, BlockMeta, BLOCK_LEN};
-use crate::io::format::ChunkChecks;
+use crate::io::format::{read_u32, ChunkChecks};
 
 /// The doc of a cursor past its last posting.
 pub const END: u32 = u32::MAX;
@@ -14,6 +14,14 @@ pub trait PostingScorer: Copy {
     fn score(&self, doc: u32, value: u32) -> f32;
     /// A bound on the score of every posting in a block, from its metadata alone.
     fn block_bound(&self, meta: &BlockMeta) -> f32;
+    /// A bound on the score of every posting in a block from the maximum the index stored for
+    /// it ([`TermPostings::block_maxima`]), never lower for a larger stored maximum. Only a
+    /// scorer whose index stores maxima is given any; for the others this is never called, and
+    /// the loosest bound stands in.
+    #[inline(always)]
+    fn stored_block_bound(&self, _stored: f32) -> f32 {
+        f32::INFINITY
+    }
 }
 
 /// A term's postings as mapped from disk.
@@ -26,6 +34,21 @@ pub struct TermPostings<'a> {
     /// is marked there ([`ChunkChecks::mark_malformed`]), for the searcher to report after the
     /// query ([`postings_intact`]).
     pub checks: &'a ChunkChecks,
+    /// One little-endian f32 per block, stored at build time for the search's scoring
+    /// parameters (what it means is the scorer's: [`PostingScorer::stored_block_bound`]); when
+    /// absent, bounds come from the block metadata.
+    pub block_maxima: Option<&'a [u8]>,
+}
+
+impl TermPostings<'_> {
+    /// A bound on the score of every posting in block `b`.
+    #[inline(always)]
+    fn bound<S: PostingScorer>(&self, scorer: &S, b: usize) -> f32 {
+        match self.block_maxima {
+            Some(maxima) => scorer.stored_block_bound(f32::from_bits(read_u32(maxima, b * 4))),
+            None => scorer.block_bound(&BlockMeta::decode(self.metas, b)),
+        }
+    }
 }
 
 /// An error once a cursor over `file` met a malformed block: the query's results are not to
@@ -55,11 +78,18 @@ pub struct Cursor<'a, S: PostingScorer> {
 
 impl<'a, S: PostingScorer> Cursor<'a, S> {
     pub fn new(postings: TermPostings<'a>, scorer: S) -> Self {
-        let mut max_score = 0f32;
-        for b in 0..postings.blocks {
-            let m = BlockMeta::decode(postings.metas, b);
-            max_score = max_score.max(scorer.block_bound(&m));
-        }
+        let max_score = match postings.block_maxima {
+            // One bound from the largest stored maximum: bounds rise with it.
+            Some(maxima) => scorer.stored_block_bound(
+                maxima
+                    .chunks_exact(4)
+                    .map(|m| f32::from_le_bytes(m.try_into().unwrap()))
+                    .fold(0f32, f32::max),
+            ),
+            None => (0..postings.blocks)
+                .map(|b| scorer.block_bound(&BlockMeta::decode(postings.metas, b)))
+                .fold(0f32, f32::max),
+        };
         let mut c = Cursor {
             postings,
             scorer,
@@ -176,7 +206,7 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             return 0.0;
         };
         if b != self.bound_block {
-            self.bound = self.scorer.block_bound(&self.meta(b));
+            self.bound = self.postings.bound(&self.scorer, b);
             self.bound_block = b;
         }
         self.bound

@@ -54,7 +54,9 @@ pub(super) fn maxscore<S: PostingScorer>(
                 score += c.score() as f64;
             }
         }
-        let raised = if alive {
+        // Most candidates fully scored still fall short: the inlined test spares them the
+        // selection's call (it passes every score the selection could take).
+        let raised = if alive && threshold.admits(score) {
             top.push(score as f32, current)
         } else {
             None

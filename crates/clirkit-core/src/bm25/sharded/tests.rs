@@ -147,7 +147,7 @@ fn missing_or_foreign_shards_and_duplicate_ids_are_refused() {
     let summary = crate::sharded::verify(&sharded).unwrap();
     assert_eq!(
         (summary.format.as_str(), summary.files),
-        (FORMAT, 1 + 3 * 4)
+        (FORMAT, 1 + 3 * 5)
     );
     let postings = sharded.join("shard-0002").join("postings.bin");
     let mut bytes = std::fs::read(&postings).unwrap();
