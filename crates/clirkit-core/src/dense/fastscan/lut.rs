@@ -29,13 +29,34 @@ impl LutScale {
 /// of a query group's interleaved table: for chunk `g`, 64 bytes at `(g * QUERY_GROUP + qi) * 64`
 /// holding the 4 sub-quantizers' 16 entries in order.
 pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutScale {
-    let mut mins = vec![0f32; m];
+    let ranges: Vec<(f32, f32)> = lut[..m * 16].chunks_exact(16).map(table_range).collect();
+    let LutScale { a, bias } = scale_of(&ranges);
+    // Round half up: clamp to 0..=255 (NaN -> 0) and truncate, which is
+    // `floor().clamp(0.0, 255.0)` for every value (floor and truncation differ only below zero,
+    // where both give 0), in compares and selects the 16 entries of a table can do together.
+    for s in 0..layout::chunks(m) * 4 {
+        let dst = &mut out[((s / 4) * QUERY_GROUP + qi) * 64 + (s % 4) * 16..][..16];
+        if s < m {
+            let lo = ranges[s].0;
+            for (d, &x) in dst.iter_mut().zip(&lut[s * 16..(s + 1) * 16]) {
+                let y = (x - lo) * a + 0.5;
+                let y = if y > 0.0 { y } else { 0.0 };
+                *d = (if y < 255.0 { y } else { 255.0 }) as i32 as u8;
+            }
+        } else {
+            dst.fill(0);
+        }
+    }
+    LutScale { a, bias }
+}
+
+/// The scale and bias of tables with these (least, greatest) entries, one per sub-quantizer.
+fn scale_of(ranges: &[(f32, f32)]) -> LutScale {
+    let m = ranges.len();
     let mut max_span = 0f32;
     let mut sum_span = 0f32;
     let mut bias = 0f32;
-    for s in 0..m {
-        let (lo, hi) = table_range(&lut[s * 16..(s + 1) * 16]);
-        mins[s] = lo;
+    for &(lo, hi) in ranges {
         max_span = max_span.max(hi - lo);
         sum_span += hi - lo;
         bias += lo;
@@ -46,22 +67,6 @@ pub fn quantize_into(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> LutSca
     } else {
         0.0
     };
-    // Round half up: clamp to 0..=255 (NaN -> 0) and truncate, which is
-    // `floor().clamp(0.0, 255.0)` for every value (floor and truncation differ only below zero,
-    // where both give 0), in compares and selects the 16 entries of a table can do together.
-    for s in 0..layout::chunks(m) * 4 {
-        let dst = &mut out[((s / 4) * QUERY_GROUP + qi) * 64 + (s % 4) * 16..][..16];
-        if s < m {
-            let lo = mins[s];
-            for (d, &x) in dst.iter_mut().zip(&lut[s * 16..(s + 1) * 16]) {
-                let y = (x - lo) * a + 0.5;
-                let y = if y > 0.0 { y } else { 0.0 };
-                *d = (if y < 255.0 { y } else { 255.0 }) as i32 as u8;
-            }
-        } else {
-            dst.fill(0);
-        }
-    }
     LutScale { a, bias }
 }
 
@@ -93,20 +98,7 @@ unsafe fn quantize_avx512(lut: &[f32], m: usize, qi: usize, out: &mut [u8]) -> L
         }
         ranges.push((_mm512_reduce_min_ps(v), _mm512_reduce_max_ps(v)));
     }
-    let mut max_span = 0f32;
-    let mut sum_span = 0f32;
-    let mut bias = 0f32;
-    for &(lo, hi) in &ranges {
-        max_span = max_span.max(hi - lo);
-        sum_span += hi - lo;
-        bias += lo;
-    }
-    let limit = (65535 - m.min(65535)) as f32;
-    let a = if max_span > 0.0 {
-        (255.0 / max_span).min(limit / sum_span)
-    } else {
-        0.0
-    };
+    let LutScale { a, bias } = scale_of(&ranges);
     // As the scalar code: `max` and `min` return their second operand for a NaN, so a NaN
     // (an infinite scale times a zero difference) becomes 0 and the rest is clamped to 0..=255
     // before truncation.

@@ -190,33 +190,13 @@ unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [
         let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
-            let table = lut.as_ptr().add(g * 64);
-            let subs = (m - 4 * g).min(4);
-            let tables = [
-                _mm512_loadu_ps(table),
-                _mm512_loadu_ps(table.add(16 * (subs > 1) as usize)),
-                _mm512_loadu_ps(table.add(32 * (subs > 2) as usize)),
-                _mm512_loadu_ps(table.add(48 * (subs > 3) as usize)),
-            ];
+            let (tables, subs) = avx512_chunk_tables(lut, m, g);
             for i in 0..groups {
                 let words = _mm512_srlv_epi32(
                     _mm512_i32gather_epi32::<1>(offsets[i], base as *const _),
                     shifts[i],
                 );
-                let mut a = _mm512_add_ps(acc[i], _mm512_permutexvar_ps(words, tables[0]));
-                if subs > 1 {
-                    let idx = _mm512_srli_epi32::<8>(words);
-                    a = _mm512_add_ps(a, _mm512_permutexvar_ps(idx, tables[1]));
-                }
-                if subs > 2 {
-                    let idx = _mm512_srli_epi32::<16>(words);
-                    a = _mm512_add_ps(a, _mm512_permutexvar_ps(idx, tables[2]));
-                }
-                if subs > 3 {
-                    let idx = _mm512_srli_epi32::<24>(words);
-                    a = _mm512_add_ps(a, _mm512_permutexvar_ps(idx, tables[3]));
-                }
-                acc[i] = a;
+                acc[i] = avx512_add_chunk(acc[i], words, &tables, subs);
             }
         }
         for (i, dst) in dst.chunks_mut(L).enumerate() {
@@ -225,6 +205,56 @@ unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [
             dst.copy_from_slice(&sums[..dst.len()]);
         }
     }
+}
+
+/// The float tables of chunk `g` (its missing sub-quantizers repeat the first one) and how
+/// many sub-quantizers it has.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn avx512_chunk_tables(
+    lut: &[f32],
+    m: usize,
+    g: usize,
+) -> ([std::arch::x86_64::__m512; 4], usize) {
+    use std::arch::x86_64::*;
+    let table = lut.as_ptr().add(g * 64);
+    let subs = (m - 4 * g).min(4);
+    let tables = [
+        _mm512_loadu_ps(table),
+        _mm512_loadu_ps(table.add(16 * (subs > 1) as usize)),
+        _mm512_loadu_ps(table.add(32 * (subs > 2) as usize)),
+        _mm512_loadu_ps(table.add(48 * (subs > 3) as usize)),
+    ];
+    (tables, subs)
+}
+
+/// `acc` plus, in sub-quantizer order, the entries that each lane's code word (one byte per
+/// sub-quantizer of a chunk, read by its low 4 bits) selects.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn avx512_add_chunk(
+    acc: std::arch::x86_64::__m512,
+    words: std::arch::x86_64::__m512i,
+    tables: &[std::arch::x86_64::__m512; 4],
+    subs: usize,
+) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let mut sum = _mm512_add_ps(acc, _mm512_permutexvar_ps(words, tables[0]));
+    if subs > 1 {
+        let idx = _mm512_srli_epi32::<8>(words);
+        sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(idx, tables[1]));
+    }
+    if subs > 2 {
+        let idx = _mm512_srli_epi32::<16>(words);
+        sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(idx, tables[2]));
+    }
+    if subs > 3 {
+        let idx = _mm512_srli_epi32::<24>(words);
+        sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(idx, tables[3]));
+    }
+    sum
 }
 
 /// All 32 scores of each of `blocks` into `out` (32 per block, in vector order), two blocks at
@@ -240,14 +270,7 @@ unsafe fn avx512_blocks(codes: &[u8], m: usize, lut: &[f32], blocks: &[u32], out
         let second = codes.as_ptr().add(pair[pair.len() - 1] as usize * bb);
         let mut acc = [zero; 4];
         for g in 0..layout::chunks(m) {
-            let table = lut.as_ptr().add(g * 64);
-            let subs = (m - 4 * g).min(4);
-            let tables = [
-                _mm512_loadu_ps(table),
-                _mm512_loadu_ps(table.add(16 * (subs > 1) as usize)),
-                _mm512_loadu_ps(table.add(32 * (subs > 2) as usize)),
-                _mm512_loadu_ps(table.add(48 * (subs > 3) as usize)),
-            ];
+            let (tables, subs) = avx512_chunk_tables(lut, m, g);
             let w0 = _mm512_loadu_si512(first.add(g * 64) as *const _);
             let w1 = _mm512_loadu_si512(second.add(g * 64) as *const _);
             let words = [
@@ -257,20 +280,7 @@ unsafe fn avx512_blocks(codes: &[u8], m: usize, lut: &[f32], blocks: &[u32], out
                 _mm512_srli_epi32::<4>(w1),
             ];
             for (a, &words) in acc.iter_mut().zip(&words) {
-                let mut sum = _mm512_add_ps(*a, _mm512_permutexvar_ps(words, tables[0]));
-                if subs > 1 {
-                    let idx = _mm512_srli_epi32::<8>(words);
-                    sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(idx, tables[1]));
-                }
-                if subs > 2 {
-                    let idx = _mm512_srli_epi32::<16>(words);
-                    sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(idx, tables[2]));
-                }
-                if subs > 3 {
-                    let idx = _mm512_srli_epi32::<24>(words);
-                    sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(idx, tables[3]));
-                }
-                *a = sum;
+                *a = avx512_add_chunk(*a, words, &tables, subs);
             }
         }
         for (half, dst) in dst.chunks_mut(16).enumerate() {
