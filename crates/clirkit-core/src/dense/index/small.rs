@@ -31,6 +31,8 @@ struct Scratch {
     reservoirs: [Reservoir; QUERY_GROUP],
     shortlist: Vec<u32>,
     rescored: Vec<f32>,
+    /// The query's hits as [`hit_key`]s.
+    keys: Vec<u64>,
     rescore_scratch: rescore::ShortlistScratch,
 }
 
@@ -59,6 +61,7 @@ impl DenseIndex {
                     reservoirs: Default::default(),
                     shortlist: Vec::new(),
                     rescored: Vec::new(),
+                    keys: Vec::new(),
                     rescore_scratch: Default::default(),
                 },
                 |scratch, group| self.search_group(p, &float_tables, group, opts, isa, scratch),
@@ -126,11 +129,12 @@ impl DenseIndex {
             let shortlist = &mut scratch.shortlist;
             shortlist.clear();
             scratch.reservoirs[qi].drain_into(shortlist);
-            let mut hits: Vec<(f32, u32)> = if opts.refine > 0 {
-                shortlist
-                    .iter()
-                    .map(|&slot| Ok((self.exact_score(q, slot)?, slot)))
-                    .collect::<Result<_>>()?
+            let keys = &mut scratch.keys;
+            keys.clear();
+            if opts.refine > 0 {
+                for &slot in shortlist.iter() {
+                    keys.push(hit_key(self.exact_score(q, slot)?, slot));
+                }
             } else {
                 let table = &scratch.luts[qi * m * 16..(qi + 1) * m * 16];
                 scratch.rescored.resize(shortlist.len(), 0.0);
@@ -143,36 +147,37 @@ impl DenseIndex {
                     &mut scratch.rescored,
                     &mut scratch.rescore_scratch,
                 );
-                scratch
-                    .rescored
-                    .iter()
-                    .copied()
-                    .zip(shortlist.iter().copied())
-                    .collect()
-            };
-            best_first(&mut hits, opts.k);
-            out.push(hits);
+                keys.extend(
+                    scratch
+                        .rescored
+                        .iter()
+                        .zip(shortlist.iter())
+                        .map(|(&score, &slot)| hit_key(score, slot)),
+                );
+            }
+            out.push(best_first(keys, opts.k));
         }
         Ok(out)
     }
 }
 
-/// Keep the best `k` hits (higher score first, ties to the lower id), sorted. Each hit becomes
-/// one integer in that order (the score's [`order_key`], then the id's complement) so the
-/// selection and sort compare integers.
-fn best_first(hits: &mut Vec<(f32, u32)>, k: usize) {
-    let mut keys: Vec<u64> = hits
-        .iter()
-        .map(|&(s, id)| !((order_key(s) as u64) << 32 | (u32::MAX - id) as u64))
-        .collect();
+/// A hit as one integer, smaller = better (higher score first, ties to the lower id): the
+/// complement of the score's [`order_key`] above the id's complement, so the selection and sort
+/// compare integers.
+#[inline]
+fn hit_key(score: f32, id: u32) -> u64 {
+    !((order_key(score) as u64) << 32 | (u32::MAX - id) as u64)
+}
+
+/// The best `k` of the hits `keys` stands for, sorted, in a vector of just their length (one
+/// query's hits stay in memory until the whole search returns).
+fn best_first(keys: &mut Vec<u64>, k: usize) -> Vec<(f32, u32)> {
     if keys.len() > k {
         keys.select_nth_unstable(k - 1);
         keys.truncate(k);
     }
     keys.sort_unstable();
-    hits.clear();
-    hits.extend(
-        keys.iter()
-            .map(|&key| (from_order_key((!key >> 32) as u32), u32::MAX - !key as u32)),
-    );
+    keys.iter()
+        .map(|&key| (from_order_key((!key >> 32) as u32), u32::MAX - !key as u32))
+        .collect()
 }
