@@ -2,14 +2,15 @@
 //! `/proc/self/task/*/schedstat`), and prints a checksum of the fused run (query ids, doc ids,
 //! score bits, in order) so that two builds can be checked for bit-identical output. With
 //! `--output`, the first fused run is also written there and the write and the whole file to file
-//! job (load + fuse + write) are timed.
+//! job (load + fuse + write) are timed; with `--pipelined` too, the job fuses and writes with
+//! `fuse_to_file` instead (timed right after the load, before the fusions that give the checksum).
 //!
-//!     cargo run --release -p clirkit-core --example fusion_timing -- RUN... [--repeat N] [--output F]
+//!     cargo run --release -p clirkit-core --example fusion_timing -- RUN... [--repeat N] [--output F [--pipelined]]
 //!
 //! `RAYON_NUM_THREADS=1` gives the single-thread cost.
 
 use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
-use clirkit_core::fusion::{fuse, FusionOptions, Method, RunLists};
+use clirkit_core::fusion::{fuse, fuse_to_file, FusionOptions, Method, RunLists};
 use std::time::Instant;
 
 /// CPU time of all threads of this process so far, in seconds (Linux).
@@ -56,6 +57,13 @@ fn main() {
         output = Some(args[i + 1].clone());
         args.drain(i..i + 2);
     }
+    let pipelined = match args.iter().position(|a| a == "--pipelined") {
+        Some(i) => {
+            args.remove(i);
+            true
+        }
+        None => false,
+    };
     let start = (Instant::now(), cpu_seconds());
     let (t, c) = (Instant::now(), cpu_seconds());
     let runs: Vec<RunLists> = args.iter().map(|p| read_run_lists(p).unwrap()).collect();
@@ -67,6 +75,20 @@ fn main() {
     );
     let refs: Vec<&RunLists> = runs.iter().collect();
     let options = FusionOptions::new(Method::Rrf { k: 60.0 });
+    if let (Some(out), true) = (output.take(), pipelined) {
+        let (t, c) = (Instant::now(), cpu_seconds());
+        fuse_to_file(&refs, &options, &out, "clirkit-fuse").unwrap();
+        println!(
+            "fuse + write, pipelined: {:.3} s wall, {:.3} s CPU",
+            t.elapsed().as_secs_f64(),
+            cpu_seconds() - c
+        );
+        println!(
+            "file to file (load + fuse + write, pipelined): {:.3} s wall, {:.3} s CPU",
+            start.0.elapsed().as_secs_f64(),
+            cpu_seconds() - start.1
+        );
+    }
     for _ in 0..repeat {
         let (t, c) = (Instant::now(), cpu_seconds());
         let fused = fuse(&refs, &options).unwrap();

@@ -4,11 +4,14 @@
 use super::accumulator::Accumulator;
 use super::normalize::Norm;
 use super::run_lists::{zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
+use super::run_file::write_run_segments;
 use super::{combmnz, combsum, interpolate, rrf};
 use crate::error::{Error, Result};
 use crate::ranking::Run;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+use std::ops::Range;
+use std::path::Path;
 
 /// A fusion method and its parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -99,142 +102,247 @@ struct TaskOutput {
 /// Fuse `runs` into one run. Queries present in any run are output, in order of first
 /// appearance (first run first); each query's fused documents are in canonical order.
 pub fn fuse(runs: &[&RunLists], options: &FusionOptions) -> Result<RunLists> {
-    let weights = options.run_weights(runs.len())?;
-    let depth = options.depth.unwrap_or(usize::MAX);
-    let top = options.top.unwrap_or(usize::MAX);
+    let plan = FusionPlan::new(runs, options)?;
+    plan.fuse_queries(0..plan.num_queries())
+}
 
-    // For every output query, its query index in each run that has it.
-    let mut slot_of: FxHashMap<&[u8], usize> = FxHashMap::default();
-    let mut rows: Vec<(&[u8], Vec<Option<usize>>)> = Vec::new();
-    for (r, run) in runs.iter().enumerate() {
-        for (q, entry) in run.query_entries().iter().enumerate() {
-            let qid = run.bytes(entry.qid);
-            let slot = *slot_of.entry(qid).or_insert_with(|| {
-                rows.push((qid, vec![None; runs.len()]));
-                rows.len() - 1
-            });
-            rows[slot].1[r] = Some(q);
+/// Fuse `runs` and write the fused run to `path` as a TREC run tagged `tag`, atomically: the
+/// same bytes and the same errors as [`fuse`] then
+/// [`write_run_lists`](super::run_file::write_run_lists), but queries are fused segment by
+/// segment on a thread of their own, ahead of the segments being formatted and written, so that
+/// fusing overlaps the disk writing. That thread fuses alone, in a pool of its own: in the
+/// writers' pool, a formatting thread waiting on a join would steal fusion work and leave the
+/// disk idle.
+pub fn fuse_to_file(
+    runs: &[&RunLists],
+    options: &FusionOptions,
+    path: impl AsRef<Path>,
+    tag: &str,
+) -> Result<()> {
+    let plan = FusionPlan::new(runs, options)?;
+    let segment = (plan.num_queries() / SEGMENTS).max(MIN_QUERIES_PER_SEGMENT);
+    let fusing_pool = crate::parallel::pool(1)?;
+    std::thread::scope(|scope| {
+        let (send, fused) = std::sync::mpsc::sync_channel::<Result<RunLists>>(1);
+        let plan = &plan;
+        scope.spawn(move || {
+            fusing_pool.install(|| {
+                let mut arena_total = 0usize;
+                for start in (0..plan.num_queries()).step_by(segment) {
+                    let lists = plan
+                        .fuse_queries(start..(start + segment).min(plan.num_queries()))
+                        .and_then(|lists| {
+                            arena_total += lists.arena().len();
+                            if arena_total > u32::MAX as usize {
+                                return Err(arena_too_large());
+                            }
+                            Ok(lists)
+                        });
+                    let failed = lists.is_err();
+                    // The writer may be gone after an error of its own: nothing to fuse for.
+                    if send.send(lists).is_err() || failed {
+                        break;
+                    }
+                }
+            })
+        });
+        // A fusion error wins over a writing error, as when the whole run is fused first.
+        let mut fusion_error = None;
+        let written = write_run_segments(path, tag, || match fused.recv() {
+            Ok(Ok(lists)) => Ok(Some(lists)),
+            Ok(Err(e)) => {
+                fusion_error = Some(e);
+                Err(std::io::Error::other("fusion failed"))
+            }
+            Err(_) => Ok(None),
+        });
+        match fusion_error {
+            Some(e) => Err(e),
+            None => written,
         }
+    })
+}
+
+/// Segments per run in [`fuse_to_file`]: the first one is fused before any writing starts.
+const SEGMENTS: usize = 32;
+/// Fewest queries per segment, so that per-segment costs stay small against the work.
+const MIN_QUERIES_PER_SEGMENT: usize = 64;
+
+fn arena_too_large() -> Error {
+    Error::invalid("fused run too large: more than 4 GiB of query and long document ids")
+}
+
+/// What fusing any range of output queries needs: the validated options, and for every output
+/// query its query index in each run that has it.
+struct FusionPlan<'a> {
+    runs: &'a [&'a RunLists],
+    method: Method,
+    weights: Vec<f64>,
+    depth: usize,
+    top: usize,
+    rows: Vec<(&'a [u8], Vec<Option<usize>>)>,
+    arenas: Vec<&'a [u8]>,
+    rrf_contributions: Vec<Vec<f64>>,
+}
+
+impl<'a> FusionPlan<'a> {
+    fn new(runs: &'a [&'a RunLists], options: &FusionOptions) -> Result<Self> {
+        let weights = options.run_weights(runs.len())?;
+        let depth = options.depth.unwrap_or(usize::MAX);
+        let top = options.top.unwrap_or(usize::MAX);
+
+        let mut slot_of: FxHashMap<&[u8], usize> = FxHashMap::default();
+        let mut rows: Vec<(&[u8], Vec<Option<usize>>)> = Vec::new();
+        for (r, run) in runs.iter().enumerate() {
+            for (q, entry) in run.query_entries().iter().enumerate() {
+                let qid = run.bytes(entry.qid);
+                let slot = *slot_of.entry(qid).or_insert_with(|| {
+                    rows.push((qid, vec![None; runs.len()]));
+                    rows.len() - 1
+                });
+                rows[slot].1[r] = Some(q);
+            }
+        }
+        let rrf_contributions: Vec<Vec<f64>> = match options.method {
+            Method::Rrf { k } => rrf::run_contributions(runs, &weights, k, depth),
+            _ => Vec::new(),
+        };
+        Ok(FusionPlan {
+            runs,
+            method: options.method,
+            weights,
+            depth,
+            top,
+            rows,
+            arenas: runs.iter().map(|r| r.arena()).collect(),
+            rrf_contributions,
+        })
     }
 
-    // Each task gets room for the longest possible fused lists of its queries, so tasks write
-    // in parallel straight into the final entry array; what a task leaves unused is one piece
-    // of slack at the end of its region, never touched (so it costs no memory pages).
-    let inputs = |per_run: &[Option<usize>]| -> usize {
-        per_run
-            .iter()
-            .enumerate()
-            .filter_map(|(r, q)| q.map(|q| runs[r].query_entries()[q].docs.len().min(depth)))
-            .sum()
-    };
-    let per_task =
-        (rows.len() / (rayon::current_num_threads() * TASKS_PER_THREAD)).max(MIN_QUERIES_PER_TASK);
-    let mut task_starts = vec![0usize];
-    for chunk in rows.chunks(per_task) {
-        let room: usize = chunk
-            .iter()
-            .map(|(_, per_run)| inputs(per_run).min(top))
-            .sum();
-        task_starts.push(task_starts[task_starts.len() - 1] + room);
-    }
-    let mut docs = zeroed_entries(task_starts[task_starts.len() - 1]);
-    let mut regions: Vec<&mut [DocEntry]> = Vec::with_capacity(task_starts.len() - 1);
-    let mut rest: &mut [DocEntry] = &mut docs;
-    for w in task_starts.windows(2) {
-        let (head, tail) = rest.split_at_mut(w[1] - w[0]);
-        regions.push(head);
-        rest = tail;
+    fn num_queries(&self) -> usize {
+        self.rows.len()
     }
 
-    let arenas: Vec<&[u8]> = runs.iter().map(|r| r.arena()).collect();
-    let rrf_contributions: Vec<Vec<f64>> = match options.method {
-        Method::Rrf { k } => rrf::run_contributions(runs, &weights, k, depth),
-        _ => Vec::new(),
-    };
-    let tasks: Vec<std::result::Result<TaskOutput, String>> = rows
-        .par_chunks(per_task)
-        .zip(regions.into_par_iter())
-        .map_init(
-            || Accumulator::new(&arenas),
-            |acc, (rows, region)| {
-                let mut task = TaskOutput {
-                    arena: Vec::new(),
-                    queries: Vec::with_capacity(rows.len()),
-                    long_ids: false,
-                };
-                let mut filled = 0;
-                for (qid, per_run) in rows {
-                    acc.start(inputs(per_run));
-                    for (r, q) in per_run.iter().enumerate() {
-                        let Some(q) = *q else { continue };
-                        let list = runs[r].doc_entries(q);
-                        let list = &list[..list.len().min(depth)];
-                        match options.method {
-                            Method::Rrf { .. } => {
-                                rrf::accumulate(r, list, &rrf_contributions[r], acc)
-                            }
-                            Method::CombSum { norm } => {
-                                combsum::accumulate(r, list, weights[r], norm, acc)
-                            }
-                            Method::CombMnz { norm } => {
-                                combmnz::accumulate(r, list, weights[r], norm, acc)
-                            }
-                            Method::Interpolate { norm, .. } => {
-                                interpolate::accumulate(r, list, weights[r], norm, acc)
+    /// Fuse output queries `range` into a run of their own.
+    fn fuse_queries(&self, range: Range<usize>) -> Result<RunLists> {
+        let FusionPlan {
+            runs,
+            method,
+            ref weights,
+            depth,
+            top,
+            ..
+        } = *self;
+        let rows = &self.rows[range];
+        // Each task gets room for the longest possible fused lists of its queries, so tasks
+        // write in parallel straight into the final entry array; what a task leaves unused is
+        // one piece of slack at the end of its region, never touched (so it costs no memory
+        // pages).
+        let inputs = |per_run: &[Option<usize>]| -> usize {
+            per_run
+                .iter()
+                .enumerate()
+                .filter_map(|(r, q)| q.map(|q| runs[r].query_entries()[q].docs.len().min(depth)))
+                .sum()
+        };
+        let per_task = (rows.len() / (rayon::current_num_threads() * TASKS_PER_THREAD))
+            .max(MIN_QUERIES_PER_TASK);
+        let mut task_starts = vec![0usize];
+        for chunk in rows.chunks(per_task) {
+            let room: usize = chunk
+                .iter()
+                .map(|(_, per_run)| inputs(per_run).min(top))
+                .sum();
+            task_starts.push(task_starts[task_starts.len() - 1] + room);
+        }
+        let mut docs = zeroed_entries(task_starts[task_starts.len() - 1]);
+        let mut regions: Vec<&mut [DocEntry]> = Vec::with_capacity(task_starts.len() - 1);
+        let mut rest: &mut [DocEntry] = &mut docs;
+        for w in task_starts.windows(2) {
+            let (head, tail) = rest.split_at_mut(w[1] - w[0]);
+            regions.push(head);
+            rest = tail;
+        }
+
+        let tasks: Vec<std::result::Result<TaskOutput, String>> = rows
+            .par_chunks(per_task)
+            .zip(regions.into_par_iter())
+            .map_init(
+                || Accumulator::new(&self.arenas),
+                |acc, (rows, region)| {
+                    let mut task = TaskOutput {
+                        arena: Vec::new(),
+                        queries: Vec::with_capacity(rows.len()),
+                        long_ids: false,
+                    };
+                    let mut filled = 0;
+                    for (qid, per_run) in rows {
+                        acc.start(inputs(per_run));
+                        for (r, q) in per_run.iter().enumerate() {
+                            let Some(q) = *q else { continue };
+                            let list = runs[r].doc_entries(q);
+                            let list = &list[..list.len().min(depth)];
+                            match method {
+                                Method::Rrf { .. } => {
+                                    rrf::accumulate(r, list, &self.rrf_contributions[r], acc)
+                                }
+                                Method::CombSum { norm } => {
+                                    combsum::accumulate(r, list, weights[r], norm, acc)
+                                }
+                                Method::CombMnz { norm } => {
+                                    combmnz::accumulate(r, list, weights[r], norm, acc)
+                                }
+                                Method::Interpolate { norm, .. } => {
+                                    interpolate::accumulate(r, list, weights[r], norm, acc)
+                                }
                             }
                         }
+                        let qid_span = Span {
+                            start: task.arena.len() as u32,
+                            len: qid.len() as u32,
+                        };
+                        task.arena.extend_from_slice(qid);
+                        let before = task.arena.len();
+                        let n =
+                            acc.finish_into(method, top, &mut region[filled..], &mut task.arena)?;
+                        filled += n;
+                        task.long_ids |= task.arena.len() > before;
+                        task.queries.push((qid_span, n));
                     }
-                    let qid_span = Span {
-                        start: task.arena.len() as u32,
-                        len: qid.len() as u32,
-                    };
-                    task.arena.extend_from_slice(qid);
-                    let before = task.arena.len();
-                    let n = acc.finish_into(
-                        options.method,
-                        top,
-                        &mut region[filled..],
-                        &mut task.arena,
-                    )?;
-                    filled += n;
-                    task.long_ids |= task.arena.len() > before;
-                    task.queries.push((qid_span, n));
-                }
-                Ok(task)
-            },
-        )
-        .collect();
-
-    // Join the tasks' arenas, moving their spans and long-id keys.
-    let mut arena = Vec::new();
-    let mut queries = Vec::with_capacity(rows.len());
-    for (task, &task_start) in tasks.into_iter().zip(&task_starts) {
-        let task = task.map_err(Error::invalid)?;
-        if arena.len() + task.arena.len() > u32::MAX as usize {
-            return Err(Error::invalid(
-                "fused run too large: more than 4 GiB of query and long document ids",
-            ));
-        }
-        let base = arena.len() as u32;
-        arena.extend_from_slice(&task.arena);
-        let mut start = task_start;
-        for (qid, n) in task.queries {
-            if task.long_ids && base > 0 {
-                for d in &mut docs[start..start + n] {
-                    d.id = d.id.shifted(base);
-                }
-            }
-            queries.push(QueryEntry {
-                qid: Span {
-                    start: qid.start + base,
-                    len: qid.len,
+                    Ok(task)
                 },
-                docs: start..start + n,
-            });
-            start += n;
+            )
+            .collect();
+
+        // Join the tasks' arenas, moving their spans and long-id keys.
+        let mut arena = Vec::new();
+        let mut queries = Vec::with_capacity(rows.len());
+        for (task, &task_start) in tasks.into_iter().zip(&task_starts) {
+            let task = task.map_err(Error::invalid)?;
+            if arena.len() + task.arena.len() > u32::MAX as usize {
+                return Err(arena_too_large());
+            }
+            let base = arena.len() as u32;
+            arena.extend_from_slice(&task.arena);
+            let mut start = task_start;
+            for (qid, n) in task.queries {
+                if task.long_ids && base > 0 {
+                    for d in &mut docs[start..start + n] {
+                        d.id = d.id.shifted(base);
+                    }
+                }
+                queries.push(QueryEntry {
+                    qid: Span {
+                        start: qid.start + base,
+                        len: qid.len,
+                    },
+                    docs: start..start + n,
+                });
+                start += n;
+            }
         }
+        Ok(RunLists::from_parts(arena, queries, docs))
     }
-    Ok(RunLists::from_parts(arena, queries, docs))
 }
 
 /// Fuse core [`Run`]s (a convenience over [`fuse`]).

@@ -13,7 +13,8 @@
 //!
 //! Where things are:
 //! - `run_lists.rs`: [`RunLists`], its builder and allocation helpers;
-//! - `driver.rs`: [`FusionOptions`], [`fuse`] and [`fuse_runs`] (the parallel driver);
+//! - `driver.rs`: [`FusionOptions`], [`fuse`], [`fuse_runs`] and [`fuse_to_file`] (the parallel
+//!   driver, and fusing pipelined with writing);
 //! - `accumulator.rs`, `order.rs`, `id_key.rs`: per-query accumulation, canonical ordering of a
 //!   fused list, and the compact id keys;
 //! - one file per method; `tests.rs`: the methods against a naive reference.
@@ -31,7 +32,7 @@ pub mod rrf;
 pub mod run_file;
 mod run_lists;
 
-pub use driver::{fuse, fuse_runs, FusionOptions, Method};
+pub use driver::{fuse, fuse_runs, fuse_to_file, FusionOptions, Method};
 pub use run_lists::{RunLists, RunListsBuilder};
 
 // The run file reader builds `RunLists` from its parts.

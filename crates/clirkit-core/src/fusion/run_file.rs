@@ -354,19 +354,51 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
     ))
 }
 
-/// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically.
+/// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically (see
+/// [`write_text_atomically`]).
+pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
+    write_text_atomically(path, |emit| write_batches(lists, tag, emit))
+}
+
+/// Write the runs that `next_segment` returns one after the other, until it returns `None`, as
+/// one TREC run (the queries of each in turn), atomically, as [`write_run_lists`] writes one.
+/// After a writing error the remaining segments are still asked for, so that an error of
+/// theirs comes first.
+pub(crate) fn write_run_segments(
+    path: impl AsRef<Path>,
+    tag: &str,
+    mut next_segment: impl FnMut() -> std::io::Result<Option<RunLists>>,
+) -> Result<()> {
+    write_text_atomically(path, |emit| {
+        while let Some(lists) = next_segment()? {
+            if let Err(e) = write_batches(&lists, tag, &mut *emit) {
+                while next_segment()?.is_some() {}
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A sink for formatted run text, batch after batch.
+type Emit<'a> = dyn FnMut(&[Vec<u8>]) -> std::io::Result<()> + Send + 'a;
+
+/// Create `path` atomically with the text `write_text` hands to its sink.
 ///
 /// Where the file system has direct I/O, the formatted batches go from this process's buffers
 /// straight to the disk ([`write_direct`]) while the next batches are formatted: no copy into the
 /// page cache, and the final fsync has nothing left to write. Elsewhere each batch written is
 /// sent on to the disk at once ([`crate::io::atomic::AtomicFile::start_writeback`]), so that
 /// the disk writes while the next batches are formatted there too.
-pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
+fn write_text_atomically(
+    path: impl AsRef<Path>,
+    write_text: impl FnOnce(&mut Emit) -> std::io::Result<()>,
+) -> Result<()> {
     write_file_with(path, |file| {
         if let Some(direct) = file.direct_file()? {
-            return write_direct(direct, lists, tag);
+            return write_direct(direct, write_text);
         }
-        write_batches(lists, tag, |texts| {
+        write_text(&mut |texts: &[Vec<u8>]| {
             texts.iter().try_for_each(|text| file.write_all(text))?;
             file.start_writeback()
         })?;
@@ -455,13 +487,16 @@ fn write_batches(
 #[repr(C, align(4096))]
 struct Block([u8; DIRECT_BLOCK]);
 
-/// Write `lists` as TREC run text through a file switched to direct I/O
-/// ([`crate::io::atomic::AtomicFile::direct_file`]). Each formatted batch is gathered in an
+/// Write the TREC run text that `write_text` hands to its sink through a file switched to direct
+/// I/O ([`crate::io::atomic::AtomicFile::direct_file`]). Each formatted batch is gathered in an
 /// aligned buffer and its whole blocks are handed to a thread of their own that writes them,
 /// so both formatting threads keep formatting while the disk writes (two buffers take turns);
 /// the bytes of a last partial block are carried to the next batch, and at the end written
 /// padded to a block, the file then cut to its exact length.
-fn write_direct(file: &std::fs::File, lists: &RunLists, tag: &str) -> std::io::Result<()> {
+fn write_direct(
+    file: &std::fs::File,
+    write_text: impl FnOnce(&mut Emit) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     std::thread::scope(|scope| {
         let (to_disk, to_write) = std::sync::mpsc::sync_channel::<(Vec<Block>, usize, u64)>(1);
         let (give_back, written) = std::sync::mpsc::channel::<Vec<Block>>();
@@ -477,7 +512,7 @@ fn write_direct(file: &std::fs::File, lists: &RunLists, tag: &str) -> std::io::R
         let mut offset = 0u64;
         let (carried, written_to) = (&mut carry, &mut offset);
         let mut spare: Vec<Vec<Block>> = vec![Vec::new(), Vec::new()];
-        let send = move |texts: &[Vec<u8>]| -> std::io::Result<()> {
+        let mut send = move |texts: &[Vec<u8>]| -> std::io::Result<()> {
             let disk_gone = || std::io::Error::other("the disk writer stopped");
             let mut blocks = match spare.pop() {
                 Some(blocks) => blocks,
@@ -504,8 +539,9 @@ fn write_direct(file: &std::fs::File, lists: &RunLists, tag: &str) -> std::io::R
             *written_to += whole as u64;
             Ok(())
         };
-        // The sender goes with `send` when this returns, which ends the disk thread's loop.
-        let formatted = write_batches(lists, tag, send);
+        let formatted = write_text(&mut send);
+        // The sender goes with `send`, which ends the disk thread's loop.
+        drop(send);
         let disk = disk.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         disk?;
         formatted?;

@@ -301,3 +301,108 @@ fn a_combsum_overflow_is_refused_not_written() {
     );
     assert!(!out.exists());
 }
+
+/// Runs of `queries` queries over ids around the inline limit, each run missing some queries.
+fn runs_for_writing(num_runs: usize, queries: usize) -> Vec<RunLists> {
+    let mut next = seeded_below(11);
+    (0..num_runs)
+        .map(|r| {
+            let mut builder = RunListsBuilder::default();
+            for q in 0..queries {
+                if (q + r) % 7 == 0 {
+                    continue;
+                }
+                let docs: Vec<(String, f64)> = (0..next(40))
+                    .map(|d| {
+                        let id = format!("doc-{:011}{}", next(60), "x".repeat(d as usize % 3));
+                        (id, next(9) as f64 * 0.25 - 1.0)
+                    })
+                    .collect::<std::collections::BTreeMap<_, _>>()
+                    .into_iter()
+                    .collect();
+                builder
+                    .push_query(
+                        format!("q{q}").as_bytes(),
+                        docs.iter().map(|(id, s)| (id.as_bytes(), *s)),
+                    )
+                    .unwrap();
+            }
+            builder.finish()
+        })
+        .collect()
+}
+
+#[test]
+fn fusing_to_a_file_writes_what_fusing_then_writing_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (expected_path, got_path) = (dir.path().join("expected"), dir.path().join("got"));
+    // Enough queries for several segments, and fewer than one.
+    for queries in [0, 5, 700] {
+        let lists = runs_for_writing(3, queries);
+        let three: Vec<&RunLists> = lists.iter().collect();
+        let mut cases: Vec<(FusionOptions, &[&RunLists])> = Vec::new();
+        for method in [
+            Method::Rrf { k: 60.0 },
+            Method::CombSum { norm: Norm::MinMax },
+            Method::CombSum { norm: Norm::None },
+            Method::CombMnz { norm: Norm::ZScore },
+        ] {
+            for (weights, depth, top) in [
+                (None, None, None),
+                (Some(vec![0.5, 2.0, 1.0]), Some(9), Some(4)),
+            ] {
+                let mut options = FusionOptions::new(method);
+                (options.weights, options.depth, options.top) = (weights, depth, top);
+                cases.push((options, &three));
+            }
+        }
+        let mut options = FusionOptions::new(Method::Interpolate {
+            alpha: 0.3,
+            norm: Norm::MinMax,
+        });
+        options.top = Some(10);
+        cases.push((options, &three[..2]));
+        for (options, runs) in cases {
+            let fused = fuse(runs, &options).unwrap();
+            run_file::write_run_lists(&expected_path, &fused, "tag").unwrap();
+            fuse_to_file(runs, &options, &got_path, "tag").unwrap();
+            assert!(
+                std::fs::read(&got_path).unwrap() == std::fs::read(&expected_path).unwrap(),
+                "{queries} queries, {options:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fusing_to_a_file_fails_as_fusing_then_writing_fails() {
+    // A CombSUM overflow in the last of many segments; bad options.
+    let mut lists = runs_for_writing(2, 700);
+    let mut overflow = RunListsBuilder::default();
+    overflow
+        .push_query(b"q-last", [(&b"a"[..], 1e308)])
+        .unwrap();
+    let overflow = overflow.finish();
+    let sum = FusionOptions::new(Method::CombSum { norm: Norm::None });
+    let zero_top = FusionOptions {
+        top: Some(0),
+        ..FusionOptions::new(Method::Rrf { k: 60.0 })
+    };
+    lists.truncate(1);
+    let runs: [&RunLists; 3] = [&lists[0], &overflow, &overflow];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fused.trec");
+    for options in [sum, zero_top] {
+        let expected = fuse(&runs, &options)
+            .and_then(|fused| run_file::write_run_lists(&out, &fused, "t"))
+            .unwrap_err()
+            .to_string();
+        assert!(!out.exists());
+        let got = fuse_to_file(&runs, &options, &out, "t")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(got, expected);
+        assert!(!out.exists());
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
