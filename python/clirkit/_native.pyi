@@ -29,6 +29,7 @@ __all__ = [
     "ImpactIndex",
     "NativeRun",
     "fuse",
+    "fuse_to_file",
     "RerankState",
     "parse_permutation",
     "window_plan",
@@ -251,6 +252,19 @@ def fuse(
     top: Optional[int] = None,
     threads: Optional[int] = None,
 ) -> NativeRun: ...
+def fuse_to_file(
+    runs: Sequence[Union[NativeRun, str]],
+    output: str,
+    tag: str = "clirkit",
+    method: str = "rrf",
+    k: float = 60.0,
+    weights: Optional[Sequence[float]] = None,
+    depth: Optional[int] = None,
+    norm: str = "minmax",
+    alpha: Optional[float] = None,
+    top: Optional[int] = None,
+    threads: Optional[int] = None,
+) -> None: ...
 
 # --- reranking -------------------------------------------------------------------------------
 @final

@@ -21,7 +21,7 @@ top ``depth`` documents of each input run; ``top`` cuts the fused list of each q
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from clirkit import _native
 from clirkit._native import NativeRun
@@ -67,17 +67,29 @@ def fuse_native(
     """Fuse ``runs`` and keep the result in Rust (see :func:`fuse` for the parameters).
 
     Use it for large runs: ``fuse_native(...).write(path)`` never builds Python objects."""
-    return _native.fuse(
-        _sources(runs),
-        method=method,
-        k=float(k),
-        weights=None if weights is None else [float(w) for w in weights],
-        depth=depth,
-        norm=norm,
-        alpha=None if alpha is None else float(alpha),
-        top=top,
-        threads=checked_threads(threads),
-    )
+    return _native.fuse(_sources(runs), **_native_options(method, k, weights, depth, norm, alpha, top, threads))
+
+
+def _native_options(
+    method: str,
+    k: float,
+    weights: Optional[Sequence[float]],
+    depth: Optional[int],
+    norm: str,
+    alpha: Optional[float],
+    top: Optional[int],
+    threads: int,
+) -> Dict[str, Any]:
+    return {
+        "method": method,
+        "k": float(k),
+        "weights": None if weights is None else [float(w) for w in weights],
+        "depth": depth,
+        "norm": norm,
+        "alpha": None if alpha is None else float(alpha),
+        "top": top,
+        "threads": checked_threads(threads),
+    }
 
 
 def fuse(
@@ -113,8 +125,10 @@ def fuse(
         The fused run as ``dict[qid, dict[docid, score]]`` iterating in canonical order, with
         queries in order of first appearance (first run first), or None when ``output`` is set.
     """
-    fused = fuse_native(runs, method, k, weights, depth, norm, alpha, top, threads)
     if output is not None:
-        fused.write(os.fspath(output), tag, checked_threads(threads))
+        # Fused and written in Rust, each part of the run fused while earlier ones are written.
+        options = _native_options(method, k, weights, depth, norm, alpha, top, threads)
+        _native.fuse_to_file(_sources(runs), os.fspath(output), tag, **options)
         return None
+    fused = fuse_native(runs, method, k, weights, depth, norm, alpha, top, threads)
     return {qid: dict(docs) for qid, docs in fused.to_list()}

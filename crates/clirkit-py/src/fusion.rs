@@ -1,11 +1,14 @@
 //! Fusion bindings: `NativeRun` (a run held in Rust, read from a file without building Python
-//! objects) and `fuse`.
+//! objects), `fuse` and `fuse_to_file`.
 
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::fusion::normalize::Norm;
 use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
-use clirkit_core::fusion::{fuse as core_fuse, FusionOptions, Method, RunLists, RunListsBuilder};
+use clirkit_core::fusion::{
+    fuse as core_fuse, fuse_to_file as core_fuse_to_file, FusionOptions, Method, RunLists,
+    RunListsBuilder,
+};
 use clirkit_core::parallel::drop_in_background;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -118,6 +121,71 @@ impl NativeRun {
     }
 }
 
+/// Fusion options from the Python arguments.
+fn fusion_options(
+    method: &str,
+    k: f64,
+    weights: Option<Vec<f64>>,
+    depth: Option<usize>,
+    norm: &str,
+    alpha: Option<f64>,
+    top: Option<usize>,
+) -> PyResult<FusionOptions> {
+    let norm: Norm = norm.parse().py_err()?;
+    let mut options = FusionOptions::new(Method::from_name(method, k, norm, alpha).py_err()?);
+    options.weights = weights;
+    options.depth = depth;
+    options.top = top;
+    Ok(options)
+}
+
+/// A run to fuse: one held in Rust, or a run file read in Rust.
+enum Source {
+    Loaded(Arc<RunLists>),
+    File(PathBuf),
+}
+
+fn sources(runs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Source>> {
+    runs.iter()
+        .map(|run| {
+            if let Ok(native) = run.cast::<NativeRun>() {
+                return Ok(Source::Loaded(native.get().inner.clone()));
+            }
+            run.extract::<PathBuf>().map(Source::File).map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(
+                    "each run must be a NativeRun or a path to a run file",
+                )
+            })
+        })
+        .collect()
+}
+
+/// Load `sources` (files in Rust) and hand them to `f`, without the GIL, on `threads` workers.
+fn with_loaded_runs<T: Send>(
+    py: Python<'_>,
+    sources: Vec<Source>,
+    threads: Option<usize>,
+    f: impl FnOnce(&[&RunLists]) -> clirkit_core::Result<T> + Send,
+) -> PyResult<T> {
+    py.detach_caught(|| {
+        with_threads(threads, || {
+            let loaded = sources
+                .into_iter()
+                .map(|s| match s {
+                    Source::Loaded(r) => Ok(r),
+                    Source::File(p) => read_run_lists(&p).map(Arc::new),
+                })
+                .collect::<clirkit_core::Result<Vec<_>>>()?;
+            let refs: Vec<&RunLists> = loaded.iter().map(|r| r.as_ref()).collect();
+            let result = f(&refs);
+            drop(refs);
+            drop_in_background(loaded);
+            result
+        })
+    })
+    .py_err()
+}
+
 /// Fuse runs given as `NativeRun`s or run-file paths (read in Rust).
 #[pyfunction]
 #[pyo3(signature = (runs, method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
@@ -134,52 +202,43 @@ fn fuse(
     top: Option<usize>,
     threads: Option<usize>,
 ) -> PyResult<NativeRun> {
-    let norm: Norm = norm.parse().py_err()?;
-    let mut options = FusionOptions::new(Method::from_name(method, k, norm, alpha).py_err()?);
-    options.weights = weights;
-    options.depth = depth;
-    options.top = top;
-    enum Source {
-        Loaded(Arc<RunLists>),
-        File(PathBuf),
-    }
-    let mut sources = Vec::with_capacity(runs.len());
-    for run in &runs {
-        if let Ok(native) = run.cast::<NativeRun>() {
-            sources.push(Source::Loaded(native.get().inner.clone()));
-        } else {
-            sources.push(Source::File(run.extract::<PathBuf>().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(
-                    "each run must be a NativeRun or a path to a run file",
-                )
-            })?));
-        }
-    }
-    let fused = py
-        .detach_caught(|| {
-            with_threads(threads, || {
-                let loaded = sources
-                    .into_iter()
-                    .map(|s| match s {
-                        Source::Loaded(r) => Ok(r),
-                        Source::File(p) => read_run_lists(&p).map(Arc::new),
-                    })
-                    .collect::<clirkit_core::Result<Vec<_>>>()?;
-                let refs: Vec<&RunLists> = loaded.iter().map(|r| r.as_ref()).collect();
-                let fused = core_fuse(&refs, &options);
-                drop(refs);
-                drop_in_background(loaded);
-                fused
-            })
-        })
-        .py_err()?;
+    let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
+    let fused = with_loaded_runs(py, sources(&runs)?, threads, |runs| {
+        core_fuse(runs, &options)
+    })?;
     Ok(NativeRun {
         inner: Arc::new(fused),
+    })
+}
+
+/// Fuse runs (as `fuse`) and write the fused run to `output` as a TREC run, atomically, fusing
+/// while earlier queries are written.
+#[pyfunction]
+#[pyo3(signature = (runs, output, tag = "clirkit", method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
+#[allow(clippy::too_many_arguments)]
+fn fuse_to_file(
+    py: Python<'_>,
+    runs: Vec<Bound<'_, PyAny>>,
+    output: PathBuf,
+    tag: &str,
+    method: &str,
+    k: f64,
+    weights: Option<Vec<f64>>,
+    depth: Option<usize>,
+    norm: &str,
+    alpha: Option<f64>,
+    top: Option<usize>,
+    threads: Option<usize>,
+) -> PyResult<()> {
+    let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
+    with_loaded_runs(py, sources(&runs)?, threads, |runs| {
+        core_fuse_to_file(runs, &options, &output, tag)
     })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeRun>()?;
     m.add_function(wrap_pyfunction!(fuse, m)?)?;
+    m.add_function(wrap_pyfunction!(fuse_to_file, m)?)?;
     Ok(())
 }

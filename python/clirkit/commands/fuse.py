@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from clirkit._threads import checked_threads
 from clirkit.commands.common import add_threads, positive_int
-from clirkit.fusion import fuse_native
+from clirkit.fusion import fuse
 
 
 def _weights(text: str) -> List[float]:
@@ -52,7 +51,7 @@ def register(top, groups) -> None:
 
 
 def _fuse(args: argparse.Namespace) -> int:
-    fused = fuse_native(
+    fuse(
         args.runs,
         method=args.method,
         k=args.k,
@@ -61,7 +60,8 @@ def _fuse(args: argparse.Namespace) -> int:
         norm=args.norm,
         alpha=args.alpha,
         top=args.top,
+        output=args.output,
+        tag=args.tag,
         threads=args.threads,
     )
-    fused.write(args.output, args.tag, checked_threads(args.threads))
     return 0

@@ -3,8 +3,8 @@
 
 use super::accumulator::Accumulator;
 use super::normalize::Norm;
-use super::run_lists::{zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use super::run_file::write_run_segments;
+use super::run_lists::{zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use super::{combmnz, combsum, interpolate, rrf};
 use crate::error::{Error, Result};
 use crate::ranking::Run;
