@@ -82,14 +82,14 @@ def test_the_cli_reports_bad_input_and_shows_a_bug(tmp_path, monkeypatch, capsys
     def bad_input(*args, **kwargs):
         raise clirkit.InvalidInputError("the runs disagree")
 
-    monkeypatch.setattr(fuse_command, "fuse_native", bad_input)
+    monkeypatch.setattr(fuse_command, "fuse", bad_input)
     assert cli.main(argv) == 2
     assert "clirkit: error: the runs disagree" in capsys.readouterr().err
 
     def bug(*args, **kwargs):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(fuse_command, "fuse_native", bug)
+    monkeypatch.setattr(fuse_command, "fuse", bug)
     with pytest.raises(KeyError, match="a bug"):
         cli.main(argv)
 

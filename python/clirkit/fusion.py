@@ -67,7 +67,9 @@ def fuse_native(
     """Fuse ``runs`` and keep the result in Rust (see :func:`fuse` for the parameters).
 
     Use it for large runs: ``fuse_native(...).write(path)`` never builds Python objects."""
-    return _native.fuse(_sources(runs), **_native_options(method, k, weights, depth, norm, alpha, top, threads))
+    return _native.fuse(
+        _sources(runs), **_native_options(method, k, weights, depth, norm, alpha, top, threads)
+    )
 
 
 def _native_options(
