@@ -123,7 +123,9 @@ pub fn fuse_to_file(
     let segment = (plan.num_queries() / SEGMENTS).max(MIN_QUERIES_PER_SEGMENT);
     let fusing_pool = crate::parallel::pool(1)?;
     std::thread::scope(|scope| {
-        let (send, fused) = std::sync::mpsc::sync_channel::<Result<RunLists>>(1);
+        // Segments in order, then `None`: a fusing thread that ends without it (a panic) must
+        // not pass for the end of the run, or a cut run would be committed.
+        let (send, fused) = std::sync::mpsc::sync_channel::<Result<Option<RunLists>>>(1);
         let plan = &plan;
         scope.spawn(move || {
             fusing_pool.install(|| {
@@ -140,21 +142,22 @@ pub fn fuse_to_file(
                         });
                     let failed = lists.is_err();
                     // The writer may be gone after an error of its own: nothing to fuse for.
-                    if send.send(lists).is_err() || failed {
-                        break;
+                    if send.send(lists.map(Some)).is_err() || failed {
+                        return;
                     }
                 }
+                let _ = send.send(Ok(None));
             })
         });
         // A fusion error wins over a writing error, as when the whole run is fused first.
         let mut fusion_error = None;
         let written = write_run_segments(path, tag, || match fused.recv() {
-            Ok(Ok(lists)) => Ok(Some(lists)),
+            Ok(Ok(lists)) => Ok(lists),
             Ok(Err(e)) => {
                 fusion_error = Some(e);
                 Err(std::io::Error::other("fusion failed"))
             }
-            Err(_) => Ok(None),
+            Err(_) => Err(std::io::Error::other("the fusing thread stopped")),
         });
         match fusion_error {
             Some(e) => Err(e),
