@@ -111,16 +111,12 @@ impl DenseIndex {
             &mut thresholds,
             &mut |qi, b, mask, scores| {
                 let reservoir = &mut reservoirs[qi];
-                let mut bits = if b + 1 == nblocks {
+                let mask = if b + 1 == nblocks {
                     mask & last_block_mask
                 } else {
                     mask
                 };
-                while bits != 0 {
-                    let v = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    reservoir.push(scores[v], (b * BLOCK + v) as u32);
-                }
+                reservoir.push_block((b * BLOCK) as u32, mask, scores);
                 reservoir.threshold()
             },
         );
