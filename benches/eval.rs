@@ -6,13 +6,13 @@
 
 use clirkit_core::eval::qrels_file::read_qrels_index;
 use clirkit_core::eval::ranked::{ranked_labels_checked, IdHashes};
-use clirkit_core::eval::run_lines::{for_each_run_line, score_f32};
 use clirkit_core::eval::{
     parse_measures, EvalOptions, Evaluator, QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
 use clirkit_core::fusion::run_file::{
     parse_run_bytes, read_run_lists, write_run_lists, write_run_lists_to,
 };
+use clirkit_core::io::run_line_kernels::{for_each_run_line, score_f32};
 use clirkit_core::io::trec_lines::{for_each_line, read_bytes};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;

@@ -1,7 +1,7 @@
 //! Evaluation with trec_eval's numbers: measures ([`measure`] names, [`measures`] one family per
 //! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
 //! run-file reader ([`run_file`]), piece-by-piece evaluation of large run files
-//! ([`run_stream`], its line kernels in [`run_lines`]), the [`evaluator`] that ties them together, position-bias tables
+//! ([`run_stream`], its line kernels in [`crate::io::run_line_kernels`]), the [`evaluator`] that ties them together, position-bias tables
 //! ([`position`]), paired significance tests ([`significance`]) and rank correlation
 //! ([`correlation`]).
 
@@ -14,7 +14,6 @@ pub mod qrels;
 pub mod qrels_file;
 pub mod ranked;
 pub mod run_file;
-pub mod run_lines;
 pub mod run_stream;
 pub mod significance;
 

@@ -13,7 +13,7 @@
 use crate::error::{IoContext, Result};
 use crate::eval::evaluator::{Evaluation, Evaluator};
 use crate::eval::ranked::{ranked_labels_checked, sort_for_eval, IdHashes, ScoredRef};
-use crate::eval::run_lines::{for_each_run_line, score_f32};
+use crate::io::run_line_kernels::{for_each_run_line, score_f32};
 use crate::io::trec_lines;
 use rayon::prelude::*;
 use rustc_hash::FxHashSet;

@@ -9,6 +9,7 @@ pub mod id_text;
 pub mod input;
 pub mod jsonl;
 pub mod manifest;
+pub mod run_line_kernels;
 pub mod snapshot;
 pub mod trec;
 pub mod trec_lines;

@@ -1,7 +1,9 @@
 //! The one TREC line layer under every run and qrels reader: cutting a file into chunks at
 //! newlines (for parallel parsers), errors located by byte offset and reported with file and
 //! line, and the grammar of a run line ([`RunLine`]) and a qrels line ([`QrelsLines`]). Each
-//! reader keeps its own representation; none re-implements the grammar.
+//! reader keeps its own representation; none re-implements the grammar. Its fast kernels for
+//! run lines (a 64-byte-mask tokenizer, a division-free score parser) sit beside it in
+//! [`super::run_line_kernels`], tested equal to it and falling back to it.
 //!
 //! Fields are separated by ASCII whitespace; a blank line is skipped.
 

@@ -1,4 +1,5 @@
-//! The run-line kernels of piece-by-piece evaluation ([`crate::eval::run_stream`]): a tokenizer
+//! The fast run-line kernels of the TREC line layer ([`super::trec_lines`]), used by
+//! piece-by-piece evaluation ([`crate::eval::run_stream`]): a tokenizer
 //! that finds a line's fields from two bit masks of a 64-byte window instead of one separator
 //! at a time, and a score parser that gives the score at evaluation's precision without a
 //! division. Both give exactly what the general code gives (fields as `split_ascii_whitespace`
