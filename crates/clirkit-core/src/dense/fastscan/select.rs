@@ -12,6 +12,11 @@ fn key(score: u32, slot: u32) -> u64 {
     (score as u64) << 32 | (u32::MAX - slot) as u64
 }
 
+/// The buffer holds this many times the count before a cut: a cut's cost grows with the
+/// buffer, and each one frees `BUFFER_COUNTS - 1` counts of room, so larger buffers cut less
+/// per slot offered, while the threshold, raised only by cuts, trails further behind.
+const BUFFER_COUNTS: usize = 4;
+
 /// The best slots of a stream of quantized scores arriving in slot order.
 #[derive(Default)]
 pub struct Reservoir {
@@ -26,7 +31,7 @@ impl Reservoir {
         assert!(count > 0, "a reservoir keeps at least one slot");
         self.count = count;
         self.keys.clear();
-        self.keys.reserve(2 * count + super::BLOCK);
+        self.keys.reserve(BUFFER_COUNTS * count + super::BLOCK);
         self.threshold = -1;
     }
 
@@ -40,7 +45,7 @@ impl Reservoir {
     #[inline]
     pub fn push(&mut self, score: u32, slot: u32) {
         self.keys.push(key(score, slot));
-        if self.keys.len() >= 2 * self.count {
+        if self.keys.len() >= BUFFER_COUNTS * self.count {
             self.cut();
         }
     }
@@ -50,17 +55,16 @@ impl Reservoir {
     /// the whole block, which keeps the same best slots as pushing them one by one.
     #[inline]
     pub fn push_block(&mut self, first_slot: u32, mask: u32, scores: &[u32; super::BLOCK]) {
-        let start = self.keys.len();
-        // Sized in one step and filled by index: the per-slot pushes' capacity checks were a
-        // tenth of the scan at k = 1000.
-        self.keys.resize(start + mask.count_ones() as usize, 0);
-        let mut bits = mask;
-        for key_out in &mut self.keys[start..] {
-            let v = bits.trailing_zeros();
-            bits &= bits - 1;
-            *key_out = key(scores[v as usize], first_slot + v);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F was just detected.
+            unsafe { append_block_avx512(&mut self.keys, first_slot, mask, scores) };
+        } else {
+            append_block(&mut self.keys, first_slot, mask, scores);
         }
-        if self.keys.len() >= 2 * self.count {
+        #[cfg(not(target_arch = "x86_64"))]
+        append_block(&mut self.keys, first_slot, mask, scores);
+        if self.keys.len() >= BUFFER_COUNTS * self.count {
             self.cut();
         }
     }
@@ -79,6 +83,53 @@ impl Reservoir {
         }
         out.extend(self.keys.drain(..).map(|k| u32::MAX - k as u32));
     }
+}
+
+/// The keys of the slots `first_slot + v` for each bit `v` of `mask`, appended in slot order.
+#[inline]
+fn append_block(keys: &mut Vec<u64>, first_slot: u32, mask: u32, scores: &[u32; super::BLOCK]) {
+    let start = keys.len();
+    // Sized in one step and filled by index: per-slot pushes' capacity checks cost more.
+    keys.resize(start + mask.count_ones() as usize, 0);
+    let mut bits = mask;
+    for key_out in &mut keys[start..] {
+        let v = bits.trailing_zeros();
+        bits &= bits - 1;
+        *key_out = key(scores[v as usize], first_slot + v);
+    }
+}
+
+/// [`append_block`] without a loop over the bits: each 8 lanes' keys are built whole, packed
+/// by their bits of `mask` and stored (a full register, so room for a block is reserved).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn append_block_avx512(
+    keys: &mut Vec<u64>,
+    first_slot: u32,
+    mask: u32,
+    scores: &[u32; super::BLOCK],
+) {
+    use std::arch::x86_64::*;
+    let start = keys.len();
+    keys.reserve(super::BLOCK);
+    let dst = keys.as_mut_ptr().add(start);
+    let lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+    let mut added = 0;
+    for part in 0..super::BLOCK / 8 {
+        let wide =
+            _mm512_cvtepu32_epi64(_mm256_loadu_si256(scores.as_ptr().add(8 * part) as *const _));
+        // The low half: u32::MAX - slot, as `key` has it.
+        let complement = (u32::MAX - first_slot) as i64 - (8 * part) as i64;
+        let low = _mm512_sub_epi64(_mm512_set1_epi64(complement), lane);
+        let lanes_mask = (mask >> (8 * part)) as u8;
+        let packed = _mm512_maskz_compress_epi64(
+            lanes_mask,
+            _mm512_or_si512(_mm512_slli_epi64::<32>(wide), low),
+        );
+        _mm512_storeu_si512(dst.add(added) as *mut _, packed);
+        added += lanes_mask.count_ones() as usize;
+    }
+    keys.set_len(start + added);
 }
 
 #[cfg(test)]
@@ -136,6 +187,32 @@ mod tests {
                 let mut want: Vec<u32> = heap.into_sorted().iter().map(|h| h.id).collect();
                 want.sort_unstable();
                 assert_eq!(got, want, "n={n} spread={spread} count={count}");
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_block_append_equals_the_bit_loop() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let mut rng = SplitMix64::new(9);
+        let scores: [u32; BLOCK] = std::array::from_fn(|_| rng.below(65_536) as u32);
+        for first_slot in [0, 32, u32::MAX - 31] {
+            for mask in [
+                0,
+                1,
+                u32::MAX,
+                1 << 31,
+                0x8000_0001,
+                rng.below(1 << 32) as u32,
+            ] {
+                let (mut want, mut got) = (vec![7u64], vec![7u64]);
+                append_block(&mut want, first_slot, mask, &scores);
+                // SAFETY: AVX-512F was detected above.
+                unsafe { append_block_avx512(&mut got, first_slot, mask, &scores) };
+                assert_eq!(got, want, "first_slot={first_slot} mask={mask:#x}");
             }
         }
     }

@@ -31,8 +31,9 @@ struct Scratch {
     reservoirs: [Reservoir; QUERY_GROUP],
     shortlist: Vec<u32>,
     rescored: Vec<f32>,
-    /// The query's hits as [`hit_key`]s.
+    /// The query's hits as [`hit_key`]s, and the other half of their radix sort.
     keys: Vec<u64>,
+    spare_keys: Vec<u64>,
     rescore_scratch: rescore::ShortlistScratch,
 }
 
@@ -62,6 +63,7 @@ impl DenseIndex {
                     shortlist: Vec::new(),
                     rescored: Vec::new(),
                     keys: Vec::new(),
+                    spare_keys: Vec::new(),
                     rescore_scratch: Default::default(),
                 },
                 |scratch, group| self.search_group(p, &float_tables, group, opts, isa, scratch),
@@ -151,7 +153,7 @@ impl DenseIndex {
                         .map(|(&score, &slot)| hit_key(score, slot)),
                 );
             }
-            out.push(best_first(keys, opts.k));
+            out.push(best_first(keys, &mut scratch.spare_keys, opts.k));
         }
         Ok(out)
     }
@@ -166,14 +168,80 @@ fn hit_key(score: f32, id: u32) -> u64 {
 }
 
 /// The best `k` of the hits `keys` stands for, sorted, in a vector of just their length (one
-/// query's hits stay in memory until the whole search returns).
-fn best_first(keys: &mut Vec<u64>, k: usize) -> Vec<(f32, u32)> {
+/// query's hits stay in memory until the whole search returns); `spare` is sorting room.
+fn best_first(keys: &mut Vec<u64>, spare: &mut Vec<u64>, k: usize) -> Vec<(f32, u32)> {
     if keys.len() > k {
         keys.select_nth_unstable(k - 1);
         keys.truncate(k);
     }
-    keys.sort_unstable();
+    radix_sort(keys, spare);
     keys.iter()
         .map(|&key| (from_order_key((!key >> 32) as u32), u32::MAX - !key as u32))
         .collect()
+}
+
+/// Sort `keys` ascending: least significant byte first over the high 32 bits (the score part),
+/// then the rare runs of equal scores by the whole key. A comparison sort of a thousand keys
+/// mispredicts its branches at every level; this makes four counting passes at most.
+fn radix_sort(keys: &mut Vec<u64>, spare: &mut Vec<u64>) {
+    let mut counts = [[0u32; 256]; 4];
+    for &key in keys.iter() {
+        for (byte, count) in counts.iter_mut().enumerate() {
+            count[(key >> (32 + 8 * byte)) as u8 as usize] += 1;
+        }
+    }
+    spare.clear();
+    spare.resize(keys.len(), 0);
+    for (byte, count) in counts.iter().enumerate() {
+        // Keys all sharing this byte keep their order: nothing to move.
+        if count.iter().any(|&n| n as usize == keys.len()) {
+            continue;
+        }
+        let mut next = [0u32; 256];
+        let mut total = 0;
+        for (next, &n) in next.iter_mut().zip(count) {
+            *next = total;
+            total += n;
+        }
+        for &key in keys.iter() {
+            let bin = &mut next[(key >> (32 + 8 * byte)) as u8 as usize];
+            spare[*bin as usize] = key;
+            *bin += 1;
+        }
+        std::mem::swap(keys, spare);
+    }
+    if keys.windows(2).any(|pair| pair[0] >> 32 == pair[1] >> 32) {
+        for run in keys.chunk_by_mut(|a, b| a >> 32 == b >> 32) {
+            run.sort_unstable();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::radix_sort;
+    use crate::rng::SplitMix64;
+
+    #[test]
+    fn radix_sort_equals_a_comparison_sort_ties_included() {
+        let mut rng = SplitMix64::new(5);
+        let mut spare = Vec::new();
+        // Score parts spread over every byte, within one byte, all equal; ids in any order.
+        for (n, spread) in [
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (1000, 1 << 32),
+            (1000, 200),
+            (999, 3),
+        ] {
+            let mut keys: Vec<u64> = (0..n)
+                .map(|_| (rng.below(spread) as u64) << 32 | rng.below(1 << 32) as u64)
+                .collect();
+            let mut want = keys.clone();
+            want.sort_unstable();
+            radix_sort(&mut keys, &mut spare);
+            assert_eq!(keys, want, "n={n} spread={spread}");
+        }
+    }
 }
