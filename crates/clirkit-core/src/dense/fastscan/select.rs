@@ -1,9 +1,10 @@
 //! The best `count` slots of a scan, kept without a heap (FAISS's reservoir idea): hits above
-//! the threshold are appended to a buffer of `2 * count`; a full buffer is cut back to its best
-//! `count` in linear time, and the `count`-th best score becomes the kernel's threshold. Slots
-//! arrive in increasing order, so a later slot scoring no more than that threshold ranks after
-//! the kept ones and can never enter. The order is the heap's: higher score first, ties to the
-//! lower slot, so the set chosen is the one a [`TopK`](crate::topk::TopK) keeps.
+//! the threshold are appended to a buffer of `BUFFER_COUNTS * count`; a full buffer is cut back
+//! to its best `count` in linear time, and the `count`-th best score becomes the kernel's
+//! threshold. Slots arrive in increasing order, so a later slot scoring no more than that
+//! threshold ranks after the kept ones and can never enter. The order is the heap's: higher
+//! score first, ties to the lower slot, so the set chosen is the one a
+//! [`TopK`](crate::topk::TopK) keeps.
 
 /// A hit as one integer, larger = better: the score above, the slot's complement below (so the
 /// lower slot wins a tie).
@@ -12,9 +13,10 @@ fn key(score: u32, slot: u32) -> u64 {
     (score as u64) << 32 | (u32::MAX - slot) as u64
 }
 
-/// The buffer holds this many times the count before a cut: a cut's cost grows with the
-/// buffer, and each one frees `BUFFER_COUNTS - 1` counts of room, so larger buffers cut less
-/// per slot offered, while the threshold, raised only by cuts, trails further behind.
+/// The buffer holds this many times the count before a cut: a cut costs in proportion to the
+/// buffer and frees `BUFFER_COUNTS - 1` counts of room, so a larger buffer cuts less per slot
+/// offered, while the threshold, raised only by cuts, trails further behind (2 and 3 measured
+/// no faster; `benches/RESULTS.md`).
 const BUFFER_COUNTS: usize = 4;
 
 /// The best slots of a stream of quantized scores arriving in slot order.
