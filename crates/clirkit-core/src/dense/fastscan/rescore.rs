@@ -103,21 +103,27 @@ pub fn rescore_shortlist(
             }
         }
         if !scratch.whole_blocks.is_empty() {
+            let whole = scratch.whole_blocks.len();
             let scores = &mut scratch.block_scores;
-            scores.resize(scratch.whole_blocks.len() * BLOCK, 0.0);
+            // One row more, which slots scored one by one read and then overwrite.
+            scores.resize((whole + 1) * BLOCK, 0.0);
             // SAFETY: AVX-512F was checked above; the blocks lie within `codes`.
             unsafe { avx512_blocks(codes, m, lut, &scratch.whole_blocks, scores) };
-            scratch.single.clear();
-            scratch.single_at.clear();
+            // Branch-free: every slot is written to the single list, and counted there only
+            // if its block is not whole (a coin toss to a branch predictor).
+            let (single, single_at) = (&mut scratch.single, &mut scratch.single_at);
+            single.resize(slots.len(), 0);
+            single_at.resize(slots.len(), 0);
+            let mut singles = 0;
             for (i, (&slot, o)) in slots.iter().zip(out.iter_mut()).enumerate() {
                 let row = rows[slot as usize / BLOCK];
-                if row == u32::MAX {
-                    scratch.single.push(slot);
-                    scratch.single_at.push(i as u32);
-                } else {
-                    *o = scores[row as usize * BLOCK + slot as usize % BLOCK];
-                }
+                single[singles] = slot;
+                single_at[singles] = i as u32;
+                singles += (row == u32::MAX) as usize;
+                *o = scores[row.min(whole as u32) as usize * BLOCK + slot as usize % BLOCK];
             }
+            single.truncate(singles);
+            single_at.truncate(singles);
             scratch.single_scores.resize(scratch.single.len(), 0.0);
             rescore(
                 isa,
