@@ -224,19 +224,15 @@ mod tests {
 
     #[test]
     fn radix_sort_equals_a_comparison_sort_ties_included() {
-        let mut rng = SplitMix64::new(5);
         let mut spare = Vec::new();
-        // Score parts spread over every byte, within one byte, all equal; ids in any order.
-        for (n, spread) in [
-            (0, 1),
-            (1, 1),
-            (2, 1),
-            (1000, 1 << 32),
-            (1000, 200),
-            (999, 3),
-        ] {
+        let mut rng = SplitMix64::new(5);
+        // Score parts all equal, within one byte, over every byte; ids in any order.
+        for (spread, n) in [1u64, 3, 200, 1 << 32]
+            .into_iter()
+            .flat_map(|spread| [0, 1, 2, 999, 1000].map(|n| (spread, n)))
+        {
             let mut keys: Vec<u64> = (0..n)
-                .map(|_| (rng.below(spread) as u64) << 32 | rng.below(1 << 32) as u64)
+                .map(|_| (rng.below(spread as usize) as u64) << 32 | rng.below(1 << 32) as u64)
                 .collect();
             let mut want = keys.clone();
             want.sort_unstable();
