@@ -81,7 +81,8 @@ impl DenseIndex {
         }
     }
 
-    /// The general PQ search: query chunks x block slices, shortlists kept in heaps.
+    /// The general PQ search: query chunks x block slices, each query's shortlist kept in a
+    /// reservoir (4 bits) or a heap (8 bits).
     pub(super) fn search_pq(
         &self,
         p: &PqPart,
