@@ -52,15 +52,25 @@ pub unsafe fn scan(
                 hi[q] = _mm512_dpbusd_epi32(hi[q], _mm512_permutexvar_epi8(idx_hi, t), ones);
             }
         }
+        // Masks first, scores stored and sinks called only for a block that has hits: with the
+        // accumulators still live across a sink call, the compiler would save all of them to
+        // the stack for every block, hits or not.
+        let mut masks = [0u32; QUERY_GROUP];
         for q in 0..QUERY_GROUP {
             let t = _mm512_set1_epi32(thresholds[q]);
-            let mask = _mm512_cmpgt_epi32_mask(lo[q], t) as u32
+            masks[q] = _mm512_cmpgt_epi32_mask(lo[q], t) as u32
                 | (_mm512_cmpgt_epi32_mask(hi[q], t) as u32) << 16;
-            if mask != 0 {
-                let mut scores = [0u32; 32];
-                _mm512_storeu_si512(scores.as_mut_ptr() as *mut _, lo[q]);
-                _mm512_storeu_si512(scores.as_mut_ptr().add(16) as *mut _, hi[q]);
-                thresholds[q] = sink(q, b, mask, &scores);
+        }
+        if masks.iter().any(|&mask| mask != 0) {
+            let mut scores = [[0u32; 32]; QUERY_GROUP];
+            for q in 0..QUERY_GROUP {
+                _mm512_storeu_si512(scores[q].as_mut_ptr() as *mut _, lo[q]);
+                _mm512_storeu_si512(scores[q].as_mut_ptr().add(16) as *mut _, hi[q]);
+            }
+            for q in 0..QUERY_GROUP {
+                if masks[q] != 0 {
+                    thresholds[q] = sink(q, b, masks[q], &scores[q]);
+                }
             }
         }
     }

@@ -179,6 +179,35 @@ fn step_lanes<const L: usize>(
 /// (every lane's adds form one chain, in sub-quantizer order).
 const STEP_GROUPS: usize = 4;
 
+/// Codes beyond this size are fetched ahead ([`prefetch_chunk`]); smaller ones stay in a core's
+/// cache, where the prefetches would only cost instructions.
+const PREFETCH_ABOVE_BYTES: usize = 2 << 20;
+
+/// The slots of the step after step `i_step` (steps of `STEP_GROUPS` groups of `lanes`), to
+/// fetch ahead; none where `codes` fit in cache.
+fn next_step<'a>(codes: &[u8], slots: &'a [u32], i_step: usize, lanes: usize) -> &'a [u32] {
+    if codes.len() <= PREFETCH_ABOVE_BYTES {
+        return &[];
+    }
+    let step = lanes * STEP_GROUPS;
+    let rest = slots.get((i_step + 1) * step..).unwrap_or_default();
+    &rest[..rest.len().min(step)]
+}
+
+/// Fetch chunk `base` (the codes of chunk g, as offset from block 0) of the `slots`' blocks
+/// into the cache while the current step computes: in a large collection the slots are far
+/// apart, and each gather would otherwise wait on memory.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_chunk(base: *const u8, slots: &[u32], bb: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for &slot in slots {
+        // SAFETY: prefetching never faults, and the address stays within `codes`, whose
+        // bounds the caller checked for every slot.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(slot as usize / BLOCK * bb) as *const i8) };
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f32]) {
@@ -186,16 +215,19 @@ unsafe fn avx512(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [
     const L: usize = 16;
     let bb = layout::block_bytes(m);
     let zero = _mm512_set1_ps(sum_identity());
-    for (step, dst) in slots
+    for (i_step, (step, dst)) in slots
         .chunks(L * STEP_GROUPS)
         .zip(out.chunks_mut(L * STEP_GROUPS))
+        .enumerate()
     {
         let (o, s, groups) = step_lanes::<L>(step, bb);
         let offsets = o.map(|o| _mm512_loadu_si512(o.as_ptr() as *const _));
         let shifts = s.map(|s| _mm512_loadu_si512(s.as_ptr() as *const _));
+        let next = next_step(codes, slots, i_step, L);
         let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
+            prefetch_chunk(base, next, bb);
             let (tables, subs) = avx512_chunk_tables(lut, m, g);
             for i in 0..groups {
                 let words = _mm512_srlv_epi32(
@@ -309,16 +341,19 @@ unsafe fn avx2(codes: &[u8], m: usize, lut: &[f32], slots: &[u32], out: &mut [f3
         let hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table.add(8)), idx);
         _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx)))
     }
-    for (step, dst) in slots
+    for (i_step, (step, dst)) in slots
         .chunks(L * STEP_GROUPS)
         .zip(out.chunks_mut(L * STEP_GROUPS))
+        .enumerate()
     {
         let (o, s, groups) = step_lanes::<L>(step, bb);
         let offsets = o.map(|o| _mm256_loadu_si256(o.as_ptr() as *const _));
         let shifts = s.map(|s| _mm256_loadu_si256(s.as_ptr() as *const _));
+        let next = next_step(codes, slots, i_step, L);
         let mut acc = [zero; STEP_GROUPS];
         for g in 0..layout::chunks(m) {
             let base = codes.as_ptr().add(g * 64);
+            prefetch_chunk(base, next, bb);
             let table = lut.as_ptr().add(g * 64);
             let subs = (m - 4 * g).min(4);
             for i in 0..groups {

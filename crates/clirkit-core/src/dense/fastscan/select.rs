@@ -9,8 +9,20 @@
 /// A hit as one integer, larger = better: the score above, the slot's complement below (so the
 /// lower slot wins a tie).
 #[inline(always)]
-fn key(score: u32, slot: u32) -> u64 {
+pub fn key(score: u32, slot: u32) -> u64 {
     (score as u64) << 32 | (u32::MAX - slot) as u64
+}
+
+/// The score of a [`key`].
+#[inline]
+pub fn score_of(key: u64) -> u32 {
+    (key >> 32) as u32
+}
+
+/// The slot of a [`key`].
+#[inline]
+pub fn slot_of(key: u64) -> u32 {
+    u32::MAX - key as u32
 }
 
 /// The buffer holds this many times the count before a cut: a cut costs in proportion to the
@@ -75,7 +87,7 @@ impl Reservoir {
         let c = self.count;
         self.keys.select_nth_unstable_by(c - 1, |a, b| b.cmp(a));
         self.keys.truncate(c);
-        self.threshold = (self.keys[c - 1] >> 32) as i32;
+        self.threshold = score_of(self.keys[c - 1]) as i32;
     }
 
     /// Append the best `count` slots offered (all of them if fewer) to `out`, in no order.
@@ -83,7 +95,17 @@ impl Reservoir {
         if self.keys.len() > self.count {
             self.cut();
         }
-        out.extend(self.keys.drain(..).map(|k| u32::MAX - k as u32));
+        out.extend(self.keys.drain(..).map(slot_of));
+    }
+
+    /// The best `count` hits offered (all of them if fewer) as [`key`]s, in no order.
+    pub fn into_keys(mut self) -> Vec<u64> {
+        if self.keys.len() > self.count {
+            self.cut();
+        }
+        // The buffer's room for the next cut would otherwise live on with the keys.
+        self.keys.shrink_to_fit();
+        self.keys
     }
 }
 

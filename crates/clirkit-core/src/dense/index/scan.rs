@@ -2,6 +2,7 @@
 //! super-blocks of codes for groups of queries, and the 8-bit table scan.
 
 use super::{DenseIndex, PqPart};
+use crate::dense::fastscan::select::Reservoir;
 use crate::dense::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use crate::dense::ivf::EMPTY_SLOT;
 use crate::topk::TopK;
@@ -58,16 +59,48 @@ impl DenseIndex {
         }
     }
 
+    /// The bits of `mask` (vectors `0..32` of `block`) that are vectors, not padding.
+    #[inline]
+    fn vectors_of(&self, p: &PqPart, block: usize, mask: u32) -> u32 {
+        match &p.coarse {
+            None if (block + 1) * BLOCK > self.ntotal => {
+                mask & u32::MAX >> ((block + 1) * BLOCK - self.ntotal)
+            }
+            None => mask,
+            Some(c) => {
+                let slots = &c.slots.as_slice()[block * BLOCK..(block + 1) * BLOCK];
+                let mut kept = mask;
+                let mut bits = mask;
+                while bits != 0 {
+                    let v = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if slots[v] == EMPTY_SLOT {
+                        kept &= !(1 << v);
+                    }
+                }
+                kept
+            }
+        }
+    }
+
     /// The 4-bit fast-scan of `task` with the `isa` kernel: per query, the `shortlist` best
-    /// slots by quantized score.
-    pub(super) fn scan4(&self, p: &PqPart, task: &ScanTask, isa: Isa) -> Vec<TopK<u32>> {
+    /// slots by quantized score as reservoir keys
+    /// ([`key`](crate::dense::fastscan::select::key)), in no order. A query's slots
+    /// reach its reservoir in increasing order (lists, then blocks, in order), as it requires.
+    pub(super) fn scan4(&self, p: &PqPart, task: &ScanTask, isa: Isa) -> Vec<Vec<u64>> {
         let luts = task.luts;
         let m = p.pq.m;
         let bb = layout::block_bytes(m);
         let group_bytes = layout::chunks(m) * QUERY_GROUP * 64;
         let codes = p.codes.as_slice();
         let nq = task.queries.len() / self.dim;
-        let mut heaps: Vec<TopK<u32>> = (0..nq).map(|_| TopK::new(task.shortlist)).collect();
+        let mut reservoirs: Vec<Reservoir> = (0..nq)
+            .map(|_| {
+                let mut r = Reservoir::default();
+                r.reset(task.shortlist);
+                r
+            })
+            .collect();
         for ((l0, l1), members) in self.lists_for(p, task) {
             // Quantized tables of this list's queries, in groups of QUERY_GROUP (padding
             // queries have all-zero tables and a threshold no score reaches).
@@ -88,7 +121,7 @@ impl DenseIndex {
                 for (tables, members) in &groups {
                     let mut thresholds = [i32::MAX; QUERY_GROUP];
                     for (qi, &q) in members.iter().enumerate() {
-                        thresholds[qi] = threshold(&heaps[q]);
+                        thresholds[qi] = reservoirs[q].threshold();
                     }
                     isa.scan(
                         &codes[s0 * bb..s1 * bb],
@@ -96,23 +129,17 @@ impl DenseIndex {
                         tables,
                         &mut thresholds,
                         &mut |qi, b, mask, scores| {
-                            let heap = &mut heaps[members[qi]];
-                            let mut bits = mask;
-                            while bits != 0 {
-                                let v = bits.trailing_zeros() as usize;
-                                bits &= bits - 1;
-                                let slot = (s0 + b) * BLOCK + v;
-                                if self.holds_vector(p, slot) {
-                                    heap.push(scores[v], slot as u32);
-                                }
-                            }
-                            threshold(heap)
+                            let block = s0 + b;
+                            let reservoir = &mut reservoirs[members[qi]];
+                            let mask = self.vectors_of(p, block, mask);
+                            reservoir.push_block((block * BLOCK) as u32, mask, scores);
+                            reservoir.threshold()
                         },
                     );
                 }
             }
         }
-        heaps
+        reservoirs.into_iter().map(Reservoir::into_keys).collect()
     }
 
     /// The 8-bit scan of `task`: per query, the `shortlist` best slots by float table score.
@@ -136,9 +163,4 @@ impl DenseIndex {
         }
         heaps
     }
-}
-
-/// Kernel threshold for a heap: report scores >= its worst (ties may still enter by id).
-fn threshold(heap: &TopK<u32>) -> i32 {
-    heap.worst().map_or(-1, |w| w.score as i32 - 1)
 }

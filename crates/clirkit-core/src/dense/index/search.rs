@@ -4,11 +4,10 @@
 
 use super::scan::ScanTask;
 use super::{DenseIndex, Hits, PqPart, SearchOptions, StoredVectors};
-use crate::dense::fastscan::{rescore, Isa, BLOCK};
+use crate::dense::fastscan::{rescore, select, Isa, BLOCK};
 use crate::dense::{check_matrix, flat};
 use crate::error::{Error, Result};
 use crate::parallel;
-use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
 
 /// Shortlist size over k for re-scoring 4-bit fast-scan candidates with the float table.
@@ -82,7 +81,8 @@ impl DenseIndex {
         }
     }
 
-    /// The general PQ search: query chunks x block slices, shortlists kept in heaps.
+    /// The general PQ search: query chunks x block slices, each query's shortlist kept in a
+    /// reservoir (4 bits) or a heap (8 bits).
     pub(super) fn search_pq(
         &self,
         p: &PqPart,
@@ -182,7 +182,8 @@ impl DenseIndex {
                 t
             })
             .collect();
-        let partial: Vec<Vec<TopK<u32>>> = tasks
+        // Per task and query, the task's best slots as reservoir keys (larger = better).
+        let partial: Vec<Vec<Vec<u64>>> = tasks
             .par_iter()
             .map(|&(qc, bc)| {
                 let q0 = qc * query_chunk;
@@ -198,40 +199,73 @@ impl DenseIndex {
                 if p.pq.nbits == 4 {
                     self.scan4(p, &task, isa)
                 } else {
-                    let heaps = self.scan8(p, &task);
-                    heaps
-                        .into_iter()
-                        .map(|h| keyed_by_order(&h, shortlist))
+                    self.scan8(p, &task)
+                        .iter()
+                        .map(|heap| {
+                            heap.iter()
+                                .map(|hit| select::key(order_key(hit.score), hit.id))
+                                .collect()
+                        })
                         .collect()
                 }
             })
             .collect();
-        merge_slices(partial, slices, shortlist)
+        merge_slices(partial, slices)
             .into_par_iter()
             .enumerate()
-            .map(|(qi, heap)| {
-                let hits = heap.into_sorted();
+            .map(|(qi, mut keys)| {
+                best_keys(&mut keys, shortlist);
+                let slots: Vec<u32> = keys.iter().map(|&key| select::slot_of(key)).collect();
                 let scores: Vec<f32> = if p.pq.nbits == 4 {
                     // The float PQ scores, in SIMD (the same bits as `adc_score`).
                     let lut = &luts[qi * m * ksub..(qi + 1) * m * ksub];
-                    let slots: Vec<u32> = hits.iter().map(|h| h.id).collect();
                     let mut scores = vec![0f32; slots.len()];
                     rescore::rescore(isa, p.codes.as_slice(), m, lut, &slots, &mut scores);
                     scores
                 } else {
-                    hits.iter().map(|h| from_order_key(h.score)).collect()
+                    keys.iter()
+                        .map(|&key| from_order_key(select::score_of(key)))
+                        .collect()
                 };
-                hits.iter()
+                keys.iter()
+                    .zip(slots)
                     .zip(scores)
-                    .map(|(hit, score)| ShortlistHit {
-                        key: hit.score,
-                        slot: hit.id,
+                    .map(|((&key, slot), score)| ShortlistHit {
+                        key: select::score_of(key),
+                        slot,
                         score,
                     })
                     .collect()
             })
             .collect()
     }
+}
+
+/// Per query, the keys its `slices` work items found, together. `partial` holds the items of
+/// each query chunk one after another, `slices` per chunk.
+fn merge_slices(partial: Vec<Vec<Vec<u64>>>, slices: usize) -> Vec<Vec<u64>> {
+    let mut out = Vec::new();
+    let mut items = partial.into_iter();
+    while let Some(mut merged) = items.next() {
+        for item in items.by_ref().take(slices - 1) {
+            for (keys, found) in merged.iter_mut().zip(item) {
+                keys.extend(found);
+            }
+        }
+        out.extend(merged);
+    }
+    out
+}
+
+/// The best `count` of `keys` (larger = better), best first. Each work item kept its best
+/// `count`, so these are the best of all slots: the shortlist does not depend on how the scan
+/// was split.
+fn best_keys(keys: &mut Vec<u64>, count: usize) {
+    if keys.len() > count {
+        keys.select_nth_unstable_by(count - 1, |a, b| b.cmp(a));
+        keys.truncate(count);
+    }
+    keys.sort_unstable_by(|a, b| b.cmp(a));
 }
 
 /// A PQ shortlist candidate: its selection key, slot and float PQ score.
@@ -260,13 +294,4 @@ pub fn from_order_key(key: u32) -> f32 {
     } else {
         !key
     })
-}
-
-/// An 8-bit scan's float heap re-keyed by [`order_key`] (the same order, ties to the lower slot).
-fn keyed_by_order(heap: &TopK<f32>, k: usize) -> TopK<u32> {
-    let mut out = TopK::new(k);
-    for hit in heap.iter() {
-        out.push(order_key(hit.score), hit.id);
-    }
-    out
 }

@@ -623,3 +623,107 @@ fn small_collection_path_equals_the_general_path_hit_for_hit() {
         }
     }
 }
+
+#[test]
+fn general_path_shortlists_are_the_exhaustive_quantized_best() {
+    use crate::dense::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
+    use crate::dense::ivf::EMPTY_SLOT;
+    // The general path's shortlist, however the scan is split, is the best `2k` slots by the
+    // quantized score over the vectors it probes (all of them without IVF), ties to the lower
+    // slot, each with its float PQ score.
+    let (n, d, m) = (3001, 16, 8);
+    let mut data = clustered(n, d, 21);
+    // Repeated rows tie on the quantized score, so the tie rule decides at the cut.
+    for i in (1..n).step_by(3) {
+        data.copy_within((i - 1) * d..i * d, i * d);
+    }
+    let queries = clustered(11, d, 22);
+    for (ivf, nprobe) in [(None, 1), (Some(6), 2)] {
+        let idx = DenseIndex::build(&data, d, &ids(n), &opts(Some(m), 4, ivf, Metric::L2)).unwrap();
+        let p = idx.pq.as_ref().unwrap();
+        let codes = p.codes.as_slice();
+        let bb = layout::block_bytes(m);
+        // The slots a query probes.
+        let probed = |q: &[f32]| -> Vec<bool> {
+            match &p.coarse {
+                None => (0..n.div_ceil(BLOCK) * BLOCK).map(|s| s < n).collect(),
+                Some(c) => {
+                    let mut on = vec![false; c.slots.as_slice().len()];
+                    for l in c.quantizer.probe(Metric::L2, q, nprobe) {
+                        let l = l as usize;
+                        let slots = c.block_starts[l] as usize * BLOCK
+                            ..c.block_starts[l + 1] as usize * BLOCK;
+                        for (o, &id) in on[slots.clone()].iter_mut().zip(&c.slots.as_slice()[slots])
+                        {
+                            *o = id != EMPTY_SLOT;
+                        }
+                    }
+                    on
+                }
+            }
+        };
+        for k in [1, 7, 150, n] {
+            let so = SearchOptions {
+                k,
+                nprobe,
+                ..Default::default()
+            };
+            let count = DenseIndex::shortlist_len_of(p, &so);
+            let want: Vec<Vec<(u32, u32, u32)>> = queries
+                .chunks(d)
+                .map(|q| {
+                    let mut float_lut = vec![0f32; m * 16];
+                    p.pq.lut(Metric::L2, q, &mut float_lut);
+                    let mut tables = vec![0u8; layout::chunks(m) * QUERY_GROUP * 64];
+                    lut::quantize_into(&float_lut, m, 0, &mut tables);
+                    let on = probed(q);
+                    let mut all = Vec::new();
+                    let mut thresholds = [i32::MAX; QUERY_GROUP];
+                    thresholds[0] = -1;
+                    Isa::Scalar.scan(codes, m, &tables, &mut thresholds, &mut |_, b, _, s| {
+                        for (v, &score) in s.iter().enumerate() {
+                            if on[b * BLOCK + v] {
+                                all.push((score, (b * BLOCK + v) as u32));
+                            }
+                        }
+                        -1
+                    });
+                    all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+                    all.truncate(count);
+                    all.iter()
+                        .map(|&(key, slot)| {
+                            let block = &codes[slot as usize / BLOCK * bb..];
+                            let code =
+                                (0..m).map(|s| layout::code_at(block, slot as usize % BLOCK, s));
+                            let score = p.pq.adc_score(&float_lut, code);
+                            (key, slot, score.to_bits())
+                        })
+                        .collect()
+                })
+                .collect();
+            for nq in [1, 11] {
+                for threads in [1, 2, 5] {
+                    for isa in Isa::available() {
+                        let got = crate::parallel::install(threads, |t| {
+                            idx.pq_shortlists(p, &queries[..nq * d], nq, &so, t, isa)
+                        })
+                        .unwrap();
+                        let got: Vec<Vec<(u32, u32, u32)>> = got
+                            .iter()
+                            .map(|q| {
+                                q.iter()
+                                    .map(|h| (h.key, h.slot, h.score.to_bits()))
+                                    .collect()
+                            })
+                            .collect();
+                        assert_eq!(
+                            got,
+                            want[..nq],
+                            "ivf={ivf:?} k={k} nq={nq} threads={threads} {isa:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
