@@ -128,7 +128,7 @@ fn reservoir(c: &mut Criterion) {
             &count,
             |b, &count| {
                 b.iter(|| {
-                    reservoir.reset(count);
+                    reservoir.reset(count, 2);
                     for (slot, &s) in black_box(&scores).iter().enumerate() {
                         if s as i64 > reservoir.threshold() as i64 {
                             reservoir.push(s, slot as u32);

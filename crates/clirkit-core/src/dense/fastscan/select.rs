@@ -1,5 +1,5 @@
 //! The best `count` slots of a scan, kept without a heap (FAISS's reservoir idea): hits above
-//! the threshold are appended to a buffer of `BUFFER_COUNTS * count`; a full buffer is cut back
+//! the threshold are appended to a buffer of a few counts; a full buffer is cut back
 //! to its best `count` in linear time, and the `count`-th best score becomes the kernel's
 //! threshold. Slots arrive in increasing order, so a later slot scoring no more than that
 //! threshold ranks after the kept ones and can never enter. The order is the heap's: higher
@@ -25,27 +25,32 @@ pub fn slot_of(key: u64) -> u32 {
     u32::MAX - key as u32
 }
 
-/// The buffer holds this many times the count before a cut: a cut costs in proportion to the
-/// buffer and frees `BUFFER_COUNTS - 1` counts of room, so a larger buffer cuts less per slot
-/// offered, while the threshold, raised only by cuts, trails further behind (2 and 3 measured
-/// no faster; `benches/RESULTS.md`).
-const BUFFER_COUNTS: usize = 4;
-
 /// The best slots of a stream of quantized scores arriving in slot order.
 #[derive(Default)]
 pub struct Reservoir {
     count: usize,
+    /// Keys the buffer holds before a cut.
+    buffer_len: usize,
     keys: Vec<u64>,
     threshold: i32,
 }
 
 impl Reservoir {
-    /// Start over, keeping the best `count` slots (at least 1).
-    pub fn reset(&mut self, count: usize) {
+    /// Start over, keeping the best `count` slots (at least 1) in a buffer of `buffer_counts`
+    /// counts (at least 2). A cut costs in proportion to the buffer and frees `buffer_counts - 1`
+    /// counts of room, so a larger buffer cuts less per slot offered, while the threshold, raised
+    /// only by cuts, trails further behind and lets more slots through the kernel's filter: a
+    /// scan much longer than the shortlist wants the smaller buffer.
+    pub fn reset(&mut self, count: usize, buffer_counts: usize) {
         assert!(count > 0, "a reservoir keeps at least one slot");
+        assert!(
+            buffer_counts >= 2,
+            "a reservoir's buffer holds at least two counts"
+        );
         self.count = count;
+        self.buffer_len = buffer_counts * count;
         self.keys.clear();
-        self.keys.reserve(BUFFER_COUNTS * count + super::BLOCK);
+        self.keys.reserve(self.buffer_len + super::BLOCK);
         self.threshold = -1;
     }
 
@@ -59,7 +64,7 @@ impl Reservoir {
     #[inline]
     pub fn push(&mut self, score: u32, slot: u32) {
         self.keys.push(key(score, slot));
-        if self.keys.len() >= BUFFER_COUNTS * self.count {
+        if self.keys.len() >= self.buffer_len {
             self.cut();
         }
     }
@@ -78,7 +83,7 @@ impl Reservoir {
         }
         #[cfg(not(target_arch = "x86_64"))]
         append_block(&mut self.keys, first_slot, mask, scores);
-        if self.keys.len() >= BUFFER_COUNTS * self.count {
+        if self.keys.len() >= self.buffer_len {
             self.cut();
         }
     }
@@ -176,9 +181,11 @@ mod tests {
             (777, 1),
         ] {
             let scores: Vec<u32> = (0..n).map(|_| rng.below(spread) as u32).collect();
-            for count in [1, 2, 10, 99, n / 2 + 1, n, n + 5] {
+            let counts = [1, 2, 10, 99, n / 2 + 1, n, n + 5];
+            for (count, buffer_counts) in counts.into_iter().flat_map(|c| [(c, 2), (c, 3), (c, 4)])
+            {
                 // As a kernel feeds it: only scores above the current threshold.
-                reservoir.reset(count);
+                reservoir.reset(count, buffer_counts);
                 for (slot, &s) in scores.iter().enumerate() {
                     if s as i64 > reservoir.threshold() as i64 {
                         reservoir.push(s, slot as u32);
@@ -189,7 +196,7 @@ mod tests {
                 got.sort_unstable();
                 // As the small path feeds it: whole blocks, masked by the threshold.
                 let mut by_block = Vec::new();
-                reservoir.reset(count);
+                reservoir.reset(count, buffer_counts);
                 for (b, block) in scores.chunks(BLOCK).enumerate() {
                     let mut block_scores = [0u32; BLOCK];
                     block_scores[..block.len()].copy_from_slice(block);
@@ -202,7 +209,7 @@ mod tests {
                 by_block.sort_unstable();
                 assert_eq!(
                     by_block, got,
-                    "by block: n={n} spread={spread} count={count}"
+                    "by block: n={n} spread={spread} count={count} buffer={buffer_counts}"
                 );
                 let mut heap = TopK::new(count);
                 for (slot, &s) in scores.iter().enumerate() {
@@ -210,7 +217,10 @@ mod tests {
                 }
                 let mut want: Vec<u32> = heap.into_sorted().iter().map(|h| h.id).collect();
                 want.sort_unstable();
-                assert_eq!(got, want, "n={n} spread={spread} count={count}");
+                assert_eq!(
+                    got, want,
+                    "n={n} spread={spread} count={count} buffer={buffer_counts}"
+                );
             }
         }
     }

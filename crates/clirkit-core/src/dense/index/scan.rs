@@ -18,6 +18,10 @@ pub(super) struct ScanTask<'a> {
     pub nprobe: usize,
 }
 
+/// A large collection's scan is much longer than a shortlist, so most slots come after the
+/// threshold has risen: cutting at 2 counts keeps it close behind ([`Reservoir::reset`]).
+const RESERVOIR_BUFFER_COUNTS: usize = 2;
+
 /// Bytes of codes scanned by all query groups of a task before moving on, so they stay in L2.
 const SUPER_BLOCK_BYTES: usize = 256 << 10;
 
@@ -97,7 +101,7 @@ impl DenseIndex {
         let mut reservoirs: Vec<Reservoir> = (0..nq)
             .map(|_| {
                 let mut r = Reservoir::default();
-                r.reset(task.shortlist);
+                r.reset(task.shortlist, RESERVOIR_BUFFER_COUNTS);
                 r
             })
             .collect();

@@ -21,6 +21,11 @@ use rayon::prelude::*;
 /// of queries scanning all the codes beats splitting the codes across threads.
 pub(super) const SMALL_COLLECTION: usize = 1 << 16;
 
+/// A small path's shortlist is a large share of the collection, so cuts, not slots let through
+/// by a trailing threshold, are the reservoir's cost: a buffer of 4 counts
+/// ([`Reservoir::reset`]).
+const RESERVOIR_BUFFER_COUNTS: usize = 4;
+
 /// Buffers one worker reuses for every query group it searches.
 struct Scratch {
     /// Float tables of the group's queries, `m * 16` each.
@@ -96,7 +101,7 @@ impl DenseIndex {
             let table = &mut scratch.luts[qi * m * 16..(qi + 1) * m * 16];
             float_tables.compute(isa, self.metric, q, table);
             lut::quantize_with(isa, table, m, qi, &mut scratch.tables);
-            scratch.reservoirs[qi].reset(shortlist_len);
+            scratch.reservoirs[qi].reset(shortlist_len, RESERVOIR_BUFFER_COUNTS);
         }
         isa.arrange_luts(&mut scratch.tables);
         let nblocks = self.ntotal.div_ceil(BLOCK);
