@@ -71,14 +71,13 @@ impl DenseIndex {
                 mask & u32::MAX >> ((block + 1) * BLOCK - self.ntotal)
             }
             None => mask,
-            Some(c) => {
-                let slots = &c.slots.as_slice()[block * BLOCK..(block + 1) * BLOCK];
+            Some(_) => {
                 let mut kept = mask;
                 let mut bits = mask;
                 while bits != 0 {
                     let v = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    if slots[v] == EMPTY_SLOT {
+                    if !self.holds_vector(p, block * BLOCK + v) {
                         kept &= !(1 << v);
                     }
                 }

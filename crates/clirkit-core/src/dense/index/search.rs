@@ -210,7 +210,7 @@ impl DenseIndex {
                 }
             })
             .collect();
-        merge_slices(partial, slices)
+        gather_slices(partial, slices)
             .into_par_iter()
             .enumerate()
             .map(|(qi, mut keys)| {
@@ -243,7 +243,7 @@ impl DenseIndex {
 
 /// Per query, the keys its `slices` work items found, together. `partial` holds the items of
 /// each query chunk one after another, `slices` per chunk.
-fn merge_slices(partial: Vec<Vec<Vec<u64>>>, slices: usize) -> Vec<Vec<u64>> {
+fn gather_slices(partial: Vec<Vec<Vec<u64>>>, slices: usize) -> Vec<Vec<u64>> {
     let mut out = Vec::new();
     let mut items = partial.into_iter();
     while let Some(mut merged) = items.next() {
