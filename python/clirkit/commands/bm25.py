@@ -52,8 +52,8 @@ def register(top, groups) -> None:
     rm3.add_argument(
         "--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)"
     )
-    rm3.add_argument("--fb-docs", type=int, default=RM3.fb_docs, help="feedback documents")
-    rm3.add_argument("--fb-terms", type=int, default=RM3.fb_terms, help="expansion terms")
+    rm3.add_argument("--fb-docs", type=positive_int, default=RM3.fb_docs, help="feedback documents")
+    rm3.add_argument("--fb-terms", type=positive_int, default=RM3.fb_terms, help="expansion terms")
     rm3.add_argument(
         "--original-weight", type=float, default=RM3.original_weight, help="original query's weight"
     )

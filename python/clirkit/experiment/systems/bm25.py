@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from clirkit.experiment.plan import Plan, RunContext, Stage
-from clirkit.experiment.stages import RUN_FILE
+from clirkit.experiment.stages import RUN_FILE, warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 
 
@@ -63,6 +63,7 @@ class Bm25Kind:
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.bm25 import BM25Index
 
+            warn_empty_documents(docs_path, fields, spec.name)
             BM25Index.build(
                 docs_path,
                 out / "index",
