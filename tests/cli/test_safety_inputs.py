@@ -162,3 +162,22 @@ def test_npy_inputs_are_read_not_mapped_and_odd_ones_refused(tmp_path, capsys):
     gz.write_bytes(b"\x1f\x8b" + b"junk")
     assert index_dense("d2") == 2
     assert "e.npy.gz" in capsys.readouterr().err
+
+
+def test_small_wording_fixes(tmp_path, capsys):
+    corpus = tmp_path / "trunc.jsonl.gz"
+    corpus.write_bytes(gzip.compress(b'{"_id": "a", "text": "x"}\n' * 100)[:-20])
+    assert cli(["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "i"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "trunc.jsonl.gz" in err and "[Errno 0]" not in err
+    vectors = tmp_path / "v.jsonl"
+    vectors.write_text('{"id": "d", "vector": {"a": 1e300}}\n')
+    assert cli(["index", "impact", "--vectors", str(vectors), "--index", str(tmp_path / "j"), "--quiet"]) == 2
+    assert "1e300" in capsys.readouterr().err
+
+
+def test_huge_token_norms_are_refused_not_an_empty_run(tmp_path):
+    t = tokens(20)
+    t[7] *= 1e20
+    with pytest.raises(ClirkitError, match="norm too large"):
+        MultiVectorIndex.build(t, np.arange(0, 21, 5), ["a", "b", "c", "d"], tmp_path / "mv")

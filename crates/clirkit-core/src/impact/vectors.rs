@@ -71,12 +71,22 @@ pub fn check_terms(terms: &[(String, f64)], at: impl Fn(String) -> Error) -> Res
     Ok(())
 }
 
+/// A weight as an error shows it: in scientific notation when huge (never 300 digits).
+fn shown_weight(weight: f64) -> String {
+    if weight.abs() >= 1e15 {
+        format!("{weight:e}")
+    } else {
+        weight.to_string()
+    }
+}
+
 /// The impact of `weight` at `quantize`, or an error when it is beyond [`MAX_IMPACT`].
 pub fn quantize(weight: f64, quantize: u32, at: impl Fn(String) -> Error) -> Result<u32> {
     let impact = (weight * quantize as f64).round();
     if impact > MAX_IMPACT as f64 {
         return Err(at(format!(
-            "weight {weight} × quantize {quantize} is beyond the largest impact, {MAX_IMPACT}"
+            "weight {} × quantize {quantize} is beyond the largest impact, {MAX_IMPACT}",
+            shown_weight(weight)
         )));
     }
     Ok(impact as u32)
@@ -358,6 +368,8 @@ mod tests {
         }
         let v = parse(r#"{"id": "d", "vector": {"apple": 1, "pear": 4, "apple": 2}}"#).unwrap();
         assert_eq!(v.terms, vec![("apple".into(), 2.0), ("pear".into(), 4.0)]);
+        let e = quantize(1e300, 100, Error::invalid).unwrap_err().to_string();
+        assert!(e.contains("weight 1e300 × quantize 100"), "{e}");
     }
 
     #[test]

@@ -47,10 +47,15 @@ pub fn set_max_record_bytes(limit: usize) -> Result<()> {
     Ok(())
 }
 
-/// Append the next line of `reader` (its `\n` included) to `buf`, reading no more than `limit`
-/// bytes of it plus a line break; `Ok(None)` when the line is longer (what was read stays in `buf`),
-/// else the number of bytes appended (0 at end of input).
-fn read_line_capped(reader: &mut dyn BufRead, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<Option<usize>> {
+/// Append the next line of `reader` (its `\n` included) to `buf`; `Ok(None)` when its record (the
+/// line without `\n` or `\r\n`, as [`LineReader::next_line`] gives it) is longer than `limit` bytes,
+/// read no further than `limit + 1` bytes of it (plus one buffer's worth); else the number of bytes
+/// appended (0 at end of input).
+fn read_line_capped(
+    reader: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Option<usize>> {
     let start = buf.len();
     loop {
         let available = match reader.fill_buf() {
@@ -59,20 +64,25 @@ fn read_line_capped(reader: &mut dyn BufRead, buf: &mut Vec<u8>, limit: usize) -
             Err(e) => return Err(e),
         };
         if available.is_empty() {
-            return Ok(Some(buf.len() - start));
+            // The last line, without a line break: all of it is the record.
+            let total = buf.len() - start;
+            return Ok((total <= limit).then_some(total));
         }
         let (used, done) = match memchr::memchr(b'\n', available) {
             Some(i) => (i + 1, true),
             None => (available.len(), false),
         };
-        // The limit counts the record's bytes; "\r\n" may follow it.
-        if buf.len() - start + used > limit.saturating_add(2) {
+        // Without its line break yet, the record is at least all but a final '\r'.
+        if !done && buf.len() - start + used > limit.saturating_add(1) {
             return Ok(None);
         }
         buf.extend_from_slice(&available[..used]);
         reader.consume(used);
         if done {
-            return Ok(Some(buf.len() - start));
+            let total = buf.len() - start;
+            let carriage = total >= 2 && buf[buf.len() - 2] == b'\r';
+            let record = total - 1 - usize::from(carriage);
+            return Ok((record <= limit).then_some(total));
         }
     }
 }
