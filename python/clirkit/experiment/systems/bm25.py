@@ -27,6 +27,10 @@ class Bm25Kind:
 
         k1 = r.get("k1", (int, float), 0.9)
         b = r.get("b", (int, float), 0.4)
+        if not 0.0 <= k1 < float("inf"):  # NaN fails both comparisons
+            raise r.error("k1", f"must be a finite number >= 0, got {k1}")
+        if not 0.0 <= b <= 1.0:
+            raise r.error("b", f"must be in [0, 1], got {b}")
         rm3 = None
         if r.get("rm3", bool, False):
             weight = float(r.get("original_weight", (int, float), RM3.original_weight))
