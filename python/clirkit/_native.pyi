@@ -17,6 +17,8 @@ __all__ = [
     "UnknownLanguageError",
     "InvalidInputError",
     "InternalError",
+    "max_record_bytes",
+    "set_max_record_bytes",
     "read_run",
     "write_run",
     "read_qrels",

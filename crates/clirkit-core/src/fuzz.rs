@@ -155,7 +155,11 @@ fn fuzz_line_reader_with_record_cap() {
         let outcome = loop {
             match reader.next_line(&mut buf) {
                 Ok(Some(line)) => {
-                    assert!(buf.len() <= cap, "a {}-byte record passed a {cap}-byte cap", buf.len());
+                    assert!(
+                        buf.len() <= cap,
+                        "a {}-byte record passed a {cap}-byte cap",
+                        buf.len()
+                    );
                     assert_eq!(line as usize, got.len() + 1);
                     got.push(buf.clone());
                 }
@@ -170,7 +174,10 @@ fn fuzz_line_reader_with_record_cap() {
             }
             Some(i) => {
                 let e = outcome.unwrap_err();
-                assert!(e.contains(&format!("f.jsonl:{}: record longer than", i + 1)), "{e}");
+                assert!(
+                    e.contains(&format!("f.jsonl:{}: record longer than", i + 1)),
+                    "{e}"
+                );
                 assert_eq!(got, expected[..i]);
             }
         }

@@ -355,20 +355,34 @@ mod tests {
         let big = parse(r#"{"id": 123456789012345678901234567890, "vector": {"a": 1}}"#).unwrap();
         assert_eq!(big.id, "123456789012345678901234567890");
         for (line, message) in [
-            (r#"{"id": 1.5, "vector": {"a": 1}}"#, "id 1.5 is not a string or an integer"),
-            (r#"{"id": 1e3, "vector": {"a": 1}}"#, "id 1e3 is not a string"),
+            (
+                r#"{"id": 1.5, "vector": {"a": 1}}"#,
+                "id 1.5 is not a string or an integer",
+            ),
+            (
+                r#"{"id": 1e3, "vector": {"a": 1}}"#,
+                "id 1e3 is not a string",
+            ),
             (r#"{"id": "a b", "vector": {"a": 1}}"#, "white space"),
             (r#"{"id": "", "vector": {"a": 1}}"#, "empty"),
             (r#"{"id": "a\tb", "vector": {"a": 1}}"#, "white space"),
             (r#"{"id": "a\u0000b", "vector": {"a": 1}}"#, "control"),
-            (r#"{"id": true, "vector": {"a": 1}}"#, "not a string or an integer"),
+            (
+                r#"{"id": true, "vector": {"a": 1}}"#,
+                "not a string or an integer",
+            ),
         ] {
             let e = parse(line).unwrap_err().to_string();
-            assert!(e.contains("v.jsonl:7:") && e.contains(message), "{line}: {e}");
+            assert!(
+                e.contains("v.jsonl:7:") && e.contains(message),
+                "{line}: {e}"
+            );
         }
         let v = parse(r#"{"id": "d", "vector": {"apple": 1, "pear": 4, "apple": 2}}"#).unwrap();
         assert_eq!(v.terms, vec![("apple".into(), 2.0), ("pear".into(), 4.0)]);
-        let e = quantize(1e300, 100, Error::invalid).unwrap_err().to_string();
+        let e = quantize(1e300, 100, Error::invalid)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("weight 1e300 × quantize 100"), "{e}");
     }
 
@@ -378,7 +392,10 @@ mod tests {
         let e = read_queries(&p).unwrap_err().to_string();
         assert!(e.contains("duplicate id 'q1'"), "{e}");
         let (_d, p) = temp_file("q.tsv", b"q1\tbanana\t5\nq1\tapple\n");
-        assert!(read_queries(&p).unwrap_err().to_string().contains("duplicate id 'q1'"));
+        assert!(read_queries(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate id 'q1'"));
         let (_d, p) = temp_file("q.tsv", b"q1\tbanana\t5\nq1\tapple\t2\n");
         assert_eq!(read_queries(&p).unwrap()[0].terms.len(), 2);
         let (_d, p) = temp_file("q.tsv", b"q 1\tapple\n");

@@ -41,7 +41,9 @@ pub fn max_record_bytes() -> usize {
 /// Set the record-length limit for the whole process (at least 1 byte).
 pub fn set_max_record_bytes(limit: usize) -> Result<()> {
     if limit == 0 {
-        return Err(Error::invalid("the record-length limit must be at least 1 byte"));
+        return Err(Error::invalid(
+            "the record-length limit must be at least 1 byte",
+        ));
     }
     MAX_RECORD_BYTES.store(limit, Ordering::Relaxed);
     Ok(())
@@ -220,7 +222,7 @@ impl LineReader {
 
 /// `limit` bytes in words: "64 MiB" when whole mebibytes, else "N bytes".
 fn record_limit_text(limit: usize) -> String {
-    if limit >= 1 << 20 && limit % (1 << 20) == 0 {
+    if limit >= 1 << 20 && limit.is_multiple_of(1 << 20) {
         format!("{} MiB", limit >> 20)
     } else {
         format!("{limit} bytes")
@@ -413,7 +415,10 @@ pub fn id_from_raw(raw: &RawValue) -> std::result::Result<String, String> {
         FieldValue::Number(n) => n,
         FieldValue::Null => return Err("the id is null".into()),
         FieldValue::Other => {
-            return Err(format!("id {} is not a string or an integer", raw.get().trim()))
+            return Err(format!(
+                "id {} is not a string or an integer",
+                raw.get().trim()
+            ))
         }
     };
     match id_problem(&id) {
@@ -1043,7 +1048,10 @@ mod tests {
     #[test]
     fn record_length_cap_stops_at_the_long_line_in_any_compression() {
         use crate::io::input::tests::{gzip, zstd};
-        let long = format!("{{\"_id\": \"b\", \"text\": \"{}\"}}\n", "a".repeat(3 << 20));
+        let long = format!(
+            "{{\"_id\": \"b\", \"text\": \"{}\"}}\n",
+            "a".repeat(3 << 20)
+        );
         let plain = format!("{{\"_id\": \"a\"}}\r\n{long}{{\"_id\": \"c\"}}\n");
         for (name, bytes) in [
             ("c.jsonl", plain.as_bytes().to_vec()),
@@ -1055,9 +1063,16 @@ mod tests {
             let mut buf = Vec::new();
             assert_eq!(reader.next_line(&mut buf).unwrap(), Some(1));
             let e = reader.next_line(&mut buf).unwrap_err().to_string();
-            assert!(e.contains(&format!("{name}:2: record longer than 1000 bytes")), "{e}");
+            assert!(
+                e.contains(&format!("{name}:2: record longer than 1000 bytes")),
+                "{e}"
+            );
             // What was read of the long line: at most the limit and one read buffer (1 MiB).
-            assert!(buf.len() <= 1002 + (1 << 20), "read {} bytes of it", buf.len());
+            assert!(
+                buf.len() <= 1002 + (1 << 20),
+                "read {} bytes of it",
+                buf.len()
+            );
             // next_block stops the same way; a record of exactly the limit passes, "\r\n" after it too
             let mut block = LineBlock::default();
             let mut reader = LineReader::open(&p).unwrap().with_max_record(1000);

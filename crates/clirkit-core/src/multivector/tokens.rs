@@ -160,7 +160,10 @@ mod tests {
         assert!(err(&[f32::NAN, 0.0], &[0, 1], None).contains("non-finite"));
         assert!(err(&data, &[], None).contains("empty"));
         let e = err(&[1e20, 0.0, 1.0, 0.0], &[0, 1, 2], Some(&ids[..2]));
-        assert!(e.contains("token 0 of 'a' (item 0) has a norm too large"), "{e}");
+        assert!(
+            e.contains("token 0 of 'a' (item 0) has a norm too large"),
+            "{e}"
+        );
         assert!(TokenMatrix::new(&[1e18, 0.0], 2, &[0, 1], None, "docs").is_ok());
     }
 }
