@@ -1,6 +1,7 @@
 """ONNX text encoders: onnxruntime + Hugging Face ``tokenizers``, no PyTorch, nothing downloaded.
 
-A model is a directory holding ``model.onnx``, ``tokenizer.json`` and ``config.json``. Encoding options
+A model is a directory holding ``model.onnx``, ``tokenizer.json`` and ``config.json``, or a Hugging Face
+Hub model id resolved to one by :mod:`clirkit.sources.models` (sentence-transformers settings included). Encoding options
 default from ``config.json`` and can be overridden by keyword arguments:
 
 ``pooling``
@@ -69,6 +70,7 @@ from clirkit.encoders.tokenization import (
     padded_batch,
     token_windows,
 )
+from clirkit.sources.models import local_model
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
 #: Default token budgets of a batch (rows x padded width): small on CPU, where a batch's activations
@@ -104,7 +106,7 @@ class OnnxEncoder:
         optimize_graph: bool = True,
     ) -> None:
         ort, tokenizers = import_runtime()
-        self.model_dir = Path(model_dir)
+        self.model_dir = Path(local_model(model_dir))
         if not self.model_dir.is_dir():
             raise FileNotFoundError(f"model directory {self.model_dir} does not exist")
         missing = [name for name in MODEL_FILES if not (self.model_dir / name).is_file()]
