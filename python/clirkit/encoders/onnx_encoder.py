@@ -1,6 +1,7 @@
 """ONNX text encoders: onnxruntime + Hugging Face ``tokenizers``, no PyTorch, nothing downloaded.
 
-A model is a directory holding ``model.onnx``, ``tokenizer.json`` and ``config.json``. Encoding options
+A model is a directory holding ``model.onnx``, ``tokenizer.json`` and ``config.json``, or a Hugging Face
+Hub model id resolved to one by :mod:`clirkit.sources.models` (sentence-transformers settings included). Encoding options
 default from ``config.json`` and can be overridden by keyword arguments:
 
 ``pooling``
@@ -61,6 +62,7 @@ from clirkit.encoders.tokenization import (
     padded_batch,
     token_windows,
 )
+from clirkit.sources.models import local_model
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
 T = TypeVar("T")
@@ -89,7 +91,7 @@ class OnnxEncoder:
         batch_invariant: bool = True,
     ) -> None:
         ort, tokenizers = import_runtime()
-        self.model_dir = Path(model_dir)
+        self.model_dir = Path(local_model(model_dir))
         if not self.model_dir.is_dir():
             raise FileNotFoundError(f"model directory {self.model_dir} does not exist")
         missing = [name for name in MODEL_FILES if not (self.model_dir / name).is_file()]
