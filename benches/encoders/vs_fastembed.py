@@ -28,7 +28,7 @@ Run with the benches' own venv (fastembed is not a clirkit dependency) and clirk
         --model multilingual-e5-small-int8 --docs 2000 --threads 2
 
 ``--model splade-tiny-en`` compares clirkit's ``SparseEncoder`` with the plain SPLADE loop of
-``benches/encode_throughput.py`` instead (fastembed has no loader for this model), A B B A.
+``benches/encoders/encode_throughput.py`` instead (fastembed has no loader for this model), A B B A.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # the plain loops of encode_throughput.py
+sys.path.insert(0, str(HERE))  # the plain loops of encode_throughput.py
 
 from clirkit.encoders import OnnxEncoder, is_sparse_model  # noqa: E402
 from encode_throughput import interleaved  # noqa: E402

@@ -6,7 +6,7 @@ projections reshaped to ``(batch, heads, tokens, head size)`` and transposed, ``
 keys, a scale, the additive padding mask, ``Softmax``, ``MatMul`` with the values, a transpose and a
 reshape back. onnxruntime runs each as its own kernel over ``heads × tokens × tokens`` floats; its
 ``MultiHeadAttention`` kernel does the same arithmetic in one pass (on one thread, about a third less CPU
-per layer at 357 tokens, see ``benches/RESULTS.md``). onnxruntime's own graph optimizer does not make
+per layer at 357 tokens, see ``benches/results/encoders.md``). onnxruntime's own graph optimizer does not make
 this fusion: it lives in the separate ``onnxruntime.transformers`` optimizer (which needs PyTorch-style
 export metadata and does not match quantized graphs), so clirkit rewrites the graph itself.
 

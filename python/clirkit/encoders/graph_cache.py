@@ -12,7 +12,7 @@ encoders and killed processes never leave a partial graph behind a valid name.
 
 onnxruntime's ``SkipLayerNormalization`` fusion is left out (``DISABLED_OPTIMIZERS``): its CPU kernel in
 onnxruntime 1.32 takes about six times the CPU of the ``Add`` + ``LayerNormalization`` it replaces (measured
-in ``benches/RESULTS.md``).
+in ``benches/results/encoders.md``).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ from clirkit.sources.models import local_model
 MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
 #: Default token budgets of a batch (rows x padded width): small on CPU, where a batch's activations
 #: spilling out of the core's cache cost more than wider matrix products gain (measured in
-#: benches/RESULTS.md), large on a GPU, which needs wide batches to be busy.
+#: benches/results/encoders.md), large on a GPU, which needs wide batches to be busy.
 CPU_BATCH_TOKENS = 512
 GPU_BATCH_TOKENS = 16384
 T = TypeVar("T")
