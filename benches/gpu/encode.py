@@ -45,22 +45,10 @@ def read_texts(corpus: Path, docs: int) -> list[str]:
 
 
 def fastembed_runner(model_dir: Path, scratch: Path, device: str, dim: int, prefix: str) -> Callable:
-    from fastembed import TextEmbedding
-    from fastembed.common.model_description import ModelSource, PoolingType
-    from vs_fastembed import fastembed_model_dir
+    from vs_fastembed import fastembed_encoder
 
-    local = fastembed_model_dir(model_dir, scratch, 512)
-    name = f"clirkit-gpu/{model_dir.name}"
-    TextEmbedding.add_custom_model(
-        model=name,
-        pooling=PoolingType.MEAN,
-        normalization=True,
-        sources=ModelSource(hf=name),
-        dim=dim,
-        model_file="model.onnx",
-    )
     providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
-    model = TextEmbedding(model_name=name, specific_model_path=str(local), providers=providers)
+    model = fastembed_encoder(model_dir, scratch, 512, dim, providers=providers)
     return lambda texts: np.array(list(model.embed([prefix + t for t in texts])), dtype=np.float32)
 
 
