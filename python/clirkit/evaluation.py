@@ -38,6 +38,7 @@ from typing import Any, Union
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._types import QrelsInput, RunInput
+from clirkit.sources import local_path
 
 MeasureSpec = Union[str, Iterable[str]]
 #: Documents' languages: a TSV path (``docid<TAB>lang``) or ``{docid: lang}``.
@@ -176,7 +177,7 @@ def evaluate(
     relevance_level: int = 1,
     doc_languages: DocLanguages | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a run (path or dict) against qrels (path or dict).
+    """Evaluate a run (path or dict) against qrels (path, dict, or a collection name ``irds:...``/``hf:...``).
 
     Returns ``{measure_key: value}`` averaged over the evaluated queries (counts summed). With
     ``per_query=True``: ``{qid: {measure_key: value}, ..., "all": {measure_key: value}}`` (queries in
@@ -186,6 +187,7 @@ def evaluate(
     the documents' languages are α-nDCG's aspects.
     """
     specs = _measure_list(measures)
+    qrels = local_path(qrels, "qrels")
     langs = _languages(doc_languages)
     if _is_path(qrels) and _is_path(run) and langs is None:
         raw = _native.evaluate_files(

@@ -19,10 +19,10 @@ pub mod run_stream;
 pub mod significance;
 
 pub use doc_languages::DocLanguages;
-pub use evaluator::{EvalOptions, Evaluation, Evaluator, RunQuery};
+pub use evaluator::{EvalOptions, Evaluation, Evaluator};
 pub use measure::{parse_measures, parse_measures_for, Family, Measure};
 pub use qrels::{Judgements, QrelsIndex};
-pub use ranked::ScoredRef;
+pub use ranked::{RunQuery, ScoredRef};
 pub use run_file::RunFile;
 
 use crate::error::Result;
