@@ -9,6 +9,7 @@
 //! targets coverage-guided (see `fuzz/README.md` at the repository root).
 
 use crate::bm25::docvectors::FrequencyOnly;
+use crate::bm25::format::Bm25Manifest;
 use crate::bm25::format::{TermEntry, BM25_TERM_FILES, POSTINGS_KIND};
 use crate::dense::{BuildOptions as DenseBuildOptions, DenseIndex, SearchOptions as DenseSearch};
 use crate::eval::run_file::RunFile;
@@ -18,7 +19,7 @@ use crate::io::format::{chunk_crcs, Header, Kind, MappedFile, CHUNK_LEN, HEADER_
 use crate::io::id_text::id_problem;
 use crate::io::input::{read_input, without_bom, Compression};
 use crate::io::jsonl::{parse_record, FieldSpec};
-use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::manifest;
 use crate::io::trec::{read_qrels, read_run, write_run_to};
 use crate::postings::{postings_intact, Cursor};
 use crate::rerank::permutation::{parse_permutation, repair};
@@ -367,7 +368,7 @@ fn fuzz_dense_index() {
                 let _ = index.to_run(hits, &qids);
             }
         }
-        let _ = manifest::verify_dir(dir.path());
+        let _ = crate::index_kinds::verify(dir.path());
     });
 }
 

@@ -20,17 +20,19 @@
 mod build;
 mod scan;
 mod search;
-mod sharded;
+pub(crate) mod sharded;
 mod shards;
 mod small;
 mod storage;
 mod stream;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
-pub use sharded::{check_sharded, ShardedDenseBuild, ShardedDenseManifest};
+pub use sharded::{
+    check_sharded, ShardedDenseBuild, ShardedDenseManifest, LAYOUT as SHARDED_LAYOUT,
+};
 pub use shards::{merge_shortlists, top_hits, training_rows, Candidate, ShardCandidate};
-pub use storage::{FORMAT, VERSION};
+pub use storage::{DenseManifest, IvfParams, PqParams, FORMAT, LAYOUT, VERSION};
 pub use stream::Part;
 
 use super::codebook::ProductQuantizer;
