@@ -36,6 +36,18 @@ pub fn run_from_py(run: HashMap<String, HashMap<String, f64>>) -> Run {
     out
 }
 
+/// The longest record (line) every line reader accepts, in bytes.
+#[pyfunction]
+fn max_record_bytes() -> usize {
+    clirkit_core::io::jsonl::max_record_bytes()
+}
+
+/// Set the longest record (line) every line reader accepts, in bytes, for this process.
+#[pyfunction]
+fn set_max_record_bytes(limit: usize) -> PyResult<()> {
+    clirkit_core::io::jsonl::set_max_record_bytes(limit).py_err()
+}
+
 /// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
 #[pyfunction]
 fn read_run(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyRun> {
@@ -67,6 +79,8 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(max_record_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_record_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(read_run, m)?)?;
     m.add_function(wrap_pyfunction!(write_run, m)?)?;
     m.add_function(wrap_pyfunction!(read_qrels, m)?)?;

@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 from clirkit._native import InvalidInputError
 from clirkit.experiment.toml_source import ExperimentError, KeyPath, TomlSource, load_toml
+from clirkit.sources import is_name
+from clirkit.sources.models import is_model_id
 
 COLLECTION_FORMATS = ("beir", "beir-group", "neuclir")
 #: Settings of a task: which documents are searched with which queries (see :mod:`.data`).
@@ -202,6 +204,15 @@ class _Reader:
         return None if value is None else self.path_value(key, value, base, directory)
 
     def path_value(self, key: str, value: str, base: str, directory: bool = False, where: Any = None) -> str:
+        if is_name(value):  # irds:... or hf:...: the exported files (clirkit.sources)
+            return self.named(value, key, directory, where)
+        if (
+            key == "model"
+            and directory
+            and not os.path.exists(os.path.join(base, value))
+            and is_model_id(value)
+        ):
+            return self.named(value, key, directory, where)
         resolved = os.path.normpath(os.path.join(base, value))
         ok = os.path.isdir(resolved) if directory else os.path.isfile(resolved)
         if not ok:
@@ -210,6 +221,18 @@ class _Reader:
                 (*self.path, *(where or (key,))), f"{what} not found: {value} (resolved to {resolved})"
             )
         return resolved
+
+    def named(self, value: str, key: str, directory: bool, where: Any) -> str:
+        from clirkit.sources import resolve_collection, resolve_part
+        from clirkit.sources.models import resolve_model
+
+        part = {"queries": "queries", "qrels": "qrels", "mono_qrels": "qrels"}.get(key, "corpus")
+        try:
+            if not is_name(value):
+                return resolve_model(value)
+            return resolve_collection(value) if directory else resolve_part(value, part)
+        except (InvalidInputError, ImportError) as err:
+            raise self.source.error((*self.path, *(where or (key,))), str(err)) from None
 
     def file_map(self, key: str, base: str) -> dict[str, str]:
         table = self.get(key, dict, {})
@@ -427,6 +450,7 @@ def _check_graph(source: TomlSource, config: dict[str, Any]) -> None:
 
 def load_config(path: str | os.PathLike) -> ExperimentConfig:
     """Read and check an experiment file; raises :class:`ExperimentError` on any problem."""
+    from clirkit.experiment.checks import check_config
     from clirkit.experiment.systems import system_kind
 
     source = load_toml(path)
@@ -602,7 +626,7 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
             p.positive("min_queries", 1),
             p.get("plot", bool, True),
         )
-    return ExperimentConfig(
+    config = ExperimentConfig(
         source.path,
         name,
         threads,
@@ -617,3 +641,5 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         posir,
         source,
     )
+    check_config(config)  # names and numbers across sections, before anything runs
+    return config

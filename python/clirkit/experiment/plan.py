@@ -1,7 +1,8 @@
 """The plan: every stage an experiment needs, each identified by a digest of its kind, its own
-parameters and its inputs' identities (input stages' digests, input files' path/size/mtime, the
-query set). Two tasks or experiments needing the same stage get the same digest, hence one artifact;
-changing a parameter changes the digest of that stage and of everything downstream only."""
+parameters and its inputs' identities (input stages' digests, input files' content digests, the
+query set), with the clirkit version and the stage format. Two tasks or experiments needing the same
+stage get the same digest, hence one artifact; changing a parameter changes the digest of that stage
+and of everything downstream only."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from clirkit._native import __version__
 from clirkit.experiment.config import ExperimentConfig
 from clirkit.experiment.data import DocSet, Task, digest_of, file_identity
 from clirkit.experiment.store import ArtifactStore
 
 #: Bumped when a stage's output format or computation changes, so old artifacts are not reused.
 STAGE_FORMAT = 1
+#: Part of every stage's key: another clirkit version (whose analysis or scoring may differ) never
+#: reuses this one's artifacts.
+CLIRKIT_VERSION = __version__
 
 
 @dataclass
@@ -57,6 +62,7 @@ class Stage:
             {
                 "kind": self.kind,
                 "format": STAGE_FORMAT,
+                "clirkit": CLIRKIT_VERSION,
                 "params": self.params,
                 "identity": self.identity,
                 "inputs": [s.digest for s in self.inputs],

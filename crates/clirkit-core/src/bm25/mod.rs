@@ -12,15 +12,15 @@ pub mod docvectors;
 pub mod format;
 mod memory_index;
 pub mod merge;
-pub mod query;
 pub mod rm3;
 pub mod scoring;
 pub mod sharded;
 mod sorted_run;
 
+pub use crate::postings::query::{Hit, Strategy};
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
-pub use query::{Hit, Strategy};
 pub use rm3::{Expansion, Rm3Params};
+pub use scoring::{Bm25Params, DEFAULT_B, DEFAULT_K1};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
@@ -29,12 +29,12 @@ use crate::io::format::{read_u64, MappedFile};
 use crate::io::id_text::write_error;
 use crate::io::manifest::{self, Layout};
 use crate::io::trec::write_run_to;
+use crate::postings::query::{self, DocRanks};
+use crate::postings::termdict::{self, TermEntry};
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
 use format::Bm25Manifest;
-use format::TermEntry;
-use query::DocRanks;
 use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
@@ -49,39 +49,6 @@ pub const LAYOUT: Layout = crate::ids::layout_with_ids!(format::FORMAT, format::
     (format::DOCS_FILE, format::DOCS_KIND), (block_maxima::BLOCK_MAXIMA_FILE, block_maxima::BLOCK_MAXIMA_KIND),
     (docvectors::DOCVECTORS_FILE, docvectors::DOCVECTORS_KIND),
 ]);
-
-/// Anserini's defaults.
-pub const DEFAULT_K1: f32 = 0.9;
-pub const DEFAULT_B: f32 = 0.4;
-
-/// BM25's free parameters, settable per search.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bm25Params {
-    pub k1: f32,
-    pub b: f32,
-}
-
-impl Default for Bm25Params {
-    fn default() -> Self {
-        Bm25Params {
-            k1: DEFAULT_K1,
-            b: DEFAULT_B,
-        }
-    }
-}
-
-impl Bm25Params {
-    fn check(&self) -> Result<()> {
-        let k1_ok = self.k1.is_finite() && self.k1 > 0.0;
-        if !k1_ok || !(0.0..=1.0).contains(&self.b) {
-            return Err(Error::invalid(format!(
-                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1={}, b={})",
-                self.k1, self.b
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// A query of a batch: its id, text and (optionally) its language.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,7 +117,7 @@ impl Bm25Index {
         }
         let analyzers = load_analyzers(&dir, &manifest.analyzers)?;
         let v = format::FILE_VERSION;
-        let (terms, postings) = format::open_term_files(&dir, format::BM25_TERM_FILES, true)?;
+        let (terms, postings) = termdict::open_term_files(&dir, format::BM25_TERM_FILES, true)?;
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
         let ids = IdTable::open(dir.join(format::IDS_FILE))?;
         let docvectors = match manifest.docvectors {
@@ -158,10 +125,10 @@ impl Bm25Index {
             false => None,
         };
 
-        format::check_dictionary(&terms, num_terms)?;
+        termdict::check_dictionary(&terms, num_terms)?;
         let block_maxima = block_maxima::BlockMaxima::open(&dir, num_terms)?;
         let d = docs.payload();
-        format::require_len(
+        termdict::require_len(
             docs.path(),
             d,
             8 + num_docs.div_ceil(4) * 4 + 4 * num_docs,
@@ -239,18 +206,18 @@ impl Bm25Index {
     }
 
     fn term_entry(&self, i: usize) -> TermEntry {
-        TermEntry::decode(self.terms.payload(), 8 + i * format::TERM_ENTRY_LEN)
+        TermEntry::decode(self.terms.payload(), 8 + i * termdict::TERM_ENTRY_LEN)
     }
 
     fn term_text(&self, e: &TermEntry) -> &[u8] {
-        let blob = 8 + self.num_terms * format::TERM_ENTRY_LEN;
+        let blob = 8 + self.num_terms * termdict::TERM_ENTRY_LEN;
         let start = blob + e.text_offset as usize;
         &self.terms.payload()[start..start + e.text_len as usize]
     }
 
     /// The dictionary entry of `term`, by binary search over the mapped dictionary.
     pub fn lookup(&self, term: &str) -> Option<TermEntry> {
-        format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
+        termdict::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
     }
 
     /// Document frequency of an (already analyzed) term.
@@ -312,7 +279,7 @@ impl Bm25Index {
         terms
             .filter_map(|(term, boost)| {
                 let (index, e) =
-                    format::find_term(self.terms.payload(), self.num_terms, term.as_bytes())?;
+                    termdict::find_term(self.terms.payload(), self.num_terms, term.as_bytes())?;
                 let doc_freq = match &self.global_terms {
                     None => e.doc_freq,
                     Some(global) => match global.doc_freq(term) {

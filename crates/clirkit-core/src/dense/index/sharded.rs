@@ -11,7 +11,7 @@
 
 use super::DenseIndex;
 use crate::error::{Error, Result};
-use crate::io::manifest::{self, Layout, Manifest};
+use crate::io::manifest::{self, Layout};
 use crate::sharded::{build_stamp, check_all, shard_path, ShardRecord, ShardedDir};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
