@@ -177,7 +177,8 @@ def test_neuclir_example_equals_the_separate_cli_commands(tmp_path, shared):
 
 def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, shared, capsys):
     """``clirkit experiment plan examples/scifact-three-families.toml``: BM25 (+RM3), e5 dense, splade
-    impact and MiniLM multi-vector runs on SciFact, their RRF, one evaluation each."""
+    impact and MiniLM multi-vector runs on SciFact, the neural families' RRF and a second one with
+    BM25+RM3, one evaluation each."""
     from clirkit.cli import main as cli
 
     root = shared("data", "beir-scifact").parent.parent
@@ -197,8 +198,11 @@ def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, sh
     # Plain BM25 and BM25+RM3 (whose index keeps document vectors) have an index each.
     assert kinds.count("bm25-index") == 2
     searches = sorted(label for _, kind, _, label in stages if kind in ("search", "fuse"))
-    assert searches == [f"{s} scifact" for s in ("bm25", "bm25-rm3", "e5", "minilm-mv", "rrf", "splade")]
-    assert kinds.count("eval") == 6
+    systems = ("bm25", "bm25-rm3", "e5", "minilm-mv", "rrf", "rrf-with-bm25-rm3", "splade")
+    assert searches == [f"{s} scifact" for s in systems]
+    assert kinds.count("eval") == 7
     assert lines[-1] == f"{len(stages)} stages: 0 cached, {len(stages)} to run"
     text = path.read_text()
-    assert 'inputs = ["bm25-rm3", "e5", "splade", "minilm-mv"]' in text and "rm3 = true" in text
+    # NeuCLIRBench's fusion: the three neural families, no BM25 leg; the one with BM25+RM3 is named so
+    assert '[fusion.rrf]\ninputs = ["e5", "splade", "minilm-mv"]' in text and "rm3 = true" in text
+    assert '[fusion.rrf-with-bm25-rm3]\ninputs = ["bm25-rm3", "e5", "splade", "minilm-mv"]' in text

@@ -238,7 +238,7 @@ def named_average_rows(
 
 def read_external_scores(path: str, column: Optional[str]) -> dict[str, float]:
     """System -> score from a CSV (a header; systems in the column ``system``, or the first; scores in
-    ``column``, or the second) or a JSON object (``{system: score}`` or ``{system: {column: score}}``).
+    ``column``, else the column ``score``, else the first other column) or a JSON object (``{system: score}`` or ``{system: {column: score}}``).
     Errors name the file and the line or system."""
     from clirkit.experiment.toml_source import ExperimentError
 
@@ -268,7 +268,7 @@ def read_external_scores(path: str, column: Optional[str]) -> dict[str, float]:
             raise ExperimentError(f"{path}:1: a header naming the system column and a score column is needed")
         name_col = header.index("system") if "system" in header else 0
         if column is None:
-            score_col = next(i for i in range(len(header)) if i != name_col)
+            score_col = header.index("score") if "score" in header else (1 if name_col == 0 else 0)
         elif column in header:
             score_col = header.index(column)
         else:
