@@ -150,5 +150,5 @@ def test_a_named_mt_source_missing_from_a_topic_is_an_error(tmp_path: Path):
 
 def test_native_mlir_documents_take_their_files_language(tmp_path: Path):
     (task,) = build_tasks(load_config(_experiment(tmp_path, "", [("mlir", None)])))
-    langs = {doc_id: lang for source in task.docs.sources for doc_id, _, _, lang in iter_documents(source)}
+    langs = {doc_id: lang for source in task.docs.sources for doc_id, _, lang in iter_documents(source)}
     assert langs == {"zh-1": "zh", "ru-1": "ru"}
