@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from clirkit.experiment.data import iter_documents
-from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
+from clirkit.experiment.plan import Plan
+from clirkit.experiment.stage import RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.dense import (
     SEPARATOR,
