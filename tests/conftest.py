@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,34 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture(scope="session")
 def shared():
     return shared_path
+
+
+def _reaches_shared(func, depth: int = 3) -> bool:
+    """Whether ``func`` calls ``shared_path``/``shared``, itself or through module-level helpers."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    names = set(code.co_names) | {n for c in code.co_consts if inspect.iscode(c) for n in c.co_names}
+    if names & {"shared_path", "shared"}:
+        return True
+    if depth == 0:
+        return False
+    module_globals = getattr(func, "__globals__", {})
+    return any(
+        inspect.isfunction(module_globals.get(name)) and _reaches_shared(module_globals[name], depth - 1)
+        for name in names
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks ``shared`` every test that reaches ../shared (itself, through a fixture or a module helper),
+    so ``-m shared`` / ``-m 'not shared'`` select them without a hand-kept list."""
+    for item in items:
+        if item.get_closest_marker("shared"):
+            continue
+        fixturenames = getattr(item, "fixturenames", ())
+        funcs = [getattr(item, "function", None)]
+        for name in fixturenames:
+            funcs.extend(fixturedef.func for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()))
+        if "shared" in fixturenames or any(_reaches_shared(f) for f in funcs if f is not shared):
+            item.add_marker(pytest.mark.shared)

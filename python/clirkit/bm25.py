@@ -22,6 +22,7 @@ from clirkit._native import InvalidInputError
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
+from clirkit.sources import local_path
 
 Queries = Union[
     Mapping[str, str],
@@ -146,7 +147,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         memory_budget_mb: int = 1024,
         store_docvectors: bool = False,
     ) -> BM25Index:
-        """Index a JSONL corpus into directory ``index`` (written atomically) and open it.
+        """Index a JSONL corpus (or a named collection's, ``irds:...``/``hf:...``) into directory ``index`` (written atomically) and open it.
 
         ``lang`` picks one analyzer for every document (English when neither it nor ``lang_field``
         is given); ``lang_field`` names a JSON field with each document's language code. ``fields``
@@ -156,7 +157,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         RM3 needs."""
         return BM25Index(
             _native.Bm25Index.build(
-                os.fspath(corpus),
+                os.fspath(local_path(corpus, "corpus")),
                 os.fspath(index),
                 lang=lang,
                 lang_field=lang_field,
@@ -265,7 +266,8 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
         (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` as in :meth:`batch_search`."""
         native = self._native.search_file(
-            os.fspath(queries_path), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
+            os.fspath(local_path(queries_path, "queries")),
+            *_batch_options(k, threads, lang, k1, b, quiet, rm3),
         )
         assert native is not None  # no output file was given
         return SearchResults(native)
@@ -280,7 +282,8 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         tag = options.pop("tag", "clirkit")
         settings = {"threads": 0, "lang": None, "k1": DEFAULT_K1, "b": DEFAULT_B, "quiet": False, "rm3": None}
         native_options = _batch_options(k, **{**settings, **options})
-        self._native.search_file(os.fspath(queries_path), *native_options, os.fspath(output), tag)
+        queries = os.fspath(local_path(queries_path, "queries"))
+        self._native.search_file(queries, *native_options, os.fspath(output), tag)
 
     def __repr__(self) -> str:
         return (

@@ -9,6 +9,8 @@ import sys
 from typing import List, Optional
 
 from clirkit import ClirkitError, __version__
+from clirkit._extras import MissingExtraError
+from clirkit.sources import resolve_names
 
 # Modules under clirkit.commands, each with `register(top, groups)`.
 COMMAND_MODULES = [
@@ -52,8 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        resolve_names(args)
         result = args.func(args)
-    except (ClirkitError, OSError) as err:  # bad input or an unreadable file; a bug shows its traceback
+    except (ClirkitError, OSError, MissingExtraError) as err:  # bad input, an unreadable file, a missing
+        # extra (one line naming it); a bug shows its traceback
         print(f"clirkit: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

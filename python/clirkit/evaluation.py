@@ -30,6 +30,7 @@ from typing import Any, Union
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._types import QrelsInput, RunInput
+from clirkit.sources import local_path
 
 MeasureSpec = Union[str, Iterable[str]]
 
@@ -150,7 +151,7 @@ def evaluate(
     complete: bool = False,
     relevance_level: int = 1,
 ) -> dict[str, Any]:
-    """Evaluate a run (path or dict) against qrels (path or dict).
+    """Evaluate a run (path or dict) against qrels (path, dict, or a collection name ``irds:...``/``hf:...``).
 
     Returns ``{measure_key: value}`` averaged over the evaluated queries (counts summed). With
     ``per_query=True``: ``{qid: {measure_key: value}, ..., "all": {measure_key: value}}`` (queries in
@@ -158,6 +159,7 @@ def evaluate(
     ``judged_docs_only`` is trec_eval's -J, ``complete`` its -c, ``relevance_level`` its -l.
     """
     specs = _measure_list(measures)
+    qrels = local_path(qrels, "qrels")
     if is_path(qrels) and is_path(run):
         raw = _native.evaluate_files(
             os.fspath(qrels), os.fspath(run), specs, relevance_level, judged_docs_only, complete

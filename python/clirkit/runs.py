@@ -7,6 +7,7 @@ from typing import Mapping
 
 from clirkit import _native
 from clirkit._types import PathLike, QrelsDict, RunDict
+from clirkit.sources import local_path
 
 __all__ = ["PathLike", "QrelsDict", "RunDict", "read_qrels", "read_run", "write_run"]
 
@@ -22,5 +23,6 @@ def write_run(path: PathLike, run: Mapping[str, Mapping[str, float]], tag: str =
 
 
 def read_qrels(path: PathLike) -> QrelsDict:
-    """Read qrels, TREC (``qid 0 docid rel``) or BEIR TSV (with its header line)."""
-    return {qid: dict(docs) for qid, docs in _native.read_qrels(os.fspath(path))}
+    """Read qrels, TREC (``qid 0 docid rel``) or BEIR TSV (with its header line), or a named
+    collection's (``irds:...``, ``hf:...``)."""
+    return {qid: dict(docs) for qid, docs in _native.read_qrels(os.fspath(local_path(path, "qrels")))}

@@ -24,13 +24,18 @@ from typing import Optional
 
 from clirkit.experiment.config import Collection, ExperimentConfig, TaskSpec
 from clirkit.experiment.toml_source import ExperimentError
+from clirkit.sources import identity_of
 
 #: NeuCLIR topics name languages with ISO 639-3 codes; clirkit's analyzers use ISO 639-1.
 ISO3_TO_1 = {"eng": "en", "zho": "zh", "rus": "ru", "fas": "fa", "ara": "ar", "deu": "de", "fra": "fr"}
 
 
 def file_identity(path: str) -> dict:
-    """What identifies an input file in stage digests: its path, size and modification time."""
+    """What identifies an input file in stage digests: its path, size and modification time; for a
+    file exported from a named collection (``irds:``, ``hf:``), the dataset id and revision."""
+    named = identity_of(path)
+    if named is not None:
+        return named
     st = os.stat(path)
     return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 

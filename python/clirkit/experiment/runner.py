@@ -21,11 +21,18 @@ from clirkit.experiment.results import (
 )
 from clirkit.experiment.stage import RUN_FILE, RunContext
 from clirkit.experiment.stages import read_eval
-from clirkit.experiment.store import ArtifactStore, write_json_atomic, write_text_atomic
+from clirkit.experiment.store import (
+    WORKDIR_MARKER,
+    ArtifactStore,
+    claim_directory,
+    write_json_atomic,
+    write_text_atomic,
+)
 from clirkit.experiment.toml_source import ExperimentError
 
 RESULTS_FILE = "results.json"  # rows {system, task, measure, value}
 REPORT_FILE = "report.json"  # everything the tables are made of
+POSIR_FILES = ("positions.tsv", "posir.json", "posir.txt", "posir.png")
 
 
 def default_workdir(path: str | os.PathLike) -> Path:
@@ -106,8 +113,11 @@ class Experiment:
     def run(self, log: Optional[TextIO] = None) -> Results:
         """Run every stage that is not cached, then assemble and write the tables."""
         log = log if log is not None else sys.stderr
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        claim_directory(self.workdir, WORKDIR_MARKER, "workdir")
+        self.store.claim()
         self.store.remove_stale()
+        if self.config.store is None:  # the workdir's own store: no other experiment's work is in it
+            self.store.remove_abandoned_partials({s.digest for s in self.plan.stages})
         threads = self.config.threads or (os.cpu_count() or 1)
         ctx = RunContext(self.config, self.store, threads, self.quiet)
         pending = [s for s in self.plan.stages if not self.plan.cached(s)]
@@ -123,8 +133,12 @@ class Experiment:
         for i, stage in enumerate(pending, 1):
             t0 = time.monotonic()
             print(f"[{i}/{len(pending)}] {stage.kind} {stage.label} ...", file=log, flush=True)
-            with self.store.building(stage.kind, stage.digest, stage.manifest()) as work:
-                stage.action(stage, work, ctx)
+            with self.store.stage_lock(stage.digest):
+                if self.plan.cached(stage):  # built meanwhile by a concurrent run of this experiment
+                    print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: built by another run", file=log)
+                    continue
+                with self.store.building(stage.kind, stage.digest, stage.manifest()) as work:
+                    stage.action(stage, work, ctx)
             self.ran += 1
             self.timings.append((stage.kind, stage.label, time.monotonic() - t0))
             print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: {self.timings[-1][2]:.1f} s", file=log)
@@ -209,15 +223,24 @@ class Experiment:
         write_json_atomic(w / "table.json", results.table_json())
         if results.significance:
             write_json_atomic(w / "significance.json", results.significance)
+        else:  # a table of the last run is never left beside another one's significance
+            (w / "significance.json").unlink(missing_ok=True)
         self._link_runs()
         if self.config.posir is not None:
             self._posir()
+        else:
+            for name in POSIR_FILES:
+                (w / name).unlink(missing_ok=True)
 
     def _link_runs(self) -> None:
-        """``runs/NODE/TASK.trec``: links into the store, so the runs sit beside the tables."""
+        """``runs/NODE/TASK.trec``: links into the store, so the runs sit beside the tables. Links of
+        nodes or tasks no longer in the file are removed (only links to ``*.trec``: what clirkit made)."""
+        runs = self.workdir / "runs"
+        wanted = set()
         for node, by_task in self.plan.runs.items():
             for label, stage in by_task.items():
-                link = self.workdir / "runs" / node / f"{label}.trec"
+                link = runs / node / f"{label}.trec"
+                wanted.add(link)
                 link.parent.mkdir(parents=True, exist_ok=True)
                 target = os.path.relpath(stage.output / RUN_FILE, link.parent)
                 tmp = link.with_name(link.name + f".tmp-{os.getpid()}")
@@ -225,6 +248,13 @@ class Experiment:
                     tmp.unlink()
                 os.symlink(target, tmp)
                 os.replace(tmp, link)
+        for directory, _subdirs, files in os.walk(runs, topdown=False):
+            for name in files:
+                path = Path(directory) / name
+                if name.endswith(".trec") and path.is_symlink() and path not in wanted:
+                    path.unlink()
+            if Path(directory) != runs and not os.listdir(directory):
+                os.rmdir(directory)
 
     def _posir(self) -> None:
         from clirkit.experiment import posir

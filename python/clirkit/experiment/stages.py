@@ -4,7 +4,6 @@ Each action builds its artifact in the directory it is given (the store renames 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -159,14 +158,10 @@ def reusable_embeddings(stages: list[Stage], spec: RerankSpec, task: Task) -> li
     model = model_identity(spec.options["model"])
     max_length = spec.options["max_length"]
     passages = {"model": model, "fields": spec.options["fields"], "passages": None, "max_length": max_length}
-    files = {os.path.abspath(source.path) for source in task.docs.sources}
+    files = [source.identity()["file"] for source in task.docs.sources]
     out = []
     for stage in stages:
-        if (
-            stage.kind == "encode"
-            and dict(stage.params) == passages
-            and stage.identity["file"]["path"] in files
-        ):
+        if stage.kind == "encode" and dict(stage.params) == passages and stage.identity["file"] in files:
             out.append(stage)
         elif (
             stage.kind == "encode-queries"

@@ -210,7 +210,7 @@ class ModelClient:
     ) -> Value:
         """``read(reply)`` of the first usable reply to ``payload`` at ``endpoint`` (e.g.
         ``/chat/completions``). ``read`` raises :class:`UnusableAnswer` (or KeyError, IndexError,
-        TypeError, ValueError for a reply of the wrong shape) to ask again. After the last attempt:
+        TypeError, ValueError, ArithmeticError for a reply of the wrong shape or values) to ask again. After the last attempt:
         raises the last :class:`HttpFailure`, or :class:`UnusableAnswer` when the server answered."""
         url = self.base_url + endpoint
         retry_after: Optional[float] = None
@@ -234,7 +234,7 @@ class ModelClient:
                 return read(reply)
             except UnusableAnswer as err:
                 failure, retry_after = UnusableAnswer(scrub(str(err), self.api_key)), None
-            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
                 message = scrub(f"malformed response: {type(err).__name__}: {err}", self.api_key)[:200]
                 failure, retry_after = HttpFailure(message, transient=True), None
         raise failure

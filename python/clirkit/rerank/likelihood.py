@@ -18,6 +18,7 @@ import math
 from typing import Dict, List, Sequence
 
 from clirkit.rerank.http import Attempts, HttpFailure, UnusableAnswer, scrub
+from clirkit.rerank.logprobs import checked_logprob
 from clirkit.rerank.openai_chat import ServerModel, concurrently
 from clirkit.rerank.pointwise import PassageScore, Scorer
 
@@ -54,12 +55,12 @@ def query_log_likelihood(logprobs: dict, query_start: int, prompt_length: int) -
     total, counted = 0.0, 0
     for offset, value in zip(offsets, values):
         if query_start <= offset < prompt_length:
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
-                raise ValueError(f"query token at offset {offset} has log-probability {value!r}")
-            total += float(value)
+            total += checked_logprob(value, f"query token at offset {offset}")
             counted += 1
     if counted == 0:
         raise UnusableAnswer("no prompt token at the query's offsets (does the server echo the prompt?)")
+    if not math.isfinite(total):  # a sum of finite values below -1.8e308
+        raise ValueError(f"the query's log-probability {total} is not finite")
     return total
 
 
@@ -81,7 +82,8 @@ def yes_no_log_odds(top_logprobs: object) -> float:
     """log P(yes) - log(P(yes) + P("no")) of the next token from its top log-probabilities: a
     ``{token: logprob}`` mapping (completions) or a list of ``{"token", "logprob"}`` (chat). Tokens
     are matched after stripping spaces, case-sensitively ("yes", "no"), probabilities of equal
-    tokens added. A word absent from the top list counts as far less likely than any listed."""
+    tokens added. A word absent from the top list counts as far less likely than any listed. A
+    log-probability that is not finite and at most 0 makes the reply unusable (ValueError)."""
     if isinstance(top_logprobs, dict):
         pairs = list(top_logprobs.items())
     elif isinstance(top_logprobs, list):
@@ -90,13 +92,14 @@ def yes_no_log_odds(top_logprobs: object) -> float:
         raise TypeError("top log-probabilities are neither a mapping nor a list")
     mass = {"yes": 0.0, "no": 0.0}
     floor = 0.0
-    for token, logprob in pairs:
-        if not isinstance(logprob, (int, float)) or isinstance(logprob, bool) or math.isnan(logprob):
-            continue
-        floor = min(floor, float(logprob))
+    for token, value in pairs:
+        logprob = checked_logprob(value, f"top token {token!r}")
+        floor = min(floor, logprob)
         word = str(token).strip()
         if word in mass:
-            mass[word] += math.exp(float(logprob))
+            mass[word] += math.exp(logprob)
+    if mass["yes"] > 1.0 + 1e-6 or mass["no"] > 1.0 + 1e-6:
+        raise ValueError("the probabilities of 'yes' or of 'no' add up to more than 1")
     if mass["yes"] == 0.0 and mass["no"] == 0.0:
         raise UnusableAnswer("neither 'yes' nor 'no' among the next token's top log-probabilities")
     # An absent word is rarer than the least likely listed token: bound it an order of magnitude below.

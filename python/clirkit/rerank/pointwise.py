@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -142,8 +143,8 @@ def rerank_pointwise(
                     stats.calls += result.calls
                     stats.prompt_tokens += result.prompt_tokens
                     stats.completion_tokens += result.completion_tokens
-                    if result.value is None:
-                        errors.append(result.error or "no score")
+                    if result.value is None or not math.isfinite(result.value):
+                        errors.append(result.error or f"score {result.value} is not finite")
                         continue
                     known[keys[i]] = result.value
                     if store is not None:

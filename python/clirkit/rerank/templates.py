@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from clirkit.rerank.logprobs import checked_logprob
+
 __all__ = [
     "TEMPLATES",
     "ListwiseTemplate",
@@ -174,18 +176,19 @@ def first_token_permutation(top_logprobs: Sequence[Dict[str, object]], num: int)
     """FIRST's ranking from the first generated token's top log-probabilities: identifiers ``A``..
     (``num`` of them) by descending log-probability (a token's surrounding spaces and brackets
     ignored; the best of equal identifiers kept, as rank_llm's ``_evaluate_logits`` does); positions
-    1-based. None when no identifier is among them."""
+    1-based. None when no identifier is among them; ValueError when an identifier's log-probability is
+    not finite and at most 0."""
     best: Dict[int, float] = {}
     for entry in top_logprobs:
         if not isinstance(entry, dict):
             continue
         token = str(entry.get("token", "")).strip().strip("[]").strip()
-        logprob = entry.get("logprob")
-        if len(token) != 1 or not ("A" <= token <= "Z") or not isinstance(logprob, (int, float)):
+        if len(token) != 1 or not ("A" <= token <= "Z"):
             continue
+        logprob = checked_logprob(entry.get("logprob"), f"identifier {token}")
         position = ord(token) - ord("A") + 1
-        if position <= num and not math.isnan(logprob):
-            best[position] = max(best.get(position, -math.inf), float(logprob))
+        if position <= num:
+            best[position] = max(best.get(position, -math.inf), logprob)
     if not best:
         return None
     return sorted(best, key=lambda p: (-best[p], p))

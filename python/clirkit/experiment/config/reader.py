@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from clirkit._native import InvalidInputError
 from clirkit.experiment.toml_source import ExperimentError, KeyPath, TomlSource
+from clirkit.sources import is_name
 
 #: The types a TOML number may have.
 NUMBER = (int, float)
@@ -66,6 +67,8 @@ class TableReader:
         return None if value is None else self.path_value(key, value, base, directory)
 
     def path_value(self, key: str, value: str, base: str, directory: bool = False, where: Any = None) -> str:
+        if is_name(value):  # irds:... or hf:...: the exported files (clirkit.sources)
+            return self.named(value, key, directory, where)
         resolved = os.path.normpath(os.path.join(base, value))
         ok = os.path.isdir(resolved) if directory else os.path.isfile(resolved)
         if not ok:
@@ -74,6 +77,15 @@ class TableReader:
                 (*self.path, *(where or (key,))), f"{what} not found: {value} (resolved to {resolved})"
             )
         return resolved
+
+    def named(self, value: str, key: str, directory: bool, where: Any) -> str:
+        from clirkit.sources import resolve_collection, resolve_part
+
+        part = {"queries": "queries", "qrels": "qrels", "mono_qrels": "qrels"}.get(key, "corpus")
+        try:
+            return resolve_collection(value) if directory else resolve_part(value, part)
+        except (InvalidInputError, ImportError) as err:
+            raise self.source.error((*self.path, *(where or (key,))), str(err)) from None
 
     def file_map(self, key: str, base: str) -> dict[str, str]:
         table = self.get(key, dict, {})

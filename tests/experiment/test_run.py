@@ -170,7 +170,8 @@ def test_changing_fusion_k_recomputes_only_fusion_rerank_and_evaluation(tmp_path
 
 
 def _stage_dirs(store: Path) -> list[Path]:
-    return [d for kind in store.iterdir() if kind.name not in ("tmp", "partial") for d in kind.iterdir()]
+    kinds = [k for k in store.iterdir() if k.is_dir() and k.name not in ("tmp", "partial", "locks")]
+    return [d for kind in kinds for d in kind.iterdir()]
 
 
 def test_killed_at_random_points_the_rerun_gives_the_same_table(tmp_path):

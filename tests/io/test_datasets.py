@@ -43,9 +43,9 @@ def test_a_query_without_text_is_an_error_naming_the_line(tmp_path):
         list(iter_jsonl(path, text_rule="any"))
 
 
-CASES = json.loads((Path(__file__).parent / "data" / "reader_cases.json").read_text(encoding="utf-8"))[
-    "cases"
-]
+CASES = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "reader_cases.json").read_text(encoding="utf-8")
+)["cases"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

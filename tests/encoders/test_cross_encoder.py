@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import numpy as np
 import pytest
 from clirkit import ClirkitError, InvalidInputError
@@ -13,13 +9,12 @@ from clirkit.encoders import CrossEncoder
 from clirkit.encoders.cross_encoder import _positive_index
 from clirkit.encoders.tokenization import encode_truncated
 from conftest import shared_path
+from model_builders import BASE, with_head
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 onnx = pytest.importorskip("onnx")
-from onnx import helper, numpy_helper  # noqa: E402
 
-BASE = "all-MiniLM-L6-v2-int8"
 QUERY = "Do statins reduce the risk of heart attacks?"
 PASSAGES = [
     "Statin therapy lowers LDL cholesterol and reduces major cardiovascular events.",
@@ -28,41 +23,6 @@ PASSAGES = [
     "A randomized trial of 10,000 patients. " * 40,
     "heart",
 ]
-
-
-def with_head(dst: Path, classes: int, config: dict | None = None) -> tuple[Path, np.ndarray, np.ndarray]:
-    """MiniLM with a classification head appended: first token's hidden state · W + b -> (batch,
-    classes) logits; returns the directory, W and b."""
-    src = shared_path("models", BASE)
-    model = onnx.load(str(src / "model.onnx"))
-    rng = np.random.default_rng(11)
-    weight = rng.standard_normal((384, classes)).astype(np.float32)
-    bias = rng.standard_normal(classes).astype(np.float32)
-    hidden = model.graph.output[0].name
-    model.graph.initializer.extend(
-        [
-            numpy_helper.from_array(np.array(0, dtype=np.int64), "head_first"),
-            numpy_helper.from_array(weight, "head_weight"),
-            numpy_helper.from_array(bias, "head_bias"),
-        ]
-    )
-    model.graph.node.extend(
-        [
-            helper.make_node("Gather", [hidden, "head_first"], ["head_cls"], axis=1),
-            helper.make_node("MatMul", ["head_cls", "head_weight"], ["head_product"]),
-            helper.make_node("Add", ["head_product", "head_bias"], ["logits"]),
-        ]
-    )
-    del model.graph.output[:]
-    model.graph.output.append(
-        helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, ["batch", classes])
-    )
-    dst.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(dst / "model.onnx"))
-    shutil.copy(src / "tokenizer.json", dst)
-    base_config = json.loads((src / "config.json").read_text())
-    (dst / "config.json").write_text(json.dumps({**base_config, **(config or {})}))
-    return dst, weight, bias
 
 
 def reference_scores(ce: CrossEncoder, pairs, weight, bias, column: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from clirkit import BM25Index, IndexFormatError
 from clirkit.cli import main as cli
 from clirkit.dense import DenseIndex
 
-BENCHES = Path(__file__).resolve().parent.parent / "benches"
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
 
 
 @pytest.fixture()

@@ -13,7 +13,7 @@ from clirkit.experiment import Experiment
 from clirkit.experiment.posir import convert_spans
 from clirkit.experiment.toml_source import ExperimentError
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _example(

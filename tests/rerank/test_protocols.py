@@ -405,7 +405,7 @@ def test_cross_encoder_backend_on_the_cli(tmp_path, monkeypatch):
 def test_cross_encoder_backend_sorts_by_a_real_cross_encoders_scores(tmp_path):
     pytest.importorskip("onnx")
     from clirkit.encoders import CrossEncoder
-    from test_cross_encoder import with_head  # MiniLM with a one-logit head
+    from model_builders import with_head  # MiniLM with a one-logit head
 
     model_dir, _, _ = with_head(tmp_path / "ce", 1)
     run, queries, corpus = scored_collection(2, 12)

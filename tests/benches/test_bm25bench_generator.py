@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BENCHES = Path(__file__).resolve().parent.parent / "benches"
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
 
 
 @pytest.fixture(scope="module")

@@ -462,7 +462,7 @@ def test_callable_identity_tells_functions_apart(sample_dir, tmp_path):
     by_default = [lambda batch, k=k: [[k] for _ in batch] for k in (2, 3)]
     assert identity(by_default[0]) != identity(by_default[1])
     assert identity(functools.partial(nth_first, 2)) != identity(functools.partial(nth_first, 3))
-    assert identity(first_is(2)).startswith("callable:test_rerank.first_is.<locals>.rank#")
+    assert identity(first_is(2)).startswith(f"callable:{__name__}.first_is.<locals>.rank#")
     # Explicit identities are kept as given.
     assert CallableBackend(swap, identity="swap-v1").identity == "callable:swap-v1"
 
@@ -508,8 +508,8 @@ def test_callable_without_a_derivable_identity_needs_one_for_a_cache(sample_dir,
     closure = lambda batch: scorer.rank(batch) if model_settings else None  # noqa: E731
     plan = dict(depth=10, window=10, stride=10, progress=False)
     for fn, culprit in [
-        (scorer, "the callable is a test_rerank.Scorer"),
-        (scorer.rank, "the self bound to Scorer.rank is a test_rerank.Scorer"),
+        (scorer, f"the callable is a {__name__}.Scorer"),
+        (scorer.rank, f"the self bound to Scorer.rank is a {__name__}.Scorer"),
         (closure, "closure variable 'model_settings' of"),
     ]:
         with pytest.raises(ValueError, match="cannot derive a cache identity") as err:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHES = Path(__file__).resolve().parent.parent / "benches"
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
 
 
 def _load(name: str):

@@ -1,0 +1,148 @@
+"""Collections and models by name, wherever a path is accepted.
+
+A collection name is ``irds:<id>`` (through ``ir_datasets``, extra ``clirkit[irds]``) or
+``hf:<org>/<name>[@revision]`` (a dataset repository on the Hugging Face Hub, through ``datasets`` and
+``huggingface_hub``, extra ``clirkit[hf]``), optionally followed by ``#key=value,...`` options:
+``query=FIELD`` (the query field to read), ``split=SPLIT`` (the qrels split, default ``test``) and, for
+Hub repositories holding several datasets, ``dir=FOLDER``. A name resolves to ordinary files the
+readers take (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``), exported once, streamed record
+by record, into ``$CLIRKIT_CACHE/collections/<digest of the identity>/``; the identity (dataset id and
+revision) is what the experiment store keys on (:func:`identity_of`).
+
+A model name is a Hub model id (``intfloat/multilingual-e5-small[@revision][/subfolder]``), resolved
+through the Hugging Face cache by :mod:`clirkit.sources.models`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from clirkit._native import InvalidInputError
+
+SCHEMES = ("irds", "hf")
+#: The parts of a collection and the file each is exported to (BEIR's layout).
+PART_FILES = {
+    "corpus": "corpus.jsonl",
+    "queries": "queries.jsonl",
+    "qrels": os.path.join("qrels", "test.tsv"),
+}
+OPTIONS = ("query", "split", "dir")
+IDENTITY_FILE = "source.json"
+
+
+@dataclass(frozen=True)
+class SourceName:
+    """A parsed collection name: ``scheme:target[@revision][#options]``."""
+
+    text: str
+    scheme: str
+    target: str
+    revision: Optional[str] = None
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def is_name(value: Any) -> bool:
+    """True when ``value`` names a collection (``irds:...`` or ``hf:...``) rather than a path."""
+    return isinstance(value, str) and value.split(":", 1)[0] in SCHEMES and ":" in value
+
+
+def parse_name(text: str) -> SourceName:
+    """Parse a collection name; an unknown option or an empty id is an :class:`InvalidInputError`."""
+    scheme, rest = text.split(":", 1)
+    if scheme not in SCHEMES:
+        raise InvalidInputError(f"{text}: not a collection name (expected {' or '.join(SCHEMES)}:...)")
+    rest, _, fragment = rest.partition("#")
+    options: dict[str, str] = {}
+    for item in filter(None, fragment.split(",")):
+        key, eq, value = item.partition("=")
+        if key not in OPTIONS or not eq or not value:
+            raise InvalidInputError(
+                f"{text}: option '{item}' is not KEY=VALUE with KEY one of {', '.join(OPTIONS)}"
+            )
+        options[key] = value
+    revision = None
+    if scheme == "hf" and "@" in rest:
+        rest, revision = rest.split("@", 1)
+        if not revision:
+            raise InvalidInputError(f"{text}: empty revision after '@'")
+    if not rest:
+        raise InvalidInputError(f"{text}: no dataset id after '{scheme}:'")
+    return SourceName(text, scheme, rest, revision, options)
+
+
+def cache_root() -> str:
+    """Where exports live: ``$CLIRKIT_CACHE``, else ``$XDG_CACHE_HOME/clirkit`` or ``~/.cache/clirkit``."""
+    root = os.environ.get("CLIRKIT_CACHE")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "clirkit")
+    return os.path.abspath(root)
+
+
+def _digest(value: Any) -> str:
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+
+
+def _open(name: SourceName):
+    if name.scheme == "irds":
+        from clirkit.sources.irds import IrdsSource
+
+        return IrdsSource(name)
+    from clirkit.sources.hf import HubDatasetSource
+
+    return HubDatasetSource(name)
+
+
+def resolve_collection(text: str, parts: tuple[str, ...] = tuple(PART_FILES)) -> str:
+    """The directory (BEIR layout) holding ``parts`` of the named collection, exported if needed."""
+    from clirkit.sources.export import export_parts
+
+    source = _open(parse_name(text))
+    folder = os.path.join(cache_root(), "collections", _digest(source.identity))
+    export_parts(source, folder, parts)
+    return folder
+
+
+def resolve_part(text: str, part: str) -> str:
+    """The file holding one part (``corpus``, ``queries`` or ``qrels``) of the named collection."""
+    if part not in PART_FILES:
+        raise InvalidInputError(f"part must be one of {', '.join(PART_FILES)}, not {part!r}")
+    return os.path.join(resolve_collection(text, (part,)), PART_FILES[part])
+
+
+def local_path(value: Any, part: str) -> Any:
+    """``value`` itself when it is a path, else the file holding ``part`` of the collection it names."""
+    return resolve_part(value, part) if is_name(value) else value
+
+
+def identity_of(path: str) -> Optional[dict]:
+    """For a file exported from a named collection, ``{"source": identity, "part": file}`` (the
+    dataset id and revision, never the cache's path or times); None for any other file."""
+    root = os.path.join(cache_root(), "collections")
+    relative = os.path.relpath(os.path.abspath(path), root)
+    if relative.startswith(os.pardir) or os.sep not in relative:
+        return None
+    folder, _, inside = relative.partition(os.sep)
+    try:
+        with open(os.path.join(root, folder, IDENTITY_FILE), encoding="utf-8") as f:
+            identity = json.load(f)
+    except OSError:
+        return None
+    return {"source": identity, "part": inside.replace(os.sep, "/")}
+
+
+#: Command-line arguments that take a collection part, and the part each names.
+ARGUMENT_PARTS = {"corpus": "corpus", "queries": "queries", "qrels": "qrels"}
+
+
+def resolve_names(args: Any) -> None:
+    """Replace, in parsed command-line ``args``, each collection name given for a corpus, queries or
+    qrels by the exported file, and each Hub model id given for a model by its local directory."""
+    for attr, part in ARGUMENT_PARTS.items():
+        value = getattr(args, attr, None)
+        if is_name(value):
+            setattr(args, attr, resolve_part(value, part))
