@@ -28,6 +28,7 @@ from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
 from clirkit.encoders.session import ModelInputs, import_runtime, open_session, pick_device
 from clirkit.encoders.tokenization import encode_truncated, map_batches, padded_batch, padded_type_ids
+from clirkit.sources.models import local_model
 
 #: Label names read as the relevant class of a two-class head (compared in lower case).
 POSITIVE_LABELS = ("positive", "relevant", "yes", "true", "entailment", "label_1")
@@ -53,7 +54,7 @@ class CrossEncoder:
         provider: str = "auto",
     ) -> None:
         ort, tokenizers = import_runtime()
-        self.model_dir = Path(model_dir)
+        self.model_dir = Path(local_model(model_dir))
         for name in ("model.onnx", "tokenizer.json"):
             if not (self.model_dir / name).is_file():
                 raise InvalidInputError(

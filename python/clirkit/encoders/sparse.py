@@ -27,6 +27,7 @@ from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
 from clirkit.encoders.onnx_encoder import OnnxEncoder
 from clirkit.encoders.pooling import is_sparse_config
+from clirkit.sources.models import local_model
 
 #: The model output holding the MLM logits, unless config.json names another under ``output``.
 LOGITS_OUTPUT = "logits"
@@ -37,7 +38,7 @@ SparseVector = dict[str, float]
 def is_sparse_model(model_dir: PathLike) -> bool:
     """Whether the model directory's config.json declares a learned-sparse model (False without one);
     reads no model, so callers can pick the encoder class cheaply."""
-    config_path = Path(model_dir) / "config.json"
+    config_path = Path(local_model(model_dir)) / "config.json"
     if not config_path.is_file():
         return False
     try:

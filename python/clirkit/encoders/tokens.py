@@ -47,6 +47,7 @@ from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.encoders import resumable
 from clirkit.encoders.npy import HEADER_BYTES, id_lines, npy_shape_header
+from clirkit.encoders.tokenization import length_batches
 
 __all__ = ["TokenEncoder", "TokenFiles", "encode_tokens_file", "load_tokens", "token_paths"]
 
@@ -162,8 +163,7 @@ class TokenEncoder:
         self.truncated += sum(1 for e in encodings if e.overflowing)
         inputs = [self._token_ids(e.ids, query) for e in encodings]
         size = 1 if enc.one_text_per_call else enc.batch_size
-        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i][0]))
-        batches = [order[s : s + size] for s in range(0, len(order), size)]
+        batches = [b.tolist() for b in length_batches([len(i[0]) for i in inputs], size, enc.batch_tokens)]
         out: list[np.ndarray] = [np.empty((0, 0), dtype=np.float32)] * len(texts)
 
         def run(batch: list[int]) -> None:

@@ -142,7 +142,14 @@ ARGUMENT_PARTS = {"corpus": "corpus", "queries": "queries", "qrels": "qrels"}
 def resolve_names(args: Any) -> None:
     """Replace, in parsed command-line ``args``, each collection name given for a corpus, queries or
     qrels by the exported file, and each Hub model id given for a model by its local directory."""
+    from clirkit.sources.models import local_model
+
     for attr, part in ARGUMENT_PARTS.items():
         value = getattr(args, attr, None)
         if is_name(value):
             setattr(args, attr, resolve_part(value, part))
+    # `clirkit rerank --model` names a model on a chat server, not a directory
+    for attr in ("model_dir",) if getattr(args, "command", None) == "rerank" else ("model", "model_dir"):
+        value = getattr(args, attr, None)
+        if value is not None:
+            setattr(args, attr, local_model(value))

@@ -32,11 +32,12 @@ BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".gz": "js
 TEXT_QRELS = (".tsv", ".txt", ".trec", ".qrels")
 
 
-def snapshot(repo: str, revision: Optional[str], repo_type: str, what: str) -> str:
-    """A repository's local snapshot directory (downloaded, or from the cache when offline)."""
+def snapshot(repo: str, revision: Optional[str], repo_type: str, what: str, **options: Any) -> str:
+    """A repository's local snapshot directory (downloaded, or from the cache when offline);
+    ``options`` go to ``huggingface_hub.snapshot_download`` (e.g. ``allow_patterns``)."""
     hub = require("huggingface_hub", "hf", what)
     try:
-        return hub.snapshot_download(repo, repo_type=repo_type, revision=revision)
+        return hub.snapshot_download(repo, repo_type=repo_type, revision=revision, **options)
     except Exception as err:  # the library's own errors (offline and not cached, unknown repo, ...)
         raise InvalidInputError(f"{what}: cannot resolve {repo_type} '{repo}' from the Hub: {err}") from None
 

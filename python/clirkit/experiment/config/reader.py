@@ -10,6 +10,7 @@ from typing import Any, Optional
 from clirkit._native import InvalidInputError
 from clirkit.experiment.toml_source import ExperimentError, KeyPath, TomlSource
 from clirkit.sources import is_name
+from clirkit.sources.models import is_model_id
 
 #: The types a TOML number may have.
 NUMBER = (int, float)
@@ -69,6 +70,13 @@ class TableReader:
     def path_value(self, key: str, value: str, base: str, directory: bool = False, where: Any = None) -> str:
         if is_name(value):  # irds:... or hf:...: the exported files (clirkit.sources)
             return self.named(value, key, directory, where)
+        if (
+            key == "model"
+            and directory
+            and not os.path.exists(os.path.join(base, value))
+            and is_model_id(value)
+        ):
+            return self.named(value, key, directory, where)
         resolved = os.path.normpath(os.path.join(base, value))
         ok = os.path.isdir(resolved) if directory else os.path.isfile(resolved)
         if not ok:
@@ -80,9 +88,12 @@ class TableReader:
 
     def named(self, value: str, key: str, directory: bool, where: Any) -> str:
         from clirkit.sources import resolve_collection, resolve_part
+        from clirkit.sources.models import resolve_model
 
         part = {"queries": "queries", "qrels": "qrels", "mono_qrels": "qrels"}.get(key, "corpus")
         try:
+            if not is_name(value):
+                return resolve_model(value)
             return resolve_collection(value) if directory else resolve_part(value, part)
         except (InvalidInputError, ImportError) as err:
             raise self.source.error((*self.path, *(where or (key,))), str(err)) from None
