@@ -40,6 +40,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,25 @@ def fastembed_model_dir(model_dir: Path, scratch: Path, max_length: int) -> Path
     return target
 
 
+def fastembed_encoder(model_dir: Path, scratch: Path, max_length: int, dim: int, **options: Any) -> Any:
+    """fastembed's ``TextEmbedding`` (mean pooling, L2 norm) over a copy of ``model_dir`` made in
+    ``scratch`` (:func:`fastembed_model_dir`); ``options`` go to ``TextEmbedding`` (threads, providers)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    local = fastembed_model_dir(model_dir, scratch, max_length)
+    name = f"clirkit-bench/{model_dir.name}"
+    TextEmbedding.add_custom_model(
+        model=name,
+        pooling=PoolingType.MEAN,
+        normalization=True,
+        sources=ModelSource(hf=name),
+        dim=dim,
+        model_file="model.onnx",
+    )
+    return TextEmbedding(model_name=name, specific_model_path=str(local), **options)
+
+
 def int8_macs_per_token(model_path: Path) -> int:
     """Multiply-accumulates per token of the graph's int8 matrix products (``MatMulInteger`` weights)."""
     import onnx
@@ -110,9 +130,6 @@ def load() -> str:
 
 
 def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> None:
-    from fastembed import TextEmbedding
-    from fastembed.common.model_description import ModelSource, PoolingType
-
     clirkit = OnnxEncoder(model_dir, threads=args.threads, device="cpu", max_length=args.max_length)
     fast = OnnxEncoder(
         model_dir, threads=args.threads, device="cpu", max_length=args.max_length, batch_invariant=False
@@ -128,17 +145,9 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="vs-fastembed-") as scratch:
-        local = fastembed_model_dir(model_dir, Path(scratch), args.max_length)
-        name = f"clirkit-bench/{model_dir.name}"
-        TextEmbedding.add_custom_model(
-            model=name,
-            pooling=PoolingType.MEAN,
-            normalization=True,
-            sources=ModelSource(hf=name),
-            dim=clirkit.dim,
-            model_file="model.onnx",
+        fastembed = fastembed_encoder(
+            model_dir, Path(scratch), args.max_length, clirkit.dim, threads=args.threads
         )
-        fastembed = TextEmbedding(model_name=name, specific_model_path=str(local), threads=args.threads)
         prefixed = [prefix + t for t in texts]
         runners = {
             "fastembed": lambda: np.array(list(fastembed.embed(prefixed)), dtype=np.float32),

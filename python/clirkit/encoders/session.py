@@ -84,17 +84,22 @@ class OnnxSession:
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The model's output named :attr:`output_name` for ``feeds``, as float32."""
+        return self.run_outputs(feeds, [self.output_name])[0]
+
+    def run_outputs(self, feeds: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
+        """The model's outputs ``names`` for ``feeds`` from one forward pass, as float32."""
         if self.device != "cuda":
-            output = self.session.run([self.output_name], feeds)[0]
+            outputs = self.session.run(names, feeds)
         else:
-            # IO binding: inputs copied to the GPU once, the output allocated there and copied back once.
+            # IO binding: inputs copied to the GPU once, the outputs allocated there and copied back once.
             binding = self.session.io_binding()
             for name, array in feeds.items():
                 binding.bind_cpu_input(name, array)
-            binding.bind_output(self.output_name, "cuda")
+            for name in names:
+                binding.bind_output(name, "cuda")
             self.session.run_with_iobinding(binding)
-            output = binding.copy_outputs_to_cpu()[0]
-        return np.asarray(output).astype(np.float32, copy=False)
+            outputs = binding.copy_outputs_to_cpu()
+        return [np.asarray(output).astype(np.float32, copy=False) for output in outputs]
 
 
 #: numpy types of the ONNX tensor types an input may declare.

@@ -321,20 +321,22 @@ def encode_tokens_file(
 
 def load_tokens(prefix: PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(tokens float32 (rows, dim), offsets uint64 (items + 1,), ids) of ``prefix``; the token
-    matrix is memory-mapped when stored as float32. The offsets are checked when an index is built or
-    searched; here only the id count against them."""
+    files are read (never mapped; gzip-compressed or not) and the ids checked by the one id rule. The
+    offsets are checked when an index is built or searched; here only the id count against them."""
+    from clirkit.dense.vectors import load_npy, read_ids
+
     paths = token_paths(prefix)
-    tokens = np.load(paths["tokens"], mmap_mode="r")
+    tokens = load_npy(paths["tokens"])
     if tokens.ndim != 2:
         raise IndexFormatError(
             f"{paths['tokens']}: expected a 2-D (tokens, dim) matrix, got shape {tokens.shape}"
         )
     if tokens.dtype != np.float32:
         tokens = np.asarray(tokens, dtype=np.float32)
-    offsets = np.load(paths["offsets"])
+    offsets = load_npy(paths["offsets"])
     if offsets.ndim != 1 or not np.issubdtype(offsets.dtype, np.integer) or (offsets < 0).any():
         raise IndexFormatError(f"{paths['offsets']}: expected a 1-D array of non-negative integer offsets")
-    ids = paths["ids"].read_text(encoding="utf-8").splitlines()
+    ids = read_ids(paths["ids"])
     if len(ids) != len(offsets) - 1:
         raise IndexFormatError(
             f"{paths['ids']} lists {len(ids)} ids but {paths['offsets']} has {len(offsets)} offsets "

@@ -57,6 +57,8 @@ __all__ = [
 
 def load_config(path: str | os.PathLike) -> ExperimentConfig:
     """Read and check an experiment file; raises :class:`ExperimentError` on any problem."""
+    from clirkit.experiment.checks import check_config
+
     source = load_toml(path)
     base = os.path.dirname(os.path.abspath(source.path))
     top = TableReader(
@@ -82,7 +84,7 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
     evaluation = read_evaluation(source, top, collections, names_seen)
     check_graph(source, {"systems": systems, "fusion": fusion, "rerank": rerank})
     posir = read_posir(source, base)
-    return ExperimentConfig(
+    config = ExperimentConfig(
         source.path,
         name,
         threads,
@@ -97,3 +99,5 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         posir,
         source,
     )
+    check_config(config)  # names and numbers across sections, before anything runs
+    return config
