@@ -12,7 +12,7 @@ from typing import Any, Optional, TextIO
 
 from clirkit.experiment.config import ExperimentConfig, load_config
 from clirkit.experiment.data import Task, build_tasks
-from clirkit.experiment.plan import Plan, RunContext, build_plan, node_order
+from clirkit.experiment.plan import Plan, build_plan, node_order
 from clirkit.experiment.results import (
     EXTERNAL,
     Results,
@@ -23,7 +23,8 @@ from clirkit.experiment.results import (
     read_external_scores,
     significance_rows,
 )
-from clirkit.experiment.stages import RUN_FILE, read_eval
+from clirkit.experiment.stage import RUN_FILE, RunContext
+from clirkit.experiment.stages import read_eval
 from clirkit.experiment.store import (
     WORKDIR_MARKER,
     ArtifactStore,
