@@ -126,3 +126,22 @@ def test_the_language_of_a_task():
         task_language(NS(language=None, group="s"), NS(name="s", group="s", lang="fr", lang_field=None))
         == "fr"
     )
+
+
+def test_token_buckets_need_a_tokenizer(tmp_path: Path):
+    from clirkit.experiment import load_config
+    from conftest import sample_experiment_head
+
+    spans = tmp_path / "spans.tsv"
+    spans.write_text("query-id\tcorpus-id\tspan_start\tspan_end\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n')
+    head = sample_experiment_head("p", ["en"]) + '\n[systems.bm25]\nkind = "bm25"\n'
+    path = tmp_path / "exp.toml"
+    path.write_text(head + f'\n[posir]\nspans = "{spans}"\ncorpus = "{corpus}"\n')
+    with pytest.raises(
+        ExperimentError, match=r"posir.length_unit: token length buckets need tokenizer = .*chars"
+    ):
+        load_config(path)
+    path.write_text(head + f'\n[posir]\nspans = "{spans}"\ncorpus = "{corpus}"\nlength_unit = "chars"\n')
+    assert load_config(path).posir.length_unit == "chars"

@@ -302,7 +302,9 @@ class Experiment:
         spec = self.config.posir
         assert spec is not None
         positions = self.workdir / "positions.tsv"
-        posir.convert_spans(spec.spans, spec.corpus, positions, spec.tokenizer)
+        posir.convert_spans(
+            spec.spans, spec.corpus, positions, spec.tokenizer if spec.length_unit == "tokens" else None
+        )
         runs = {
             node: {label: str(stage.output / RUN_FILE) for label, stage in by_task.items()}
             for node, by_task in self.plan.runs.items()
@@ -318,6 +320,7 @@ class Experiment:
             spec.bins,
             spec.edges,
             spec.min_queries,
+            spec.length_unit,
         )
         aggregated = [posir.table_record(t) for t in tables]
         write_json_atomic(self.workdir / "posir.json", {"aggregated": aggregated, **details})
