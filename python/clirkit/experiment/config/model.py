@@ -114,7 +114,7 @@ class SubsampleSpec:
 
     samples: int
     queries: int
-    seed: int
+    seed: int = 0
 
 
 @dataclass(frozen=True)
