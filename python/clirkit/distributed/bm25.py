@@ -73,6 +73,12 @@ def build_sharded_bm25(
     only) names a file whose first claimant ends its worker process mid-build."""
     if shards < 1:
         raise InvalidInputError(f"shards must be at least 1, got {shards}")
+    if options.get("keep_first_duplicate"):
+        # Each shard sees only its part: a duplicate across shards could not be dropped in corpus order.
+        raise InvalidInputError(
+            "keep_first_duplicate cannot go with shards: a duplicate id in two shards cannot be dropped in "
+            "corpus order; remove the duplicates first, or build one index"
+        )
     if options.pop("store_docvectors", False):
         raise InvalidInputError(
             "a sharded index cannot store document vectors (RM3 needs the whole collection)"

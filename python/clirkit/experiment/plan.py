@@ -1,7 +1,7 @@
 """The plan: every stage an experiment needs (:class:`~clirkit.experiment.stage.Stage`, identified by
-a digest of its kind, its own parameters and its inputs' identities). Two tasks or experiments needing
-the same stage get the same digest, hence one artifact; changing a parameter changes the digest of that
-stage and of everything downstream only."""
+a digest of its kind, its own parameters and its inputs' identities, with the clirkit version and the
+stage format). Two tasks or experiments needing the same stage get the same digest, hence one artifact;
+changing a parameter changes the digest of that stage and of everything downstream only."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 actions (:mod:`.stages`) and the system kinds (:mod:`.systems`) all build on.
 
 A stage is identified by a digest of its kind, its own parameters and its inputs' identities (input
-stages' digests, input files' path/size/mtime, the query set), so two tasks or experiments needing the
+stages' digests, input files' content digests, the query set) with the clirkit version, so two tasks or experiments needing the
 same stage get one artifact."""
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from clirkit._native import __version__
 from clirkit.experiment.config import ExperimentConfig
 from clirkit.experiment.data import digest_of, file_identity
 from clirkit.experiment.store import ArtifactStore
 
 #: Bumped when a stage's output format or computation changes, so old artifacts are not reused.
 STAGE_FORMAT = 1
+#: Part of every stage's key: another clirkit version (whose analysis or scoring may differ) never
+#: reuses this one's artifacts.
+CLIRKIT_VERSION = __version__
 #: The run a search, fusion or rerank stage writes in its output directory.
 RUN_FILE = "run.trec"
 #: The per-query and aggregate measures an evaluation stage writes.
@@ -63,6 +67,7 @@ class Stage:
             {
                 "kind": self.kind,
                 "format": STAGE_FORMAT,
+                "clirkit": CLIRKIT_VERSION,
                 "params": self.params,
                 "identity": self.identity,
                 "inputs": [s.digest for s in self.inputs],

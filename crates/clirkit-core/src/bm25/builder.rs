@@ -629,7 +629,7 @@ fn build_in_pool(
     let sorted = ids.sorted_positions();
     write_docs(out.path(), &norms, &sorted)?;
     let avgdl = super::scoring::avg_length(sum_lengths, docs_with_terms);
-    let (k1, b) = (super::DEFAULT_K1, super::DEFAULT_B);
+    let (k1, b) = (super::scoring::DEFAULT_K1, super::scoring::DEFAULT_B);
     super::block_maxima::write(out.path(), &norms, k1, b, avgdl)?;
     IdTable::write_unique(out.path().join(format::IDS_FILE), &ids, &sorted)?;
     if opts.store_docvectors {

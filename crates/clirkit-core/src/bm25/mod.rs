@@ -20,6 +20,7 @@ mod sorted_run;
 pub use crate::postings::query::{Hit, Strategy};
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use rm3::{Expansion, Rm3Params};
+pub use scoring::{Bm25Params, DEFAULT_B, DEFAULT_K1};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
@@ -38,39 +39,6 @@ use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// Anserini's defaults.
-pub const DEFAULT_K1: f32 = 0.9;
-pub const DEFAULT_B: f32 = 0.4;
-
-/// BM25's free parameters, settable per search.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bm25Params {
-    pub k1: f32,
-    pub b: f32,
-}
-
-impl Default for Bm25Params {
-    fn default() -> Self {
-        Bm25Params {
-            k1: DEFAULT_K1,
-            b: DEFAULT_B,
-        }
-    }
-}
-
-impl Bm25Params {
-    fn check(&self) -> Result<()> {
-        let k1_ok = self.k1.is_finite() && self.k1 > 0.0;
-        if !k1_ok || !(0.0..=1.0).contains(&self.b) {
-            return Err(Error::invalid(format!(
-                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1={}, b={})",
-                self.k1, self.b
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// A query of a batch: its id, text and (optionally) its language.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
+from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 
@@ -55,6 +56,7 @@ def encode_documents_resumably(
     encoding: :mod:`clirkit.encoders.corpus`) under the prefix ``name`` in the store's partial directory
     of ``stage``, which outlives a killed run so that the next one continues it, then move the files
     ``written(prefix)`` into ``out``."""
+    warn_empty_documents(Path(path), options["fields"], stage.label)
     prefix = ctx.store.partial(stage.digest) / name
     passages = tuple(options["passages"]) if options["passages"] else None
     encode_file(

@@ -2,6 +2,7 @@
 //! save/open round trip and corruption, and the error messages of bad inputs.
 
 use super::*;
+use crate::dense::metric::Metric;
 use crate::rng::SplitMix64;
 
 pub(super) fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
