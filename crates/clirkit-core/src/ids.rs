@@ -353,11 +353,11 @@ pub fn check_query_ids(qids: &[String], nqueries: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_path;
 
     #[test]
     fn round_trip_and_lookup() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("ids.bin");
+        let (_dir, p) = temp_path("ids.bin");
         let ids: Vec<String> = ["d3", "α-1", "", "d10"]
             .iter()
             .map(|s| s.to_string())
@@ -374,8 +374,7 @@ mod tests {
 
     #[test]
     fn a_crafted_table_with_a_valid_crc_is_refused_at_open() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("ids.bin");
+        let (_dir, p) = temp_path("ids.bin");
         let table = |offsets: [u64; 3], sorted: [u32; 2], blob: &[u8]| {
             let mut payload = 2u64.to_le_bytes().to_vec();
             offsets

@@ -163,6 +163,11 @@ impl ShardedDir {
             .collect()
     }
 
+    /// Each shard opened with `open`, once every shard is known to be built.
+    pub fn open_built_shards<T>(&self, open: impl FnMut(PathBuf) -> Result<T>) -> Result<Vec<T>> {
+        self.built_shards()?.into_iter().map(open).collect()
+    }
+
     /// The record of each shard, given its document count.
     pub fn records(&self, num_docs: impl Fn(usize) -> u64) -> Result<Vec<ShardRecord>> {
         (0..self.shards)

@@ -1,6 +1,7 @@
 //! `clirkit._native.Bm25Index` and `SearchResults`: thin wrappers over `clirkit_core::bm25`.
 //! Builds and searches run with the GIL released; results stay native until asked for.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::bm25::sharded;
 use clirkit_core::bm25::{
@@ -440,8 +441,4 @@ impl PySearchResults {
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyBm25Index>()?;
-    m.add_class::<PySearchResults>()?;
-    Ok(())
-}
+define_register!(classes: [PyBm25Index, PySearchResults], functions: []);

@@ -1,6 +1,7 @@
 //! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
 //! float32 scores and int64 internal ids out; the GIL is released while building and searching.
 
+use crate::common::define_register;
 use crate::dense_shards::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
@@ -414,8 +415,4 @@ fn fastscan_kernels() -> Vec<&'static str> {
         .collect()
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyDenseIndex>()?;
-    m.add_function(wrap_pyfunction!(fastscan_kernels, m)?)?;
-    Ok(())
-}
+define_register!(classes: [PyDenseIndex], functions: [fastscan_kernels]);

@@ -3,6 +3,7 @@
 //! Also the sharded dense index directory (build, check). Per-query lists travel as flat numpy arrays with int64 offsets (query `i` at
 //! `offsets[i]..offsets[i + 1]`), which Ray passes between processes without copies.
 
+use crate::common::{define_register, BuildSlot};
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::dense::index::{
@@ -16,7 +17,6 @@ use clirkit_core::Error;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 /// A shard's shortlist as arrays: offsets, keys, lists, rows, scores.
 pub type Shortlist<'py> = (
@@ -273,21 +273,7 @@ fn check_sharded_dense(py: Python<'_>, index: PathBuf) -> PyResult<String> {
 /// shards and moves the index into place. Released unfinished, it is removed with its shards.
 #[pyclass(name = "ShardedDenseBuild", module = "clirkit._native", frozen)]
 pub struct PyShardedDenseBuild {
-    inner: Mutex<Option<ShardedDenseBuild>>,
-}
-
-impl PyShardedDenseBuild {
-    fn with<R>(&self, f: impl FnOnce(&ShardedDenseBuild) -> R) -> PyResult<R> {
-        let guard = self.inner.lock().expect("not poisoned");
-        match guard.as_ref() {
-            Some(build) => Ok(f(build)),
-            None => Err(finished()),
-        }
-    }
-}
-
-fn finished() -> PyErr {
-    crate::errors::to_py(Error::invalid("this sharded build is already finished"))
+    inner: BuildSlot<ShardedDenseBuild>,
 }
 
 #[pymethods]
@@ -296,45 +282,37 @@ impl PyShardedDenseBuild {
     fn new(index: PathBuf, shards: usize) -> PyResult<Self> {
         let build = ShardedDenseBuild::create(&index, shards).py_err()?;
         Ok(PyShardedDenseBuild {
-            inner: Mutex::new(Some(build)),
+            inner: BuildSlot::new(build),
         })
     }
 
     #[getter]
     fn shards(&self) -> PyResult<usize> {
-        self.with(ShardedDenseBuild::shards)
+        self.inner.with(ShardedDenseBuild::shards)
     }
 
     /// Where the codebook index is to be written.
     fn codebook_dir(&self) -> PyResult<PathBuf> {
-        self.with(ShardedDenseBuild::codebook_dir)
+        self.inner.with(ShardedDenseBuild::codebook_dir)
     }
 
     /// Where shard `i` is to be built.
     fn shard_dir(&self, i: usize) -> PyResult<PathBuf> {
-        self.with(|build| build.shard_dir(i))
+        self.inner.with(|build| build.shard_dir(i))
     }
 
     /// Check the shards and commit the sharded index; returns its manifest as JSON.
     fn finish(&self, py: Python<'_>) -> PyResult<String> {
-        let build = self.inner.lock().expect("not poisoned").take();
-        let build = build.ok_or_else(finished)?;
-        let manifest = py.detach_caught(|| build.finish()).py_err()?;
-        Ok(manifest.to_json())
+        Ok(self.inner.finish(py, ShardedDenseBuild::finish)?.to_json())
     }
 
     /// Give the build up now (its directory and shards are removed).
     fn abort(&self) {
-        self.inner.lock().expect("not poisoned").take();
+        self.inner.abort();
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyShardedDenseBuild>()?;
-    m.add_function(wrap_pyfunction!(check_sharded_dense, m)?)?;
-    m.add_function(wrap_pyfunction!(merge_dense_shortlists, m)?)?;
-    m.add_function(wrap_pyfunction!(dense_top_hits, m)?)?;
-    m.add_function(wrap_pyfunction!(dense_training_rows, m)?)?;
-    m.add_function(wrap_pyfunction!(write_run_pairs, m)?)?;
-    Ok(())
-}
+define_register!(classes: [PyShardedDenseBuild], functions: [
+    check_sharded_dense, merge_dense_shortlists, dense_top_hits, dense_training_rows,
+    write_run_pairs
+]);

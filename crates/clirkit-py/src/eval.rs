@@ -2,6 +2,7 @@
 //! position-bias tables and paired significance tests. Conversion only; the work is in
 //! `clirkit_core::eval`.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::eval::position::{self, PositionTable};
 use clirkit_core::eval::qrels_file::read_qrels_index;
@@ -323,15 +324,7 @@ fn kendall_tau(x: Vec<f64>, y: Vec<f64>) -> PyResult<(f64, f64, usize)> {
     Ok((r.coefficient, r.p_value, r.items))
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyEvaluator>()?;
-    m.add_function(wrap_pyfunction!(measure_keys, m)?)?;
-    m.add_function(wrap_pyfunction!(evaluate_files, m)?)?;
-    m.add_function(wrap_pyfunction!(position_bias, m)?)?;
-    m.add_function(wrap_pyfunction!(paired_t_test, m)?)?;
-    m.add_function(wrap_pyfunction!(randomization_test, m)?)?;
-    m.add_function(wrap_pyfunction!(adjust_p_values, m)?)?;
-    m.add_function(wrap_pyfunction!(spearman, m)?)?;
-    m.add_function(wrap_pyfunction!(kendall_tau, m)?)?;
-    Ok(())
-}
+define_register!(classes: [PyEvaluator], functions: [
+    measure_keys, evaluate_files, position_bias, paired_t_test, randomization_test, adjust_p_values,
+    spearman, kendall_tau
+]);

@@ -1,6 +1,7 @@
 //! Fusion bindings: `NativeRun` (a run held in Rust, read from a file without building Python
 //! objects), `fuse` and `fuse_to_file`.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::fusion::normalize::Norm;
@@ -236,9 +237,4 @@ fn fuse_to_file(
     })
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<NativeRun>()?;
-    m.add_function(wrap_pyfunction!(fuse, m)?)?;
-    m.add_function(wrap_pyfunction!(fuse_to_file, m)?)?;
-    Ok(())
-}
+define_register!(classes: [NativeRun], functions: [fuse, fuse_to_file]);

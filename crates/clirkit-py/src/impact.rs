@@ -2,6 +2,7 @@
 //! searches run with the GIL released; batch results are BM25's `SearchResults`.
 
 use crate::bm25::{hits_to_py, DocIds, PySearchResults};
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::impact::{self, BuildOptions, ImpactIndex, Strategy, WeightedVector};
 use clirkit_core::io::manifest::Manifest;
@@ -184,7 +185,4 @@ impl PyImpactIndex {
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyImpactIndex>()?;
-    Ok(())
-}
+define_register!(classes: [PyImpactIndex], functions: []);

@@ -1,6 +1,7 @@
 //! The core's one list of index kinds (`clirkit_core::index_kinds`): what `clirkit verify` and
 //! `clirkit index merge` call for an index of any kind, dispatched by its format name in the core.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::index_kinds::{self as kinds, MergeOptions, KINDS};
 use pyo3::prelude::*;
@@ -52,10 +53,4 @@ fn merge_indexes(
         .py_err()
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(index_kinds, m)?)?;
-    m.add_function(wrap_pyfunction!(index_format, m)?)?;
-    m.add_function(wrap_pyfunction!(verify_index, m)?)?;
-    m.add_function(wrap_pyfunction!(merge_indexes, m)?)?;
-    Ok(())
-}
+define_register!(classes: [], functions: [index_kinds, index_format, verify_index, merge_indexes]);

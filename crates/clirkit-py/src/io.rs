@@ -1,5 +1,6 @@
 //! Run and qrels files to and from Python's `dict[qid, dict[docid, value]]` (pytrec_eval's shape).
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
@@ -78,11 +79,6 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
         .map(|q| q.queries)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(max_record_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(set_max_record_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(read_run, m)?)?;
-    m.add_function(wrap_pyfunction!(write_run, m)?)?;
-    m.add_function(wrap_pyfunction!(read_qrels, m)?)?;
-    Ok(())
-}
+define_register!(classes: [], functions: [
+    max_record_bytes, set_max_record_bytes, read_run, write_run, read_qrels
+]);

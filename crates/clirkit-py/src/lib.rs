@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod bm25;
+mod common;
 mod dense;
 mod dense_shards;
 mod errors;

@@ -2,6 +2,7 @@
 //! (item i owns rows offsets[i]..offsets[i+1]), read in place; the GIL is released while building and
 //! searching.
 
+use crate::common::define_register;
 use crate::errors::{to_py, DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::io::trec;
@@ -275,9 +276,4 @@ fn maxsim_search<'py>(
     hits_to_arrays(py, hits, k)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyMultiVectorIndex>()?;
-    m.add_class::<PySearchOptions>()?;
-    m.add_function(wrap_pyfunction!(maxsim_search, m)?)?;
-    Ok(())
-}
+define_register!(classes: [PyMultiVectorIndex, PySearchOptions], functions: [maxsim_search]);

@@ -1,5 +1,6 @@
 //! MaxP aggregation of passage runs into document runs.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_from_py, run_to_py, PyRun};
 use clirkit_core::passages;
@@ -30,8 +31,4 @@ fn passage_doc_id(passage_id: &str, separator: &str) -> String {
     passages::doc_id(passage_id, separator).to_string()
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(maxp, m)?)?;
-    m.add_function(wrap_pyfunction!(passage_doc_id, m)?)?;
-    Ok(())
-}
+define_register!(classes: [], functions: [maxp, passage_doc_id]);

@@ -1,6 +1,7 @@
 //! Reranking bindings: the batched sliding-window state, permutation parsing, and loading the
 //! texts of just the candidate documents from a corpus.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::io::jsonl::{parse_record, read_records, FieldSpec, LineReader};
@@ -198,10 +199,4 @@ fn load_texts(
     .py_err()
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<RerankState>()?;
-    m.add_function(wrap_pyfunction!(parse_permutation, m)?)?;
-    m.add_function(wrap_pyfunction!(window_plan, m)?)?;
-    m.add_function(wrap_pyfunction!(load_texts, m)?)?;
-    Ok(())
-}
+define_register!(classes: [RerankState], functions: [parse_permutation, window_plan, load_texts]);

@@ -3,6 +3,7 @@
 //! merging the shards' hits into one run. Shards themselves are `Bm25Index.build(range=...)`,
 //! `Bm25Index.open_shard` and `Bm25Index.search_shard`.
 
+use crate::common::{define_register, BuildSlot};
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::bm25::sharded::{self, ShardedBuild};
 use clirkit_core::io::atomic::AtomicFile;
@@ -14,7 +15,6 @@ use clirkit_core::ranking::Run;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 /// Cut a plain JSONL corpus into `parts` ranges of whole lines of about equal size:
 /// (start byte, end byte, first line number) each.
@@ -100,19 +100,7 @@ fn merge_shard_hits<'py>(
 /// unfinished, it is removed with its shards.
 #[pyclass(name = "ShardedBm25Build", module = "clirkit._native", frozen)]
 pub struct PyShardedBm25Build {
-    inner: Mutex<Option<ShardedBuild>>,
-}
-
-impl PyShardedBm25Build {
-    fn with<R>(&self, f: impl FnOnce(&ShardedBuild) -> R) -> PyResult<R> {
-        let guard = self.inner.lock().expect("not poisoned");
-        match guard.as_ref() {
-            Some(build) => Ok(f(build)),
-            None => Err(crate::errors::to_py(clirkit_core::Error::invalid(
-                "this sharded build is already finished",
-            ))),
-        }
-    }
+    inner: BuildSlot<ShardedBuild>,
 }
 
 #[pymethods]
@@ -121,44 +109,31 @@ impl PyShardedBm25Build {
     fn new(index: PathBuf, shards: usize) -> PyResult<Self> {
         let build = ShardedBuild::create(&index, shards).py_err()?;
         Ok(PyShardedBm25Build {
-            inner: Mutex::new(Some(build)),
+            inner: BuildSlot::new(build),
         })
     }
 
     #[getter]
     fn shards(&self) -> PyResult<usize> {
-        self.with(ShardedBuild::shards)
+        self.inner.with(ShardedBuild::shards)
     }
 
     /// Where shard `i` is to be built.
     fn shard_dir(&self, i: usize) -> PyResult<PathBuf> {
-        self.with(|build| build.shard_dir(i))
+        self.inner.with(|build| build.shard_dir(i))
     }
 
     /// Merge the shards' statistics and commit the sharded index; returns its manifest as JSON.
     fn finish(&self, py: Python<'_>) -> PyResult<String> {
-        let build = self.inner.lock().expect("not poisoned").take();
-        let Some(build) = build else {
-            return Err(crate::errors::to_py(clirkit_core::Error::invalid(
-                "this sharded build is already finished",
-            )));
-        };
-        let manifest = py.detach_caught(|| build.finish()).py_err()?;
-        Ok(manifest.to_json())
+        Ok(self.inner.finish(py, ShardedBuild::finish)?.to_json())
     }
 
     /// Give the build up now (its directory and shards are removed).
     fn abort(&self) {
-        self.inner.lock().expect("not poisoned").take();
+        self.inner.abort();
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyShardedBm25Build>()?;
-    m.add_function(wrap_pyfunction!(split_corpus, m)?)?;
-    m.add_function(wrap_pyfunction!(sharded_index_kind, m)?)?;
-    m.add_function(wrap_pyfunction!(check_sharded_bm25, m)?)?;
-    m.add_function(wrap_pyfunction!(read_bm25_queries, m)?)?;
-    m.add_function(wrap_pyfunction!(merge_shard_hits, m)?)?;
-    Ok(())
-}
+define_register!(classes: [PyShardedBm25Build], functions: [
+    split_corpus, sharded_index_kind, check_sharded_bm25, read_bm25_queries, merge_shard_hits
+]);

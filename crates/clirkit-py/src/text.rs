@@ -1,5 +1,6 @@
 //! Per-language text analysis: the terms clirkit indexes and searches.
 
+use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::text::{Analyzer, SUPPORTED_LANGUAGES};
 use pyo3::prelude::*;
@@ -23,9 +24,4 @@ fn supported_languages() -> Vec<&'static str> {
     SUPPORTED_LANGUAGES.to_vec()
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(analyze, m)?)?;
-    m.add_function(wrap_pyfunction!(analyzer_id, m)?)?;
-    m.add_function(wrap_pyfunction!(supported_languages, m)?)?;
-    Ok(())
-}
+define_register!(classes: [], functions: [analyze, analyzer_id, supported_languages]);

@@ -160,12 +160,7 @@ impl ShardedBuild {
     /// Merge the shards' statistics into the global ones, check the shards were built alike and
     /// their ids unique across them, and commit the sharded index.
     pub fn finish(self) -> Result<ShardedManifest> {
-        let indexes: Vec<Bm25Index> = self
-            .dir
-            .built_shards()?
-            .iter()
-            .map(Bm25Index::open)
-            .collect::<Result<_>>()?;
+        let indexes = self.dir.open_built_shards(Bm25Index::open)?;
         check_built_alike(&indexes, false)?;
         if let Some(with) = indexes.iter().find(|i| i.manifest().docvectors) {
             return Err(Error::format(

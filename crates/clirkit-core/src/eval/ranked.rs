@@ -193,6 +193,17 @@ impl IdHashes {
 mod tests {
     use super::*;
 
+    /// [`ranked_labels_checked`] without the judged positions.
+    fn checked(
+        docs: &[ScoredRef],
+        j: Option<&Judgements>,
+        judged_only: bool,
+        seen: &mut IdHashes,
+        out: &mut Vec<i32>,
+    ) -> bool {
+        ranked_labels_checked(docs, j, judged_only, seen, out, None)
+    }
+
     #[test]
     fn single_precision_ties_break_on_id_descending() {
         let mut docs = vec![
@@ -242,18 +253,9 @@ mod tests {
         assert_eq!(out, [2, 0]);
         assert_eq!(judged, [0, 1]);
         let mut seen = IdHashes::default();
-        assert!(ranked_labels_checked(
-            &docs,
-            Some(&j),
-            true,
-            &mut seen,
-            &mut out,
-            None
-        ));
+        assert!(checked(&docs, Some(&j), true, &mut seen, &mut out));
         assert_eq!(out, [2, 0]);
-        assert!(ranked_labels_checked(
-            &docs, None, false, &mut seen, &mut out, None
-        ));
+        assert!(checked(&docs, None, false, &mut seen, &mut out));
         assert!(out.is_empty());
     }
 
@@ -266,27 +268,11 @@ mod tests {
             .collect();
         let j = Judgements::new([(&b"document-7"[..], 1)]);
         let (mut seen, mut out) = (IdHashes::default(), Vec::new());
-        assert!(ranked_labels_checked(
-            &docs,
-            Some(&j),
-            false,
-            &mut seen,
-            &mut out,
-            None
-        ));
+        assert!(checked(&docs, Some(&j), false, &mut seen, &mut out));
         assert_eq!(out.iter().filter(|&&l| l == 1).count(), 1);
         docs.push(ScoredRef::new(0.5, b"document-2999"));
-        assert!(!ranked_labels_checked(
-            &docs,
-            Some(&j),
-            false,
-            &mut seen,
-            &mut out,
-            None
-        ));
-        assert!(!ranked_labels_checked(
-            &docs, None, false, &mut seen, &mut out, None
-        ));
+        assert!(!checked(&docs, Some(&j), false, &mut seen, &mut out));
+        assert!(!checked(&docs, None, false, &mut seen, &mut out));
         // Two hashes that meet (0 is stored as 1) are told apart by the ids.
         seen.reset(2);
         assert!(seen.insert(0) && !seen.insert(1));

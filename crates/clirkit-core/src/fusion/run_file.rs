@@ -572,13 +572,12 @@ fn plain_ascii_id(id: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::temp_file;
     use crate::io::trec::read_run;
+    use crate::io::{temp_file, temp_path};
 
     #[test]
     fn same_result_as_generic_reader_on_interleaved_queries() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.trec");
+        let (dir, p) = temp_path("r.trec");
         let mut text = String::new();
         for i in 0..3000 {
             // Queries interleave; scores tie often so the doc-id tie-break matters.
@@ -640,8 +639,7 @@ mod tests {
 
     #[test]
     fn errors_name_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("bad.trec");
+        let (_dir, p) = temp_path("bad.trec");
         let cases: [(&[u8], &str); 5] = [
             (
                 b"q Q0 a 1 1 x\nq Q0 b 2 oops x\n",

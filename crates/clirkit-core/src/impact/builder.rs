@@ -8,7 +8,7 @@ use super::vectors::{parse_vector_line, quantize_terms};
 use crate::error::{Error, Result};
 use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
-use crate::io::format::FileWriter;
+use crate::io::format::{FileWriter, Kind};
 use crate::io::jsonl::{LineBlock, LineReader};
 use crate::io::manifest::{self, Manifest};
 use crate::postings::{encode_postings, POSTINGS_PADDING};
@@ -169,11 +169,7 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
     terms.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
     // Impact postings have no document norms: every block's bound is its largest impact.
     let norms = vec![0u8; num_docs];
-    let mut postings_file = FileWriter::create(
-        dir.join(format::POSTINGS_FILE),
-        format::POSTINGS_KIND,
-        format::FILE_VERSION,
-    )?;
+    let mut postings_file = create_file(dir, format::POSTINGS_FILE, format::POSTINGS_KIND)?;
     let mut entries = Vec::with_capacity(terms.len() * crate::postings::termdict::TERM_ENTRY_LEN);
     let mut texts = Vec::new();
     let mut max_impact = 0u32;
@@ -208,11 +204,7 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
     }
     postings_file.write(&[0u8; POSTINGS_PADDING])?;
     postings_file.finish()?;
-    let mut terms_file = FileWriter::create(
-        dir.join(format::TERMS_FILE),
-        format::TERMS_KIND,
-        format::FILE_VERSION,
-    )?;
+    let mut terms_file = create_file(dir, format::TERMS_FILE, format::TERMS_KIND)?;
     terms_file.write(&(terms.len() as u64).to_le_bytes())?;
     terms_file.write(&entries)?;
     terms_file.write(&texts)?;
@@ -220,13 +212,14 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
     Ok((terms.len() as u64, max_impact))
 }
 
+/// Create the index file `name` under `dir`, of kind `kind` at this format's file version.
+fn create_file(dir: &Path, name: &str, kind: Kind) -> Result<FileWriter> {
+    FileWriter::create(dir.join(name), kind, format::FILE_VERSION)
+}
+
 /// Write each document's rank in id byte order (`sorted`: documents in id order).
 fn write_docs(dir: &Path, sorted: &[u32]) -> Result<()> {
-    let mut w = FileWriter::create(
-        dir.join(format::DOCS_FILE),
-        format::DOCS_KIND,
-        format::FILE_VERSION,
-    )?;
+    let mut w = create_file(dir, format::DOCS_FILE, format::DOCS_KIND)?;
     w.write(&(sorted.len() as u64).to_le_bytes())?;
     w.write(&crate::postings::doc_ranks::rank_bytes(sorted))?;
     w.finish()

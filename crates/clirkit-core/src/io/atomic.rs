@@ -435,11 +435,11 @@ pub fn read_manifest(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_path;
 
     #[test]
     fn writes_around_writeback_and_direct_blocks_all_land() {
-        let root = tempfile::tempdir().unwrap();
-        let path = root.path().join("f");
+        let (_root, path) = temp_path("f");
         let mut file = AtomicFile::create(&path).unwrap();
         file.write_all(b"first ").unwrap();
         file.start_writeback().unwrap();
@@ -470,8 +470,7 @@ mod tests {
 
     #[test]
     fn uncommitted_dir_leaves_nothing() {
-        let root = tempfile::tempdir().unwrap();
-        let target = root.path().join("idx");
+        let (root, target) = temp_path("idx");
         {
             let d = AtomicDir::create(&target).unwrap();
             write_file(d.path().join("x"), b"partial").unwrap();
@@ -483,8 +482,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn builds_abandoned_by_dead_processes_are_removed_by_the_next() {
-        let root = tempfile::tempdir().unwrap();
-        let target = root.path().join("idx");
+        let (root, target) = temp_path("idx");
         // A pid no process has: above the kernel's pid_max (at most 2^22).
         let dead = 1u32 << 23;
         let alive = std::process::id();
@@ -530,8 +528,7 @@ mod tests {
 
     #[test]
     fn committed_dir_replaces_old_index_but_not_user_files() {
-        let root = tempfile::tempdir().unwrap();
-        let target = root.path().join("idx");
+        let (root, target) = temp_path("idx");
         for round in 0..2 {
             let d = AtomicDir::create(&target).unwrap();
             write_file(d.path().join("x"), format!("{round}").as_bytes()).unwrap();

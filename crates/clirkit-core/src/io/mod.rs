@@ -21,9 +21,17 @@ pub(crate) fn temp_file(
     name: &str,
     contents: impl AsRef<[u8]>,
 ) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, path) = temp_path(name);
+    std::fs::write(&path, contents).unwrap();
+    (dir, path)
+}
+
+/// Test helper: the path `name` (not created) in a fresh temporary directory, which is removed
+/// when the returned guard drops.
+#[cfg(test)]
+pub(crate) fn temp_path(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(name);
-    std::fs::write(&path, contents).unwrap();
     (dir, path)
 }
 

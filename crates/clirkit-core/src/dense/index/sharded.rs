@@ -100,12 +100,7 @@ impl ShardedDenseBuild {
     /// commit the sharded index; returns its manifest.
     pub fn finish(self) -> Result<ShardedDenseManifest> {
         let codebook = DenseIndex::open(self.codebook_dir())?;
-        let shards: Vec<DenseIndex> = self
-            .dir
-            .built_shards()?
-            .iter()
-            .map(DenseIndex::open)
-            .collect::<Result<_>>()?;
+        let shards = self.dir.open_built_shards(DenseIndex::open)?;
         let mut seen: HashMap<&str, usize> = HashMap::new();
         for (s, shard) in shards.iter().enumerate() {
             codebook.check_same_codebook(shard, s)?;
