@@ -71,6 +71,16 @@ impl Error {
         }
     }
 
+    /// Id `id` at `line` of `path`, first seen at line `first_line`.
+    pub fn duplicate_id(path: impl AsRef<Path>, id: String, line: u64, first_line: u64) -> Self {
+        Error::DuplicateId {
+            path: path.as_ref().to_path_buf(),
+            id,
+            line,
+            first_line,
+        }
+    }
+
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidInput(message.into())
     }

@@ -1,7 +1,8 @@
 //! Shapes shared by the binding modules: each module's `register` (its classes and functions),
-//! and the slot of a build under way that `finish()` or `abort()` empties.
+//! the slot of a build under way that `finish()` or `abort()` empties, and id lookups.
 
 use crate::errors::{to_py, DetachCaught, IntoPy};
+use clirkit_core::ids::IdTable;
 use clirkit_core::Error;
 use pyo3::prelude::*;
 use std::sync::Mutex;
@@ -53,4 +54,15 @@ impl<B: Send> BuildSlot<B> {
     pub fn abort(&self) {
         self.0.lock().expect("not poisoned").take();
     }
+}
+
+/// The string id of internal id `i` of an index of `total` ids (an `IndexError` outside
+/// `0..total`).
+pub fn id_at(ids: &IdTable, i: i64, total: usize) -> PyResult<String> {
+    if i < 0 || i as usize >= total {
+        return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+            "internal id {i} out of range (0..{total})"
+        )));
+    }
+    Ok(ids.get(i as u32).to_string())
 }

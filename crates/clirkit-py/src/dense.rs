@@ -1,7 +1,7 @@
 //! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
 //! float32 scores and int64 internal ids out; the GIL is released while building and searching.
 
-use crate::common::define_register;
+use crate::common::{define_register, id_at};
 use crate::dense_shards::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
@@ -347,27 +347,13 @@ impl PyDenseIndex {
         let ntotal = self.inner.ntotal();
         rows.as_slice()?
             .iter()
-            .map(|&r| {
-                if (r as usize) < ntotal {
-                    Ok(self.inner.ids().get(r).to_string())
-                } else {
-                    Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                        "internal id {r} out of range (0..{ntotal})"
-                    )))
-                }
-            })
+            .map(|&r| id_at(self.inner.ids(), r.into(), ntotal))
             .collect()
     }
 
     /// String id of internal id `i`.
     fn id(&self, i: i64) -> PyResult<String> {
-        if i < 0 || i as usize >= self.inner.ntotal() {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "internal id {i} out of range (0..{})",
-                self.inner.ntotal()
-            )));
-        }
-        Ok(self.inner.ids().get(i as u32).to_string())
+        id_at(self.inner.ids(), i, self.inner.ntotal())
     }
 
     /// Internal id of string id `id`, or None.

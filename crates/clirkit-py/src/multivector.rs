@@ -2,7 +2,7 @@
 //! (item i owns rows offsets[i]..offsets[i+1]), read in place; the GIL is released while building and
 //! searching.
 
-use crate::common::define_register;
+use crate::common::{define_register, id_at};
 use crate::errors::{to_py, DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::io::trec;
@@ -201,13 +201,7 @@ impl PyMultiVectorIndex {
 
     /// String id of internal id `i`.
     fn id(&self, i: i64) -> PyResult<String> {
-        if i < 0 || i as usize >= self.inner.ndocs() {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "internal id {i} out of range (0..{})",
-                self.inner.ndocs()
-            )));
-        }
-        Ok(self.inner.ids().get(i as u32).to_string())
+        id_at(self.inner.ids(), i, self.inner.ndocs())
     }
 
     /// Internal id of string id `id`, or None.

@@ -410,12 +410,12 @@ impl BatchReader<'_> {
                     continue;
                 }
                 Err(first) => {
-                    return Err(Error::DuplicateId {
-                        path: corpus.to_path_buf(),
-                        id: rec.id,
-                        line: rec.line,
-                        first_line: self.lines.line_of(first),
-                    })
+                    return Err(Error::duplicate_id(
+                        corpus,
+                        rec.id,
+                        rec.line,
+                        self.lines.line_of(first),
+                    ))
                 }
             }
             chosen.push(self.analyzers.for_record(corpus, &rec)?);

@@ -1,6 +1,7 @@
 //! Index round trips, exactness of pruning, memory-bounded builds and bad input.
 
 use super::*;
+use crate::io::replace_in_file;
 use crate::postings::END;
 use std::io::Write;
 
@@ -40,6 +41,19 @@ impl Rng {
 
 /// Documents over a Zipf-ish vocabulary of made-up words, with repeated texts (exact score
 /// ties) and ids whose byte order differs from file order.
+/// A temporary directory holding `all.jsonl`, a [`random_corpus`] of `docs` documents over
+/// `vocab` words from `seed`: (the directory, the corpus file, its lines).
+pub(crate) fn random_corpus_dir(
+    seed: u64,
+    docs: usize,
+    vocab: usize,
+) -> (tempfile::TempDir, PathBuf, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = random_corpus(&mut Rng(seed), docs, vocab);
+    let corpus = write_corpus(dir.path(), "all.jsonl", &lines);
+    (dir, corpus, lines)
+}
+
 pub(crate) fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<String> {
     let words: Vec<String> = (0..vocab).map(|i| format!("w{i}x")).collect();
     let mut texts: Vec<String> = Vec::new();
@@ -441,13 +455,11 @@ fn failed_rebuild_keeps_the_old_index_and_versions_are_checked() {
     );
     idx.verify().unwrap();
 
-    let meta_path = index.join("meta.json");
-    let meta = std::fs::read_to_string(&meta_path).unwrap();
-    std::fs::write(
-        &meta_path,
-        meta.replace("\"version\": 2", "\"version\": 99"),
-    )
-    .unwrap();
+    replace_in_file(
+        &index.join("meta.json"),
+        "\"version\": 2",
+        "\"version\": 99",
+    );
     let e = Bm25Index::open(&index).err().unwrap().to_string();
     assert!(e.contains("version 99") && e.contains("rebuild"), "{e}");
 
@@ -731,9 +743,7 @@ pub(super) fn assert_same_index_files(a: &Path, b: &Path) {
 
 #[test]
 fn merge_equals_one_build_of_the_concatenated_corpora() {
-    let dir = tempfile::tempdir().unwrap();
-    let lines = random_corpus(&mut Rng(11), 400, 60);
-    let whole = write_corpus(dir.path(), "all.jsonl", &lines);
+    let (dir, whole, lines) = random_corpus_dir(11, 400, 60);
     let once = dir.path().join("once");
     build(&whole, &once, &quiet()).unwrap();
     let mut parts = Vec::new();

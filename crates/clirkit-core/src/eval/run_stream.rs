@@ -240,6 +240,7 @@ fn stitch(pieces: Vec<Vec<Group>>) -> Option<Vec<Group>> {
 mod tests {
     use super::*;
     use crate::eval::{EvalOptions, QrelsIndex, RunFile};
+    use crate::io::temp_file;
 
     fn evaluator(complete: bool) -> Evaluator {
         let ids: Vec<String> = (0..40).map(|d| format!("doc{d}")).collect();
@@ -287,9 +288,7 @@ mod tests {
     }
 
     fn compare(text: &str, complete: bool) -> Vec<Option<Evaluation>> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.trec");
-        std::fs::write(&path, text).unwrap();
+        let (_dir, path) = temp_file("run.trec", text);
         let ev = evaluator(complete);
         let whole = RunFile::open(&path)
             .unwrap()

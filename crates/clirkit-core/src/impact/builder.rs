@@ -115,12 +115,12 @@ fn build_in_pool(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<Im
             let doc = match ids.insert(&id) {
                 Ok(doc) => doc,
                 Err(first) => {
-                    return Err(Error::DuplicateId {
-                        path: vectors.to_path_buf(),
+                    return Err(Error::duplicate_id(
+                        vectors,
                         id,
                         line,
-                        first_line: lines[first as usize],
-                    })
+                        lines[first as usize],
+                    ))
                 }
             };
             lines.push(line);

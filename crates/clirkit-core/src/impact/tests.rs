@@ -1,4 +1,5 @@
 use super::*;
+use crate::io::temp_file;
 use crate::rng::SplitMix64;
 use std::collections::HashMap;
 
@@ -230,13 +231,10 @@ fn bad_vectors_fail_naming_file_and_line_and_leave_no_index() {
 
 #[test]
 fn quantization_is_recorded_and_integer_weights_keep_their_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("docs.jsonl");
-    std::fs::write(
-        &path,
+    let (dir, path) = temp_file(
+        "docs.jsonl",
         "{\"_id\": \"a\", \"vector\": {\"x\": 3, \"y\": 1}}\n{\"_id\": \"b\", \"vector\": {\"x\": 2, \"z\": 0.004}}\n",
-    )
-    .unwrap();
+    );
     let opts = BuildOptions {
         quantize: 1,
         ..quiet()

@@ -293,12 +293,7 @@ pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<WeightedVector>> {
             parse_vector_line(path, line, &buf)?
         };
         if let Some(first) = seen.insert(query.id.clone(), line) {
-            return Err(Error::DuplicateId {
-                path: path.to_path_buf(),
-                id: query.id,
-                line,
-                first_line: first,
-            });
+            return Err(Error::duplicate_id(path, query.id, line, first));
         }
         out.push(query);
     }

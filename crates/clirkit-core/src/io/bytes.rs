@@ -204,14 +204,13 @@ impl<T: Plain> Deref for Array<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::temp_file;
 
     #[test]
     fn owned_and_mapped_bytes_read_alike() {
         let values: Vec<u32> = vec![1, 2, 0xdead_beef];
         let owned = Array::from(values.clone());
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("b");
-        std::fs::write(&p, owned.as_bytes()).unwrap();
+        let (_dir, p) = temp_file("b", owned.as_bytes());
         for populate in [false, true] {
             let mapped = Bytes::map(&p, populate).unwrap();
             assert!(mapped.is_mapped());

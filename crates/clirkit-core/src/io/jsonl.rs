@@ -800,12 +800,7 @@ pub fn read_records(path: impl AsRef<Path>, spec: &FieldSpec) -> Result<Vec<Reco
                 parse_record(path, line, &bytes, spec)?
             };
             if let Some(first) = seen.insert(rec.id.clone(), line) {
-                return Err(Error::DuplicateId {
-                    path: path.to_path_buf(),
-                    id: rec.id,
-                    line,
-                    first_line: first,
-                });
+                return Err(Error::duplicate_id(path, rec.id, line, first));
             }
             out.push(rec);
         }

@@ -26,6 +26,13 @@ pub(crate) fn temp_file(
     (dir, path)
 }
 
+/// Test helper: rewrite the text file at `path` with `from` replaced by `to`.
+#[cfg(test)]
+pub(crate) fn replace_in_file(path: &std::path::Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    std::fs::write(path, text.replace(from, to)).unwrap();
+}
+
 /// Test helper: the path `name` (not created) in a fresh temporary directory, which is removed
 /// when the returned guard drops.
 #[cfg(test)]

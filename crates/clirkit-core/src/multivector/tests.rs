@@ -2,6 +2,7 @@
 //! MaxP, and corrupt files.
 
 use super::*;
+use crate::io::replace_in_file;
 use crate::rng::SplitMix64;
 use std::path::Path;
 
@@ -49,6 +50,24 @@ fn top_ids(hits: &Hits, k: usize) -> Vec<Vec<u32>> {
     hits.iter()
         .map(|h| h.iter().take(k).map(|x| x.1).collect())
         .collect()
+}
+
+/// A 2-bit index with its vectors in a temporary directory, and `nq` queries from `seed`
+/// (tokens, offsets, ids `q0`...).
+#[allow(clippy::type_complexity)]
+fn search_fixture(
+    nq: usize,
+    seed: u64,
+) -> (
+    tempfile::TempDir,
+    MultiVectorIndex,
+    (Vec<f32>, Vec<u64>, Vec<String>),
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _, _) = build(&dir.path().join("mv"), 2, true);
+    let (qdata, qoffsets, _) = collection(nq, seed);
+    let qids = (0..nq).map(|q| format!("q{q}")).collect();
+    (dir, index, (qdata, qoffsets, qids))
 }
 
 #[test]
@@ -132,11 +151,8 @@ fn compressed_search_agrees_with_exact_and_converges_with_budget() {
 
 #[test]
 fn maxp_returns_documents_and_runs_name_queries() {
-    let dir = tempfile::tempdir().unwrap();
-    let (index, _, _) = build(&dir.path().join("mv"), 2, true);
-    let (qdata, qoffsets, _) = collection(3, 9);
+    let (dir, index, (qdata, qoffsets, qids)) = search_fixture(3, 9);
     let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
-    let qids: Vec<String> = (0..3).map(|q| format!("q{q}")).collect();
     let opts = SearchOptions {
         k: 5,
         exact: true,
@@ -199,13 +215,11 @@ fn corrupt_or_inconsistent_files_are_format_errors_naming_the_file() {
         assert!(err.to_string().contains(file), "{err}");
         std::fs::write(&target, &original).unwrap();
     }
-    let meta = path.join("meta.json");
-    let text = std::fs::read_to_string(&meta).unwrap();
-    std::fs::write(
-        &meta,
-        text.replace("\"ncentroids\": 32", "\"ncentroids\": 33"),
-    )
-    .unwrap();
+    replace_in_file(
+        &path.join("meta.json"),
+        "\"ncentroids\": 32",
+        "\"ncentroids\": 33",
+    );
     let err = MultiVectorIndex::open(&path).err().unwrap().to_string();
     assert!(err.contains("meta.json: checksum mismatch"), "{err}");
 }
@@ -240,11 +254,8 @@ fn build_rejects_bad_input() {
 
 #[test]
 fn run_written_window_by_window_is_the_whole_runs_file_at_any_thread_count() {
-    let dir = tempfile::tempdir().unwrap();
-    let (index, _, _) = build(&dir.path().join("mv"), 2, true);
-    let (qdata, qoffsets, _) = collection(11, 5);
+    let (dir, index, (qdata, qoffsets, qids)) = search_fixture(11, 5);
     let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
-    let qids: Vec<String> = (0..11).map(|i| format!("q{i}")).collect();
     for (maxp, exact) in [(None, false), (Some("#"), false), (Some("#"), true)] {
         let whole = dir.path().join("whole.trec");
         let opts = |threads| SearchOptions {

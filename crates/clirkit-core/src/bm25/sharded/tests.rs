@@ -1,7 +1,7 @@
 //! A sharded build searched shard by shard and merged equals the single index, byte for byte.
 
 use super::*;
-use crate::bm25::tests::{assert_same_index_files, doc, quiet, random_corpus, write_corpus, Rng};
+use crate::bm25::tests::{assert_same_index_files, doc, quiet, random_corpus_dir, write_corpus};
 use crate::bm25::{build, merge, BatchQuery, Bm25Params, BuildOptions};
 use crate::io::jsonl::{split_lines, LineRange};
 
@@ -91,9 +91,7 @@ fn split_lines_cuts_whole_lines_and_numbers_them() {
 
 #[test]
 fn sharded_search_equals_the_single_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let lines = random_corpus(&mut Rng(23), 600, 50);
-    let corpus = write_corpus(dir.path(), "all.jsonl", &lines);
+    let (dir, corpus, lines) = random_corpus_dir(23, 600, 50);
     let once = dir.path().join("once");
     build(&corpus, &once, &quiet()).unwrap();
     let single = Bm25Index::open(&once).unwrap();
@@ -137,9 +135,7 @@ fn sharded_search_equals_the_single_index() {
 
 #[test]
 fn missing_or_foreign_shards_and_duplicate_ids_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let lines = random_corpus(&mut Rng(5), 200, 30);
-    let corpus = write_corpus(dir.path(), "all.jsonl", &lines);
+    let (dir, corpus, lines) = random_corpus_dir(5, 200, 30);
     let sharded = dir.path().join("sharded");
     build_sharded(&corpus, &sharded, 3, &quiet()).unwrap();
 
