@@ -151,7 +151,7 @@ fn compressed_search_agrees_with_exact_and_converges_with_budget() {
 
 #[test]
 fn maxp_returns_documents_and_runs_name_queries() {
-    let (dir, index, (qdata, qoffsets, qids)) = search_fixture(3, 9);
+    let (_dir, index, (qdata, qoffsets, qids)) = search_fixture(3, 9);
     let queries = TokenMatrix::new(&qdata, DIM, &qoffsets, None, "queries").unwrap();
     let opts = SearchOptions {
         k: 5,

@@ -91,7 +91,7 @@ fn split_lines_cuts_whole_lines_and_numbers_them() {
 
 #[test]
 fn sharded_search_equals_the_single_index() {
-    let (dir, corpus, lines) = random_corpus_dir(23, 600, 50);
+    let (dir, corpus, _) = random_corpus_dir(23, 600, 50);
     let once = dir.path().join("once");
     build(&corpus, &once, &quiet()).unwrap();
     let single = Bm25Index::open(&once).unwrap();
