@@ -5,8 +5,9 @@ Input is a position-aware qrels file: TSV with a header naming ``query-id``, ``c
 ``doc_tokens`` and ``relevance`` (default 1); one row per query (``xquad-pos``'s
 ``qrels/positions.tsv`` is one). Each query's relative position is its span midpoint over the document
 length, binned into 20 equal-width bins over [0, 1]; documents are bucketed by length (tokens when
-known, from the file or from :func:`token_lengths`, else characters; edges 0-512-1024-1536-2048 plus an
-open last bucket); per bin we report the mean per-query measure (nDCG@10 by default) and per bucket the
+known, from the file or from :func:`token_lengths`, else characters; as in PosIR, buckets are closed at
+their upper edge and the last also holds the documents beyond the last edge: edges 0-512-1024-1536-2048
+give <=512, 513-1024, 1025-1536 and >1536); per bin we report the mean per-query measure (nDCG@10 by default) and per bucket the
 Position Sensitivity Index PSI = 1 - min/max over the non-empty bins (optionally only bins with at least
 ``min_queries`` queries). Queries absent from a run are
 skipped (trec_eval's default) unless ``complete=True``.
@@ -120,7 +121,8 @@ def position_bias(
     return tables
 
 
-def _fmt(x: float | None) -> str:
+def format_value(x: float | None) -> str:
+    """A table cell: four decimals, '-' for a missing value."""
     return "-" if x is None else f"{x + 0.0:.4f}"
 
 
@@ -132,10 +134,12 @@ def format_tables(tables: Sequence[PositionTable]) -> str:
         out.append(f"# {t.system}: mean {t.measure} by relative answer position (length in {t.length_unit})")
         out.append("bin          " + "".join(f"{c.label:>18}" for c in cols))
         for i in range(t.bins):
-            cells = "".join(f"{_fmt(c.means[i]):>11} ({c.counts[i]:>4})" for c in cols)
+            cells = "".join(f"{format_value(c.means[i]):>11} ({c.counts[i]:>4})" for c in cols)
             out.append(f"{i / t.bins:.2f}-{(i + 1) / t.bins:.2f}    {cells}")
-        out.append("mean         " + "".join(f"{_fmt(c.mean):>11} ({sum(c.counts):>4})" for c in cols))
-        out.append("PSI          " + "".join(f"{_fmt(c.psi):>18}" for c in cols))
+        out.append(
+            "mean         " + "".join(f"{format_value(c.mean):>11} ({sum(c.counts):>4})" for c in cols)
+        )
+        out.append("PSI          " + "".join(f"{format_value(c.psi):>18}" for c in cols))
         out.append("")
     return "\n".join(out)
 
@@ -152,7 +156,7 @@ def plot(tables: Sequence[PositionTable], path: str | os.PathLike, title: str | 
     for t in tables:
         xs = [(i + 0.5) / t.bins for i, m in enumerate(t.overall.means) if m is not None]
         ys = [m for m in t.overall.means if m is not None]
-        ax.plot(xs, ys, marker="o", markersize=3, label=f"{t.system} (PSI {_fmt(t.overall.psi)})")
+        ax.plot(xs, ys, marker="o", markersize=3, label=f"{t.system} (PSI {format_value(t.overall.psi)})")
     measure = tables[0].measure if tables else "measure"
     ax.set_xlabel("relative position of the answer span in the relevant document")
     ax.set_ylabel(f"mean {measure}")

@@ -31,16 +31,16 @@ def test_hand_computed_example(tmp_path: Path):
         "q4": {"x": 1.0},
         "q5": {"d5": 2.0},
     }
-    (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512])
+    (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512, 1024])
     assert t.measure == "ndcg_cut_10" and t.length_unit == "chars"
     assert t.overall.counts == [1, 2, 1, 1]
     assert t.overall.means == [pytest.approx(1.0), pytest.approx(0.75), pytest.approx(1.0), 0.0]
     assert t.overall.psi == pytest.approx(1.0)  # 1 - 0/1
     short, long_ = t.buckets
-    assert (short.label, long_.label) == ("0-512", "512+")
+    assert (short.label, long_.label) == ("0-512", "512-1024")
     assert short.means == [pytest.approx(1.0), pytest.approx(0.75), None, 0.0]
     assert long_.psi == pytest.approx(0.0)
-    (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512], min_queries=2)
+    (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512, 1024], min_queries=2)
     assert t.overall.psi == pytest.approx(0.0)  # only bin 1 has 2 queries
     run["q4"] = {"d4": 1.0}
     (t,) = position.position_bias(p, {"bm25": run}, bins=4, edges=[0, 512])

@@ -56,14 +56,23 @@ def test_posir_report_over_xquad_pos(tmp_path, shared):
     Experiment(path, tmp_path / "work", quiet=True).run(log=io.StringIO())
     report = json.loads((tmp_path / "work" / "posir.json").read_text())
     assert [a["system"] for a in report["aggregated"]] == ["bm25", "bm25-lucene-defaults"]
-    assert {(t["system"], t["task"]) for t in report["per_task"]} == {
-        (s, t) for s in ("bm25", "bm25-lucene-defaults") for t in ("mono/de", "mono/en")
+    assert {(t["system"], t["task"], t["language"]) for t in report["per_domain"]} == {
+        (s, f"mono/{lang}", lang) for s in ("bm25", "bm25-lucene-defaults") for lang in ("de", "en")
     }
+    psi = {(r["system"], r["language"]): r["psi"]["all"] for r in report["per_language"]}
+    # the aggregate PSI is the mean of the per-language PSIs
+    assert report["aggregated"][0]["psi"]["all"] == pytest.approx(
+        (psi[("bm25", "de")] + psi[("bm25", "en")]) / 2
+    )
     overall = [r for r in report["aggregated"][0]["bins"] if r["bucket"] == "all"]
     # every query with a hit (a run leaves out the few whose words all are stopwords)
     assert len(overall) == 20 and 2 * 1190 - 5 <= sum(r["queries"] for r in overall) <= 2 * 1190
     assert 0 <= report["aggregated"][0]["psi"]["all"] < 1
-    assert (tmp_path / "work" / "posir.txt").read_text().startswith("# bm25: mean ndcg_cut_10")
+    text = (tmp_path / "work" / "posir.txt").read_text()
+    assert (
+        text.startswith("# bm25: PSI and mean ndcg_cut_10 per language")
+        and "# bm25: mean ndcg_cut_10" in text
+    )
 
 
 def test_convert_spans(tmp_path):

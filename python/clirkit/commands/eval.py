@@ -51,7 +51,8 @@ def register(top, groups) -> None:
         "--edges",
         type=lambda s: [int(x) for x in s.split(",")],
         default=list(position.DEFAULT_EDGES),
-        help="length bucket lower edges (default 0,512,1024,1536,2048)",
+        help="length bucket edges; buckets are closed at their upper edge and the last also holds longer "
+        "documents (default 0,512,1024,1536,2048: <=512, 513-1024, 1025-1536, >1536)",
     )
     pos.add_argument(
         "--min-queries", type=int, default=1, help="bins with fewer queries are left out of PSI (default 1)"

@@ -267,20 +267,24 @@ class Experiment:
             node: {label: str(stage.output / RUN_FILE) for label, stage in by_task.items()}
             for node, by_task in self.plan.runs.items()
         }
-        groups = {t.label: t.language or t.label for t in self.tasks}
-        tables, per_task = posir.report(
-            positions, runs, groups, spec.measure, spec.bins, spec.edges, spec.min_queries
+        languages = {
+            t.label: posir.task_language(t, self.config.collections[t.collection]) for t in self.tasks
+        }
+        tables, details = posir.report(
+            positions,
+            runs,
+            languages,
+            spec.measure,
+            spec.bins,
+            spec.edges,
+            spec.min_queries,
         )
-        aggregated = [
-            {
-                "system": t.system,
-                "psi": {b.label: b.psi for b in [t.overall, *t.buckets]},
-                "bins": t.to_records(),
-            }
-            for t in tables
-        ]
-        write_json_atomic(self.workdir / "posir.json", {"aggregated": aggregated, **per_task})
-        write_text_atomic(self.workdir / "posir.txt", format_tables(tables))
+        aggregated = [posir.table_record(t) for t in tables]
+        write_json_atomic(self.workdir / "posir.json", {"aggregated": aggregated, **details})
+        write_text_atomic(
+            self.workdir / "posir.txt",
+            posir.format_languages(details, tables) + "\n" + format_tables(tables),
+        )
         if spec.plot:
             try:
                 plot(

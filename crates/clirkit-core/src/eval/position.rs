@@ -17,8 +17,10 @@
 //!   in [0, 1]; the midpoint is used so a long answer counts where its centre is;
 //! - 20 equal-width bins over [0, 1] (a position of exactly 1 falls in the last bin);
 //! - length buckets by `doc_tokens` when the file has it (unit "tokens"), else by `doc_chars`
-//!   (unit "chars"), default edges 0-512-1024-1536-2048, with a final open bucket for longer
-//!   documents when there are any;
+//!   (unit "chars"); as in PosIR, a bucket is closed at its upper edge and the last bucket also
+//!   takes the documents beyond the last edge: the default edges 0-512-1024-1536-2048 give Q1 =
+//!   length <= 512, Q2 = 513..=1024, Q3 = 1025..=1536 and Q4 = everything longer than 1536
+//!   (labels `0-512`, `512-1024`, `1024-1536`, `1536-2048`; one edge alone gives one bucket `0+`);
 //! - per bin, the mean of a per-query measure (nDCG@10 by default) over the bin's queries;
 //! - PSI = 1 - min/max over the bins of a bucket, bins without queries excluded (and, optionally,
 //!   bins with fewer than `min_queries` queries: a bin of one or two queries swings PSI alone).
@@ -34,7 +36,8 @@ pub const DEFAULT_BINS: usize = 20;
 /// Default length bucket edges.
 pub const DEFAULT_EDGES: [usize; 5] = [0, 512, 1024, 1536, 2048];
 
-/// How queries are binned: position bins, length bucket lower edges (ascending, from 0) and the
+/// How queries are binned: position bins, length bucket edges (ascending, from 0; bucket i holds
+/// lengths in `(edges[i], edges[i + 1]]`, the first also 0, the last everything longer) and the
 /// fewest queries a bin needs to count in PSI.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Binning {
@@ -240,6 +243,19 @@ pub fn bin_of(relative: f64, bins: usize) -> usize {
     ((relative * bins as f64).floor() as usize).min(bins - 1)
 }
 
+/// Length bucket of a document: the first bucket whose upper edge it does not exceed (buckets
+/// are closed at their upper edge, so a length of exactly 512 is in `0-512`), the last bucket
+/// for lengths beyond the last edge, bucket 0 when there is a single edge.
+pub fn bucket_of(length: usize, edges: &[usize]) -> usize {
+    let last = edges.len().saturating_sub(2);
+    edges
+        .iter()
+        .skip(1)
+        .position(|&hi| length <= hi)
+        .unwrap_or(last)
+        .min(last)
+}
+
 /// Build the table from per-query values (queries without a value are not evaluated and left
 /// out).
 pub fn position_table(
@@ -258,7 +274,7 @@ pub fn position_table(
     }
     let use_tokens = !judgements.is_empty() && judgements.iter().all(|j| j.doc_tokens.is_some());
     let mut all = Vec::new();
-    let mut per_bucket: Vec<Vec<(usize, f64)>> = vec![Vec::new(); edges.len()];
+    let mut per_bucket: Vec<Vec<(usize, f64)>> = vec![Vec::new(); edges.len().saturating_sub(1).max(1)];
     for j in judgements {
         let Some(&v) = values.get(j.qid.as_str()) else {
             continue;
@@ -269,7 +285,7 @@ pub fn position_table(
         } else {
             j.doc_chars
         };
-        let bucket = edges.iter().rposition(|&e| length >= e).unwrap_or(0);
+        let bucket = bucket_of(length, edges);
         all.push((b, v));
         per_bucket[bucket].push((b, v));
     }
@@ -379,7 +395,7 @@ mod tests {
             edges: edges.to_vec(),
             min_queries,
         };
-        let t = position_table(&js, &values, &binning(&[0, 512], 1)).unwrap();
+        let t = position_table(&js, &values, &binning(&[0, 512, 1024], 1)).unwrap();
         assert_eq!(t.length_unit, "chars");
         assert_eq!(t.overall.counts, [2, 0, 2, 1]);
         assert_eq!(t.overall.means, [Some(0.75), None, Some(0.5), Some(0.0)]);
@@ -390,7 +406,7 @@ mod tests {
             t.buckets[0].means,
             [Some(0.75), None, Some(0.25), Some(0.0)]
         );
-        assert_eq!(t.buckets[1].label, "512+");
+        assert_eq!(t.buckets[1].label, "512-1024");
         assert_eq!(t.buckets[1].means, [None, None, Some(0.75), None]);
         assert_eq!(t.buckets[1].psi, Some(0.0));
         let all_values = values;
@@ -401,6 +417,43 @@ mod tests {
         // bins 0 (q1, q2) and 2 (q3, q5) have 2 queries; bin 3 (q4, value 0) is too small to count
         let t = position_table(&js, &all_values, &binning(&[0], 2)).unwrap();
         assert!((t.overall.psi.unwrap() - (1.0 - 0.5 / 0.75)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn buckets_are_closed_at_their_upper_edge_and_the_last_takes_longer_documents() {
+        let edges = [0, 512, 1024, 1536, 2048];
+        let got: Vec<usize> = [0, 1, 512, 513, 1024, 1025, 1536, 1537, 2048, 2049, 100_000]
+            .iter()
+            .map(|&n| bucket_of(n, &edges))
+            .collect();
+        assert_eq!(got, [0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 3]);
+        assert_eq!(bucket_of(7, &[0]), 0);
+        assert_eq!(bucket_of(700, &[0, 512]), 0);
+        // a 512-character document is in 0-512; the long one joins the last bucket, no fifth opens
+        let js = vec![
+            judgement("a", 0, 10, 512),
+            judgement("b", 0, 10, 513),
+            judgement("c", 0, 10, 9000),
+        ];
+        let values: FxHashMap<&str, f64> = [("a", 1.0), ("b", 0.5), ("c", 0.25)].into_iter().collect();
+        let binning = Binning {
+            bins: 2,
+            edges: vec![0, 512, 1024],
+            min_queries: 1,
+        };
+        let t = position_table(&js, &values, &binning).unwrap();
+        let labels: Vec<&str> = t.buckets.iter().map(|b| b.label.as_str()).collect();
+        assert_eq!(labels, ["0-512", "512-1024"]);
+        assert_eq!(t.buckets[0].counts, [1, 0]);
+        assert_eq!(t.buckets[1].counts, [2, 0]);
+        assert_eq!(t.buckets[1].mean, Some(0.375));
+        let one = Binning {
+            edges: vec![0],
+            ..binning
+        };
+        let t = position_table(&js, &values, &one).unwrap();
+        assert_eq!(t.buckets.len(), 1);
+        assert_eq!(t.buckets[0].label, "0+");
     }
 
     #[test]
