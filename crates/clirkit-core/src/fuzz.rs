@@ -9,7 +9,7 @@
 //! targets coverage-guided (see `fuzz/README.md` at the repository root).
 
 use crate::bm25::docvectors::FrequencyOnly;
-use crate::bm25::format::{TermEntry, BM25_TERM_FILES, POSTINGS_KIND};
+use crate::bm25::format::{BM25_TERM_FILES, POSTINGS_KIND};
 use crate::dense::{BuildOptions as DenseBuildOptions, DenseIndex, SearchOptions as DenseSearch};
 use crate::eval::run_file::RunFile;
 use crate::fusion::run_file::parse_run_bytes;
@@ -20,6 +20,7 @@ use crate::io::input::{read_input, without_bom, Compression};
 use crate::io::jsonl::{parse_record, FieldSpec};
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::{read_qrels, read_run, write_run_to};
+use crate::postings::termdict::TermEntry;
 use crate::postings::{postings_intact, Cursor};
 use crate::rerank::permutation::{parse_permutation, repair};
 use std::io::Write;

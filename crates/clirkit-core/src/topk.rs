@@ -14,7 +14,7 @@
 //! - [`select_positive`]: the best k of a dense accumulator, without a heap.
 //!
 //! Two searches keep selections of their own, tied to their data: BM25's document-at-a-time
-//! buffer of packed (score, rank) orders (`bm25::query`, tested equal to exhaustive scoring),
+//! buffer of packed (score, rank) orders (`postings::query`, tested equal to exhaustive scoring),
 //! and fast-scan's reservoir of quantized scores (`dense::fastscan::select`, tested against
 //! [`TopK`]).
 

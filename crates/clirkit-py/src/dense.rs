@@ -4,10 +4,10 @@
 use crate::dense_shards::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
+use clirkit_core::dense::passages::DenseSearch;
 use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions, VectorDtype};
 use clirkit_core::io::trec::RUN_WINDOW;
-use clirkit_core::passages::DenseSearch;
 use clirkit_core::Error;
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,

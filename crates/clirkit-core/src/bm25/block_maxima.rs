@@ -10,11 +10,12 @@
 //! bits) · `0 u32` · `num_terms u64` · `first_block [u64; num_terms + 1]` (term i's blocks are
 //! `first_block[i]..first_block[i + 1]`, terms in dictionary order) · `maxima [f32; blocks]`.
 
-use super::format::{self, TermEntry, TERM_ENTRY_LEN};
+use super::format;
 use super::scoring::{saturation, NormCache, ScoringKey};
 use crate::error::{Error, Result};
 use crate::io::format::{read_u32, read_u64, FileWriter, Kind, MappedFile};
 use crate::postings::codec::{decode_docs, decode_values};
+use crate::postings::termdict::{self, TermEntry, TERM_ENTRY_LEN};
 use crate::postings::{BlockMeta, BLOCK_LEN};
 use rayon::prelude::*;
 use std::path::Path;
@@ -29,7 +30,7 @@ const TERMS_PER_TASK: usize = 4096;
 /// Write `blockmax.bin` in `dir`, next to the `terms.bin` and `postings.bin` just written
 /// there, for scoring with `k1`, `b` and `avgdl` over documents of `norms`.
 pub(super) fn write(dir: &Path, norms: &[u8], k1: f32, b: f32, avgdl: f32) -> Result<()> {
-    let (terms, postings) = format::open_term_files(dir, format::BM25_TERM_FILES, false)?;
+    let (terms, postings) = termdict::open_term_files(dir, format::BM25_TERM_FILES, false)?;
     let num_terms = read_u64(terms.payload(), 0) as usize;
     let cache = NormCache::new(k1, b, avgdl);
     let starts: Vec<usize> = (0..num_terms).step_by(TERMS_PER_TASK).collect();
@@ -116,7 +117,7 @@ impl BlockMaxima {
             return Ok(None);
         }
         let file = MappedFile::open(&path, BLOCK_MAXIMA_KIND, format::FILE_VERSION, false)?;
-        format::require_len(
+        termdict::require_len(
             &path,
             file.payload(),
             HEADER_LEN + (num_terms + 1) * 8,

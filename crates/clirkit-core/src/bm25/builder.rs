@@ -15,7 +15,7 @@
 //! The finished index is renamed into place by [`AtomicDir`], so a failed or interrupted build
 //! leaves nothing loadable.
 
-use super::format::{self, TermEntry};
+use super::format;
 use super::memory_index::{MemoryIndex, MAX_DOC_SPAN};
 use super::scoring::length_to_norm;
 use super::sorted_run::SortedRun;
@@ -25,6 +25,7 @@ use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineRange, LineReader, Record};
 use crate::io::manifest::{self, Bm25BuildRecord, Bm25Manifest};
+use crate::postings::termdict::TermEntry;
 use crate::text::Analyzer;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -332,7 +333,7 @@ pub(super) fn write_docs(dir: &Path, norms: &[u8], sorted: &[u32]) -> Result<()>
     w.write(&(n as u64).to_le_bytes())?;
     w.write(norms)?;
     w.align(4)?;
-    w.write(&format::rank_bytes(sorted))?;
+    w.write(&crate::postings::doc_ranks::rank_bytes(sorted))?;
     w.finish()
 }
 

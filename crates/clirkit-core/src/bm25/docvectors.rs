@@ -8,9 +8,10 @@
 //! Written after the postings by inverting them once, so the builder's memory bound holds for
 //! the inverted index; the inversion itself holds one (term, tf) pair per posting.
 
-use super::format::{self, TermEntry, TERM_ENTRY_LEN};
+use super::format;
 use crate::error::{Error, Result};
 use crate::io::format::{read_u64, FileWriter, MappedFile};
+use crate::postings::termdict::{self, TermEntry, TERM_ENTRY_LEN};
 use crate::postings::{BlockMeta, Cursor, PostingScorer};
 use std::path::Path;
 
@@ -55,7 +56,7 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u32> {
 /// Invert the postings of the index being written in `dir` (its `terms.bin` and
 /// `postings.bin`) into `docvectors.bin`.
 pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
-    let (terms, postings) = format::open_term_files(dir, format::BM25_TERM_FILES, false)?;
+    let (terms, postings) = termdict::open_term_files(dir, format::BM25_TERM_FILES, false)?;
     let t = terms.payload();
     let num_terms = read_u64(t, 0) as usize;
     let cursor = |term: usize| {
@@ -124,7 +125,7 @@ impl DocVectors {
             true,
         )?;
         let d = file.payload();
-        format::require_len(file.path(), d, 8 * (num_docs + 2), "document vectors")?;
+        termdict::require_len(file.path(), d, 8 * (num_docs + 2), "document vectors")?;
         if read_u64(d, 0) as usize != num_docs {
             return Err(Error::format(
                 file.path(),

@@ -3,6 +3,7 @@
 //! Files (each a checked `io::format` file, memory-mapped on open):
 //! - `terms.bin` (`BM25TERM`): `n u64` · `entries [TermEntry; n]` (sorted by term bytes, so the
 //!   dictionary is binary-searchable in place) · the term strings back to back.
+//! - `terms.bin` and `postings.bin` follow the inverted-index layout of [`crate::postings::termdict`].
 //! - `postings.bin` (`BM25POST`): per term, its block-max postings ([`crate::postings`]: block
 //!   metadata then the blocks' data), each posting's value its term frequency; 8 zero bytes at
 //!   the end let the decoder read whole little-endian words without bounds checks.
@@ -16,10 +17,9 @@
 //! A block's max tf and min norm bound every BM25 score in it, whatever k1 and b: the bound
 //! searches use when `blockmax.bin` is absent or was computed for other parameters.
 
-use crate::error::{Error, Result};
-use crate::io::format::{read_u32, read_u64, Kind, MappedFile};
-use crate::postings::{BlockMeta, TermPostings, BLOCK_META_LEN, MAX_BLOCK_DATA_LEN};
-use std::path::Path;
+use crate::io::format::Kind;
+use crate::postings::termdict::TermFileKinds;
+pub use crate::postings::termdict::{DOCS_FILE, IDS_FILE, POSTINGS_FILE, TERMS_FILE};
 
 pub const FORMAT: &str = "clirkit-bm25";
 pub const VERSION: u64 = 2;
@@ -27,207 +27,9 @@ pub const FILE_VERSION: u32 = 1;
 pub const TERMS_KIND: Kind = *b"BM25TERM";
 pub const POSTINGS_KIND: Kind = *b"BM25POST";
 pub const DOCS_KIND: Kind = *b"BM25DOCS";
-pub const TERMS_FILE: &str = "terms.bin";
-pub const POSTINGS_FILE: &str = "postings.bin";
-pub const DOCS_FILE: &str = "docs.bin";
-pub const IDS_FILE: &str = "ids.bin";
-
-pub const TERM_ENTRY_LEN: usize = 32;
-
-/// The header kinds and version of an inverted index's dictionary and postings files, so BM25 and
-/// the impact index open and verify them the same way.
-#[derive(Clone, Copy)]
-pub struct TermFileKinds {
-    pub terms: Kind,
-    pub postings: Kind,
-    pub version: u32,
-}
 
 pub const BM25_TERM_FILES: TermFileKinds = TermFileKinds {
     terms: TERMS_KIND,
     postings: POSTINGS_KIND,
     version: FILE_VERSION,
 };
-
-/// Open `terms.bin` and `postings.bin` in `dir`, checking the dictionary's checksum when
-/// `check_terms`; the postings' checksum is left to `verify`, which reads the whole file, so
-/// opening stays near-instant.
-pub fn open_term_files(
-    dir: &Path,
-    kinds: TermFileKinds,
-    check_terms: bool,
-) -> Result<(MappedFile, MappedFile)> {
-    let terms = MappedFile::open(
-        dir.join(TERMS_FILE),
-        kinds.terms,
-        kinds.version,
-        check_terms,
-    )?;
-    let postings = MappedFile::open(
-        dir.join(POSTINGS_FILE),
-        kinds.postings,
-        kinds.version,
-        false,
-    )?;
-    Ok((terms, postings))
-}
-
-/// A term's dictionary entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TermEntry {
-    /// Where the term's bytes start in the string blob, and their length.
-    pub text_offset: u64,
-    pub text_len: u32,
-    pub doc_freq: u32,
-    /// Where the term's block metadata starts in the postings payload.
-    pub postings_offset: u64,
-    pub blocks: u32,
-}
-
-impl TermEntry {
-    /// This term's block metadata and packed blocks in the postings file, once the chunk CRCs
-    /// of the bytes they span check out: corruption is an error where it is first read. The
-    /// blocks' last documents must rise and stay below `num_docs`; a block whose documents do
-    /// not decode to its last document is found by the cursor that decodes it (see
-    /// [`TermPostings`]).
-    pub fn postings<'a>(&self, file: &'a MappedFile, num_docs: usize) -> Result<TermPostings<'a>> {
-        let payload = file.payload();
-        let metas_at = self.postings_offset as usize;
-        let data_at = metas_at.saturating_add(self.blocks as usize * BLOCK_META_LEN);
-        if self.blocks == 0 || data_at > payload.len() {
-            return Err(Error::format(
-                file.path(),
-                "a term's postings lie outside the file: the index is corrupt",
-            ));
-        }
-        file.check_range(metas_at..data_at)?;
-        let metas = &payload[metas_at..data_at];
-        let last = BlockMeta::decode(metas, self.blocks as usize - 1);
-        let data = &payload[data_at..];
-        // Blocks are written in order, so every block lies in the range checked below.
-        let fits = |b| {
-            let meta = BlockMeta::decode(metas, b);
-            let rises = b == 0 || BlockMeta::decode(metas, b - 1).last_doc < meta.last_doc;
-            rises && meta.offset <= last.offset && meta.fits(data.len())
-        };
-        if !(0..self.blocks as usize).all(fits) {
-            return Err(Error::format(
-                file.path(),
-                "a term's postings block is malformed: the index is corrupt",
-            ));
-        }
-        if last.last_doc as usize >= num_docs {
-            return Err(Error::format(
-                file.path(),
-                format!(
-                    "a term's postings name document {} of {num_docs}: the index is corrupt",
-                    last.last_doc
-                ),
-            ));
-        }
-        file.check_range(data_at..data_at + last.offset as usize + MAX_BLOCK_DATA_LEN)?;
-        Ok(TermPostings {
-            metas,
-            data,
-            blocks: self.blocks as usize,
-            checks: file.checks(),
-            block_maxima: None,
-        })
-    }
-
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.text_offset.to_le_bytes());
-        out.extend_from_slice(&self.text_len.to_le_bytes());
-        out.extend_from_slice(&self.doc_freq.to_le_bytes());
-        out.extend_from_slice(&self.postings_offset.to_le_bytes());
-        out.extend_from_slice(&self.blocks.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-    }
-
-    #[inline]
-    pub fn decode(bytes: &[u8], at: usize) -> Self {
-        TermEntry {
-            text_offset: read_u64(bytes, at),
-            text_len: read_u32(bytes, at + 8),
-            doc_freq: read_u32(bytes, at + 12),
-            postings_offset: read_u64(bytes, at + 16),
-            blocks: read_u32(bytes, at + 24),
-        }
-    }
-}
-
-/// Where the postings of `term` (a single block) start in the postings payload of the index at
-/// `index`: its block metadata, and that block's data (for tests that craft a block).
-#[cfg(test)]
-pub(crate) fn single_block_at(index: &Path, kinds: TermFileKinds, term: &str) -> (usize, usize) {
-    let terms = MappedFile::open(index.join(TERMS_FILE), kinds.terms, kinds.version, true).unwrap();
-    let num_terms = read_u64(terms.payload(), 0) as usize;
-    let entry = lookup_term(terms.payload(), num_terms, term.as_bytes()).unwrap();
-    assert_eq!(entry.blocks, 1);
-    let metas_at = entry.postings_offset as usize;
-    (metas_at, metas_at + BLOCK_META_LEN)
-}
-
-/// The entry of `term` in a mapped dictionary (`n u64` · entries · strings), by binary search.
-pub fn lookup_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<TermEntry> {
-    find_term(dictionary, num_terms, term).map(|(_, entry)| entry)
-}
-
-/// The position of `term` in a mapped dictionary and its entry, by binary search.
-pub fn find_term(dictionary: &[u8], num_terms: usize, term: &[u8]) -> Option<(usize, TermEntry)> {
-    let blob = 8 + num_terms * TERM_ENTRY_LEN;
-    let (mut lo, mut hi) = (0usize, num_terms);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let e = TermEntry::decode(dictionary, 8 + mid * TERM_ENTRY_LEN);
-        let start = blob + e.text_offset as usize;
-        match dictionary[start..start + e.text_len as usize].cmp(term) {
-            std::cmp::Ordering::Less => lo = mid + 1,
-            std::cmp::Ordering::Greater => hi = mid,
-            std::cmp::Ordering::Equal => return Some((mid, e)),
-        }
-    }
-    None
-}
-
-/// Check a mapped term dictionary against the manifest's term count.
-pub fn check_dictionary(terms: &crate::io::format::MappedFile, num_terms: usize) -> Result<()> {
-    let t = terms.payload();
-    require_len(
-        terms.path(),
-        t,
-        8 + num_terms * TERM_ENTRY_LEN,
-        "term dictionary",
-    )?;
-    if read_u64(t, 0) as usize != num_terms {
-        return Err(Error::format(
-            terms.path(),
-            "term count disagrees with meta.json",
-        ));
-    }
-    Ok(())
-}
-
-/// Each document's rank in id byte order (`sorted`: documents in id order), as little-endian
-/// `u32`s: the top-k's tie key, as `docs.bin` stores it.
-pub fn rank_bytes(sorted: &[u32]) -> Vec<u8> {
-    let mut rank = vec![0u32; sorted.len()];
-    for (position, &doc) in sorted.iter().enumerate() {
-        rank[doc as usize] = position as u32;
-    }
-    rank.iter().flat_map(|r| r.to_le_bytes()).collect()
-}
-
-/// Check that a mapped payload is at least `len` bytes.
-pub fn require_len(path: &std::path::Path, payload: &[u8], len: usize, what: &str) -> Result<()> {
-    if payload.len() < len {
-        return Err(Error::format(
-            path,
-            format!(
-                "{what} is inconsistent: needs {len} bytes, has {}",
-                payload.len()
-            ),
-        ));
-    }
-    Ok(())
-}

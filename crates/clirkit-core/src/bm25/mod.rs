@@ -12,14 +12,13 @@ pub mod docvectors;
 pub mod format;
 mod memory_index;
 pub mod merge;
-pub mod query;
 pub mod rm3;
 pub mod scoring;
 pub mod sharded;
 mod sorted_run;
 
+pub use crate::postings::query::{Hit, Strategy};
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
-pub use query::{Hit, Strategy};
 pub use rm3::{Expansion, Rm3Params};
 
 use crate::error::{Error, Result};
@@ -29,11 +28,11 @@ use crate::io::format::{read_u64, MappedFile};
 use crate::io::id_text::write_error;
 use crate::io::manifest::{self, Bm25Manifest};
 use crate::io::trec::write_run_to;
+use crate::postings::query::{self, DocRanks};
+use crate::postings::termdict::{self, TermEntry};
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
-use format::TermEntry;
-use query::DocRanks;
 use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
@@ -140,7 +139,7 @@ impl Bm25Index {
         }
         let analyzers = load_analyzers(&dir, &manifest.analyzers)?;
         let v = format::FILE_VERSION;
-        let (terms, postings) = format::open_term_files(&dir, format::BM25_TERM_FILES, true)?;
+        let (terms, postings) = termdict::open_term_files(&dir, format::BM25_TERM_FILES, true)?;
         let docs = MappedFile::open(dir.join(format::DOCS_FILE), format::DOCS_KIND, v, true)?;
         let ids = IdTable::open(dir.join(format::IDS_FILE))?;
         let docvectors = match manifest.docvectors {
@@ -148,10 +147,10 @@ impl Bm25Index {
             false => None,
         };
 
-        format::check_dictionary(&terms, num_terms)?;
+        termdict::check_dictionary(&terms, num_terms)?;
         let block_maxima = block_maxima::BlockMaxima::open(&dir, num_terms)?;
         let d = docs.payload();
-        format::require_len(
+        termdict::require_len(
             docs.path(),
             d,
             8 + num_docs.div_ceil(4) * 4 + 4 * num_docs,
@@ -228,18 +227,18 @@ impl Bm25Index {
     }
 
     fn term_entry(&self, i: usize) -> TermEntry {
-        TermEntry::decode(self.terms.payload(), 8 + i * format::TERM_ENTRY_LEN)
+        TermEntry::decode(self.terms.payload(), 8 + i * termdict::TERM_ENTRY_LEN)
     }
 
     fn term_text(&self, e: &TermEntry) -> &[u8] {
-        let blob = 8 + self.num_terms * format::TERM_ENTRY_LEN;
+        let blob = 8 + self.num_terms * termdict::TERM_ENTRY_LEN;
         let start = blob + e.text_offset as usize;
         &self.terms.payload()[start..start + e.text_len as usize]
     }
 
     /// The dictionary entry of `term`, by binary search over the mapped dictionary.
     pub fn lookup(&self, term: &str) -> Option<TermEntry> {
-        format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
+        termdict::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
     }
 
     /// Document frequency of an (already analyzed) term.
@@ -301,7 +300,7 @@ impl Bm25Index {
         terms
             .filter_map(|(term, boost)| {
                 let (index, e) =
-                    format::find_term(self.terms.payload(), self.num_terms, term.as_bytes())?;
+                    termdict::find_term(self.terms.payload(), self.num_terms, term.as_bytes())?;
                 let doc_freq = match &self.global_terms {
                     None => e.doc_freq,
                     Some(global) => match global.doc_freq(term) {

@@ -13,10 +13,10 @@
 //! 5. the second search scores each term of the interpolated model with its weight as boost
 //!    (Lucene's `BooleanQuery` of `BoostQuery`s: `boost * idf` in BM25).
 
-use super::query::{Hit, Strategy};
 use super::scoring::NormCache;
 use super::{Bm25Index, Bm25Params};
 use crate::error::{Error, Result};
+use crate::postings::query::{Hit, Strategy};
 use crate::text::Analyzer;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};

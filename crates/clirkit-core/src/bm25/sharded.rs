@@ -17,13 +17,14 @@
 //! [`crate::io::jsonl::split_lines`], and [`ShardedBuild::finish`] merges the statistics, checks
 //! the ids unique across shards, and moves the whole directory into place.
 
-use super::format::{self, TermEntry};
+use super::format;
 use super::merge::{check_built_alike, for_each_term};
 use super::{Bm25Index, Hit};
 use crate::error::{Error, Result};
 use crate::io::atomic::MANIFEST;
 use crate::io::format::MappedFile;
 use crate::io::manifest::{self, Bm25Manifest, Manifest};
+use crate::postings::termdict::{self, TermEntry};
 use crate::ranking::{Run, ScoredDoc};
 use crate::sharded::{shard_path, ShardRecord, ShardedDir};
 use serde::{Deserialize, Serialize};
@@ -85,13 +86,13 @@ impl GlobalTerms {
             format::FILE_VERSION,
             true,
         )?;
-        format::check_dictionary(&terms, num_terms)?;
+        termdict::check_dictionary(&terms, num_terms)?;
         Ok(GlobalTerms { terms, num_terms })
     }
 
     /// The document frequency of `term` over all shards; a term a shard holds is always there.
     pub fn doc_freq(&self, term: &str) -> Result<u32> {
-        format::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
+        termdict::lookup_term(self.terms.payload(), self.num_terms, term.as_bytes())
             .map(|e| e.doc_freq)
             .ok_or_else(|| {
                 Error::format(

@@ -796,7 +796,8 @@ fn crafted_zorp_postings(dir: &Path, edit: impl FnOnce(&mut Vec<u8>, usize, usiz
     let docs = [doc("a", "zorp"), doc("b", "quux"), doc("c", "zorp")];
     let index = dir.join("idx");
     build(&write_corpus(dir, "c.jsonl", &docs), &index, &quiet()).unwrap();
-    let (metas_at, data_at) = format::single_block_at(&index, format::BM25_TERM_FILES, "zorp");
+    let (metas_at, data_at) =
+        crate::postings::termdict::single_block_at(&index, format::BM25_TERM_FILES, "zorp");
     crate::io::manifest::craft_payload::<Bm25Manifest>(&index, format::POSTINGS_FILE, |p| {
         edit(p, metas_at, data_at)
     });

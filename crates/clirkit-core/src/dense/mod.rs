@@ -9,6 +9,8 @@
 //! - [`ivf`]: optional coarse quantizer (nlist lists, nprobe scanned).
 //! - [`index`]: [`DenseIndex`] (flat | PQ [+ IVF] [+ stored vectors for refine]), save/open,
 //!   streamed builds, append and merge.
+//! - [`passages`]: search over passages aggregated by MaxP, `k` documents per query, and
+//!   [`passages::DenseSearch`], a whole search as a run or written window by window.
 //! - [`source`]: vectors read a chunk at a time (in memory or a float32/float16 `.npy` file).
 //! - top-k selection lives in [`crate::topk`] (shared with BM25; ties go to the lower id here).
 //!
@@ -21,6 +23,7 @@ pub mod flat;
 pub mod index;
 pub mod ivf;
 pub mod kmeans;
+pub mod passages;
 pub mod source;
 
 pub use index::{BuildOptions, DenseIndex, Part, SearchOptions, VectorDtype};

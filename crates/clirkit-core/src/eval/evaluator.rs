@@ -1,17 +1,15 @@
 //! Evaluate a run against qrels with trec_eval's rules: queries of the run without judgements are
 //! skipped; queries with judgements but absent from the run are skipped too, unless `complete`
 //! (trec_eval -c), which evaluates them as empty rankings; the `all` row is the mean over the
-//! evaluated queries (the sum for `num_*` counts).
+//! evaluated queries (the sum for `num_*` counts). Run files are evaluated by
+//! [`Evaluator::evaluate_file`], in [`crate::eval::run_stream`], above the run readers.
 
 use crate::error::Result;
 use crate::eval::measure::{parse_measures, Measure};
 use crate::eval::measures::{compute, QueryRanking};
 use crate::eval::qrels::{Judgements, QrelsIndex};
-use crate::eval::ranked::{ranked_labels, sort_for_eval, ScoredRef};
-use crate::eval::run_file::RunFile;
-use crate::eval::run_stream::evaluate_streamed;
+use crate::eval::ranked::{ranked_labels, sort_for_eval, RunQuery, ScoredRef};
 use rayon::prelude::*;
-use std::path::Path;
 
 /// trec_eval's switches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,13 +31,6 @@ impl Default for EvalOptions {
             complete: false,
         }
     }
-}
-
-/// One query of a run: its id and retrieved documents in any order (ids unique).
-#[derive(Debug, Clone)]
-pub struct RunQuery<'a> {
-    pub qid: &'a str,
-    pub docs: Vec<ScoredRef<'a>>,
 }
 
 /// Results: per-query values (queries sorted by id, as trec_eval prints them) and the `all` row.
@@ -130,16 +121,6 @@ impl Evaluator {
             })
             .collect();
         self.assemble(measured, run_queries)
-    }
-
-    /// Evaluate a TREC run file: a large plain one piece by piece as it is read
-    /// ([`crate::eval::run_stream`]), any other whole ([`RunFile`]); the same numbers either way.
-    pub fn evaluate_file(&self, path: impl AsRef<Path>) -> Result<Evaluation> {
-        let path = path.as_ref();
-        if let Some(evaluation) = evaluate_streamed(self, path)? {
-            return Ok(evaluation);
-        }
-        Ok(self.evaluate(RunFile::open(path)?.queries()?))
     }
 
     /// The evaluation from the measured queries of a run (those with judgements, each once) and

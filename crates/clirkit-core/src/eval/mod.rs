@@ -17,10 +17,10 @@ pub mod run_file;
 pub mod run_stream;
 pub mod significance;
 
-pub use evaluator::{EvalOptions, Evaluation, Evaluator, RunQuery};
+pub use evaluator::{EvalOptions, Evaluation, Evaluator};
 pub use measure::{parse_measures, Family, Measure};
 pub use qrels::{Judgements, QrelsIndex};
-pub use ranked::ScoredRef;
+pub use ranked::{RunQuery, ScoredRef};
 pub use run_file::RunFile;
 
 use crate::error::Result;

@@ -22,6 +22,13 @@ pub struct ScoredRef<'a> {
     pub id: &'a [u8],
 }
 
+/// One query of a run: its id and retrieved documents in any order (ids unique).
+#[derive(Debug, Clone)]
+pub struct RunQuery<'a> {
+    pub qid: &'a str,
+    pub docs: Vec<ScoredRef<'a>>,
+}
+
 impl<'a> ScoredRef<'a> {
     #[inline]
     pub fn new(score: f64, id: &'a [u8]) -> Self {

@@ -7,8 +7,7 @@
 //! naming both lines.
 
 use crate::error::{Error, Result};
-use crate::eval::evaluator::RunQuery;
-use crate::eval::ranked::ScoredRef;
+use crate::eval::ranked::{RunQuery, ScoredRef};
 use crate::io::bytes::Bytes;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, line_of, LineError, RunLine};
 use rayon::prelude::*;

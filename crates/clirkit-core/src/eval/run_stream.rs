@@ -13,6 +13,7 @@
 use crate::error::{IoContext, Result};
 use crate::eval::evaluator::{Evaluation, Evaluator};
 use crate::eval::ranked::{ranked_labels_checked, sort_for_eval, IdHashes, ScoredRef};
+use crate::eval::run_file::RunFile;
 use crate::io::run_line_kernels::{for_each_run_line, score_f32};
 use crate::io::trec_lines;
 use rayon::prelude::*;
@@ -38,6 +39,18 @@ impl Group {
         match self {
             Group::Measured { qid, .. } | Group::Edge { qid, .. } => qid,
         }
+    }
+}
+
+impl Evaluator {
+    /// Evaluate a TREC run file: a large plain one piece by piece as it is read
+    /// ([`evaluate_streamed`]), any other whole ([`RunFile`]); the same numbers either way.
+    pub fn evaluate_file(&self, path: impl AsRef<Path>) -> Result<Evaluation> {
+        let path = path.as_ref();
+        if let Some(evaluation) = evaluate_streamed(self, path)? {
+            return Ok(evaluation);
+        }
+        Ok(self.evaluate(RunFile::open(path)?.queries()?))
     }
 }
 

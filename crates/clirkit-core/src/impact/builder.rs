@@ -173,7 +173,7 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
         format::POSTINGS_KIND,
         format::FILE_VERSION,
     )?;
-    let mut entries = Vec::with_capacity(terms.len() * crate::bm25::format::TERM_ENTRY_LEN);
+    let mut entries = Vec::with_capacity(terms.len() * crate::postings::termdict::TERM_ENTRY_LEN);
     let mut texts = Vec::new();
     let mut max_impact = 0u32;
     // Encoded a slice of terms at a time, bounding the memory of encoded postings.
@@ -191,7 +191,7 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
             })
             .collect();
         for ((term, id), (bytes, blocks, doc_freq, max)) in chunk.iter().zip(encoded) {
-            crate::bm25::format::TermEntry {
+            crate::postings::termdict::TermEntry {
                 text_offset: texts.len() as u64,
                 text_len: term.len() as u32,
                 doc_freq,
@@ -227,6 +227,6 @@ fn write_docs(dir: &Path, sorted: &[u32]) -> Result<()> {
         format::FILE_VERSION,
     )?;
     w.write(&(sorted.len() as u64).to_le_bytes())?;
-    w.write(&crate::bm25::format::rank_bytes(sorted))?;
+    w.write(&crate::postings::doc_ranks::rank_bytes(sorted))?;
     w.finish()
 }

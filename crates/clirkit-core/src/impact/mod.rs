@@ -1,7 +1,7 @@
 //! Impact-scored retrieval over term-weight vectors (SPLADE-family learned sparse, or any
 //! Anserini JSON vector collection): documents' weights are quantized to integer impacts
 //! ([`vectors`]), stored as block-max postings ([`crate::postings`]) and searched with BM25's
-//! exact top-k algorithms ([`crate::bm25::query`]), scored by [`ImpactScorer`].
+//! exact top-k algorithms ([`crate::postings::query`]), scored by [`ImpactScorer`].
 //!
 //! A document's score is the sum over query terms of query impact × document impact, both
 //! integers (query weights are quantized like the documents'). Sums are exact: every score of
@@ -13,17 +13,17 @@ pub mod builder;
 pub mod format;
 pub mod vectors;
 
-pub use crate::bm25::query::{Hit, Strategy};
+pub use crate::postings::query::{Hit, Strategy};
 pub use builder::{build, BuildOptions};
 pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
 
-use crate::bm25::format::{check_dictionary, lookup_term, open_term_files, require_len};
-use crate::bm25::query::{self, DocRanks};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest::{self, ImpactManifest};
 use crate::io::trec::{self, RUN_WINDOW};
+use crate::postings::query::{self, DocRanks};
+use crate::postings::termdict::{check_dictionary, lookup_term, open_term_files, require_len};
 use crate::postings::{postings_intact, BlockMeta, Cursor, PostingScorer};
 use crate::ranking::{Run, ScoredDoc};
 use indicatif::ProgressBar;

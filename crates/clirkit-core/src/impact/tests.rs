@@ -306,7 +306,8 @@ fn a_crafted_document_number_beyond_the_count_is_a_format_error() {
             .search(&[("zorp".to_string(), 1.0)], 10)
     };
     assert_eq!(zorp().unwrap().len(), 2);
-    let (_, data_at) = crate::bm25::format::single_block_at(&index, format::TERM_FILES, "zorp");
+    let (_, data_at) =
+        crate::postings::termdict::single_block_at(&index, format::TERM_FILES, "zorp");
     // The gaps edited to 1 and 1, which decode to documents 1 and 3 (of 3).
     crate::io::manifest::craft_payload::<ImpactManifest>(&index, format::POSTINGS_FILE, |p| {
         assert_eq!(p[data_at], 0b10);

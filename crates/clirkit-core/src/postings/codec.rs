@@ -7,10 +7,10 @@
 //! A posting's value is what the scorer reads: the term frequency in a BM25 index, an integer
 //! impact in an impact-scored one; the codec does not interpret it.
 
-use super::unpack::unpack;
+use super::bitpack::{bits_needed, pack, packed_len, unpack};
 use crate::io::format::read_u32;
 
-pub const BLOCK_LEN: usize = 128;
+pub use super::bitpack::BLOCK_LEN;
 pub const BLOCK_META_LEN: usize = 16;
 /// Zero bytes after the last block, so unpacking may read a full word past a block's end.
 pub const POSTINGS_PADDING: usize = 8;
@@ -69,35 +69,6 @@ impl BlockMeta {
                 + POSTINGS_PADDING
                 <= data_len
     }
-}
-
-fn bits_needed(max: u32) -> u8 {
-    (32 - max.leading_zeros()) as u8
-}
-
-/// Append `values` bit-packed with `bits` bits each (little endian bit order).
-pub(super) fn pack(values: &[u32], bits: u8, out: &mut Vec<u8>) {
-    if bits == 0 {
-        return;
-    }
-    let mut acc: u64 = 0;
-    let mut filled = 0u32;
-    for &v in values {
-        acc |= (v as u64) << filled;
-        filled += bits as u32;
-        while filled >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            filled -= 8;
-        }
-    }
-    if filled > 0 {
-        out.push(acc as u8);
-    }
-}
-
-fn packed_len(count: usize, bits: u8) -> usize {
-    (count * bits as usize).div_ceil(8)
 }
 
 /// Encode one term's postings (doc ids strictly increasing, values >= 1) into block metadata

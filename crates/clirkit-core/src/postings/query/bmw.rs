@@ -10,7 +10,7 @@
 //! As in [`super::maxscore`], a document is passed over only when its bound, rounded to f32
 //! like a score, is strictly below the k-th score: at equality it may still win the tie-break.
 
-use super::{Hit, Selection, Threshold};
+use super::selection::{Hit, Selection, Threshold};
 use crate::postings::{Cursor, PostingScorer, END};
 
 /// Restore doc order after the cursor at `order[from]` moved forward.

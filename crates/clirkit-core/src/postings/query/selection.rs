@@ -1,25 +1,13 @@
-//! Top-k query algorithms over a BM25 index's postings, one per file (PISA's layout):
-//! [`maxscore`] (block-max MaxScore, document at a time) and [`exhaustive`] (every posting
-//! scored, the reference the other must equal), with the cost model that picks between them
-//! beside them (`cost.rs`). The algorithms walk [`Cursor`]s over [`crate::postings`] and read
-//! scores through the cursors' scorer; selection is [`crate::topk`]'s, ties to the higher
-//! doc-id rank.
-//!
-//! Exactness. Each term's contribution is an f32 score; a document's contributions are summed
-//! in f64 (exact for the handful of positive terms of a query, so the order of addition cannot
-//! change the result) and rounded once to f32.
+//! Where document-at-a-time search keeps its best k hits ([`Selection`]): a heap with the k-th
+//! score exact after every insertion for small k, a lagging buffer of packed hits above it; and
+//! the [`Threshold`] a pruning algorithm compares its bounds with.
 
-mod bmw;
-mod cost;
-pub mod exhaustive;
-mod maxscore;
-
-use crate::postings::{Cursor, PostingScorer};
+use super::super::doc_ranks::DocRanks;
 use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
 
 /// The k-th best score so far, as the least bound a document needs to still enter the top k.
 #[derive(Clone, Copy)]
-struct Threshold {
+pub(super) struct Threshold {
     /// Half-way between the k-th score and the f32 just below it, widened to f64: a bound
     /// below it rounds to an f32 strictly below the k-th score.
     cutoff: f64,
@@ -27,11 +15,11 @@ struct Threshold {
 
 impl Threshold {
     /// Fewer than k hits so far: any document may enter.
-    const OPEN: Threshold = Threshold {
+    pub(super) const OPEN: Threshold = Threshold {
         cutoff: f64::NEG_INFINITY,
     };
 
-    fn new(kth: Option<f32>) -> Self {
+    pub(super) fn new(kth: Option<f32>) -> Self {
         match kth {
             Some(t) if t > 0.0 => {
                 let below = f32::from_bits(t.to_bits() - 1);
@@ -47,7 +35,7 @@ impl Threshold {
     /// bound, rounded to f32 like a real score, is at least the k-th score: at equality it may
     /// still win the doc-id tie-break.
     #[inline(always)]
-    fn admits(self, bound: f64) -> bool {
+    pub(super) fn admits(self, bound: f64) -> bool {
         // The nudge covers any rounding in the bound's own summation.
         bound * (1.0 + 1e-9) >= self.cutoff
     }
@@ -55,7 +43,7 @@ impl Threshold {
 
 /// Where document-at-a-time search keeps its best k hits: the threshold it prunes with, and
 /// the offers of fully scored documents.
-trait Selection {
+pub(super) trait Selection {
     /// Offer a fully scored document; the new threshold when it changed.
     fn push(&mut self, score: f32, doc: u32) -> Option<Threshold>;
     fn into_hits(self) -> Vec<Hit>;
@@ -64,10 +52,10 @@ trait Selection {
 /// Up to this k, the k-th score is kept exact after every insertion (a heap): with few hits
 /// pruning is only as good as its threshold. Above it, a buffer whose threshold lags costs
 /// less per insertion than the heap's sifts.
-const EXACT_THRESHOLD_MAX_K: usize = 64;
+pub(super) const EXACT_THRESHOLD_MAX_K: usize = 64;
 
 /// The best k hits in a heap: the k-th score exact after every insertion.
-struct HeapTopK<'r> {
+pub(super) struct HeapTopK<'r> {
     top: TopK<f32, HigherKeyFirst>,
     ranks: DocRanks<'r>,
     /// The k-th score once k hits are in, else minus infinity: a lower score never enters.
@@ -75,7 +63,7 @@ struct HeapTopK<'r> {
 }
 
 impl<'r> HeapTopK<'r> {
-    fn new(k: usize, ranks: DocRanks<'r>) -> Self {
+    pub(super) fn new(k: usize, ranks: DocRanks<'r>) -> Self {
         HeapTopK {
             top: TopK::new(k),
             ranks,
@@ -115,7 +103,7 @@ impl Selection for HeapTopK<'_> {
 /// collection, which misses the cache), is looked up at once only for a hit that ties the
 /// k-th score; the others' are looked up together at the cut, where the loads do not wait on
 /// each other.
-struct BufferTopK<'r> {
+pub(super) struct BufferTopK<'r> {
     k: usize,
     /// (order, doc): see [`order_of`].
     buf: Vec<(u64, u32)>,
@@ -158,7 +146,7 @@ fn order_of(score: f32, key: u32) -> u64 {
 }
 
 impl<'r> BufferTopK<'r> {
-    fn new(k: usize, ranks: DocRanks<'r>) -> Self {
+    pub(super) fn new(k: usize, ranks: DocRanks<'r>) -> Self {
         BufferTopK {
             k,
             buf: Vec::with_capacity(2 * k.min(1 << 20)),
@@ -243,76 +231,6 @@ impl From<RankedHit<f32, HigherKeyFirst>> for Hit {
             doc: hit.id,
             score: hit.score,
         }
-    }
-}
-
-crate::options::option_enum! {
-/// How to find the top k; every strategy returns exactly the same hits.
-pub enum Strategy("strategy") {
-    /// Block-max MaxScore or exhaustive, whichever a simple cost model expects to be faster.
-    Auto = "auto",
-    /// Block-max MaxScore (dynamic pruning).
-    MaxScore = "maxscore",
-    /// Block-max WAND (dynamic pruning with block skipping on every term).
-    BlockMaxWand = "bmw",
-    /// Score every posting.
-    Exhaustive = "exhaustive",
-}
-}
-
-/// Each document's position in byte order of its string id (`rank [u32; n]` of `docs.bin`):
-/// the top-k's tie key, so that ties come out in canonical order (doc id descending).
-#[derive(Clone, Copy)]
-pub struct DocRanks<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> DocRanks<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
-        DocRanks { bytes }
-    }
-
-    pub fn num_docs(&self) -> usize {
-        self.bytes.len() / 4
-    }
-
-    #[inline]
-    pub fn rank(&self, doc: u32) -> u32 {
-        let at = doc as usize * 4;
-        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
-    }
-}
-
-/// The top `k` documents of the query whose terms `cursors` walk, by `strategy`.
-pub fn top_k<S: PostingScorer>(
-    strategy: Strategy,
-    cursors: Vec<Cursor<'_, S>>,
-    k: usize,
-    ranks: DocRanks<'_>,
-) -> Vec<Hit> {
-    let strategy = match strategy {
-        Strategy::Auto => cost::cheapest(&cursors, k, ranks.num_docs()),
-        chosen => chosen,
-    };
-    match strategy {
-        Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
-        _ if k == 0 || cursors.is_empty() => Vec::new(),
-        _ if k <= EXACT_THRESHOLD_MAX_K => {
-            document_at_a_time(strategy, cursors, HeapTopK::new(k, ranks))
-        }
-        _ => document_at_a_time(strategy, cursors, BufferTopK::new(k, ranks)),
-    }
-}
-
-/// A pruning strategy's search, keeping the best hits in `top`.
-fn document_at_a_time<S: PostingScorer>(
-    strategy: Strategy,
-    cursors: Vec<Cursor<'_, S>>,
-    top: impl Selection,
-) -> Vec<Hit> {
-    match strategy {
-        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top),
-        _ => maxscore::maxscore(cursors, top),
     }
 }
 

@@ -1,7 +1,21 @@
-//! Which exact algorithm to run for a query, from the sizes at hand.
+//! Which exact algorithm to run for a query: the [`Strategy`] asked for, and the cost model that
+//! picks one for [`Strategy::Auto`] from the sizes at hand.
 
-use super::Strategy;
 use crate::postings::{Cursor, PostingScorer};
+
+crate::options::option_enum! {
+/// How to find the top k; every strategy returns exactly the same hits.
+pub enum Strategy("strategy") {
+    /// Block-max MaxScore or exhaustive, whichever a simple cost model expects to be faster.
+    Auto = "auto",
+    /// Block-max MaxScore (dynamic pruning).
+    MaxScore = "maxscore",
+    /// Block-max WAND (dynamic pruning with block skipping on every term).
+    BlockMaxWand = "bmw",
+    /// Score every posting.
+    Exhaustive = "exhaustive",
+}
+}
 
 /// Whether scoring every posting should beat block-max MaxScore for this query. Pruning cannot
 /// pay for document-at-a-time traversal when k is a sizeable share of the candidates (measured:

@@ -2,7 +2,8 @@
 //! accumulator, then the top k selected without a heap. The reference block-max MaxScore must
 //! equal, and the faster algorithm when k is a large share of the candidates.
 
-use super::{DocRanks, Hit};
+use super::selection::Hit;
+use crate::postings::doc_ranks::DocRanks;
 use crate::postings::{Cursor, PostingScorer};
 use crate::topk::select_positive;
 

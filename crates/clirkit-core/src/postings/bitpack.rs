@@ -1,12 +1,43 @@
-//! Bit unpacking for the codec: one dispatcher over the block's bit width, a kernel per width
-//! for full blocks, and the scalar reference every kernel must equal.
+//! Bit packing for the codec, packer and unpacker together (as tantivy's `bitpacker`): values
+//! packed with a given width in little-endian bit order; unpacking is one dispatcher over the
+//! width, a kernel per width for full blocks, and the scalar reference every kernel must equal.
 //!
 //! Full blocks are nearly every block a query decodes. With the width a constant, eight values
 //! span exactly `bits` bytes, so each value's byte offset and shift within a group of eight are
 //! constants: the kernel is straight-line loads, shifts and masks, with no dependency from one
-//! value to the next. The layout is the codec's (little-endian bit order), unchanged.
+//! value to the next.
 
-use super::codec::BLOCK_LEN;
+/// Postings in a full block.
+pub const BLOCK_LEN: usize = 128;
+
+pub(super) fn bits_needed(max: u32) -> u8 {
+    (32 - max.leading_zeros()) as u8
+}
+
+/// Append `values` bit-packed with `bits` bits each (little endian bit order).
+pub(super) fn pack(values: &[u32], bits: u8, out: &mut Vec<u8>) {
+    if bits == 0 {
+        return;
+    }
+    let mut acc: u64 = 0;
+    let mut filled = 0u32;
+    for &v in values {
+        acc |= (v as u64) << filled;
+        filled += bits as u32;
+        while filled >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            filled -= 8;
+        }
+    }
+    if filled > 0 {
+        out.push(acc as u8);
+    }
+}
+
+pub(super) fn packed_len(count: usize, bits: u8) -> usize {
+    (count * bits as usize).div_ceil(8)
+}
 
 /// The scalar reference: unpack `out.len()` values of `bits` bits each from `bytes`, which must
 /// extend at least 8 bytes past the packed data.
@@ -95,7 +126,7 @@ mod tests {
                         })
                         .collect();
                     let mut packed = Vec::new();
-                    super::super::codec::pack(&values, bits, &mut packed);
+                    pack(&values, bits, &mut packed);
                     packed.extend_from_slice(&[0xa5; 8]);
                     let (mut fast, mut slow) = (vec![1u32; len], vec![2u32; len]);
                     unpack(&packed, bits, &mut fast);

@@ -7,7 +7,7 @@
 //! rounded to f32 like a real score, is strictly below the current k-th score: at equality it
 //! may still win the doc-id tie-break.
 
-use super::{Hit, Selection, Threshold};
+use super::selection::{Hit, Selection, Threshold};
 use crate::postings::{Cursor, PostingScorer, END};
 
 /// Block-max MaxScore over the query's term cursors, keeping the best hits in `top`.
