@@ -38,7 +38,7 @@ def prepare() -> None:
     zipf = WORK / "zipf"
     if not (zipf / "corpus.jsonl").exists():
         subprocess.run(
-            [sys.executable, str(BENCHES / "gen_zipf_corpus.py"), "--out", str(zipf)]
+            [sys.executable, str(BENCHES / "synthetic" / "gen_zipf_corpus.py"), "--out", str(zipf)]
             + ["--docs", "200000", "--queries", "2000", "--seed", "42"],
             check=True,
         )

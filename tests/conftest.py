@@ -10,6 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 SAMPLE = REPO / "python" / "clirkit" / "data" / "sample"
+BENCHES = REPO / "benches"
 
 
 def sample_experiment_head(name: str, languages) -> str:
@@ -27,6 +28,22 @@ def sample_dir() -> Path:
     import clirkit
 
     return Path(clirkit.__file__).parent / "data" / "sample"
+
+
+def bench_module(relative: str):
+    """Loads a bench script (``"bm25/bm25_peers"``: ``benches/bm25/bm25_peers.py``) as a module, with
+    ``benches/`` on the path as the scripts themselves put it (for ``bench_common`` and ``golden_outputs``)."""
+    import importlib.util
+    import sys
+
+    if str(BENCHES) not in sys.path:
+        sys.path.insert(0, str(BENCHES))
+    path = BENCHES / f"{relative}.py"
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def shared_path(*parts: str) -> Path:

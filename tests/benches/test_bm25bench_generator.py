@@ -1,24 +1,19 @@
-"""The seeded Zipfian corpus generator used by the BM25 benchmarks (benches/gen_zipf_corpus.py)."""
+"""The seeded Zipfian corpus generator used by the BM25 benchmarks (benches/synthetic/gen_zipf_corpus.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-BENCHES = Path(__file__).resolve().parents[2] / "benches"
+from conftest import bench_module
 
 
 @pytest.fixture(scope="module")
 def gen():
-    spec = importlib.util.spec_from_file_location("gen_zipf_corpus", BENCHES / "gen_zipf_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("synthetic/gen_zipf_corpus")
 
 
 def _lines(path: Path):

@@ -1,31 +1,20 @@
-"""The BM25 benchmark drivers run end to end against the current clirkit API (benches/bm25_peers.py,
-benches/bm25_effectiveness.py), and their evaluation and verdict helpers are right."""
+"""The BM25 benchmark drivers run end to end against the current clirkit API (benches/bm25/bm25_peers.py,
+benches/bm25/bm25_effectiveness.py), and their evaluation and verdict helpers are right."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
-BENCHES = Path(__file__).resolve().parents[2] / "benches"
-
-
-def _load(name: str):
-    sys.path.insert(0, str(BENCHES))
-    spec = importlib.util.spec_from_file_location(name, BENCHES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import BENCHES, bench_module
 
 
 @pytest.fixture(scope="module")
 def bc():
-    return _load("bench_common")
+    return bench_module("bench_common")
 
 
 def test_evaluate_counts_missing_queries_as_zero(bc):
@@ -69,7 +58,7 @@ def test_timed_passes_stops_on_time_and_pass_count(bc):
 
 
 def test_musts_verdicts(capsys):
-    peers = _load("bm25_peers")
+    peers = bench_module("bm25/bm25_peers")
     results = {
         "clirkit": {"qps_k1000": 1000.0, "docs_per_s": 30000.0, "rss_loaded_mib": 50.0},
         "pisa": {"qps_k1000": 2500.0},
@@ -85,11 +74,11 @@ def test_musts_verdicts(capsys):
 
 def test_peers_driver_end_to_end_with_clirkit(tmp_path):
     """The driver builds, searches and reports clirkit on a tiny generated corpus; unknown peers are skipped."""
-    gen = _load("gen_zipf_corpus")
+    gen = bench_module("synthetic/gen_zipf_corpus")
     gen.generate(tmp_path / "zipf", docs=400, queries=30, seed=5, vocab=3000, quiet=True)
     cmd = [
         sys.executable,
-        str(BENCHES / "bm25_peers.py"),
+        str(BENCHES / "bm25" / "bm25_peers.py"),
         "--datasets",
         "zipf",
         "--zipf-dir",
@@ -124,7 +113,7 @@ def test_effectiveness_driver_on_two_xquad_languages(tmp_path, shared):
     pytest.importorskip("pytrec_eval")
     cmd = [
         sys.executable,
-        str(BENCHES / "bm25_effectiveness.py"),
+        str(BENCHES / "bm25" / "bm25_effectiveness.py"),
         "--shared",
         str(shared_root),
         "--skip-scifact",
@@ -148,7 +137,7 @@ def test_effectiveness_driver_on_two_xquad_languages(tmp_path, shared):
 
 
 def test_query_caps_can_name_a_dataset():
-    peers = _load("bm25_peers")
+    peers = bench_module("bm25/bm25_peers")
     caps = peers.parse_caps("bm25s=500, zipf:bm25s=100,pyserini=500")
     assert caps == {(None, "bm25s"): 500, ("zipf", "bm25s"): 100, (None, "pyserini"): 500}
     with pytest.raises(SystemExit, match="expected"):

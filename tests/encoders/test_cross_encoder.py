@@ -54,7 +54,7 @@ def test_scores_equal_the_head_computed_on_the_base_model(one_logit):
     got = ce.score(QUERY, PASSAGES)
     assert got.dtype == np.float32 and got.shape == (len(PASSAGES),)
     expected = reference_scores(ce, [(QUERY, p) for p in PASSAGES], weight, bias, 0)
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)  # float rounding of the prepared graph
     np.testing.assert_array_equal(ce.score_pairs([(QUERY, p) for p in PASSAGES]), got)
 
 
@@ -84,7 +84,9 @@ def test_two_class_heads_score_the_positive_class(tmp_path):
     ce = CrossEncoder(model_dir, max_length=64, provider="cpu")
     assert ce.positive_index == 0
     expected = reference_scores(ce, [(QUERY, p) for p in PASSAGES[:3]], weight, bias, 0)
-    np.testing.assert_allclose(ce.score(QUERY, PASSAGES[:3]), expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        ce.score(QUERY, PASSAGES[:3]), expected, rtol=1e-5, atol=1e-5
+    )  # float rounding of the prepared graph
     assert _positive_index({"label2id": {"no": 0, "yes": 1}}) == 1
     assert _positive_index({}) == 1
 

@@ -28,7 +28,7 @@ MODULES = [
 
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setenv("CLIRKIT_CACHE", str(tmp_path / "clirkit-cache"))
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "clirkit-cache"))
     use_hub_cache(monkeypatch, tmp_path / "hf")
     return tmp_path / "hf"
 

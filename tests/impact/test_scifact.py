@@ -2,7 +2,7 @@
 exact dot product over the same quantized vectors, written here (identical ranking, canonical ties), and
 its nDCG@10 is within 0.002 of the unquantized float dot product's.
 
-The vectors are the cache ``benches/sparse_cache.py`` writes (``$CLIRKIT_SPARSE_CACHE``, default
+The vectors are the cache ``benches/encoders/sparse_cache.py`` writes (``$CLIRKIT_SPARSE_CACHE``, default
 ``/work/cache/sparse``), else encoded here with clirkit's SparseEncoder (minutes on a CPU); without
 ../shared or either of those the test skips."""
 

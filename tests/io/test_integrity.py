@@ -1,6 +1,6 @@
 """Index ownership, consistent snapshots and integrity (issue 16, items 1-3): the reproductions
 from the issue, `clirkit verify`, and short runs of the byte-flip sweep and the rebuild race
-(the full runs are `benches/byte_flip_sweep.py` and `benches/rebuild_race.py`)."""
+(the full runs are `benches/integrity/byte_flip_sweep.py` and `benches/integrity/rebuild_race.py`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import pytest
 from clirkit import BM25Index, IndexFormatError
 from clirkit.cli import main as cli
 from clirkit.dense import DenseIndex
-
-BENCHES = Path(__file__).resolve().parents[2] / "benches"
+from conftest import bench_module
 
 
 @pytest.fixture()
@@ -84,16 +83,8 @@ def test_non_finite_vectors_are_refused_at_build():
         DenseIndex.build(data, ["a", "b", "c", "d"], quiet=True)
 
 
-def _bench(name: str):
-    sys.path.insert(0, str(BENCHES))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCHES))
-
-
 def test_byte_flips_are_harmless_or_detected():
-    sweep = _bench("byte_flip_sweep")
+    sweep = bench_module("integrity/byte_flip_sweep")
     totals = sweep.run(scifact=False, samples=40, seed=7, docs=60, log=lambda line: None)
     for name, counts in totals.items():
         assert sum(counts.values()) > 0, name
@@ -102,7 +93,7 @@ def test_byte_flips_are_harmless_or_detected():
 
 
 def test_rebuild_race_never_mixes_builds():
-    race = _bench("rebuild_race")
+    race = bench_module("integrity/rebuild_race")
     totals = race.run(seconds=3)
     for kind, c in totals.items():
         assert c["opens"] > 0 and c["rebuilds"] > 0, (kind, c)

@@ -123,8 +123,10 @@ def test_cli_unknown_language_is_an_error():
 
 def test_bengali_and_indonesian_match_recorded_lucene_terms():
     # Lucene 9.9.1's BengaliAnalyzer and IndonesianAnalyzer terms, recorded by
-    # benches/analysis_parity.py --record: prose, every stopword, affix combinations, random words.
-    reference = Path(__file__).resolve().parents[2] / "benches/data/analysis_parity_bn_id.reference.jsonl"
+    # benches/text/analysis_parity.py --record: prose, every stopword, affix combinations, random words.
+    reference = (
+        Path(__file__).resolve().parents[2] / "benches/text/data/analysis_parity_bn_id.reference.jsonl"
+    )
     with open(reference, encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     assert {r["lang"] for r in records} == {"bn", "id"}

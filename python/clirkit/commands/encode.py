@@ -106,6 +106,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     p.add_argument("--restart", action="store_true", help="discard an interrupted run's progress")
     p.add_argument(
+        "--outputs",
+        metavar="FAMILIES",
+        help="a multi-head model (config.json 'heads'): comma-separated families from one forward pass, "
+        "of dense,sparse,multivector; writes PREFIX.dense.npy + PREFIX.dense.ids.txt, "
+        "PREFIX.sparse.vectors.jsonl, PREFIX.multivector.{tokens.npy,offsets.npy,ids.txt}",
+    )
+    p.add_argument(
         "--multivector",
         action="store_true",
         help="one vector per token (late interaction): writes PREFIX.tokens.npy, PREFIX.offsets.npy, PREFIX.ids.txt",
@@ -134,6 +141,8 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
 def run_encode(args: argparse.Namespace) -> int:
     if args.ray is not None:
         return _run_ray_encode(args)
+    if args.outputs:
+        return _run_heads_encode(args)
     if args.multivector:
         from clirkit.commands.multivector import run_encode_multivector
 
@@ -148,18 +157,7 @@ def run_encode(args: argparse.Namespace) -> int:
         )
     from clirkit.encoders import OnnxEncoder, encode_file
 
-    encoder = OnnxEncoder(
-        args.model,
-        pooling=args.pooling,
-        normalize=False if args.no_normalize else None,
-        query_prefix=args.query_prefix,
-        passage_prefix=args.passage_prefix,
-        max_length=args.max_length,
-        batch_size=args.batch_size or 32,
-        device=args.device,
-        fp16=args.fp16 or None,
-        threads=threads(args),
-    )
+    encoder = OnnxEncoder(args.model, **_dense_options(args), fp16=args.fp16 or None)
     result = encode_file(encoder, **_file_options(args), dtype=args.dtype)
     _report_encoding(
         args,
@@ -168,6 +166,46 @@ def run_encode(args: argparse.Namespace) -> int:
         f"{result.rows} rows x {result.dim} ({args.dtype}, {encoder.device})",
         f"{result.embeddings_path}, {result.ids_path}",
     )
+    return 0
+
+
+def _dense_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of a dense (or multi-head) encoder given on the command line."""
+    return {
+        "pooling": args.pooling,
+        "normalize": False if args.no_normalize else None,
+        "query_prefix": args.query_prefix,
+        "passage_prefix": args.passage_prefix,
+        "max_length": args.max_length,
+        "batch_size": args.batch_size or 32,
+        "device": args.device,
+        "threads": threads(args),
+    }
+
+
+def _run_heads_encode(args: argparse.Namespace) -> int:
+    """``--outputs``: several families' files from one forward pass of a multi-head model."""
+    from clirkit.encoders import FAMILIES, MultiHeadEncoder, encode_heads_file
+
+    families = [f.strip() for f in args.outputs.split(",") if f.strip()]
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or not families:
+        raise InvalidInputError(
+            f"--outputs takes families of {', '.join(FAMILIES)} (the model's heads); got {args.outputs!r}"
+        )
+    if args.multivector or args.top_terms is not None:
+        raise InvalidInputError("--outputs chooses the families itself: drop --multivector / --top-terms")
+    encoder = MultiHeadEncoder(args.model, outputs=families, **_dense_options(args))
+    options = _file_options(args)
+    options["chunk_size"] = args.chunk_size or 1000
+    results = encode_heads_file(
+        encoder, options.pop("input_path"), options.pop("output_prefix"), dtype=args.dtype, **options
+    )
+    for family, result in results.items():
+        report(
+            args,
+            f"{family}: {result.records} records encoded ({encoder.forward_passes} forward passes in all)",
+        )
     return 0
 
 
@@ -203,12 +241,7 @@ def _encode_shards(args: argparse.Namespace) -> Any:
         fields=tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None,
         dtype=args.dtype,
         encoder_options={
-            "pooling": args.pooling,
-            "normalize": False if args.no_normalize else None,
-            "query_prefix": args.query_prefix,
-            "passage_prefix": args.passage_prefix,
-            "max_length": args.max_length,
-            "batch_size": args.batch_size or 32,
+            **{k: v for k, v in _dense_options(args).items() if k not in ("threads", "device")},
             "fp16": args.fp16 or None,
             **({"threads": args.threads} if args.threads else {}),
             **({"device": args.device} if args.device != "auto" else {}),

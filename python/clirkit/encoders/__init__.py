@@ -8,6 +8,11 @@
 - :mod:`~clirkit.encoders.sparse`: :class:`SparseEncoder`, texts in, SPLADE term weights out;
 - :mod:`~clirkit.encoders.session`: the onnxruntime session (device, graph preparation, model inputs,
   IO binding);
+- :mod:`~clirkit.encoders.graph_cache` and :mod:`~clirkit.encoders.attention`: the prepared CPU graph
+  (attention fused, cached per model content and runtime version);
+- :mod:`~clirkit.encoders.multihead`: :class:`MultiHeadEncoder` and :func:`encode_heads_file`, several
+  families' outputs (dense, sparse token weights, token vectors) from one forward pass, computed by
+  :mod:`~clirkit.encoders.heads`;
 - :mod:`~clirkit.encoders.tokenization`: tokenizers, padded batches, token windows;
 - :mod:`~clirkit.encoders.pooling`: token states to one vector per text;
 - :mod:`~clirkit.encoders.quantization`: batch-invariant int8 graphs;
@@ -30,6 +35,7 @@ from clirkit.encoders.corpus import (
     sparse_output_paths,
 )
 from clirkit.encoders.cross_encoder import CrossEncoder
+from clirkit.encoders.multihead import FAMILIES, MultiHeadEncoder, encode_heads_file
 from clirkit.encoders.onnx_encoder import MODEL_FILES, OnnxEncoder
 from clirkit.encoders.passages import doc_id, maxp, maxp_file
 from clirkit.encoders.pooling import POOLINGS
@@ -40,10 +46,12 @@ from clirkit.encoders.truncation import truncate_text
 
 __all__ = [
     "DEVICES",
+    "FAMILIES",
     "MODEL_FILES",
     "POOLINGS",
     "CrossEncoder",
     "EncodeResult",
+    "MultiHeadEncoder",
     "OnnxEncoder",
     "SparseEncodeResult",
     "SparseEncoder",
@@ -51,6 +59,7 @@ __all__ = [
     "TokenFiles",
     "doc_id",
     "encode_file",
+    "encode_heads_file",
     "encode_sparse_file",
     "encode_tokens_file",
     "is_sparse_model",

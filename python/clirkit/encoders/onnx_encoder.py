@@ -26,15 +26,23 @@ default from ``config.json`` and can be overridden by keyword arguments:
 ``batch_invariant`` (default True)
     Dynamically quantized int8 models compute one activation scale over the whole padded batch, so a
     text's vector would depend on its batch-mates (cosine down to 0.97 with multilingual-e5-small-int8).
-    On CPU such a model runs each text alone, unpadded, on the graph as shipped with all optimizations,
-    ``threads`` texts at a time: vectors are bit-identical to a one-text-at-a-time loop, and no compute
-    is spent on padding. On CUDA, where batching is what makes a GPU fast, the graph is rewritten to
+    On CPU such a model runs each text alone, unpadded, ``threads`` texts at a time: vectors are
+    bit-identical to a one-text-at-a-time loop over the same graph, whatever the batching and thread
+    count, and no compute is spent on padding. On CUDA, where batching is what makes a GPU fast, the graph is rewritten to
     quantize each sequence over its own tokens (:mod:`clirkit.encoders.quantization`, needs the ``onnx``
     package) and run with basic graph optimizations. Float models are batched as shipped.
 
-Otherwise (float models, ``batch_invariant=False``, CUDA) batches of ``batch_size`` are formed after
-sorting by token length so that each is padded only to its own longest
-input (dynamic padding). On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
+Otherwise (float models, ``batch_invariant=False``, CUDA) batches are formed after sorting by token
+length, so that each is padded only to its own longest input (dynamic padding), by a token budget:
+at most ``batch_tokens`` tokens once padded (default 512 on CPU, 16,384 on CUDA) and at most
+``batch_size`` texts, so short texts go in wide batches and long ones in narrow ones.
+
+On CPU the graph run is, by default, a prepared copy of ``model.onnx`` (:mod:`clirkit.encoders.graph_cache`:
+attention blocks fused into onnxruntime's ``MultiHeadAttention``, onnxruntime's slow
+``SkipLayerNormalization`` fusion left out, cached per model content and runtime version).
+Its vectors differ from the shipped graph's by float rounding, which a dynamically quantized model's
+requantization amplifies to cosine ~0.999 (as any change of kernels does); ``optimize_graph=False``
+runs the shipped graph at onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
 (onnxruntime's intra-op thread pool spends much of its time synchronizing on matrices this small).
 Results come back in input order. On CUDA the session uses IO binding and, with ``fp16=True``, a float16
 copy of the model's float weights.
@@ -65,6 +73,11 @@ from clirkit.encoders.tokenization import (
 from clirkit.sources.models import local_model
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "config.json")
+#: Default token budgets of a batch (rows x padded width): small on CPU, where a batch's activations
+#: spilling out of the core's cache cost more than wider matrix products gain (measured in
+#: benches/results/encoders.md), large on a GPU, which needs wide batches to be busy.
+CPU_BATCH_TOKENS = 512
+GPU_BATCH_TOKENS = 16384
 T = TypeVar("T")
 
 
@@ -89,6 +102,8 @@ class OnnxEncoder:
         fp16: bool | None = None,
         threads: int = 0,
         batch_invariant: bool = True,
+        batch_tokens: int | None = None,
+        optimize_graph: bool = True,
     ) -> None:
         ort, tokenizers = import_runtime()
         self.model_dir = Path(local_model(model_dir))
@@ -123,6 +138,8 @@ class OnnxEncoder:
             raise InvalidInputError(f"max_length must be at least 2, got {self.max_length}")
         if batch_size < 1:
             raise InvalidInputError(f"batch_size must be at least 1, got {batch_size}")
+        if batch_tokens is not None and batch_tokens < 1:
+            raise InvalidInputError(f"batch_tokens must be at least 1, got {batch_tokens}")
         self.batch_size = batch_size
         self.truncated = 0  # inputs cut at max_length so far
 
@@ -137,8 +154,15 @@ class OnnxEncoder:
             warnings.warn("fp16 applies to the CUDA provider only; encoding in float32 on CPU", stacklevel=2)
             self.fp16 = False
         self.batch_invariant = batch_invariant
+        self.batch_tokens = batch_tokens or (GPU_BATCH_TOKENS if self.device == "cuda" else CPU_BATCH_TOKENS)
         self._onnx = open_session(
-            ort, self.model_dir / "model.onnx", self.device, threads, batch_invariant, self.fp16
+            ort,
+            self.model_dir / "model.onnx",
+            self.device,
+            threads,
+            batch_invariant,
+            self.fp16,
+            optimize_graph,
         )
         # What the session settled on (fingerprint() digests these).
         self.session = self._onnx.session
@@ -257,7 +281,9 @@ class OnnxEncoder:
         def embed_batch(batch: np.ndarray) -> T:
             return embed(*padded_batch(encodings, batch, self.pad_id))
 
-        return map_batches([len(e.ids) for e in encodings], size, self.workers, embed_batch)
+        return map_batches(
+            [len(e.ids) for e in encodings], size, self.workers, embed_batch, max_tokens=self.batch_tokens
+        )
 
     def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return pool(self._run(ids, mask).astype(np.float32, copy=False), mask, self.pooling, self.normalize)

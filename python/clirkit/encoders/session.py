@@ -68,8 +68,9 @@ class OnnxSession:
 
     ``workers``: concurrent calls (one onnxruntime thread each on CPU; 1 on CUDA).
     ``one_text_per_call``: a dynamically quantized model on CPU runs each text alone (see
-    :mod:`clirkit.encoders.onnx_encoder`). ``graph_optimization``: ``all``, or ``basic`` for a rewritten
-    quantized graph. ``fp16``: whether float16 weights are in use (turned off for a quantized model).
+    :mod:`clirkit.encoders.onnx_encoder`). ``graph_optimization``: ``all`` (the shipped graph at
+    onnxruntime's default level), ``basic`` for a rewritten quantized graph, ``prepared-vN`` for the
+    prepared CPU graph of :mod:`clirkit.encoders.graph_cache`. ``fp16``: whether float16 weights are in use (turned off for a quantized model).
     """
 
     session: Any
@@ -83,17 +84,22 @@ class OnnxSession:
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The model's output named :attr:`output_name` for ``feeds``, as float32."""
+        return self.run_outputs(feeds, [self.output_name])[0]
+
+    def run_outputs(self, feeds: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
+        """The model's outputs ``names`` for ``feeds`` from one forward pass, as float32."""
         if self.device != "cuda":
-            output = self.session.run([self.output_name], feeds)[0]
+            outputs = self.session.run(names, feeds)
         else:
-            # IO binding: inputs copied to the GPU once, the output allocated there and copied back once.
+            # IO binding: inputs copied to the GPU once, the outputs allocated there and copied back once.
             binding = self.session.io_binding()
             for name, array in feeds.items():
                 binding.bind_cpu_input(name, array)
-            binding.bind_output(self.output_name, "cuda")
+            for name in names:
+                binding.bind_output(name, "cuda")
             self.session.run_with_iobinding(binding)
-            output = binding.copy_outputs_to_cpu()[0]
-        return np.asarray(output).astype(np.float32, copy=False)
+            outputs = binding.copy_outputs_to_cpu()
+        return [np.asarray(output).astype(np.float32, copy=False) for output in outputs]
 
 
 #: numpy types of the ONNX tensor types an input may declare.
@@ -164,10 +170,18 @@ def _concrete_shape(declared: list[Any], batch_shape: tuple[int, ...]) -> tuple[
 
 
 def open_session(
-    ort: Any, model_path: Path, device: str, threads: int, batch_invariant: bool, fp16: bool
+    ort: Any,
+    model_path: Path,
+    device: str,
+    threads: int,
+    batch_invariant: bool,
+    fp16: bool,
+    optimize_graph: bool = True,
 ) -> OnnxSession:
     """A session for ``model_path`` on ``device`` (``cuda`` or ``cpu``) with ``threads`` workers (0: all
-    cores)."""
+    cores). On CPU with ``optimize_graph`` the graph run is the prepared one of
+    :mod:`clirkit.encoders.graph_cache` (attention fused, cached); otherwise the shipped graph at
+    onnxruntime's default level, bit for bit what a plain onnxruntime loop gives."""
     options = ort.SessionOptions()
     if not model_path.is_file():
         raise FileNotFoundError(f"model file {model_path} does not exist")
@@ -180,6 +194,17 @@ def open_session(
         if rewritten
         else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     )
+    graph_optimization = "basic" if rewritten else "all"
+    disabled: list[str] = []
+    if optimize_graph and device != "cuda" and isinstance(model, Path):
+        from clirkit.encoders.graph_cache import DISABLED_OPTIMIZERS, PREPARATION_VERSION, prepared_graph
+
+        try:
+            model = prepared_graph(ort, model, masked=not one_text_per_call)
+        except ImportError:  # no onnx package: onnxruntime's own optimizations only
+            pass
+        disabled = list(DISABLED_OPTIMIZERS)
+        graph_optimization = f"prepared-v{PREPARATION_VERSION}"
     cores = worker_count(threads)
     if device == "cuda":
         # One stream of batches; CPU threads only serve nodes the CUDA provider lacks.
@@ -195,7 +220,9 @@ def open_session(
         providers.insert(0, "CUDAExecutionProvider")
     if isinstance(model, Path):
         try:
-            session = ort.InferenceSession(str(model), sess_options=options, providers=providers)
+            session = ort.InferenceSession(
+                str(model), sess_options=options, providers=providers, disabled_optimizers=disabled
+            )
         except Exception:  # onnxruntime raises its own error types for graphs it cannot load
             # onnxruntime needs small tensors that feed shapes inline in the graph; an export that put
             # every tensor in external data loads once re-saved with small tensors inline.
@@ -211,7 +238,7 @@ def open_session(
         session=session,
         device=device,
         workers=workers,
-        graph_optimization="basic" if rewritten else "all",
+        graph_optimization=graph_optimization,
         one_text_per_call=one_text_per_call,
         fp16=fp16,
         input_names=[i.name for i in session.get_inputs()],

@@ -105,19 +105,41 @@ def encode_truncated(tokenizer: Any, inputs: Sequence[TextInput], max_length: in
 
 
 def map_batches(
-    lengths: Sequence[int], size: int, workers: int, run: Callable[[np.ndarray], T]
+    lengths: Sequence[int],
+    size: int,
+    workers: int,
+    run: Callable[[np.ndarray], T],
+    max_tokens: int | None = None,
 ) -> tuple[list[np.ndarray], list[T]]:
-    """Form batches of ``size`` inputs, longest first (each then padded to its own longest input), and
-    apply ``run(positions)`` to each, concurrently over ``workers`` threads: (the input positions of
-    each batch, what ``run`` returned for it)."""
-    # Stable sort, longest first: the first batch is the biggest, so memory problems show at once.
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
-    batches = [order[start : start + size] for start in range(0, len(order), size)]
+    """Form batches longest first (each then padded to its own longest input) and apply
+    ``run(positions)`` to each, concurrently over ``workers`` threads: (the input positions of each
+    batch, what ``run`` returned for it). See :func:`length_batches` for ``size`` and ``max_tokens``."""
+    batches = length_batches(lengths, size, max_tokens)
     if workers > 1 and len(batches) > 1:
         # onnxruntime releases the GIL while it runs; one session serves concurrent calls.
         with ThreadPoolExecutor(min(workers, len(batches))) as executor:
             return batches, list(executor.map(run, batches))
     return batches, [run(batch) for batch in batches]
+
+
+def length_batches(lengths: Sequence[int], size: int, max_tokens: int | None = None) -> list[np.ndarray]:
+    """Positions of ``lengths`` in batches, longest first: at most ``size`` inputs each and, with
+    ``max_tokens``, at most that many tokens once padded (rows × the batch's longest input; an input
+    longer than the budget goes alone). Sorted lengths make the padding small, and the token budget
+    makes batches of short texts wide and batches of long ones narrow, so every call does about the same
+    work and a batch's memory is bounded whatever the lengths."""
+    # Stable sort, longest first: the first batch is the biggest, so memory problems show at once.
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    if max_tokens is None:
+        return [order[start : start + size] for start in range(0, len(order), size)]
+    batches = []
+    start = 0
+    while start < len(order):
+        width = max(int(lengths[order[start]]), 1)
+        rows = max(1, min(size, max_tokens // width))
+        batches.append(order[start : start + rows])
+        start += rows
+    return batches
 
 
 def padded_type_ids(encodings: Sequence[Any], batch: np.ndarray) -> np.ndarray:

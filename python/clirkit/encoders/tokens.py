@@ -59,6 +59,7 @@ from clirkit.encoders.corpus import (
     npy_shape_header,
     prefixed_paths,
 )
+from clirkit.encoders.tokenization import length_batches
 
 __all__ = ["TokenEncoder", "TokenFiles", "encode_tokens_file", "load_tokens", "token_paths"]
 
@@ -174,8 +175,7 @@ class TokenEncoder:
         self.truncated += sum(1 for e in encodings if e.overflowing)
         inputs = [self._token_ids(e.ids, query) for e in encodings]
         size = 1 if enc.one_text_per_call else enc.batch_size
-        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i][0]))
-        batches = [order[s : s + size] for s in range(0, len(order), size)]
+        batches = [b.tolist() for b in length_batches([len(i[0]) for i in inputs], size, enc.batch_tokens)]
         out: list[np.ndarray] = [np.empty((0, 0), dtype=np.float32)] * len(texts)
 
         def run(batch: list[int]) -> None:
@@ -348,20 +348,22 @@ def encode_tokens_file(
 
 def load_tokens(prefix: PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(tokens float32 (rows, dim), offsets uint64 (items + 1,), ids) of ``prefix``; the token
-    matrix is memory-mapped when stored as float32. The offsets are checked when an index is built or
-    searched; here only the id count against them."""
+    files are read (never mapped; gzip-compressed or not) and the ids checked by the one id rule. The
+    offsets are checked when an index is built or searched; here only the id count against them."""
+    from clirkit.dense.vectors import load_npy, read_ids
+
     paths = token_paths(prefix)
-    tokens = np.load(paths["tokens"], mmap_mode="r")
+    tokens = load_npy(paths["tokens"])
     if tokens.ndim != 2:
         raise IndexFormatError(
             f"{paths['tokens']}: expected a 2-D (tokens, dim) matrix, got shape {tokens.shape}"
         )
     if tokens.dtype != np.float32:
         tokens = np.asarray(tokens, dtype=np.float32)
-    offsets = np.load(paths["offsets"])
+    offsets = load_npy(paths["offsets"])
     if offsets.ndim != 1 or not np.issubdtype(offsets.dtype, np.integer) or (offsets < 0).any():
         raise IndexFormatError(f"{paths['offsets']}: expected a 1-D array of non-negative integer offsets")
-    ids = paths["ids"].read_text(encoding="utf-8").splitlines()
+    ids = read_ids(paths["ids"])
     if len(ids) != len(offsets) - 1:
         raise IndexFormatError(
             f"{paths['ids']} lists {len(ids)} ids but {paths['offsets']} has {len(offsets)} offsets "

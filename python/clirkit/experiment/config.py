@@ -450,6 +450,7 @@ def _check_graph(source: TomlSource, config: dict[str, Any]) -> None:
 
 def load_config(path: str | os.PathLike) -> ExperimentConfig:
     """Read and check an experiment file; raises :class:`ExperimentError` on any problem."""
+    from clirkit.experiment.checks import check_config
     from clirkit.experiment.systems import system_kind
 
     source = load_toml(path)
@@ -625,7 +626,7 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
             p.positive("min_queries", 1),
             p.get("plot", bool, True),
         )
-    return ExperimentConfig(
+    config = ExperimentConfig(
         source.path,
         name,
         threads,
@@ -640,3 +641,5 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
         posir,
         source,
     )
+    check_config(config)  # names and numbers across sections, before anything runs
+    return config

@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from clirkit._native import ParseError
+from clirkit.datasets import ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_objects, plain_json, record_id
 from clirkit.experiment.config import Collection, ExperimentConfig, TaskSpec
 from clirkit.experiment.toml_source import ExperimentError
 from clirkit.sources import identity_of
@@ -31,13 +33,62 @@ ISO3_TO_1 = {"eng": "en", "zho": "zh", "rus": "ru", "fas": "fa", "ara": "ar", "d
 
 
 def file_identity(path: str) -> dict:
-    """What identifies an input file in stage digests: its path, size and modification time; for a
-    file exported from a named collection (``irds:``, ``hf:``), the dataset id and revision."""
+    """What identifies an input file in stage digests: its path, size and content (a SHA-256 of its
+    bytes, see :func:`content_digest`); for a file exported from a named collection (``irds:``,
+    ``hf:``), the dataset id and revision."""
     named = identity_of(path)
     if named is not None:
         return named
+    size, digest = content_digest(path)
+    return {"path": os.path.abspath(path), "size": size, "sha256": digest}
+
+
+#: Content digests already computed, by (device, inode, size, mtime, ctime): any write to a file, or a
+#: restored modification time (``cp -p``, ``touch -r``), changes its ctime, so a changed file is
+#: always hashed again and an unchanged one never is.
+_DIGESTS: dict[tuple[int, ...], str] = {}
+
+
+def _digest_cache() -> Optional[str]:
+    """The file keeping digests across runs: ``$XDG_CACHE_HOME/clirkit/file-digests.json`` (or under
+    ``~/.cache``); ``CLIRKIT_DIGEST_CACHE=off`` keeps them in memory only."""
+    if os.environ.get("CLIRKIT_DIGEST_CACHE") == "off":
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "clirkit", "file-digests.json")
+
+
+def content_digest(path: str) -> tuple[int, str]:
+    """``(size, SHA-256 hex)`` of a file's bytes, streamed; reused while the file's device, inode,
+    size, mtime and ctime are unchanged (kept across runs in :func:`_digest_cache`'s file)."""
     st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    cache = _digest_cache()
+    if key not in _DIGESTS and cache is not None:
+        try:
+            with open(cache, encoding="utf-8") as f:
+                stored = json.load(f)
+            _DIGESTS.update({tuple(int(x) for x in k.split(":")): v for k, v in stored.items()})
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass  # no cache yet, or an unreadable one: hash
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = _DIGESTS[key] = h.hexdigest()
+        if cache is not None:
+            try:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                recent = dict(list(_DIGESTS.items())[-10000:])
+                tmp = f"{cache}.{os.getpid()}.tmp"
+                with open(tmp, "w", encoding="utf-8") as f:
+                    json.dump({":".join(map(str, k)): v for k, v in recent.items()}, f)
+                os.replace(tmp, cache)
+            except OSError:
+                pass  # a read-only home: digests are kept for this process only
+    return st.st_size, digest
 
 
 def digest_of(value: object) -> str:
@@ -67,7 +118,8 @@ class DocSource:
 @dataclass(frozen=True)
 class DocSet:
     """The documents one task searches: one or more sources. A single unfiltered source is used
-    as it is; anything else is first written to one JSONL file (``_id``, ``title``, ``text``, ``lang``)."""
+    as it is; anything else is first written to one JSONL file (each record whole, with ``_id`` and
+    ``lang`` set)."""
 
     sources: tuple[DocSource, ...]
 
@@ -109,24 +161,32 @@ class Task:
 
 
 def _read_jsonl(path: str):
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ExperimentError(f"{path}:{number}: malformed JSON: {err.msg}") from None
+    """``(line, object)`` of a JSONL file by the one record reader (gzip read as such, a byte-order
+    mark skipped); its errors as :class:`ExperimentError` naming file and line."""
+    try:
+        yield from iter_objects(path)
+    except ParseError as err:
+        raise ExperimentError(str(err)) from None
+
+
+def _id_of(path: str, number: int, obj: dict, fields) -> str:
+    """The record's id by the one id rule (``clirkit.datasets.record_id``)."""
+    try:
+        return record_id(path, number, obj, fields)
+    except ParseError as err:
+        raise ExperimentError(str(err)) from None
 
 
 def _beir_queries(coll: Collection) -> list[tuple[str, str, Optional[str]]]:
     assert coll.queries is not None
     out = []
     for number, q in _read_jsonl(coll.queries):
-        qid = next((q[k] for k in ("_id", "id", "qid", "query_id") if k in q), None)
-        text = next((q[k] for k in ("text", "query", "title") if k in q), None)
-        if qid is None or not isinstance(text, str):
+        qid = _id_of(coll.queries, number, q, QUERY_ID_FIELDS)
+        text = next((q[k] for k in QUERY_FIELDS if k in q), None)
+        if type(text) is not str:
             raise ExperimentError(f"{coll.queries}:{number}: a query needs an id and a text")
-        out.append((str(qid), text, q.get(coll.lang_field or "lang") if coll.lang_field else coll.lang))
+        lang = q.get(coll.lang_field or "lang") if coll.lang_field else coll.lang
+        out.append((qid, text, lang if lang is None or type(lang) is str else str(lang)))
     return out
 
 
@@ -266,15 +326,15 @@ def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics:
 
 
 def iter_documents(source: DocSource):
-    """``(id, title, text, lang)`` of a source's documents, its language filter applied."""
+    """``(id, record, lang)`` of a source's documents, its language filter applied: the id by the one
+    id rule, the record whole (every field, numbers as numbers), so a rewritten document keeps every
+    field a system may index."""
     for number, doc in _read_jsonl(source.path):
-        doc_id = next((doc[k] for k in ("_id", "id", "docid", "doc_id") if k in doc), None)
-        if doc_id is None:
-            raise ExperimentError(f"{source.path}:{number}: a document needs an id")
+        doc_id = _id_of(source.path, number, doc, ID_FIELDS)
         doc_lang = doc.get(source.lang_field) if source.lang_field else None
         if source.lang_filter is not None and doc_lang != source.lang_filter:
             continue
         lang = source.fixed_lang or doc_lang
         if lang is None:
             raise ExperimentError(f"{source.path}:{number}: document '{doc_id}' has no '{source.lang_field}'")
-        yield str(doc_id), doc.get("title") or "", doc.get("text") or "", lang
+        yield doc_id, plain_json(doc), str(lang)

@@ -321,3 +321,7 @@ def load_results(workdir: str | os.PathLike) -> Results:
             return Results.from_json(json.load(f))
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no results here; run `clirkit experiment run` first") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
+        raise ExperimentError(
+            f"{path}: not a report clirkit wrote ({type(err).__name__}: {err}); run `clirkit experiment run` again"
+        ) from None

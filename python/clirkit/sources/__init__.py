@@ -6,7 +6,7 @@ A collection name is ``irds:<id>`` (through ``ir_datasets``, extra ``clirkit[ird
 ``query=FIELD`` (the query field to read), ``split=SPLIT`` (the qrels split, default ``test``) and, for
 Hub repositories holding several datasets, ``dir=FOLDER``. A name resolves to ordinary files the
 readers take (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``), exported once, streamed record
-by record, into ``$CLIRKIT_CACHE/collections/<digest of the identity>/``; the identity (dataset id and
+by record, into ``$CLIRKIT_CACHE_DIR/collections/<digest of the identity>/``; the identity (dataset id and
 revision) is what the experiment store keys on (:func:`identity_of`).
 
 A model name is a Hub model id (``intfloat/multilingual-e5-small[@revision][/subfolder]``), resolved
@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from clirkit import _cache
 from clirkit._native import InvalidInputError
 
 SCHEMES = ("irds", "hf")
@@ -74,12 +75,8 @@ def parse_name(text: str) -> SourceName:
 
 
 def cache_root() -> str:
-    """Where exports live: ``$CLIRKIT_CACHE``, else ``$XDG_CACHE_HOME/clirkit`` or ``~/.cache/clirkit``."""
-    root = os.environ.get("CLIRKIT_CACHE")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "clirkit")
-    return os.path.abspath(root)
+    """clirkit's cache directory (:func:`clirkit._cache.cache_root`), where exports live."""
+    return str(_cache.cache_root())
 
 
 def _digest(value: Any) -> str:

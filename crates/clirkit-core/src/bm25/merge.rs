@@ -66,7 +66,7 @@ fn check_compatible(inputs: &[Bm25Index]) -> Result<()> {
         return Err(Error::format(
             with.dir(),
             "stores document vectors (for RM3), which merging does not carry over; build the \
-             merged corpus with --docvectors instead",
+             merged corpus with --store-docvectors instead",
         ));
     }
     Ok(())

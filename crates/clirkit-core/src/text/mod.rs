@@ -6,7 +6,7 @@
 //! Each chain reproduces the Lucene analyzer that Anserini/Pyserini use for the language, so
 //! that BM25 over clirkit's terms ranks as Lucene's does. The normalizers and stemmers follow
 //! Apache Lucene's (Apache License 2.0) rule for rule, and the stopword lists are Lucene's
-//! (`stopwords/NOTICE.md`); `benches/analysis_parity.py` compares the terms with Lucene 9.9.1's.
+//! (`stopwords/NOTICE.md`); `benches/text/analysis_parity.py` compares the terms with Lucene 9.9.1's.
 //!
 //! | lang | Lucene analyzer | chain |
 //! |---|---|---|

@@ -1,0 +1,210 @@
+"""The CPU graph clirkit runs, prepared once and cached: attention fused (:mod:`clirkit.encoders.attention`),
+then onnxruntime's own graph optimizations applied and the optimized graph saved.
+
+Preparing a graph takes seconds (parsing, rewriting, checking, onnxruntime's fusions); a cached one loads
+as fast as the shipped file. The cache sits beside the model (``<model dir>/.clirkit-graphs/``) when that
+directory is writable, otherwise in clirkit's cache directory (``$CLIRKIT_CACHE_DIR``, else
+``$XDG_CACHE_HOME/clirkit``, else ``~/.cache/clirkit``) under ``graphs/``. An entry is keyed by a digest of
+the model file's content (and of external-data files beside it), the onnxruntime and onnx versions, the
+preparation's version and its variant, so a changed model, a new runtime or a changed rewrite never
+reuses a stale graph. Entries are written under temporary names and renamed into place, so concurrent
+encoders and killed processes never leave a partial graph behind a valid name.
+
+onnxruntime's ``SkipLayerNormalization`` fusion is left out (``DISABLED_OPTIMIZERS``): its CPU kernel in
+onnxruntime 1.32 takes about six times the CPU of the ``Add`` + ``LayerNormalization`` it replaces (measured
+in ``benches/results/encoders.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clirkit._cache import cache_root
+
+#: Bumped whenever what :func:`prepared_graph` writes changes, so old entries are not reused.
+PREPARATION_VERSION = 1
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
+#: Suffixes of external-data files that belong to a model (hashed with it).
+_EXTERNAL_SUFFIXES = (".data", "_data", ".onnx.data", ".bin")
+_digests: dict[tuple[str, int, int, int], str] = {}
+
+
+def writable(directory: Path) -> bool:
+    """Whether ``directory`` is meant to be written: its permission bits allow writing and this process
+    may (root may write anywhere, so the bits are what says that a shared model directory is read-only)."""
+    try:
+        mode = directory.stat().st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) and os.access(directory, os.W_OK)
+
+
+def graph_directory(model_path: Path) -> Path:
+    """Where prepared graphs of ``model_path`` are kept: beside it when its directory is writable, else
+    in :func:`cache_root`."""
+    beside = model_path.parent / ".clirkit-graphs"
+    if beside.is_dir() and writable(beside):
+        return beside
+    if writable(model_path.parent):
+        try:
+            beside.mkdir(exist_ok=True)
+            return beside
+        except OSError:
+            pass
+    return cache_root() / "graphs"
+
+
+def content_digest(model_path: Path) -> str:
+    """A digest of the model file's bytes and of the external-data files beside it (remembered per file
+    identity within the process: hashing a large model takes a moment)."""
+    files = [model_path] + sorted(
+        p
+        for p in model_path.parent.iterdir()
+        if p.is_file()
+        and p != model_path
+        and p.name.startswith(model_path.stem)
+        and p.name.endswith(_EXTERNAL_SUFFIXES)
+    )
+    h = hashlib.blake2b(digest_size=16)
+    for path in files:
+        st = path.stat()
+        identity = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        digest = _digests.get(identity)
+        if digest is None:
+            file_hash = hashlib.blake2b(digest_size=16)
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    file_hash.update(block)
+            digest = _digests[identity] = file_hash.hexdigest()
+        h.update(f"{path.name}:{digest};".encode())
+    return h.hexdigest()
+
+
+def prepared_graph(ort: Any, model_path: Path, masked: bool) -> Path:
+    """The prepared CPU graph of ``model_path`` (``masked``: for padded batches; otherwise for unpadded
+    single texts), from the cache or prepared now; ``model_path`` itself when nothing could be fused or
+    the graph cannot be prepared (a warning says why)."""
+    import onnx
+
+    variant = "masked" if masked else "unpadded"
+    key = hashlib.blake2b(
+        f"{content_digest(model_path)};ort {ort.__version__};onnx {onnx.__version__};"
+        f"v{PREPARATION_VERSION};{variant}".encode(),
+        digest_size=12,
+    ).hexdigest()
+    directory = graph_directory(model_path)
+    target = directory / f"{model_path.stem}.{variant}.{key}.onnx"
+    unchanged = target.with_suffix(".unchanged")
+    if target.is_file():
+        return target
+    if unchanged.is_file():
+        return model_path
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        rewritten = _rewrite(ort, model_path, masked)
+    except Exception as err:  # a graph clirkit cannot rewrite still runs as shipped
+        warnings.warn(
+            f"{model_path}: attention not fused ({err}); running the graph as shipped", stacklevel=4
+        )
+        return model_path
+    if rewritten is None:
+        unchanged.touch()
+        return model_path
+    with tempfile.TemporaryDirectory(prefix=".prepare-", dir=directory) as scratch:
+        source = Path(scratch) / "fused.onnx"
+        onnx.save_model(
+            rewritten,
+            str(source),
+            save_as_external_data=True,
+            location="fused.onnx.data",
+            size_threshold=4096,
+        )
+        partial = Path(scratch) / target.name
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(partial)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", target.name + ".data"
+        )
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes", "4096"
+        )
+        ort.InferenceSession(
+            str(source),
+            options,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=list(DISABLED_OPTIMIZERS),
+        )
+        data = Path(scratch) / (target.name + ".data")
+        if data.is_file():
+            os.replace(data, directory / data.name)
+        os.replace(partial, target)  # the graph last: its name is what marks the entry complete
+    return target
+
+
+def _rewrite(ort: Any, model_path: Path, masked: bool) -> Any:
+    """The model with attention fused, checked against the shipped graph on a probe; None when nothing
+    was fused."""
+    import onnx
+
+    from clirkit.encoders.attention import fuse_attention
+
+    model = onnx.load(str(model_path))  # external data read in: small tensors may be kept there too
+    names = {i.name for i in model.graph.input}
+    if not names <= {"input_ids", "attention_mask", "token_type_ids", "position_ids"}:
+        return None  # feeds the probe cannot build: leave such a model as it is
+    shipped = model.SerializeToString()
+    if fuse_attention(model, masked) == 0:
+        return None
+    _check_probe(ort, shipped, model, masked)
+    return model
+
+
+def _check_probe(ort: Any, shipped_graph: bytes, rewritten: Any, masked: bool) -> None:
+    """The rewritten graph must give the shipped graph's outputs (within int8 requantization noise) on a
+    probe batch: padded when ``masked``, one unpadded text otherwise."""
+    lengths = [9, 5] if masked else [9]
+    width = max(lengths)
+    ids = np.zeros((len(lengths), width), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = np.arange(1, length + 1) + 7 * row
+        mask[row, :length] = 1
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    shipped = ort.InferenceSession(shipped_graph, options, providers=["CPUExecutionProvider"])
+    fused = ort.InferenceSession(rewritten.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+    def feeds(session: Any) -> dict[str, np.ndarray]:
+        types = {"tensor(int32)": np.int32, "tensor(int64)": np.int64}
+        values = {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "token_type_ids": np.zeros_like(ids),
+            "position_ids": np.broadcast_to(np.arange(width), ids.shape),
+        }
+        return {i.name: values[i.name].astype(types.get(i.type, np.int64)) for i in session.get_inputs()}
+
+    for want, got in zip(shipped.run(None, feeds(shipped)), fused.run(None, feeds(fused))):
+        want, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
+        if want.shape != got.shape:
+            raise ValueError(f"the fused graph outputs shape {got.shape}, the shipped one {want.shape}")
+        if want.ndim >= 3:  # per token: each row's real tokens
+            rows = [(want[r, :n], got[r, :n]) for r, n in enumerate(lengths)]
+        else:
+            rows = [(want[r], got[r]) for r in range(len(lengths))] if want.ndim == 2 else [(want, got)]
+        for a, b in rows:
+            a, b = a.reshape(-1), b.reshape(-1)
+            cosine = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
+            if cosine < 0.99:
+                raise ValueError(
+                    f"the fused graph's outputs differ from the shipped graph's (cosine {cosine:.4f})"
+                )

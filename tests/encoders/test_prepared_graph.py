@@ -1,0 +1,132 @@
+"""The prepared CPU graph: attention fused into MultiHeadAttention with the same outputs, cached per model
+content beside a writable model or in clirkit's cache directory; token-budget batches."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+
+import numpy as np
+import pytest
+import tiny_transformer
+from clirkit.encoders import OnnxEncoder, graph_cache
+from clirkit.encoders.attention import fuse_attention
+from clirkit.encoders.tokenization import length_batches
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+
+def run(model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+
+
+def padded(rng: np.random.Generator, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = rng.integers(5, 60, size=length)
+        mask[row, :length] = 1
+    return ids, mask
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_fused_attention_gives_the_unfused_outputs(tmp_path, masked):
+    tiny_transformer.build(tmp_path, layers=3)
+    original = onnx.load(str(tmp_path / "model.onnx"))
+    fused = onnx.load(str(tmp_path / "model.onnx"))
+    assert fuse_attention(fused, masked=masked) == 3
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("MultiHeadAttention") == 3 and "Softmax" not in ops
+    rng = np.random.default_rng(1)
+    batches = [padded(rng, [11, 4, 7])] if masked else [padded(rng, [n]) for n in (1, 9, 23)]
+    for ids, mask in batches:
+        want, got = run(original, ids, mask), run(fused, ids, mask)
+        for row, length in enumerate(mask.sum(1)):
+            np.testing.assert_allclose(got[row, :length], want[row, :length], rtol=1e-4, atol=1e-5)
+    if not masked:  # padding ignored: only right for unpadded inputs, which is what this variant is for
+        ids, mask = padded(rng, [9, 4])
+        assert not np.allclose(run(fused, ids, mask)[1, :4], run(original, ids, mask)[1, :4], atol=1e-3)
+
+
+def test_a_mask_operand_with_another_input_is_not_a_padding_mask(tmp_path):
+    """An additive score term computed from anything but attention_mask (a position bias) must stay."""
+    from onnx import TensorProto, helper
+
+    tiny_transformer.build(tmp_path, layers=1)
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    model.graph.input.append(helper.make_tensor_value_info("bias", TensorProto.FLOAT, [1, 1, 1, 1]))
+    nodes = list(model.graph.node)
+    position = next(i for i, n in enumerate(nodes) if n.output[0] == "mask_bias")
+    nodes[position].output[0] = "mask_only"
+    nodes.insert(position + 1, helper.make_node("Add", ["mask_only", "bias"], ["mask_bias"]))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    assert fuse_attention(model, masked=True) == 0
+
+
+def test_prepared_graph_is_cached_beside_a_writable_model(tmp_path, monkeypatch):
+    model_dir = tiny_transformer.build(tmp_path / "model")
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    first = graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True)
+    assert first.parent == model_dir / ".clirkit-graphs" and first.is_file()
+    fused = onnx.load(str(first))
+    assert "MultiHeadAttention" in {n.op_type for n in fused.graph.node}
+    assert [p.name for p in first.parent.iterdir() if p.name.startswith(".prepare-")] == []
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached graph must not be prepared again")
+
+    monkeypatch.setattr("clirkit.encoders.attention.fuse_attention", refuse)
+    assert graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True) == first
+    # The unpadded variant and a changed model are other entries.
+    monkeypatch.undo()
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=False) != first
+    tiny_transformer.build(model_dir, seed=4)
+    changed = graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True)
+    assert changed != first and changed.is_file()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_read_only_model_directory_caches_in_clirkit_cache_dir(tmp_path, monkeypatch):
+    model_dir = tiny_transformer.build(tmp_path / "model")
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    os.chmod(model_dir, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        enc = OnnxEncoder(model_dir, device="cpu", batch_invariant=False)
+        cached = sorted((tmp_path / "cache" / "graphs").glob("model.masked.*.onnx"))
+        assert len(cached) == 1 and not (model_dir / ".clirkit-graphs").exists()
+        vectors = enc.encode(tiny_transformer.texts(20))
+        again = OnnxEncoder(model_dir, device="cpu", batch_invariant=False).encode(tiny_transformer.texts(20))
+        np.testing.assert_array_equal(again, vectors)  # the cache hit runs the same graph
+    finally:
+        os.chmod(model_dir, stat.S_IRWXU)
+    shipped = OnnxEncoder(model_dir, device="cpu", optimize_graph=False).encode(tiny_transformer.texts(20))
+    np.testing.assert_allclose(vectors, shipped, atol=1e-5)
+
+
+def test_a_graph_that_cannot_be_fused_runs_as_shipped(tmp_path, monkeypatch):
+    model_dir = tiny_transformer.build(tmp_path / "model")
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("clirkit.encoders.attention.fuse_attention", lambda model, masked: 0)
+    assert graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True) == model_dir / "model.onnx"
+    assert len(list((model_dir / ".clirkit-graphs").glob("*.unchanged"))) == 1
+    shutil.rmtree(model_dir / ".clirkit-graphs")
+
+
+@pytest.mark.parametrize("budget", [1, 7, 40, 10_000])
+def test_token_budget_batches(budget):
+    rng = np.random.default_rng(budget)
+    lengths = rng.integers(1, 30, size=200).tolist()
+    batches = length_batches(lengths, 16, budget)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(200))
+    widths = [lengths[b[0]] for b in batches]
+    assert widths == sorted(widths, reverse=True)
+    for batch in batches:
+        assert max(lengths[i] for i in batch) == lengths[batch[0]]
+        assert len(batch) <= 16
+        assert len(batch) == 1 or len(batch) * lengths[batch[0]] <= budget

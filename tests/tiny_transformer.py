@@ -1,0 +1,145 @@
+"""A small BERT-style encoder built in the tests: random weights, attention spelled out op by op as
+``torch.onnx`` exports it, a word-level tokenizer, optionally BGE-M3's three heads (dense CLS, sparse token
+weights, ColBERT token vectors) as extra graph outputs. Needs no shared data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+tokenizers = pytest.importorskip("tokenizers")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+WORDS = [f"w{i}" for i in range(60)] + ["alpha", "beta", "gamma", "delta", "retrieval", "encoder", "."]
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+HIDDEN, HEADS, COLBERT_DIM = 16, 4, 8
+
+
+def tokenizer_json(dst: Path) -> int:
+    """A word-level tokenizer ([CLS] text [SEP]) saved as ``dst/tokenizer.json``; its vocabulary size."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {t: i for i, t in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+    )
+    tok.add_special_tokens(SPECIALS)
+    tok.save(str(dst / "tokenizer.json"))
+    return len(vocab)
+
+
+def build(
+    dst: Path, *, layers: int = 2, heads: bool = False, seed: int = 3, config: dict | None = None
+) -> Path:
+    """Write ``model.onnx``, ``tokenizer.json`` and ``config.json`` of the tiny encoder into ``dst``.
+
+    Outputs: ``last_hidden_state`` (batch, sequence, HIDDEN); with ``heads`` also ``sparse_weights``
+    (batch, sequence, 1) = relu(hidden @ w + b) and ``colbert_vecs`` (batch, sequence, COLBERT_DIM) =
+    hidden @ W, as BGE-M3's ONNX exports give them."""
+    dst.mkdir(parents=True, exist_ok=True)
+    vocab = tokenizer_json(dst)
+    rng = np.random.default_rng(seed)
+    inits: list = []
+
+    def weight(name: str, *shape: int, scale: float = 0.5) -> str:
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    size = HIDDEN // HEADS
+    const("split", np.array([0, 0, HEADS, size], dtype=np.int64))
+    const("merge", np.array([0, 0, HIDDEN], dtype=np.int64))
+    const("scale", np.array(1 / np.sqrt(size), dtype=np.float32))
+    const("one", np.array(1.0, dtype=np.float32))
+    const("neg", np.array(-10000.0, dtype=np.float32))
+    const("axes12", np.array([1, 2], dtype=np.int64))
+    nodes = [
+        helper.make_node("Gather", [weight("emb", vocab, HIDDEN), "input_ids"], ["x0"]),
+        helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=1),
+        helper.make_node("Sub", ["one", "mask_f"], ["mask_inv"]),
+        helper.make_node("Mul", ["mask_inv", "neg"], ["mask_neg"]),
+        helper.make_node("Unsqueeze", ["mask_neg", "axes12"], ["mask_bias"]),
+    ]
+    x = "x0"
+    for i in range(layers):
+        p = f"l{i}_"
+        for part in "qkv":
+            nodes += [
+                helper.make_node("MatMul", [x, weight(p + part + "_w", HIDDEN, HIDDEN)], [p + part + "_mm"]),
+                helper.make_node("Add", [p + part + "_mm", weight(p + part + "_b", HIDDEN)], [p + part]),
+                helper.make_node("Reshape", [p + part, "split"], [p + part + "_r"]),
+                helper.make_node(
+                    "Transpose",
+                    [p + part + "_r"],
+                    [p + part + "_t"],
+                    perm=[0, 2, 3, 1] if part == "k" else [0, 2, 1, 3],
+                ),
+            ]
+        nodes += [
+            helper.make_node("MatMul", [p + "q_t", p + "k_t"], [p + "scores"]),
+            helper.make_node("Mul", [p + "scores", "scale"], [p + "scaled"]),
+            helper.make_node("Add", [p + "scaled", "mask_bias"], [p + "masked"]),
+            helper.make_node("Softmax", [p + "masked"], [p + "probs"], axis=-1),
+            helper.make_node("MatMul", [p + "probs", p + "v_t"], [p + "ctx"]),
+            helper.make_node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3]),
+            helper.make_node("Reshape", [p + "ctx_t", "merge"], [p + "ctx_m"]),
+            helper.make_node("MatMul", [p + "ctx_m", weight(p + "o_w", HIDDEN, HIDDEN)], [p + "o_mm"]),
+            helper.make_node("Add", [p + "o_mm", weight(p + "o_b", HIDDEN)], [p + "o"]),
+            helper.make_node("Add", [p + "o", x], [p + "res"]),
+            helper.make_node(
+                "LayerNormalization",
+                [p + "res", weight(p + "ln_g", HIDDEN, scale=0.1), weight(p + "ln_b", HIDDEN, scale=0.1)],
+                [p + "out"],
+                axis=-1,
+            ),
+        ]
+        x = p + "out"
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
+    outputs = [
+        helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", HIDDEN])
+    ]
+    if heads:
+        nodes += [
+            helper.make_node("MatMul", [x, weight("sparse_w", HIDDEN, 1)], ["sparse_mm"]),
+            helper.make_node("Add", ["sparse_mm", weight("sparse_b", 1)], ["sparse_lin"]),
+            helper.make_node("Relu", ["sparse_lin"], ["sparse_weights"]),
+            helper.make_node("MatMul", [x, weight("colbert_w", HIDDEN, COLBERT_DIM)], ["colbert_vecs"]),
+        ]
+        outputs += [
+            helper.make_tensor_value_info("sparse_weights", TensorProto.FLOAT, ["batch", "sequence", 1]),
+            helper.make_tensor_value_info(
+                "colbert_vecs", TensorProto.FLOAT, ["batch", "sequence", COLBERT_DIM]
+            ),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny-transformer",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ],
+        outputs,
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(dst / "model.onnx"))
+    settings = {"vocab_size": vocab, "max_position_embeddings": 64, "pooling": "mean", "normalize": True}
+    (dst / "config.json").write_text(json.dumps({**settings, **(config or {})}), encoding="utf-8")
+    return dst
+
+
+def texts(count: int, seed: int = 0) -> list[str]:
+    """``count`` texts of 1 to 30 words from the tokenizer's vocabulary (an unknown word now and then)."""
+    rng = np.random.default_rng(seed)
+    words = WORDS + ["unknownword"]
+    return [" ".join(rng.choice(words, size=int(rng.integers(1, 31)))) for _ in range(count)]
