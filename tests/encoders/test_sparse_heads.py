@@ -17,25 +17,11 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from clirkit.encoders import SparseEncoder, is_sparse_model  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tiny_transformer import SPECIALS, WORDS, save_graph, tokenizer_json  # noqa: E402
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-WORDS = ["cats", "purr", "dogs", "bark", "birds", "sing", "loudly", "at", "night", "the"]
 HIDDEN = 8
 OUTPUT_TERMS = ["[CLS]", "[SEP]", "chat", "chien", "oiseau", "nuit", "<s>", "ronronner", "fort"]
-TEXTS = ["cats purr loudly at night the cats", "dogs bark", "", "unknownword birds sing sing sing"]
-
-
-def _tokenizer(path: Path) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    vocab = {token: i for i, token in enumerate(SPECIALS + WORDS)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.add_special_tokens(SPECIALS)
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    tok.save(str(path))
+TEXTS = ["alpha beta w3 gamma . alpha", "retrieval encoder", "", "unknownword delta w7 w7 w7"]
 
 
 def _model(dst: Path, outputs: dict[str, np.ndarray], config: dict, seed: int = 3) -> dict[str, np.ndarray]:
@@ -61,21 +47,10 @@ def _model(dst: Path, outputs: dict[str, np.ndarray], config: dict, seed: int = 
         if relu:
             nodes.append(helper.make_node("Relu", [f"{name}_pre"], [name]))
         graph_outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["b", "s", width]))
-    graph = helper.make_graph(
-        nodes,
-        "sparse-head",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["b", "s"]),
-        ],
-        graph_outputs,
-        [numpy_helper.from_array(v, k) for k, v in weights.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
     dst.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(dst / "model.onnx"))
-    _tokenizer(dst / "tokenizer.json")
+    initializers = [numpy_helper.from_array(v, k) for k, v in weights.items()]
+    save_graph(dst, "sparse-head", nodes, graph_outputs, initializers)
+    tokenizer_json(dst)
     base = {"vocab_size": vocab, "pad_token_id": 0, "max_position_embeddings": 32}
     (dst / "config.json").write_text(json.dumps({**base, **config}))
     return weights
