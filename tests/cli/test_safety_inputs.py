@@ -181,3 +181,13 @@ def test_huge_token_norms_are_refused_not_an_empty_run(tmp_path):
     t[7] *= 1e20
     with pytest.raises(ClirkitError, match="norm too large"):
         MultiVectorIndex.build(t, np.arange(0, 21, 5), ["a", "b", "c", "d"], tmp_path / "mv")
+
+
+def test_keep_first_duplicate_with_shards_is_refused_up_front(tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(f'{{"_id": "d{i % 3}", "text": "word {i}"}}\n' for i in range(6)))
+    argv = ["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "i"), "--shards", "2"]
+    assert cli([*argv, "--keep-first-duplicate", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "keep_first_duplicate cannot go with shards" in err and ".building" not in err
+    assert not (tmp_path / "i").exists()
