@@ -47,6 +47,50 @@ def _loads(text: str) -> Any:
     )
 
 
+def plain_json(value: Any) -> Any:
+    """A value read by :func:`iter_objects` with its number literals turned back into numbers, so
+    it can be written as JSON again (big integers stay exact: Python's are unbounded)."""
+    if isinstance(value, _IntegerLiteral):
+        return int(value)
+    if isinstance(value, _FloatLiteral):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: plain_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_json(v) for v in value]
+    return value
+
+
+def iter_objects(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a JSONL file (gzip read as such, a
+    byte-order mark skipped), numbers kept as their literals for :func:`record_id`; a line that is not
+    UTF-8, not JSON or not an object is a :class:`ParseError` naming ``file:line``."""
+    where = os.fspath(path)
+    with open_input(where) as f:
+        for line, raw in enumerate(f, 1):
+            if line == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+            if not raw.strip():
+                continue
+            yield line, _parse_object(where, line, raw)
+
+
+def _parse_object(path: str, line: int, raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ParseError(f"{path}:{line}: not valid UTF-8 (byte {err.start})") from None
+    try:
+        obj = _loads(text)
+    except json.JSONDecodeError as err:
+        raise ParseError(f"{path}:{line}: malformed JSON: {err.msg} at column {err.colno}") from None
+    except ValueError as err:
+        raise ParseError(f"{path}:{line}: malformed JSON: {err}") from None
+    if not isinstance(obj, dict):
+        raise ParseError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
 def id_problem(doc_id: str) -> str | None:
     """Why ``doc_id`` cannot be an id (empty, or holding white space or a control character that would
     break a TREC line or an id list), or ``None``: the rule of the Rust ``io::id_text::id_problem``."""
@@ -152,19 +196,8 @@ def parse_line(
     text_rule: str = "join",
 ) -> Record:
     """Parse one JSONL line into a :class:`Record` (errors name ``path:line``)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ParseError(f"{path}:{line}: not valid UTF-8 (byte {err.start})") from None
-    try:
-        obj = _loads(text)
-    except json.JSONDecodeError as err:
-        raise ParseError(f"{path}:{line}: malformed JSON: {err.msg} at column {err.colno}") from None
-    except ValueError as err:
-        raise ParseError(f"{path}:{line}: malformed JSON: {err}") from None
-    if not isinstance(obj, dict):
-        raise ParseError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
-    doc_id = _record_id(path, line, obj, id_fields)
+    obj = _parse_object(path, line, raw)
+    doc_id = record_id(path, line, obj, id_fields)
     parts = []
     present = False
     for name in fields:
@@ -185,7 +218,7 @@ def parse_line(
     return Record(doc_id, " ".join(parts), lang if type(lang) is str else None)
 
 
-def _record_id(path: str, line: int, obj: dict[str, Any], id_fields: Sequence[str]) -> str:
+def record_id(path: str, line: int, obj: dict[str, Any], id_fields: Sequence[str]) -> str:
     """The first id field present decides (a null there is an error, not a reason to look further): a
     string, or an integer as written; the rules of the Rust reader, tested on one shared table."""
     field = next((k for k in id_fields if k in obj), None)

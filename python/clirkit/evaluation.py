@@ -76,11 +76,11 @@ def measure_keys(measures: MeasureSpec) -> list[str]:
     return _native.measure_keys(_measure_list(measures))
 
 
-def _is_path(x: Any) -> bool:
+def is_path(x: Any) -> bool:
     return isinstance(x, (str, os.PathLike))
 
 
-def _warn_no_overlap(run_queries: int, matched: int, stacklevel: int = 3) -> None:
+def warn_no_overlap(run_queries: int, matched: int, stacklevel: int = 3) -> None:
     if run_queries == 0:
         warnings.warn(
             "the run has no queries: every measure is computed over zero queries (0)",
@@ -118,18 +118,18 @@ class RelevanceEvaluator:
         relevance_level: int = 1,
         judged_docs_only_flag: bool = False,
     ) -> None:
-        qrels = os.fspath(query_relevance) if _is_path(query_relevance) else dict(query_relevance)
+        qrels = os.fspath(query_relevance) if is_path(query_relevance) else dict(query_relevance)
         self._native = _native.Evaluator(
             qrels, _measure_list(measures), relevance_level, judged_docs_only_flag, False
         )
 
     def evaluate(self, scores: RunInput) -> dict[str, dict[str, float]]:
         """Per-query values for a run (dict or TREC run file path)."""
-        if _is_path(scores):
+        if is_path(scores):
             raw = self._native.evaluate_file(os.fspath(scores))
         else:
             raw = self._native.evaluate_dict({q: dict(d) for q, d in scores.items()})
-        _warn_no_overlap(raw[3], raw[4])
+        warn_no_overlap(raw[3], raw[4])
         return _rows(raw)[0]
 
 
@@ -160,18 +160,18 @@ def evaluate(
     """
     specs = _measure_list(measures)
     qrels = local_path(qrels, "qrels")
-    if _is_path(qrels) and _is_path(run):
+    if is_path(qrels) and is_path(run):
         raw = _native.evaluate_files(
             os.fspath(qrels), os.fspath(run), specs, relevance_level, judged_docs_only, complete
         )
     else:
-        q = os.fspath(qrels) if _is_path(qrels) else {k: dict(v) for k, v in qrels.items()}
+        q = os.fspath(qrels) if is_path(qrels) else {k: dict(v) for k, v in qrels.items()}
         evaluator = _native.Evaluator(q, specs, relevance_level, judged_docs_only, complete)
-        if _is_path(run):
+        if is_path(run):
             raw = evaluator.evaluate_file(os.fspath(run))
         else:
             raw = evaluator.evaluate_dict({k: dict(v) for k, v in run.items()})
-    _warn_no_overlap(raw[3], raw[4])
+    warn_no_overlap(raw[3], raw[4])
     if not per_query:
         return dict(zip(raw[0], raw[2]))
     rows, aggregate = _rows(raw)

@@ -15,11 +15,14 @@ thread count.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 from clirkit import _native
+from clirkit._checks import checked_int
+from clirkit._native import InvalidInputError
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
@@ -33,8 +36,15 @@ VectorQueries = Union[Mapping[str, Vector], Sequence[tuple[str, Vector]]]
 
 
 def _pairs(vector: Vector) -> list[tuple[str, float]]:
+    """``(term, weight)`` pairs; a weight that is not a number (a string, a bool, None) is refused,
+    as the vector file reader refuses it."""
     items = vector.items() if isinstance(vector, Mapping) else vector
-    return [(str(term), float(weight)) for term, weight in items]
+    pairs = []
+    for term, weight in items:
+        if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+            raise InvalidInputError(f"the weight of term {term!r} is {weight!r}, not a number")
+        pairs.append((str(term), float(weight)))
+    return pairs
 
 
 class ImpactIndex(TermIndex[_native.ImpactIndex]):
@@ -59,7 +69,7 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
             _native.ImpactIndex.build(
                 os.fspath(vectors),
                 os.fspath(index),
-                quantize=quantize,
+                quantize=checked_int("quantize", quantize, 1, 2**32 - 1),
                 threads=checked_threads(threads),
                 quiet=quiet,
             )

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from clirkit import _native
+from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
+from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 from clirkit.dense.index import NativeIndex, NativeValue, run_dict
 from clirkit.encoders.tokens import load_tokens
@@ -46,6 +48,13 @@ def _tokens(tokens: Any, offsets: Any, what: str) -> tuple[np.ndarray, np.ndarra
     if len(off) and off.min() < 0:
         raise InvalidInputError(f"{what}: offsets must not be negative")
     return np.ascontiguousarray(arr, dtype=np.float32), np.ascontiguousarray(off, dtype=np.uint64)
+
+
+def _search_options(k: int, options: dict[str, Any]) -> Any:
+    """The native search options, every count checked first (a clean error naming it)."""
+    for name in ("ncells", "ndocs", "rerank"):
+        checked_int(name, options.get(name))
+    return _native.MultiVectorSearchOptions(checked_int("k", k), **options)
 
 
 def maxsim_search(
@@ -91,12 +100,12 @@ class MultiVectorIndex(NativeIndex):
             off,
             [i if isinstance(i, str) else str(i) for i in ids],
             Path(dir),
-            nbits=nbits,
-            centroids=centroids,
-            kmeans_sample=kmeans_sample,
-            kmeans_iterations=kmeans_iterations,
-            seed=seed,
-            threads=threads,
+            nbits=checked_int("nbits", nbits),
+            centroids=checked_int("centroids", centroids),
+            kmeans_sample=checked_int("kmeans_sample", kmeans_sample),
+            kmeans_iterations=checked_int("kmeans_iterations", kmeans_iterations),
+            seed=checked_int("seed", seed, 0, 2**64 - 1),
+            threads=checked_threads(threads),
             keep_vectors=keep_vectors,
         )
         return MultiVectorIndex(native)
@@ -115,7 +124,7 @@ class MultiVectorIndex(NativeIndex):
         ``rerank``, ``refine``, ``exact``, ``threads``.
         """
         q, qo = _tokens(tokens, offsets, "queries")
-        return self._native.search(q, qo, _native.MultiVectorSearchOptions(k, **options))
+        return self._native.search(q, qo, _search_options(k, options))
 
     def search_run(
         self,
@@ -132,7 +141,7 @@ class MultiVectorIndex(NativeIndex):
         gets ``k`` documents scored by their best passage among those scored (every passage with
         ``exact``). Options as :meth:`search`."""
         q, qo = _tokens(tokens, offsets, "queries")
-        searching = _native.MultiVectorSearchOptions(k, **options)
+        searching = _search_options(k, options)
         pairs = self._native.search_run(q, qo, list(qids), searching, maxp=separator if maxp else None)
         return run_dict(pairs)
 
@@ -151,7 +160,7 @@ class MultiVectorIndex(NativeIndex):
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         q, qo = _tokens(tokens, offsets, "queries")
-        searching = _native.MultiVectorSearchOptions(k, **options)
+        searching = _search_options(k, options)
         self._native.search_run(
             q, qo, list(qids), searching, maxp=separator if maxp else None, path=Path(path), tag=tag
         )

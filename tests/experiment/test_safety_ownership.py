@@ -145,3 +145,13 @@ def test_concurrent_runs_build_each_stage_once(tmp_path):
     assert [p.returncode for p in procs] == [0, 0]
     stages = len(Experiment(path, work, quiet=True).plan.stages)
     assert sum(int(o.split()[-1]) for o in outs) == stages  # each stage built by exactly one run
+
+
+def test_root_as_store_is_refused_before_anything_is_written(tmp_path):
+    path = experiment_file(tmp_path)
+    path.write_text(path.read_text().replace('name = "own"', 'name = "own"\nstore = "/"'), encoding="utf-8")
+    before = sorted(os.listdir("/tmp"))
+    with pytest.raises(ClirkitError, match="/: not an experiment store made by clirkit"):
+        run(path, tmp_path / "work")
+    assert not (tmp_path / "work" / "store").exists()
+    assert set(before) <= set(os.listdir("/tmp"))  # nothing of /tmp removed

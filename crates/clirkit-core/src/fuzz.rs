@@ -9,7 +9,7 @@
 //! targets coverage-guided (see `fuzz/README.md` at the repository root).
 
 use crate::bm25::docvectors::FrequencyOnly;
-use crate::bm25::format::{BM25_TERM_FILES, POSTINGS_KIND};
+use crate::bm25::format::{Bm25Manifest, BM25_TERM_FILES, POSTINGS_KIND};
 use crate::dense::{BuildOptions as DenseBuildOptions, DenseIndex, SearchOptions as DenseSearch};
 use crate::eval::run_file::RunFile;
 use crate::fusion::run_file::parse_run_bytes;
@@ -17,8 +17,8 @@ use crate::ids::IdTable;
 use crate::io::format::{chunk_crcs, Header, Kind, MappedFile, CHUNK_LEN, HEADER_LEN, MAGIC};
 use crate::io::id_text::id_problem;
 use crate::io::input::{read_input, without_bom, Compression};
-use crate::io::jsonl::{parse_record, FieldSpec};
-use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader};
+use crate::io::manifest;
 use crate::io::trec::{read_qrels, read_run, write_run_to};
 use crate::postings::termdict::TermEntry;
 use crate::postings::{postings_intact, Cursor};
@@ -107,6 +107,91 @@ fn fuzz_input_layer() {
         gz.write_all(bytes).unwrap();
         std::fs::write(&packed, gz.finish().unwrap()).unwrap();
         assert_eq!(read_input(&packed).unwrap(), without_bom(bytes));
+    });
+}
+
+/// The records of `content` as the line reader must give them: split at `\n`, a `\r` before it
+/// dropped, no empty piece after a final `\n`.
+fn model_lines(content: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = content.split(|&b| b == b'\n').collect();
+    if lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    let ended = content.ends_with(b"\n");
+    let count = lines.len();
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| match l.strip_suffix(b"\r") {
+            Some(stripped) if i + 1 < count || ended => stripped,
+            _ => l,
+        })
+        .collect()
+}
+
+#[test]
+fn fuzz_line_reader_with_record_cap() {
+    check!().for_each(|bytes: &[u8]| {
+        // The first byte picks the cap (1 to 64 bytes) and whether the file is gzip; the rest is it.
+        let Some((&pick, content)) = bytes.split_first() else {
+            return;
+        };
+        let cap = usize::from(pick & 63) + 1;
+        let stored = if pick & 64 != 0 {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(content).unwrap();
+            gz.finish().unwrap()
+        } else if Compression::of(content) == Compression::Plain {
+            content.to_vec()
+        } else {
+            return; // a compressed stream of its own: the input layer's target
+        };
+        let (_dir, path) = file_with("f.jsonl", &stored);
+        let expected = model_lines(without_bom(content));
+        let first_long = expected.iter().position(|l| l.len() > cap);
+        let mut reader = LineReader::open(&path).unwrap().with_max_record(cap);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        let outcome = loop {
+            match reader.next_line(&mut buf) {
+                Ok(Some(line)) => {
+                    assert!(
+                        buf.len() <= cap,
+                        "a {}-byte record passed a {cap}-byte cap",
+                        buf.len()
+                    );
+                    assert_eq!(line as usize, got.len() + 1);
+                    got.push(buf.clone());
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        match first_long {
+            None => {
+                assert!(outcome.is_ok(), "{outcome:?}");
+                assert_eq!(got, expected);
+            }
+            Some(i) => {
+                let e = outcome.unwrap_err();
+                assert!(
+                    e.contains(&format!("f.jsonl:{}: record longer than", i + 1)),
+                    "{e}"
+                );
+                assert_eq!(got, expected[..i]);
+            }
+        }
+        // Blocks of lines stop at the same record.
+        let mut reader = LineReader::open(&path).unwrap().with_max_record(cap);
+        let mut block = LineBlock::default();
+        let blocks = loop {
+            match reader.next_block(3, &mut block) {
+                Ok(()) if block.is_empty() => break Ok(()),
+                Ok(()) => (0..block.len()).for_each(|i| assert!(block.line(i).1.len() <= cap)),
+                Err(e) => break Err(e),
+            }
+        };
+        assert_eq!(blocks.is_ok(), first_long.is_none());
     });
 }
 
@@ -368,7 +453,7 @@ fn fuzz_dense_index() {
                 let _ = index.to_run(hits, &qids);
             }
         }
-        let _ = manifest::verify_dir(dir.path());
+        let _ = crate::index_kinds::verify(dir.path());
     });
 }
 

@@ -53,7 +53,12 @@ create_exception!(
 pub fn to_py(err: Error) -> PyErr {
     let msg = err.to_string();
     match err {
-        Error::Io { source, .. } => PyOSError::new_err((source.raw_os_error().unwrap_or(0), msg)),
+        // An OS error keeps its errno; an error of the data (a truncated gzip stream) has none, and
+        // is raised with the message alone (never "[Errno 0] ...").
+        Error::Io { source, .. } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, msg)),
+            None => PyOSError::new_err(msg),
+        },
         Error::Parse { .. } => ParseError::new_err(msg),
         Error::DuplicateId { .. } => DuplicateIdError::new_err(msg),
         Error::Format { .. } => IndexFormatError::new_err(msg),

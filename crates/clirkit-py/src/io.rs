@@ -36,6 +36,18 @@ pub fn run_from_py(run: HashMap<String, HashMap<String, f64>>) -> Run {
     out
 }
 
+/// The longest record (line) every line reader accepts, in bytes.
+#[pyfunction]
+fn max_record_bytes() -> usize {
+    clirkit_core::io::jsonl::max_record_bytes()
+}
+
+/// Set the longest record (line) every line reader accepts, in bytes, for this process.
+#[pyfunction]
+fn set_max_record_bytes(limit: usize) -> PyResult<()> {
+    clirkit_core::io::jsonl::set_max_record_bytes(limit).py_err()
+}
+
 /// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
 #[pyfunction]
 fn read_run(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyRun> {
@@ -66,18 +78,9 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
         .map(|q| q.queries)
 }
 
-/// Check an index directory of any kind in full: the manifest's checksum and every file's size
-/// and CRC. Returns (format, files checked, bytes read); a mismatch raises IndexFormatError
-/// naming the file.
-#[pyfunction]
-fn verify_index(py: Python<'_>, path: std::path::PathBuf) -> PyResult<(String, usize, u64)> {
-    py.detach_caught(|| clirkit_core::sharded::verify(&path))
-        .py_err()
-        .map(|s| (s.format, s.files, s.bytes))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(verify_index, m)?)?;
+    m.add_function(wrap_pyfunction!(max_record_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_record_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(read_run, m)?)?;
     m.add_function(wrap_pyfunction!(write_run, m)?)?;
     m.add_function(wrap_pyfunction!(read_qrels, m)?)?;

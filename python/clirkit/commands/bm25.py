@@ -52,8 +52,8 @@ def register(top, groups) -> None:
     rm3.add_argument(
         "--rm3", action="store_true", help="expand each query with RM3 (index needs --store-docvectors)"
     )
-    rm3.add_argument("--fb-docs", type=int, default=RM3.fb_docs, help="feedback documents")
-    rm3.add_argument("--fb-terms", type=int, default=RM3.fb_terms, help="expansion terms")
+    rm3.add_argument("--fb-docs", type=positive_int, default=RM3.fb_docs, help="feedback documents")
+    rm3.add_argument("--fb-terms", type=positive_int, default=RM3.fb_terms, help="expansion terms")
     rm3.add_argument(
         "--original-weight", type=float, default=RM3.original_weight, help="original query's weight"
     )
@@ -107,7 +107,8 @@ def _search_sharded(args: argparse.Namespace) -> None:
 def _search(args: argparse.Namespace) -> int:
     rm3_only = [flag for flag, given in _rm3_flags(args) if given]
     if rm3_only and not args.rm3:
-        raise SystemExit(f"clirkit search bm25: {', '.join(rm3_only)} need --rm3")
+        print(f"clirkit search bm25: error: {', '.join(rm3_only)} need --rm3", file=sys.stderr)
+        return 2  # a usage error, as argparse's
     if sharded_kind(args.index) is not None:
         _search_sharded(args)
         if not args.quiet:

@@ -25,10 +25,19 @@ def _bounded_int(low: int, high: int | None, wording: str) -> Any:
     return parse
 
 
+#: The largest count any option takes: what a 64-bit signed integer holds, so every count reaches the
+#: native code (usize, u64) without an overflow.
+MAX_COUNT = 2**63 - 1
 #: ``--k`` and the like: a count of at least one.
-positive_int = _bounded_int(1, None, "a positive integer")
+positive_int = _bounded_int(1, MAX_COUNT, "a positive integer (at most 2^63-1)")
 #: A count where 0 means "all" or "none".
-non_negative_int = _bounded_int(0, None, "0 or a positive integer")
+non_negative_int = _bounded_int(0, MAX_COUNT, "0 or a positive integer (at most 2^63-1)")
+#: A positive count stored in 32 bits (``--quantize``).
+positive_u32 = _bounded_int(1, 2**32 - 1, "a positive integer up to 4294967295")
+#: ``--seed``: any 64-bit unsigned integer.
+seed_int = _bounded_int(0, 2**64 - 1, "a seed from 0 to 2^64-1")
+#: A relevance label (``-l``): a 32-bit integer.
+label_int = _bounded_int(-(2**31), 2**31 - 1, "a 32-bit integer")
 #: ``--threads``: 0 for all cores, else at most MAX_THREADS.
 thread_count = _bounded_int(0, MAX_THREADS, f"0 (all cores) or a number of threads up to {MAX_THREADS}")
 

@@ -15,6 +15,7 @@ from clirkit.commands.common import (
     non_negative_int,
     positive_int,
     report,
+    seed_int,
 )
 
 
@@ -46,7 +47,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument(
         "--train-size", type=positive_int, default=None, help="training sample rows (default 65536)"
     )
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="training seed (default 0)")
     p.add_argument(
         "--no-vectors", action="store_true", help="do not store full vectors (PQ only; disables --refine)"
     )
@@ -99,7 +100,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     s.add_argument("--nprobe", type=positive_int, default=1, help="IVF lists scanned per query (default 1)")
     s.add_argument(
         "--refine",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="re-score this many PQ candidates exactly with the stored vectors "
         "(default: k when the index stores them; 0 = PQ scores only)",

@@ -18,6 +18,7 @@ import warnings
 
 from clirkit import evaluation, position, significance
 from clirkit._native import InvalidInputError
+from clirkit.commands.common import label_int, non_negative_int, positive_int, seed_int
 
 EPILOG = (
     "measures: trec_eval names (map, map_cut.k, P.k, recall.k, ndcg, ndcg_cut.k, recip_rank, Rprec, bpref, "
@@ -46,7 +47,7 @@ def register(top, groups) -> None:
     pos.add_argument("--qrels", required=True, help="position-aware qrels TSV (e.g. xquad-pos positions.tsv)")
     pos.add_argument("--run", action="append", required=True, metavar="[LABEL=]RUN", help="run file (repeat)")
     pos.add_argument("-m", "--measure", default="ndcg_cut.10", help="per-query measure (default ndcg_cut.10)")
-    pos.add_argument("--bins", type=int, default=20, help="relative-position bins (default 20)")
+    pos.add_argument("--bins", type=positive_int, default=20, help="relative-position bins (default 20)")
     pos.add_argument(
         "--edges",
         type=lambda s: [int(x) for x in s.split(",")],
@@ -55,7 +56,10 @@ def register(top, groups) -> None:
         "documents (default 0,512,1024,1536,2048: <=512, 513-1024, 1025-1536, >1536)",
     )
     pos.add_argument(
-        "--min-queries", type=int, default=1, help="bins with fewer queries are left out of PSI (default 1)"
+        "--min-queries",
+        type=non_negative_int,
+        default=1,
+        help="bins with fewer queries are left out of PSI (default 1)",
     )
     pos.add_argument("--corpus", help="corpus.jsonl, to measure document length in tokens with --tokenizer")
     pos.add_argument("--tokenizer", help="tokenizer.json (Hugging Face) for token lengths")
@@ -74,9 +78,11 @@ def register(top, groups) -> None:
     cmp.add_argument("-m", "--measure", action="append", required=True, help="measure (repeat for several)")
     cmp.add_argument("--test", choices=significance.TESTS, default="t", help="t-test or randomization test")
     cmp.add_argument("--correction", choices=significance.CORRECTIONS, default="holm")
-    cmp.add_argument("--permutations", type=int, default=10000, help="randomization test permutations")
-    cmp.add_argument("--seed", type=int, default=0, help="randomization test seed")
-    cmp.add_argument("-l", "--level", type=int, default=1, help="minimum relevant label (trec_eval -l)")
+    cmp.add_argument(
+        "--permutations", type=positive_int, default=10000, help="randomization test permutations"
+    )
+    cmp.add_argument("--seed", type=seed_int, default=0, help="randomization test seed")
+    cmp.add_argument("-l", "--level", type=label_int, default=1, help="minimum relevant label (trec_eval -l)")
     cmp.add_argument("--json", action="store_true", help="print JSON instead of text")
     cmp.set_defaults(func=_compare)
 
@@ -96,7 +102,7 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-c", "--complete", action="store_true", help="average over all qrels queries (trec_eval -c)"
     )
-    p.add_argument("-l", "--level", type=int, default=1, help="minimum relevant label (trec_eval -l)")
+    p.add_argument("-l", "--level", type=label_int, default=1, help="minimum relevant label (trec_eval -l)")
     p.add_argument(
         "-J", "--judged-only", action="store_true", help="rank judged documents only (trec_eval -J)"
     )

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clirkit.commands.common import add_search_parser, add_worker_options, positive_int, threads
+from clirkit.commands.common import add_search_parser, add_worker_options, positive_int, positive_u32, threads
 from clirkit.impact import DEFAULT_QUANTIZE, RUN_TAG, ImpactIndex
 
 
@@ -19,7 +19,7 @@ def register(top, groups) -> None:
     p.add_argument("--index", required=True, help="index directory to create (atomically)")
     p.add_argument(
         "--quantize",
-        type=int,
+        type=positive_u32,
         default=DEFAULT_QUANTIZE,
         help="impacts are round(weight * QUANTIZE) (default 100; 1 keeps integer weights as they are)",
     )
@@ -36,7 +36,7 @@ def register(top, groups) -> None:
         "--model", help="a SPLADE-family ONNX model directory: encode the query texts at search time"
     )
     s.add_argument(
-        "--max-length", type=int, help="with --model: query tokens kept (default: the model's limit)"
+        "--max-length", type=positive_int, help="with --model: query tokens kept (default: the model's limit)"
     )
     s.add_argument(
         "--device", choices=("auto", "cuda", "cpu"), default="auto", help="with --model: where to encode"

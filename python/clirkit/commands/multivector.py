@@ -11,6 +11,7 @@ from clirkit.commands.common import (
     add_worker_options,
     positive_int,
     report,
+    seed_int,
     threads,
 )
 
@@ -32,18 +33,21 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     p.add_argument(
         "--centroids",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="k-means centroids (default: power of two <= 4 sqrt(tokens))",
     )
     p.add_argument(
-        "--kmeans-sample", type=int, default=None, help="tokens sampled for k-means (default 64 per centroid)"
+        "--kmeans-sample",
+        type=positive_int,
+        default=None,
+        help="tokens sampled for k-means (default 64 per centroid)",
     )
     p.add_argument(
-        "--kmeans-iterations", type=int, default=4, help="k-means iterations (default 4, as PLAID)"
+        "--kmeans-iterations", type=positive_int, default=4, help="k-means iterations (default 4, as PLAID)"
     )
-    p.add_argument("--seed", type=int, default=0, help="sampling and k-means seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="sampling and k-means seed (default 0)")
     p.add_argument(
         "--keep-vectors",
         action="store_true",
@@ -63,12 +67,16 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     )
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=positive_int, default=1000, help="hits per query (default 1000)")
-    s.add_argument("--ncells", type=int, default=None, help="centroids probed per query token")
+    s.add_argument("--ncells", type=positive_int, default=None, help="centroids probed per query token")
     s.add_argument(
         "--centroid-score-threshold", type=float, default=None, help="stage-2 pruning threshold (-inf: none)"
     )
-    s.add_argument("--ndocs", type=int, default=None, help="candidates kept after approximate scoring")
-    s.add_argument("--rerank", type=int, default=None, help="candidates scored with decompressed tokens")
+    s.add_argument(
+        "--ndocs", type=positive_int, default=None, help="candidates kept after approximate scoring"
+    )
+    s.add_argument(
+        "--rerank", type=positive_int, default=None, help="candidates scored with decompressed tokens"
+    )
     s.add_argument(
         "--refine",
         action="store_true",

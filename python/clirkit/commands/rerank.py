@@ -10,7 +10,7 @@ import sys
 from typing import Optional, Tuple
 
 from clirkit._native import InvalidInputError
-from clirkit.commands.common import add_quiet
+from clirkit.commands.common import add_quiet, non_negative_int, positive_int
 from clirkit.rerank import (
     TEMPLATES,
     Backend,
@@ -64,35 +64,41 @@ def register(top, groups) -> None:
     p.add_argument("--template", choices=sorted(TEMPLATES), default="rankgpt", help="listwise prompt family")
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default: 0)")
     p.add_argument(
-        "--max-tokens", type=int, help="max_tokens of each listwise request (default: the server's)"
+        "--max-tokens", type=positive_int, help="max_tokens of each listwise request (default: the server's)"
     )
     p.add_argument(
         "--extra-body",
         help='JSON object merged into each request, e.g. \'{"chat_template_kwargs": {"enable_thinking": true}}\'',
     )
     p.add_argument("--instruction", help="the yes-no backend's instruction (default: Qwen3-Reranker's)")
-    p.add_argument("--depth", type=int, default=100, help="rerank the top DEPTH (default: 100)")
-    p.add_argument("--window", type=int, default=20, help="window size, listwise (default: 20)")
-    p.add_argument("--stride", type=int, default=10, help="stride, listwise (default: 10)")
+    p.add_argument("--depth", type=positive_int, default=100, help="rerank the top DEPTH (default: 100)")
+    p.add_argument("--window", type=positive_int, default=20, help="window size, listwise (default: 20)")
+    p.add_argument("--stride", type=positive_int, default=10, help="stride, listwise (default: 10)")
     p.add_argument("--cache", help="SQLite answer cache (default: OUTPUT.answers.sqlite)")
     p.add_argument("--no-cache", action="store_true", help="keep no answers: an interrupted run starts over")
     p.add_argument("--retry-failed", action="store_true", help="ask again for windows cached as failed")
-    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default: 8)")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (default: 8)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per request, all of it (default: 60)")
-    p.add_argument("--retries", type=int, default=3, help="retries per request (default: 3)")
+    p.add_argument("--retries", type=non_negative_int, default=3, help="retries per request (default: 3)")
     p.add_argument(
         "--max-response-mb", type=float, default=8.0, help="a larger response fails its window (default: 8)"
     )
     p.add_argument(
-        "--max-words", type=int, default=300, help="cut listwise passages to N words (default: 300)"
+        "--max-words", type=positive_int, default=300, help="cut listwise passages to N words (default: 300)"
     )
     p.add_argument(
-        "--passage-tokens", type=int, help="cut passages to N tokens (--tokenizer, or script-aware)"
+        "--passage-tokens", type=positive_int, help="cut passages to N tokens (--tokenizer, or script-aware)"
     )
-    p.add_argument("--query-tokens", type=int, help="cut queries to N tokens (--tokenizer, or script-aware)")
+    p.add_argument(
+        "--query-tokens", type=positive_int, help="cut queries to N tokens (--tokenizer, or script-aware)"
+    )
     p.add_argument("--tokenizer", help="the model's tokenizer.json, for --passage-tokens/--query-tokens")
-    p.add_argument("--max-length", type=int, default=512, help="cross-encoder pair length (default: 512)")
-    p.add_argument("--batch-size", type=int, default=32, help="cross-encoder batch size (default: 32)")
+    p.add_argument(
+        "--max-length", type=positive_int, default=512, help="cross-encoder pair length (default: 512)"
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int, default=32, help="cross-encoder batch size (default: 32)"
+    )
     p.add_argument("--stats", help="also write the statistics as JSON here")
     p.add_argument("--tag", default="clirkit-rerank", help="run tag (6th column)")
     add_quiet(p)

@@ -25,7 +25,7 @@ from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
-from clirkit.dense.vectors import as_matrix, load_matrix
+from clirkit.dense.vectors import as_matrix, load_matrix, npy_header
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
 
@@ -193,12 +193,11 @@ class DenseIndex(NativeIndex):
             "vector_dtype": vector_dtype,
         }
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        header = np.load(os.fspath(embeddings), mmap_mode="r")
-        if header.dtype not in (np.dtype("<f4"), np.dtype("<f2")) or not header.flags.c_contiguous:
-            # Other layouts (float64, Fortran order, big endian) are converted in memory, as before.
+        dtype, fortran_order, compressed = npy_header(embeddings)
+        if dtype not in (np.dtype("<f4"), np.dtype("<f2")) or fortran_order or compressed:
+            # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
             DenseIndex.build(load_matrix(embeddings), id_list, **options).save(index_dir)
             return DenseIndex.open(index_dir)
-        del header
         native = _native.DenseIndex.build_npy(
             Path(embeddings), id_list, Path(index_dir), memory_mb=memory_mb, **options
         )

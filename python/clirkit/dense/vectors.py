@@ -1,7 +1,10 @@
-"""Vectors and ids on disk for dense indexes: ``.npy`` matrices (memory-mapped) and one-id-per-line files."""
+"""Vectors and ids on disk for dense indexes: ``.npy`` matrices and one-id-per-line files, both read
+(never memory-mapped, as every input is: another process truncating a mapped file kills the reader
+with SIGBUS), gzip-compressed or not."""
 
 from __future__ import annotations
 
+import gzip
 import os
 from typing import Any
 
@@ -11,7 +14,7 @@ from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import BOM, id_problem, open_input
 
-__all__ = ["as_matrix", "load_matrix", "read_ids"]
+__all__ = ["as_matrix", "load_matrix", "load_npy", "npy_header", "read_ids"]
 
 
 def as_matrix(a: Any, what: str) -> np.ndarray:
@@ -26,10 +29,37 @@ def as_matrix(a: Any, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
+def load_npy(path: PathLike) -> np.ndarray:
+    """A ``.npy`` array read whole (gzip-compressed or not); an object array, a pickle or anything
+    that is not a ``.npy`` file is an :class:`InvalidInputError` naming the file."""
+    try:
+        with open_input(path) as f:
+            return np.load(f, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as err:
+        raise InvalidInputError(f"{os.fspath(path)}: not a numeric .npy array ({err})") from None
+
+
+def npy_header(path: PathLike) -> tuple[np.dtype, bool, bool]:
+    """``(dtype, fortran_order, compressed)`` of a ``.npy`` file from its header alone (read, not
+    mapped; gzip-compressed or not); a file that is not a ``.npy`` is an InvalidInputError naming it."""
+    try:
+        with open_input(path) as f:
+            compressed = isinstance(f, gzip.GzipFile)
+            version = np.lib.format.read_magic(f)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            _, fortran_order, dtype = read(f)
+    except (ValueError, EOFError, OSError) as err:
+        raise InvalidInputError(f"{os.fspath(path)}: not a numeric .npy array ({err})") from None
+    return dtype, fortran_order, compressed
+
+
 def load_matrix(path: PathLike) -> np.ndarray:
-    """Memory-map a ``.npy`` matrix; float32 stays mapped, float16/float64 are converted."""
-    arr = np.load(os.fspath(path), mmap_mode="r")
-    return as_matrix(arr, f"{path}")
+    """A ``.npy`` matrix as float32 (float16/float64 converted)."""
+    return as_matrix(load_npy(path), f"{path}")
 
 
 def read_ids(path: PathLike) -> list[str]:

@@ -19,7 +19,7 @@ from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike
-from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, _query_triples
+from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, query_triples
 from clirkit.distributed.cluster import (
     RayAddress,
     actor_cpus,
@@ -73,6 +73,12 @@ def build_sharded_bm25(
     only) names a file whose first claimant ends its worker process mid-build."""
     if shards < 1:
         raise InvalidInputError(f"shards must be at least 1, got {shards}")
+    if options.get("keep_first_duplicate"):
+        # Each shard sees only its part: a duplicate across shards could not be dropped in corpus order.
+        raise InvalidInputError(
+            "keep_first_duplicate cannot go with shards: a duplicate id in two shards cannot be dropped in "
+            "corpus order; remove the duplicates first, or build one index"
+        )
     if options.pop("store_docvectors", False):
         raise InvalidInputError(
             "a sharded index cannot store document vectors (RM3 needs the whole collection)"
@@ -150,7 +156,7 @@ class _ShardedSearch:
     ) -> dict[str, list[tuple[str, float]]]:
         """The top ``k`` of each query (queries as :meth:`clirkit.bm25.BM25Index.batch_search`
         takes them), ``{qid: [(docid, score), ...]}`` in query and canonical order."""
-        triples = _query_triples(queries)
+        triples = query_triples(queries)
         parts = self._parts(triples, _search_options(k, lang, k1, b))
         merged = _native.merge_shard_hits(parts, [q for q, _, _ in triples], k)
         assert merged is not None  # no output file was given

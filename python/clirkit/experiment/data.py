@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from clirkit._native import ParseError
+from clirkit.datasets import ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_objects, plain_json, record_id
 from clirkit.experiment.config import Collection, ExperimentConfig, TaskSpec
 from clirkit.experiment.toml_source import ExperimentError
 from clirkit.sources import identity_of
@@ -31,13 +33,62 @@ ISO3_TO_1 = {"eng": "en", "zho": "zh", "rus": "ru", "fas": "fa", "ara": "ar", "d
 
 
 def file_identity(path: str) -> dict:
-    """What identifies an input file in stage digests: its path, size and modification time; for a
-    file exported from a named collection (``irds:``, ``hf:``), the dataset id and revision."""
+    """What identifies an input file in stage digests: its path, size and content (a SHA-256 of its
+    bytes, see :func:`content_digest`); for a file exported from a named collection (``irds:``,
+    ``hf:``), the dataset id and revision."""
     named = identity_of(path)
     if named is not None:
         return named
+    size, digest = content_digest(path)
+    return {"path": os.path.abspath(path), "size": size, "sha256": digest}
+
+
+#: Content digests already computed, by (device, inode, size, mtime, ctime): any write to a file, or a
+#: restored modification time (``cp -p``, ``touch -r``), changes its ctime, so a changed file is
+#: always hashed again and an unchanged one never is.
+_DIGESTS: dict[tuple[int, ...], str] = {}
+
+
+def _digest_cache() -> Optional[str]:
+    """The file keeping digests across runs: ``$XDG_CACHE_HOME/clirkit/file-digests.json`` (or under
+    ``~/.cache``); ``CLIRKIT_DIGEST_CACHE=off`` keeps them in memory only."""
+    if os.environ.get("CLIRKIT_DIGEST_CACHE") == "off":
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "clirkit", "file-digests.json")
+
+
+def content_digest(path: str) -> tuple[int, str]:
+    """``(size, SHA-256 hex)`` of a file's bytes, streamed; reused while the file's device, inode,
+    size, mtime and ctime are unchanged (kept across runs in :func:`_digest_cache`'s file)."""
     st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    cache = _digest_cache()
+    if key not in _DIGESTS and cache is not None:
+        try:
+            with open(cache, encoding="utf-8") as f:
+                stored = json.load(f)
+            _DIGESTS.update({tuple(int(x) for x in k.split(":")): v for k, v in stored.items()})
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass  # no cache yet, or an unreadable one: hash
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digest = _DIGESTS[key] = h.hexdigest()
+        if cache is not None:
+            try:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                recent = dict(list(_DIGESTS.items())[-10000:])
+                tmp = f"{cache}.{os.getpid()}.tmp"
+                with open(tmp, "w", encoding="utf-8") as f:
+                    json.dump({":".join(map(str, k)): v for k, v in recent.items()}, f)
+                os.replace(tmp, cache)
+            except OSError:
+                pass  # a read-only home: digests are kept for this process only
+    return st.st_size, digest
 
 
 def digest_of(value: object) -> str:
@@ -48,26 +99,32 @@ def digest_of(value: object) -> str:
 @dataclass(frozen=True)
 class DocSource:
     """One documents file, optionally only the documents of one language (``lang_filter``, read
-    from ``lang_field``), analyzed in ``fixed_lang`` or, when None, in each document's ``lang_field``."""
+    from ``lang_field``), analyzed in ``fixed_lang`` or, when None, in each document's ``lang_field``
+    (``default_lang`` for a document without one)."""
 
     path: str
     lang_filter: Optional[str]
     fixed_lang: Optional[str]
     lang_field: Optional[str]
+    default_lang: Optional[str] = None  # for documents without ``lang_field``
 
     def identity(self) -> dict:
-        return {
+        out = {
             "file": file_identity(self.path),
             "lang_filter": self.lang_filter,
             "fixed_lang": self.fixed_lang,
             "lang_field": self.lang_field,
         }
+        if self.default_lang is not None:
+            out["default_lang"] = self.default_lang
+        return out
 
 
 @dataclass(frozen=True)
 class DocSet:
     """The documents one task searches: one or more sources. A single unfiltered source is used
-    as it is; anything else is first written to one JSONL file (``_id``, ``title``, ``text``, ``lang``)."""
+    as it is; anything else is first written to one JSONL file (each record whole, with ``_id`` and
+    ``lang`` set)."""
 
     sources: tuple[DocSource, ...]
 
@@ -109,24 +166,32 @@ class Task:
 
 
 def _read_jsonl(path: str):
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ExperimentError(f"{path}:{number}: malformed JSON: {err.msg}") from None
+    """``(line, object)`` of a JSONL file by the one record reader (gzip read as such, a byte-order
+    mark skipped); its errors as :class:`ExperimentError` naming file and line."""
+    try:
+        yield from iter_objects(path)
+    except ParseError as err:
+        raise ExperimentError(str(err)) from None
+
+
+def _id_of(path: str, number: int, obj: dict, fields) -> str:
+    """The record's id by the one id rule (``clirkit.datasets.record_id``)."""
+    try:
+        return record_id(path, number, obj, fields)
+    except ParseError as err:
+        raise ExperimentError(str(err)) from None
 
 
 def _beir_queries(coll: Collection) -> list[tuple[str, str, Optional[str]]]:
     assert coll.queries is not None
     out = []
     for number, q in _read_jsonl(coll.queries):
-        qid = next((q[k] for k in ("_id", "id", "qid", "query_id") if k in q), None)
-        text = next((q[k] for k in ("text", "query", "title") if k in q), None)
-        if qid is None or not isinstance(text, str):
+        qid = _id_of(coll.queries, number, q, QUERY_ID_FIELDS)
+        text = next((q[k] for k in QUERY_FIELDS if k in q), None)
+        if type(text) is not str:
             raise ExperimentError(f"{coll.queries}:{number}: a query needs an id and a text")
-        out.append((str(qid), text, q.get(coll.lang_field or "lang") if coll.lang_field else coll.lang))
+        lang = q.get(coll.lang_field or "lang") if coll.lang_field else coll.lang
+        out.append((qid, text, lang if lang is None or type(lang) is str else str(lang)))
     return out
 
 
@@ -136,26 +201,74 @@ def _qrels_qids(path: str) -> set[str]:
     return set(read_qrels(path))
 
 
-def _neuclir_topics(coll: Collection) -> dict[str, dict[str, str]]:
-    """topic id -> {ISO 639-1 language: text of ``topic_field``}."""
+@dataclass(frozen=True)
+class TopicEntry:
+    """One language's version of a NeuCLIR topic: its ``source`` ("original", "human translation",
+    a machine translation's name, or None when the file gives none), the query text composed from the
+    collection's ``topic_fields``, and the line it came from."""
+
+    source: Optional[str]
+    text: str
+    line: int
+
+
+#: topic id -> ISO 639-1 language -> every entry of that language, in file order.
+Topics = dict[str, dict[str, list[TopicEntry]]]
+
+
+def _neuclir_topics(coll: Collection) -> Topics:
+    """Every entry of every topic, its text the collection's ``topic_fields`` joined by a space (as
+    NeuCLIRBench's title + description queries); which entry a task uses is :func:`topic_text`'s choice."""
     assert coll.topics is not None
-    topics: dict[str, dict[str, str]] = {}
+    topics: Topics = {}
     for number, t in _read_jsonl(coll.topics):
         tid = t.get("topic_id")
         entries = t.get("topics")
         if tid is None or not isinstance(entries, list):
             raise ExperimentError(f"{coll.topics}:{number}: a topic needs topic_id and topics: [...]")
-        by_lang = {}
+        by_lang: dict[str, list[TopicEntry]] = {}
         for entry in entries:
             lang = ISO3_TO_1.get(entry.get("lang"), entry.get("lang"))
-            text = entry.get(coll.topic_field)
-            if not isinstance(text, str):
-                raise ExperimentError(
-                    f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{coll.topic_field}'"
-                )
-            by_lang[lang] = text
+            parts = []
+            for name in coll.topic_fields:
+                text = entry.get(name)
+                if not isinstance(text, str):
+                    raise ExperimentError(f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{name}'")
+                parts.append(text.strip())
+            by_lang.setdefault(lang, []).append(TopicEntry(entry.get("source"), " ".join(parts), number))
         topics[str(tid)] = by_lang
     return topics
+
+
+def topic_text(coll: Collection, tid: str, lang: str, entries: list[TopicEntry], setting: str) -> str:
+    """The query text of topic ``tid`` in ``lang`` for a task of ``setting``: with query translation
+    (``clir-qt``) the entry of the collection's ``mt_source`` when one is named, else (and in every other
+    setting, which use human topics) the only entry, or the one from a source in ``human_sources``.
+    Entries of one language that disagree with no source chosen are an error naming the topic."""
+    if setting == "clir-qt" and coll.mt_source is not None:
+        chosen = [e for e in entries if e.source == coll.mt_source]
+        if not chosen:
+            found = ", ".join(str(e.source) for e in entries)
+            raise ExperimentError(
+                f"{coll.topics}:{entries[0].line}: topic '{tid}' has no '{lang}' entry from mt_source "
+                f"'{coll.mt_source}' (sources: {found})"
+            )
+    elif setting == "clir-qt" or len(entries) == 1:
+        chosen = entries
+    else:
+        chosen = [e for e in entries if e.source in coll.human_sources] or entries
+    if len({e.text for e in chosen}) > 1:
+        sources = ", ".join(f"{e.source} (line {e.line})" for e in chosen)
+        hint = (
+            "name the translation with mt_source"
+            if setting == "clir-qt"
+            else "list the human one in human_sources"
+        )
+        raise ExperimentError(
+            f"{coll.topics}: topic '{tid}' has {len(chosen)} different '{lang}' entries ({sources}) and "
+            f"no source is chosen for setting '{setting}': {hint}"
+        )
+    return chosen[0].text
 
 
 def _label(config: ExperimentConfig, spec: TaskSpec, lang: Optional[str]) -> str:
@@ -181,7 +294,7 @@ def _group(config: ExperimentConfig, spec: TaskSpec) -> str:
 def build_tasks(config: ExperimentConfig) -> list[Task]:
     """Every task of the experiment, in file order (queries read now: they are part of digests)."""
     tasks: list[Task] = []
-    topic_cache: dict[str, dict[str, dict[str, str]]] = {}
+    topic_cache: dict[str, Topics] = {}
     query_cache: dict[str, list] = {}
     for spec in config.tasks:
         coll = config.collections[spec.collection]
@@ -243,11 +356,13 @@ def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics:
     setting = spec.setting
     if setting in ("mlir", "mlir-dt"):
         files = coll.docs if setting == "mlir" else coll.translations
+        # Native documents keep their own `lang` where they have one, else their file's key (NeuCLIR-1's
+        # documents carry no language); translations are English.
         sources = tuple(
-            DocSource(
-                path, None, "en" if setting == "mlir-dt" else None, None if setting == "mlir-dt" else "lang"
-            )
-            for path in files.values()
+            DocSource(path, None, "en", None)
+            if setting == "mlir-dt"
+            else DocSource(path, None, None, "lang", default_lang=lang_key)
+            for lang_key, path in files.items()
         )
         query_lang = coll.query_language
         qrels = coll.qrels_by_language["mlir"]
@@ -261,20 +376,20 @@ def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics:
     queries = []
     for tid, by_lang in topics.items():
         if query_lang in by_lang:
-            queries.append((tid, by_lang[query_lang], query_lang))
+            queries.append((tid, topic_text(coll, tid, query_lang, by_lang[query_lang], setting), query_lang))
     return DocSet(sources), queries, qrels, False
 
 
 def iter_documents(source: DocSource):
-    """``(id, title, text, lang)`` of a source's documents, its language filter applied."""
+    """``(id, record, lang)`` of a source's documents, its language filter applied: the id by the one
+    id rule, the record whole (every field, numbers as numbers), so a rewritten document keeps every
+    field a system may index."""
     for number, doc in _read_jsonl(source.path):
-        doc_id = next((doc[k] for k in ("_id", "id", "docid", "doc_id") if k in doc), None)
-        if doc_id is None:
-            raise ExperimentError(f"{source.path}:{number}: a document needs an id")
+        doc_id = _id_of(source.path, number, doc, ID_FIELDS)
         doc_lang = doc.get(source.lang_field) if source.lang_field else None
         if source.lang_filter is not None and doc_lang != source.lang_filter:
             continue
-        lang = source.fixed_lang or doc_lang
+        lang = source.fixed_lang or doc_lang or source.default_lang
         if lang is None:
             raise ExperimentError(f"{source.path}:{number}: document '{doc_id}' has no '{source.lang_field}'")
-        yield str(doc_id), doc.get("title") or "", doc.get("text") or "", lang
+        yield doc_id, plain_json(doc), str(lang)

@@ -8,28 +8,27 @@ from pathlib import Path
 from typing import Optional
 
 from clirkit.experiment.config import FusionSpec, RerankSpec
-from clirkit.experiment.data import DocSet, Task, iter_documents
-from clirkit.experiment.plan import RunContext, Stage, model_identity
+from clirkit.experiment.data import DocSet, Task, file_identity, iter_documents
+from clirkit.experiment.stage import EVAL_FILE, RUN_FILE, RunContext, Stage, model_identity
+from clirkit.experiment.toml_source import ExperimentError
 from clirkit.rerankers import Backend
-
-RUN_FILE = "run.trec"
-EVAL_FILE = "eval.json"
 
 
 def write_documents(docs: DocSet):
-    """Action: the task's documents as one JSONL file, each with its analyzer language."""
+    """Action: the task's documents as one JSONL file, each record whole (every field a system may
+    name) with its id as ``_id`` and its analyzer language as ``lang``."""
 
     def action(stage: Stage, out: Path, ctx: RunContext) -> None:
         seen: set[str] = set()
         with open(out / "corpus.jsonl", "w", encoding="utf-8") as f:
             for source in docs.sources:
-                for doc_id, title, text, lang in iter_documents(source):
+                for doc_id, fields, lang in iter_documents(source):
                     if doc_id in seen:
-                        raise ValueError(
+                        raise ExperimentError(
                             f"{source.path}: document id '{doc_id}' appears twice in {docs.describe()}"
                         )
                     seen.add(doc_id)
-                    record = {"_id": doc_id, "title": title, "text": text, "lang": lang}
+                    record = {**fields, "_id": doc_id, "lang": lang}
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     return action
@@ -146,6 +145,26 @@ class _SharedBackend(Backend):
         return self.backend.rank(requests)
 
 
+def warn_empty_documents(path: Path, fields: list[str], system: str) -> int:
+    """Count the documents of ``path`` whose ``fields`` hold no text, warning on stderr with the count
+    when there are any (a system given fields its documents lack indexes nothing); returns the count."""
+    import sys
+
+    from clirkit.datasets import iter_jsonl
+
+    total = empty = 0
+    for record in iter_jsonl(path, fields):
+        total += 1
+        empty += not record.text
+    if empty:
+        print(
+            f"clirkit: warning: {system}: {empty} of {total} documents of {path} have no text in "
+            f"fields {fields}",
+            file=sys.stderr,
+        )
+    return empty
+
+
 def _document_texts(path: Path, fields: list[str]) -> dict[str, str]:
     """``{doc id: the present fields joined by a space}`` (the reranker sees what the file names)."""
     from clirkit.datasets import iter_jsonl
@@ -189,6 +208,17 @@ def _seed(scorer: _EmbeddingScorer, seeds: list[Stage], task: Task, doc_text: di
             scorer.seed("p", [doc_text[ids[n]] for n in rows], matrix[rows])
 
 
+def failed_rerank_message(label: str, stats, cache: Path) -> str:
+    """Why a rerank stage is not committed: its failed windows, named (the first ten)."""
+    shown = "; ".join(f"query {f.qid} window at {f.start}: {f.reason}" for f in stats.failed_windows[:10])
+    more = f"; and {len(stats.failed_windows) - 10} more" if len(stats.failed_windows) > 10 else ""
+    return (
+        f"rerank {label}: {len(stats.failed_windows)} of {stats.windows} windows failed ({shown}{more}); "
+        f"the stage is not committed. The answers obtained are kept in {cache}, so the next run asks "
+        "only the failed windows"
+    )
+
+
 def rerank_stage(
     spec: RerankSpec,
     task: Task,
@@ -198,12 +228,11 @@ def rerank_stage(
     seeds: list[Stage],
 ) -> Stage:
     model = spec.options["model"]
+    # Every option of the node reaches the backend or the passages, so every one is in the key.
     params = {
+        **spec.options,
         "backend": spec.backend,
         "model": model_identity(model) if spec.backend == "pointwise" else model,
-        "max_length": spec.options.get("max_length"),
-        "base_url": spec.options.get("base_url"),
-        "fields": spec.options["fields"],
         "depth": spec.depth,
         "window": spec.window,
         "stride": spec.stride,
@@ -219,7 +248,8 @@ def rerank_stage(
         doc_text = _document_texts(docs_path, spec.options["fields"])
         if scorer is not None:
             _seed(scorer, seeds, task, doc_text)
-        run, _ = rerank(
+        cache = ctx.store.partial(stage.digest) / "answers.sqlite"
+        run, stats = rerank(
             str(source.output / RUN_FILE),
             {q: text for q, text, _ in task.queries},
             doc_text,
@@ -227,9 +257,12 @@ def rerank_stage(
             depth=spec.depth,
             window=spec.window,
             stride=spec.stride,
-            cache=ctx.store.partial(stage.digest) / "answers.sqlite",
+            cache=cache,
+            retry_failed=True,  # a stage is committed only when every window was answered
             progress=not ctx.quiet,
         )
+        if stats.failed_windows:
+            raise ExperimentError(failed_rerank_message(stage.label, stats, cache))
         write_run(out / RUN_FILE, run, "clirkit-rerank")
 
     return Stage("rerank", f"{spec.name} {task.label}", params, inputs, identity, action)
@@ -257,8 +290,6 @@ def eval_stage(task: Task, run: Stage, qrels: Path, qrels_stage: Optional[Stage]
 
 
 def _qrels_identity(path: Path) -> dict:
-    from clirkit.experiment.data import file_identity
-
     return file_identity(str(path))
 
 

@@ -20,57 +20,35 @@ mod sorted_run;
 pub use crate::postings::query::{Hit, Strategy};
 pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
 pub use rm3::{Expansion, Rm3Params};
+pub use scoring::{Bm25Params, DEFAULT_B, DEFAULT_K1};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicFile;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::id_text::write_error;
-use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::manifest::{self, Layout};
 use crate::io::trec::write_run_to;
 use crate::postings::query::{self, DocRanks};
 use crate::postings::termdict::{self, TermEntry};
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
+use format::Bm25Manifest;
 use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Anserini's defaults.
-pub const DEFAULT_K1: f32 = 0.9;
-pub const DEFAULT_B: f32 = 0.4;
-
-/// BM25's free parameters, settable per search.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bm25Params {
-    pub k1: f32,
-    pub b: f32,
-}
-
-impl Default for Bm25Params {
-    fn default() -> Self {
-        Bm25Params {
-            k1: DEFAULT_K1,
-            b: DEFAULT_B,
-        }
-    }
-}
-
-impl Bm25Params {
-    fn check(&self) -> Result<()> {
-        let k1_ok = self.k1.is_finite() && self.k1 > 0.0;
-        if !k1_ok || !(0.0..=1.0).contains(&self.b) {
-            return Err(Error::invalid(format!(
-                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1={}, b={})",
-                self.k1, self.b
-            )));
-        }
-        Ok(())
-    }
-}
+/// A BM25 index's files, for `verify`: the inverted index's, the stored block maxima and the
+/// forward index.
+#[rustfmt::skip]
+pub const LAYOUT: Layout = crate::ids::layout_with_ids!(format::FORMAT, format::VERSION, format::FILE_VERSION, [
+    (format::TERMS_FILE, format::TERMS_KIND), (format::POSTINGS_FILE, format::POSTINGS_KIND),
+    (format::DOCS_FILE, format::DOCS_KIND), (block_maxima::BLOCK_MAXIMA_FILE, block_maxima::BLOCK_MAXIMA_KIND),
+    (docvectors::DOCVECTORS_FILE, docvectors::DOCVECTORS_KIND),
+]);
 
 /// A query of a batch: its id, text and (optionally) its language.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,9 +158,10 @@ impl Bm25Index {
         })
     }
 
-    /// Check every file of the index directory against the manifest's checksums, in full.
+    /// Check every file of the index directory against the manifest's checksums and the headers
+    /// [`LAYOUT`] expects, in full.
     pub fn verify(&self) -> Result<()> {
-        crate::io::manifest::verify_dir(&self.dir).map(|_| ())
+        manifest::verify_dir(&self.dir, &LAYOUT).map(|_| ())
     }
 
     pub fn dir(&self) -> &Path {
@@ -543,7 +522,7 @@ fn load_analyzers(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// How a batch of queries is searched (see [`Bm25Index::batch_search`]): `k` hits each,
 /// analyzed with `lang` if given, BM25 `params`, RM3 if asked, on `threads` threads.

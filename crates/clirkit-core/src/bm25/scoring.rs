@@ -2,7 +2,41 @@
 //! norm (`SmallFloat.intToByte4`), and every score is computed in `f32` with Lucene's operation
 //! order, so rankings (ties included) match Anserini's.
 
+use crate::error::{Error, Result};
 use crate::postings::{BlockMeta, PostingScorer};
+
+/// Anserini's defaults.
+pub const DEFAULT_K1: f32 = 0.9;
+pub const DEFAULT_B: f32 = 0.4;
+
+/// BM25's free parameters, settable per search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    pub k1: f32,
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params {
+            k1: DEFAULT_K1,
+            b: DEFAULT_B,
+        }
+    }
+}
+
+impl Bm25Params {
+    pub(crate) fn check(&self) -> Result<()> {
+        let k1_ok = self.k1.is_finite() && self.k1 > 0.0;
+        if !k1_ok || !(0.0..=1.0).contains(&self.b) {
+            return Err(Error::invalid(format!(
+                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1={}, b={})",
+                self.k1, self.b
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// Lucene's `SmallFloat.longToInt4`: a 4-bit-mantissa float of a non-negative integer.
 fn long_to_int4(i: u64) -> u32 {

@@ -11,6 +11,7 @@
 //!   streamed builds, append and merge.
 //! - [`passages`]: search over passages aggregated by MaxP, `k` documents per query, and
 //!   [`passages::DenseSearch`], a whole search as a run or written window by window.
+//! - [`metric`]: [`Metric`] and the check every vector matrix passes on the way in.
 //! - [`source`]: vectors read a chunk at a time (in memory or a float32/float16 `.npy` file).
 //! - top-k selection lives in [`crate::topk`] (shared with BM25; ties go to the lower id here).
 //!
@@ -23,41 +24,9 @@ pub mod flat;
 pub mod index;
 pub mod ivf;
 pub mod kmeans;
+pub mod metric;
 pub mod passages;
 pub mod source;
 
 pub use index::{BuildOptions, DenseIndex, Part, SearchOptions, VectorDtype};
-
-use crate::error::{Error, Result};
-
-crate::options::option_enum! {
-    /// Similarity of a query to a vector.
-    pub enum Metric("metric") {
-        /// Inner product (cosine for normalized vectors).
-        InnerProduct = "ip",
-        /// Squared Euclidean distance, reported negated so that higher is better.
-        L2 = "l2",
-    }
-}
-
-/// Check that a row-major matrix has `n * dim` finite values; `what` names it in errors.
-pub fn check_matrix(data: &[f32], dim: usize, what: &str) -> Result<usize> {
-    if dim == 0 {
-        return Err(Error::invalid(format!("{what}: dimension must be > 0")));
-    }
-    if !data.len().is_multiple_of(dim) {
-        return Err(Error::invalid(format!(
-            "{what}: {} values is not a whole number of {dim}-dimensional vectors",
-            data.len()
-        )));
-    }
-    if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
-        return Err(Error::invalid(format!(
-            "{what}: vector {} has a non-finite value ({}) at dimension {}",
-            pos / dim,
-            data[pos],
-            pos % dim
-        )));
-    }
-    Ok(data.len() / dim)
-}
+pub use metric::{check_matrix, Metric};

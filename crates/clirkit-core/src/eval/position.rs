@@ -274,7 +274,8 @@ pub fn position_table(
     }
     let use_tokens = !judgements.is_empty() && judgements.iter().all(|j| j.doc_tokens.is_some());
     let mut all = Vec::new();
-    let mut per_bucket: Vec<Vec<(usize, f64)>> = vec![Vec::new(); edges.len().saturating_sub(1).max(1)];
+    let mut per_bucket: Vec<Vec<(usize, f64)>> =
+        vec![Vec::new(); edges.len().saturating_sub(1).max(1)];
     for j in judgements {
         let Some(&v) = values.get(j.qid.as_str()) else {
             continue;
@@ -435,7 +436,8 @@ mod tests {
             judgement("b", 0, 10, 513),
             judgement("c", 0, 10, 9000),
         ];
-        let values: FxHashMap<&str, f64> = [("a", 1.0), ("b", 0.5), ("c", 0.25)].into_iter().collect();
+        let values: FxHashMap<&str, f64> =
+            [("a", 1.0), ("b", 0.5), ("c", 0.25)].into_iter().collect();
         let binning = Binning {
             bins: 2,
             edges: vec![0, 512, 1024],

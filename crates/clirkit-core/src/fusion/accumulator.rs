@@ -10,7 +10,6 @@
 use super::id_key::IdKey;
 use super::order::CanonicalOrder;
 use super::run_lists::{prefault, DocEntry};
-use super::{combmnz, Method};
 use std::hash::BuildHasher;
 
 /// A table position that holds no document.
@@ -128,20 +127,23 @@ impl<'a> Accumulator<'a> {
         }
     }
 
+    /// Replace every document's score by `scale` of its score and its number of retrieving
+    /// runs (CombMNZ's last step).
+    #[inline]
+    pub(crate) fn scale_scores(&mut self, scale: impl Fn(f64, u32) -> f64) {
+        for doc in &mut self.docs {
+            doc.score = scale(doc.score, doc.hits);
+        }
+    }
+
     /// Write the fused list in canonical order, cut to `top`, into `out` (long ids are copied
     /// into `arena`); returns the number of documents written.
     pub(crate) fn finish_into(
         &mut self,
-        method: Method,
         top: usize,
         out: &mut [DocEntry],
         arena: &mut Vec<u8>,
     ) -> Result<usize, String> {
-        if let Method::CombMnz { .. } = method {
-            for doc in &mut self.docs {
-                doc.score = combmnz::scale(doc.score, doc.hits);
-            }
-        }
         let n = self.docs.len();
         let docs = &self.docs;
         let arenas = self.arenas;

@@ -306,8 +306,10 @@ impl<'a> FusionPlan<'a> {
                         };
                         task.arena.extend_from_slice(qid);
                         let before = task.arena.len();
-                        let n =
-                            acc.finish_into(method, top, &mut region[filled..], &mut task.arena)?;
+                        if let Method::CombMnz { .. } = method {
+                            acc.scale_scores(combmnz::scale);
+                        }
+                        let n = acc.finish_into(top, &mut region[filled..], &mut task.arena)?;
                         filled += n;
                         task.long_ids |= task.arena.len() > before;
                         task.queries.push((qid_span, n));

@@ -9,9 +9,10 @@
 //! they add nothing to any score.
 
 use crate::error::{Error, Result};
-use crate::io::jsonl::LineReader;
+use crate::io::jsonl::{id_from_raw, LineReader};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::path::Path;
@@ -70,12 +71,22 @@ pub fn check_terms(terms: &[(String, f64)], at: impl Fn(String) -> Error) -> Res
     Ok(())
 }
 
+/// A weight as an error shows it: in scientific notation when huge (never 300 digits).
+fn shown_weight(weight: f64) -> String {
+    if weight.abs() >= 1e15 {
+        format!("{weight:e}")
+    } else {
+        weight.to_string()
+    }
+}
+
 /// The impact of `weight` at `quantize`, or an error when it is beyond [`MAX_IMPACT`].
 pub fn quantize(weight: f64, quantize: u32, at: impl Fn(String) -> Error) -> Result<u32> {
     let impact = (weight * quantize as f64).round();
     if impact > MAX_IMPACT as f64 {
         return Err(at(format!(
-            "weight {weight} × quantize {quantize} is beyond the largest impact, {MAX_IMPACT}"
+            "weight {} × quantize {quantize} is beyond the largest impact, {MAX_IMPACT}",
+            shown_weight(weight)
         )));
     }
     Ok(impact as u32)
@@ -156,20 +167,12 @@ impl<'de> Deserialize<'de> for JsonTerms {
 #[derive(Deserialize)]
 struct JsonVector {
     #[serde(rename = "_id")]
-    underscore_id: Option<Value>,
-    id: Option<Value>,
-    docid: Option<Value>,
-    qid: Option<Value>,
-    query_id: Option<Value>,
+    underscore_id: Option<Box<RawValue>>,
+    id: Option<Box<RawValue>>,
+    docid: Option<Box<RawValue>>,
+    qid: Option<Box<RawValue>>,
+    query_id: Option<Box<RawValue>>,
     vector: Option<JsonTerms>,
-}
-
-fn id_string(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 /// Parse and check one JSONL vector line.
@@ -188,14 +191,24 @@ pub fn parse_vector_line(path: &Path, line: u64, bytes: &[u8]) -> Result<Weighte
     .flatten()
     .next()
     .ok_or_else(|| at("no id (_id, id, docid, qid or query_id)".into()))?;
-    let id = id_string(id_value).ok_or_else(|| at("the id must be a string or a number".into()))?;
+    // The one id rule (`io::jsonl`): integers exactly as written, floats refused, no white space.
+    let id = id_from_raw(id_value).map_err(at)?;
     let json_terms = raw
         .vector
         .ok_or_else(|| at(format!("'{id}': no \"vector\" object of term weights")))?;
-    let mut terms = Vec::with_capacity(json_terms.0.len());
+    let mut terms: Vec<(String, f64)> = Vec::with_capacity(json_terms.0.len());
+    // A key repeated in the object keeps its last weight, at its first place, as JSON readers
+    // (Python's json, Jackson in Anserini) do; the weights are never added up.
+    let mut place: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (term, weight) in json_terms.0 {
         match weight {
-            JsonWeight::Number(w) => terms.push((term, w)),
+            JsonWeight::Number(w) => match place.get(&term) {
+                Some(&i) => terms[i].1 = w,
+                None => {
+                    place.insert(term.clone(), terms.len());
+                    terms.push((term, w));
+                }
+            },
             JsonWeight::Other(what) => {
                 return Err(at(format!(
                     "'{id}': the weight of term '{term}' is {what}, not a number"
@@ -217,6 +230,9 @@ fn parse_tsv_line(path: &Path, line: u64, bytes: &[u8]) -> Result<WeightedVector
     let id = fields[0].trim();
     if id.is_empty() {
         return Err(at("empty query id".into()));
+    }
+    if let Some(problem) = crate::io::id_text::id_problem(id) {
+        return Err(at(problem));
     }
     let terms = match fields[..] {
         [_, tokens] => tokens
@@ -255,15 +271,19 @@ pub fn read_queries(path: impl AsRef<Path>) -> Result<Vec<WeightedVector>> {
     let mut buf = Vec::new();
     let mut out: Vec<WeightedVector> = Vec::new();
     let mut seen = std::collections::HashMap::new();
+    // Whether the last query came from `qid<TAB>term<TAB>weight` rows: only such rows gather.
+    let mut last_weighted = false;
     while let Some(line) = reader.next_line(&mut buf)? {
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let query = if tsv {
             let q = parse_tsv_line(path, line, &buf)?;
-            let weighted_rows = buf.iter().filter(|&&b| b == b'\t').count() == 2;
+            let weighted_row = buf.iter().filter(|&&b| b == b'\t').count() == 2;
+            let gathers = weighted_row && last_weighted;
+            last_weighted = weighted_row;
             match out.last_mut() {
-                Some(last) if weighted_rows && last.id == q.id => {
+                Some(last) if gathers && last.id == q.id => {
                     last.terms.extend(q.terms);
                     continue;
                 }
@@ -328,6 +348,59 @@ mod tests {
         // JSON has no NaN literal; a NaN can only come from a computed weight.
         let nan = check_terms(&[("a".into(), f64::NAN)], Error::invalid).unwrap_err();
         assert!(nan.to_string().contains("is NaN"));
+    }
+
+    #[test]
+    fn ids_follow_the_one_id_rule_and_repeated_keys_keep_the_last_weight() {
+        let big = parse(r#"{"id": 123456789012345678901234567890, "vector": {"a": 1}}"#).unwrap();
+        assert_eq!(big.id, "123456789012345678901234567890");
+        for (line, message) in [
+            (
+                r#"{"id": 1.5, "vector": {"a": 1}}"#,
+                "id 1.5 is not a string or an integer",
+            ),
+            (
+                r#"{"id": 1e3, "vector": {"a": 1}}"#,
+                "id 1e3 is not a string",
+            ),
+            (r#"{"id": "a b", "vector": {"a": 1}}"#, "white space"),
+            (r#"{"id": "", "vector": {"a": 1}}"#, "empty"),
+            (r#"{"id": "a\tb", "vector": {"a": 1}}"#, "white space"),
+            (r#"{"id": "a\u0000b", "vector": {"a": 1}}"#, "control"),
+            (
+                r#"{"id": true, "vector": {"a": 1}}"#,
+                "not a string or an integer",
+            ),
+        ] {
+            let e = parse(line).unwrap_err().to_string();
+            assert!(
+                e.contains("v.jsonl:7:") && e.contains(message),
+                "{line}: {e}"
+            );
+        }
+        let v = parse(r#"{"id": "d", "vector": {"apple": 1, "pear": 4, "apple": 2}}"#).unwrap();
+        assert_eq!(v.terms, vec![("apple".into(), 2.0), ("pear".into(), 4.0)]);
+        let e = quantize(1e300, 100, Error::invalid)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("weight 1e300 × quantize 100"), "{e}");
+    }
+
+    #[test]
+    fn tsv_queries_check_ids_and_gather_only_weighted_rows() {
+        let (_d, p) = temp_file("q.tsv", b"q1\tapple\nq1\tbanana\t5\n");
+        let e = read_queries(&p).unwrap_err().to_string();
+        assert!(e.contains("duplicate id 'q1'"), "{e}");
+        let (_d, p) = temp_file("q.tsv", b"q1\tbanana\t5\nq1\tapple\n");
+        assert!(read_queries(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate id 'q1'"));
+        let (_d, p) = temp_file("q.tsv", b"q1\tbanana\t5\nq1\tapple\t2\n");
+        assert_eq!(read_queries(&p).unwrap()[0].terms.len(), 2);
+        let (_d, p) = temp_file("q.tsv", b"q 1\tapple\n");
+        let e = read_queries(&p).unwrap_err().to_string();
+        assert!(e.contains("q.tsv:1:") && e.contains("white space"), "{e}");
     }
 
     #[test]

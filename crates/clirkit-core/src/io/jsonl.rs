@@ -12,13 +12,91 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The longest record (line, without its line break) any reader accepts by default: 64 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 64 << 20;
+/// The environment variable setting the limit for a process (a number of bytes).
+pub const MAX_RECORD_ENV: &str = "CLIRKIT_MAX_RECORD_BYTES";
+static MAX_RECORD_BYTES: AtomicUsize = AtomicUsize::new(0); // 0: not yet read from the environment
+
+/// The record-length limit of every [`LineReader`]: [`set_max_record_bytes`]'s value, else
+/// `CLIRKIT_MAX_RECORD_BYTES`, else [`DEFAULT_MAX_RECORD_BYTES`]. A compressed input can expand
+/// a thousandfold, so without a limit one line of a small file could take all memory.
+pub fn max_record_bytes() -> usize {
+    match MAX_RECORD_BYTES.load(Ordering::Relaxed) {
+        0 => {
+            let limit = std::env::var(MAX_RECORD_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(DEFAULT_MAX_RECORD_BYTES);
+            MAX_RECORD_BYTES.store(limit, Ordering::Relaxed);
+            limit
+        }
+        n => n,
+    }
+}
+
+/// Set the record-length limit for the whole process (at least 1 byte).
+pub fn set_max_record_bytes(limit: usize) -> Result<()> {
+    if limit == 0 {
+        return Err(Error::invalid(
+            "the record-length limit must be at least 1 byte",
+        ));
+    }
+    MAX_RECORD_BYTES.store(limit, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Append the next line of `reader` (its `\n` included) to `buf`; `Ok(None)` when its record (the
+/// line without `\n` or `\r\n`, as [`LineReader::next_line`] gives it) is longer than `limit` bytes,
+/// read no further than `limit + 1` bytes of it (plus one buffer's worth); else the number of bytes
+/// appended (0 at end of input).
+fn read_line_capped(
+    reader: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Option<usize>> {
+    let start = buf.len();
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            // The last line, without a line break: all of it is the record.
+            let total = buf.len() - start;
+            return Ok((total <= limit).then_some(total));
+        }
+        let (used, done) = match memchr::memchr(b'\n', available) {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        // Without its line break yet, the record is at least all but a final '\r'.
+        if !done && buf.len() - start + used > limit.saturating_add(1) {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&available[..used]);
+        reader.consume(used);
+        if done {
+            let total = buf.len() - start;
+            let carriage = total >= 2 && buf[buf.len() - 2] == b'\r';
+            let record = total - 1 - usize::from(carriage);
+            return Ok((record <= limit).then_some(total));
+        }
+    }
+}
 
 /// Reads a file line by line, keeping the 1-based line number; gzip and zstd files are
-/// decompressed and a byte-order mark skipped ([`crate::io::input`]).
+/// decompressed and a byte-order mark skipped ([`crate::io::input`]). A line longer than
+/// [`max_record_bytes`] is an error naming the file and line, read no further.
 pub struct LineReader {
     path: PathBuf,
     reader: Box<dyn BufRead + Send>,
     line_no: u64,
+    max_record: usize,
 }
 
 impl LineReader {
@@ -28,6 +106,7 @@ impl LineReader {
             reader: open_input(&path)?,
             path,
             line_no: 0,
+            max_record: max_record_bytes(),
         })
     }
 
@@ -45,7 +124,31 @@ impl LineReader {
             reader: Box::new(reader),
             path,
             line_no: range.first_line - 1,
+            max_record: max_record_bytes(),
         })
+    }
+
+    /// This reader with another record-length limit.
+    pub fn with_max_record(mut self, limit: usize) -> Self {
+        self.max_record = limit;
+        self
+    }
+
+    /// One line appended to `buf` under the record-length limit: the bytes appended, 0 at the end.
+    fn read_line(&mut self, buf: &mut Vec<u8>) -> Result<usize> {
+        match read_line_capped(&mut self.reader, buf, self.max_record).at(&self.path)? {
+            Some(n) => Ok(n),
+            None => {
+                let record_bytes = record_limit_text(self.max_record);
+                Err(Error::parse(
+                    &self.path,
+                    self.line_no + 1,
+                    format!(
+                        "record longer than {record_bytes} (the limit; set {MAX_RECORD_ENV} to raise it)"
+                    ),
+                ))
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -56,7 +159,7 @@ impl LineReader {
     /// `None` at end of file.
     pub fn next_line(&mut self, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         buf.clear();
-        let n = self.reader.read_until(b'\n', buf).at(&self.path)?;
+        let n = self.read_line(buf)?;
         if n == 0 {
             return Ok(None);
         }
@@ -95,10 +198,7 @@ impl LineReader {
         block.lines.clear();
         while block.lines.len() < max_lines {
             let start = block.bytes.len();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut block.bytes)
-                .at(&self.path)?;
+            let n = self.read_line(&mut block.bytes)?;
             if n == 0 {
                 break;
             }
@@ -117,6 +217,15 @@ impl LineReader {
             }
         }
         Ok(())
+    }
+}
+
+/// `limit` bytes in words: "64 MiB" when whole mebibytes, else "N bytes".
+fn record_limit_text(limit: usize) -> String {
+    if limit >= 1 << 20 && limit.is_multiple_of(1 << 20) {
+        format!("{} MiB", limit >> 20)
+    } else {
+        format!("{limit} bytes")
     }
 }
 
@@ -293,6 +402,28 @@ fn id_value(raw: &RawValue) -> FieldValue<'_> {
         Some(b'n') => FieldValue::Null,
         _ if is_integer_literal(text) => FieldValue::Number(text.to_string()),
         _ => FieldValue::Other,
+    }
+}
+
+/// An id read from its raw JSON by the one id rule: a string, or an integer kept exactly as
+/// written; a float or any other value is refused, and so is an id [`id_problem`] refuses. The
+/// error is the message alone (callers add file and line). For readers of other record shapes
+/// (impact vectors) that take their id fields raw.
+pub fn id_from_raw(raw: &RawValue) -> std::result::Result<String, String> {
+    let id = match id_value(raw) {
+        FieldValue::Str(s) => s.into_owned(),
+        FieldValue::Number(n) => n,
+        FieldValue::Null => return Err("the id is null".into()),
+        FieldValue::Other => {
+            return Err(format!(
+                "id {} is not a string or an integer",
+                raw.get().trim()
+            ))
+        }
+    };
+    match id_problem(&id) {
+        Some(problem) => Err(problem),
+        None => Ok(id),
     }
 }
 
@@ -912,6 +1043,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("c.jsonl.zst:2: id 1.5 is not a string"), "{e}");
+    }
+
+    #[test]
+    fn record_length_cap_stops_at_the_long_line_in_any_compression() {
+        use crate::io::input::tests::{gzip, zstd};
+        let long = format!(
+            "{{\"_id\": \"b\", \"text\": \"{}\"}}\n",
+            "a".repeat(3 << 20)
+        );
+        let plain = format!("{{\"_id\": \"a\"}}\r\n{long}{{\"_id\": \"c\"}}\n");
+        for (name, bytes) in [
+            ("c.jsonl", plain.as_bytes().to_vec()),
+            ("c.jsonl.gz", gzip(plain.as_bytes())),
+            ("c.jsonl.zst", zstd(plain.as_bytes())),
+        ] {
+            let (_d, p) = file(&bytes, name);
+            let mut reader = LineReader::open(&p).unwrap().with_max_record(1000);
+            let mut buf = Vec::new();
+            assert_eq!(reader.next_line(&mut buf).unwrap(), Some(1));
+            let e = reader.next_line(&mut buf).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{name}:2: record longer than 1000 bytes")),
+                "{e}"
+            );
+            // What was read of the long line: at most the limit and one read buffer (1 MiB).
+            assert!(
+                buf.len() <= 1002 + (1 << 20),
+                "read {} bytes of it",
+                buf.len()
+            );
+            // next_block stops the same way; a record of exactly the limit passes, "\r\n" after it too
+            let mut block = LineBlock::default();
+            let mut reader = LineReader::open(&p).unwrap().with_max_record(1000);
+            assert!(reader.next_block(10, &mut block).is_err());
+            let exact = long.len() - 1;
+            let mut reader = LineReader::open(&p).unwrap().with_max_record(exact);
+            reader.next_block(10, &mut block).unwrap();
+            assert_eq!(block.len(), 3, "{name}");
+        }
+        assert_eq!(record_limit_text(DEFAULT_MAX_RECORD_BYTES), "64 MiB");
+        assert!(set_max_record_bytes(0).is_err());
     }
 
     #[test]

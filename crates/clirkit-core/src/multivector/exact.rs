@@ -2,11 +2,14 @@
 //! search is measured against, and the search itself for collections small enough to scan.
 
 use super::matmul::dot_rows;
+use super::tokens::TokenMatrix;
 use super::topk::TopK;
-use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
 use crate::parallel;
 use rayon::prelude::*;
+
+/// Per query, the best hits: (score, internal id), best first.
+pub type Hits = Vec<Vec<(f32, u32)>>;
 
 /// Documents scored by one task of a query's scan.
 const DOCS_PER_TASK: usize = 256;

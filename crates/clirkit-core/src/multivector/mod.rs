@@ -29,9 +29,7 @@ pub mod tokens;
 use crate::topk;
 
 pub use build::BuildOptions;
+pub use exact::Hits;
 pub use format::MultiVectorIndex;
 pub use search::SearchOptions;
 pub use tokens::TokenMatrix;
-
-/// Per query, the best hits: (score, internal id), best first.
-pub type Hits = Vec<Vec<(f32, u32)>>;

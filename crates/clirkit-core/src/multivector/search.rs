@@ -13,11 +13,11 @@
 //! scored with them. Passage indexes are
 //! aggregated to documents by MaxP. Queries run in parallel; results do not depend on thread count.
 
-use super::exact::{self, check_dims, maxsim};
+use super::exact::{self, check_dims, maxsim, Hits};
 use super::format::{MultiVectorIndex, StoredVectors};
 use super::matmul::dot_rows;
+use super::tokens::TokenMatrix;
 use super::topk::TopK;
-use super::{Hits, TokenMatrix};
 use crate::error::{Error, Result};
 use crate::ids::check_query_ids;
 use crate::io::trec;

@@ -67,6 +67,19 @@ impl<'a> TokenMatrix<'a> {
                     name()
                 )));
             }
+            // Scores are f32 inner products: a vector whose squared norm overflows f32 (a norm
+            // past ~1.8e19) would make infinite or NaN scores, and search would drop its items.
+            for row in w[0] as usize..w[1] as usize {
+                let v = &data[row * dim..(row + 1) * dim];
+                if !v.iter().map(|x| x * x).sum::<f32>().is_finite() {
+                    return Err(Error::invalid(format!(
+                        "{what}: token {} of {} has a norm too large for f32 scores (above ~1.8e19): \
+                         normalize or scale the vectors",
+                        row as u64 - w[0],
+                        name()
+                    )));
+                }
+            }
         }
         Ok(TokenMatrix { data, dim, offsets })
     }
@@ -146,5 +159,11 @@ mod tests {
         assert!(err(&data, &[0, 4], Some(&ids)).contains("3 ids for 1 items"));
         assert!(err(&[f32::NAN, 0.0], &[0, 1], None).contains("non-finite"));
         assert!(err(&data, &[], None).contains("empty"));
+        let e = err(&[1e20, 0.0, 1.0, 0.0], &[0, 1, 2], Some(&ids[..2]));
+        assert!(
+            e.contains("token 0 of 'a' (item 0) has a norm too large"),
+            "{e}"
+        );
+        assert!(TokenMatrix::new(&[1e18, 0.0], 2, &[0, 1], None, "docs").is_ok());
     }
 }

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from clirkit.experiment.plan import Plan, RunContext, Stage
-from clirkit.experiment.stages import RUN_FILE
+from clirkit.experiment.plan import Plan
+from clirkit.experiment.stage import RUN_FILE, RunContext, Stage
+from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 
 
@@ -27,6 +28,10 @@ class Bm25Kind:
 
         k1 = r.get("k1", (int, float), 0.9)
         b = r.get("b", (int, float), 0.4)
+        if not 0.0 <= k1 < float("inf"):  # NaN fails both comparisons
+            raise r.error("k1", f"must be a finite number >= 0, got {k1}")
+        if not 0.0 <= b <= 1.0:
+            raise r.error("b", f"must be in [0, 1], got {b}")
         rm3 = None
         if r.get("rm3", bool, False):
             weight = float(r.get("original_weight", (int, float), RM3.original_weight))
@@ -63,6 +68,7 @@ class Bm25Kind:
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.bm25 import BM25Index
 
+            warn_empty_documents(docs_path, fields, spec.name)
             BM25Index.build(
                 docs_path,
                 out / "index",

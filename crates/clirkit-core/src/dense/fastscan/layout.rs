@@ -5,7 +5,14 @@
 //! entries, which is exactly a 64-byte `vpermb` table (AVX-512 VBMI); the AVX2 kernel regroups
 //! the bytes per sub-quantizer with in-register shuffles.
 
-use super::BLOCK;
+/// Vectors per packed block.
+pub const BLOCK: usize = 32;
+/// Queries per kernel call; LUTs of a query group are interleaved per chunk of 4 sub-quantizers.
+pub const QUERY_GROUP: usize = 8;
+
+/// Called by a kernel when some of a block's scores for query `q` exceed its threshold:
+/// `(q, block, mask of those vectors, the 32 scores)`; returns the query's new threshold.
+pub type Sink<'a> = dyn FnMut(usize, usize, u32, &[u32; BLOCK]) -> i32 + 'a;
 
 /// Chunks of 4 sub-quantizers per block.
 pub fn chunks(m: usize) -> usize {

@@ -22,14 +22,7 @@ pub mod tables;
 
 pub use dispatch::Isa;
 
-/// Vectors per packed block.
-pub const BLOCK: usize = 32;
-/// Queries per kernel call; LUTs of a query group are interleaved per chunk of 4 sub-quantizers.
-pub const QUERY_GROUP: usize = 8;
-
-/// Called by a kernel when some of a block's scores for query `q` exceed its threshold:
-/// `(q, block, mask of those vectors, the 32 scores)`; returns the query's new threshold.
-pub type Sink<'a> = dyn FnMut(usize, usize, u32, &[u32; BLOCK]) -> i32 + 'a;
+pub use layout::{Sink, BLOCK, QUERY_GROUP};
 
 /// The identity `f32`'s `Sum` starts from (`-0.0`, or `0.0` on older toolchains): starting SIMD
 /// lanes from it keeps their sums equal to `Iterator::sum` bit for bit.
