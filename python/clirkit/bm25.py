@@ -74,7 +74,7 @@ def _batch_options(
     return (k, checked_threads(threads), lang, k1, b, quiet, None if feedback is None else feedback._native())
 
 
-def _query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
+def query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
     """Normalize the accepted query shapes to (qid, text, lang-or-None) triples."""
     if isinstance(queries, Mapping):
         return [(str(q), text, None) for q, text in queries.items()]
@@ -247,7 +247,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         analyzed with ``lang`` if given, else its own language, else the index's only language.
         With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`)."""
         native = self._native.batch_search(
-            _query_triples(queries), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
+            query_triples(queries), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
         return SearchResults(native)
 

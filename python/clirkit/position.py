@@ -23,7 +23,7 @@ from typing import Any
 
 from clirkit import _native
 from clirkit._types import RunInput
-from clirkit.evaluation import _is_path, _warn_no_overlap
+from clirkit.evaluation import is_path, warn_no_overlap
 
 DEFAULT_EDGES = (0, 512, 1024, 1536, 2048)
 
@@ -103,7 +103,7 @@ def position_bias(
     ``min_queries`` queries are shown but left out of PSI."""
     tables = []
     for system, run in runs.items():
-        run_arg = os.fspath(run) if _is_path(run) else {q: dict(d) for q, d in run.items()}
+        run_arg = os.fspath(run) if is_path(run) else {q: dict(d) for q, d in run.items()}
         unit, overall, buckets, raw = _native.position_bias(
             os.fspath(positions),
             run_arg,
@@ -114,7 +114,7 @@ def position_bias(
             dict(doc_tokens) if doc_tokens is not None else None,
             min_queries,
         )
-        _warn_no_overlap(raw[3], raw[4])
+        warn_no_overlap(raw[3], raw[4])
         tables.append(
             PositionTable(system, raw[0][0], unit, BucketTable(*overall), [BucketTable(*b) for b in buckets])
         )

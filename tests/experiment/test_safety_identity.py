@@ -124,12 +124,12 @@ def test_every_option_change_reruns_exactly_the_affected_stages(tmp_path, change
 
 
 def test_another_clirkit_version_reruns_every_stage(tmp_path, monkeypatch):
-    from clirkit.experiment import plan as experiment_plan
+    from clirkit.experiment import stage as experiment_stage
 
     path = setup(tmp_path)
     work = tmp_path / "work"
     Experiment(path, work, quiet=True).run(log=io.StringIO())
     assert Experiment(path, work, quiet=True).plan.counts()[1] == 0
-    monkeypatch.setattr(experiment_plan, "CLIRKIT_VERSION", "999.0.0")
+    monkeypatch.setattr(experiment_stage, "CLIRKIT_VERSION", "999.0.0")
     exp = Experiment(path, work, quiet=True)
     assert exp.plan.counts() == (0, len(exp.plan.stages))

@@ -181,7 +181,7 @@ def test_cli_encodes_queries_with_model_at_search_time(tmp_path, shared):
 def test_experiment_impact_system_equals_the_api(tmp_path, shared):
     from clirkit.encoders import SparseEncoder, encode_sparse_file
     from clirkit.experiment import Experiment
-    from clirkit.experiment.stages import RUN_FILE
+    from clirkit.experiment.stage import RUN_FILE
     from conftest import SAMPLE, sample_experiment_head
 
     model = shared("models", "splade-tiny-en")

@@ -89,21 +89,10 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
         .map(|q| q.queries)
 }
 
-/// Check an index directory of any kind in full: the manifest's checksum and every file's size
-/// and CRC. Returns (format, files checked, bytes read); a mismatch raises IndexFormatError
-/// naming the file.
-#[pyfunction]
-fn verify_index(py: Python<'_>, path: std::path::PathBuf) -> PyResult<(String, usize, u64)> {
-    py.detach_caught(|| clirkit_core::sharded::verify(&path))
-        .py_err()
-        .map(|s| (s.format, s.files, s.bytes))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(max_record_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(read_input_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(set_max_record_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(verify_index, m)?)?;
     m.add_function(wrap_pyfunction!(read_run, m)?)?;
     m.add_function(wrap_pyfunction!(write_run, m)?)?;
     m.add_function(wrap_pyfunction!(read_qrels, m)?)?;

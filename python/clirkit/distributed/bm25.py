@@ -19,7 +19,7 @@ from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike
-from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, _query_triples
+from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, query_triples
 from clirkit.distributed.cluster import (
     RayAddress,
     actor_cpus,
@@ -156,7 +156,7 @@ class _ShardedSearch:
     ) -> dict[str, list[tuple[str, float]]]:
         """The top ``k`` of each query (queries as :meth:`clirkit.bm25.BM25Index.batch_search`
         takes them), ``{qid: [(docid, score), ...]}`` in query and canonical order."""
-        triples = _query_triples(queries)
+        triples = query_triples(queries)
         parts = self._parts(triples, _search_options(k, lang, k1, b))
         merged = _native.merge_shard_hits(parts, [q for q, _, _ in triples], k)
         assert merged is not None  # no output file was given

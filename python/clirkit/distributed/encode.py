@@ -24,7 +24,8 @@ from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import BOM, CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, parse_line
 from clirkit.distributed.cluster import cluster_cpus, require_ray
-from clirkit.encoders.corpus import _input_identity, _settings, _write_state, npy_header
+from clirkit.encoders.npy import id_lines, npy_header
+from clirkit.encoders.resumable import encoder_settings, input_identity, write_state
 
 __all__ = ["EncodedShards", "encode_shards", "encoded_shard_files", "shard_files"]
 
@@ -124,7 +125,7 @@ def _write_shard(out_dir: Path, shard: int, ids: list[str], vectors: np.ndarray,
     rows = np.ascontiguousarray(vectors, dtype=dtype)
     for path, payload in (
         (npy, npy_header(dtype, rows.shape[0], rows.shape[1]) + rows.tobytes()),
-        (ids_path, "".join(i + "\n" for i in ids).encode("utf-8")),
+        (ids_path, id_lines(ids)),
     ):
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
@@ -231,8 +232,8 @@ def encode_shards(
     probe = OnnxEncoder(model, **{**options, "device": "cpu", "threads": 1})
     np_dtype = np.dtype(dtype).newbyteorder("<")
     expected = {
-        "settings": _settings(probe, kind, fields, None, "#", dtype),
-        "input": _input_identity(source),
+        "settings": encoder_settings(probe, kind, fields, None, "#", dtype),
+        "input": input_identity(source),
     }
     del probe
     state = _plan(source, out, shards, expected, restart)
@@ -242,7 +243,7 @@ def encode_shards(
         rec = state["shards"][s]
         rec["rows"] = _count_records(str(source), rec["start"], rec["end"], rec["line"])
         rec["done"] = False
-    _write_state(out / STATE, state)
+    write_state(out / STATE, state)
     pending = {s: state["shards"][s]["rows"] for s in todo}
     got: dict[int, tuple[list[int], list[str], list[np.ndarray]]] = {s: ([], [], []) for s in todo}
     for s in [s for s in todo if pending[s] == 0]:
@@ -294,7 +295,7 @@ def _finish(
     """Write shard ``shard`` and record it done."""
     _write_shard(out, shard, ids, vectors, dtype)
     state["shards"][shard]["done"] = True
-    _write_state(out / STATE, state)
+    write_state(out / STATE, state)
 
 
 def encoded_shard_files(out_dir: PathLike) -> list[tuple[Path, Path]]:

@@ -28,13 +28,12 @@ Files written for a prefix ``PREFIX`` (documents, passages or queries alike):
 
 The three are written under temporary names while encoding (streamed chunk by chunk, the ``.npy``
 headers written last) and renamed into place at the end, resumably: the state file and the resume rules
-are :mod:`clirkit.encoders.corpus`'s.
+are :mod:`clirkit.encoders.resumable`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import string
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,19 +45,8 @@ import numpy as np
 
 from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
-from clirkit.encoders.corpus import (
-    DTYPES,
-    HEADER_BYTES,
-    _check_partial_sizes,
-    _encode_chunks,
-    _encode_resumably,
-    _existing_file,
-    _expected_state,
-    _reading_options,
-    _write_state,
-    npy_shape_header,
-    prefixed_paths,
-)
+from clirkit.encoders import resumable
+from clirkit.encoders.npy import HEADER_BYTES, id_lines, npy_shape_header
 from clirkit.encoders.tokenization import length_batches
 
 __all__ = ["TokenEncoder", "TokenFiles", "encode_tokens_file", "load_tokens", "token_paths"]
@@ -69,14 +57,14 @@ OFFSETS_DTYPE = np.dtype("<i8")
 
 def token_paths(prefix: PathLike) -> dict[str, Path]:
     """The files of a token encoding: ``tokens``, ``offsets``, ``ids``."""
-    return prefixed_paths(prefix, tokens=".tokens.npy", offsets=".offsets.npy", ids=".ids.txt")
+    return resumable.prefixed_paths(prefix, tokens=".tokens.npy", offsets=".offsets.npy", ids=".ids.txt")
 
 
 def token_output_paths(prefix: PathLike) -> dict[str, Path]:
     """The files of a token encoding run: final, partial and state."""
     final = token_paths(prefix)
     partial = {f"{name}_partial": p.with_name(p.name + ".partial") for name, p in final.items()}
-    return {**final, **partial, **prefixed_paths(prefix, state=".encode-state.json")}
+    return {**final, **partial, **resumable.prefixed_paths(prefix, state=".encode-state.json")}
 
 
 class TokenEncoder:
@@ -256,10 +244,9 @@ def encode_tokens_file(
     Resumable as :func:`clirkit.encoders.encode_file` (the same state file, ``PREFIX.encode-state.json``):
     a run killed at any point and started again with the same encoder and settings continues after the
     last chunk it synced and writes the same bytes as an uninterrupted run."""
-    if dtype not in DTYPES:
-        raise InvalidInputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    reading = _reading_options(kind, fields, id_fields, passages, separator, chunk_size, quiet)
-    source = _existing_file(path)
+    resumable.check_dtype(dtype)
+    reading = resumable.reading_options(kind, fields, id_fields, passages, separator, chunk_size, quiet)
+    source = resumable.existing_file(path)
     token_encoder = encoder if isinstance(encoder, TokenEncoder) else TokenEncoder(encoder)
     paths = token_output_paths(prefix)
     np_dtype = np.dtype(dtype).newbyteorder("<")
@@ -280,17 +267,8 @@ def encode_tokens_file(
             "offsets_partial": HEADER_BYTES + (state["rows"] + 1) * OFFSETS_DTYPE.itemsize,
             "ids_partial": state["ids_bytes"],
         }
-        _check_partial_sizes(paths, recorded)
-        with (
-            open(paths["tokens_partial"], "r+b") as data,
-            open(paths["offsets_partial"], "r+b") as offsets_out,
-            open(paths["ids_partial"], "r+b") as ids_out,
-        ):
-            files = (data, offsets_out, ids_out)
-            # Drop whatever a crash left after the last completed chunk.
-            for f, size in zip(files, recorded.values()):
-                f.truncate(size)
-                f.seek(0, os.SEEK_END)
+        with resumable.reopened_partials(paths, recorded) as files:
+            data, offsets_out, ids_out = files
 
             def append(chunk_ids: list[str], texts: list[str], matrices: list[np.ndarray]) -> None:
                 ends, end = [], state["tokens"]
@@ -305,28 +283,23 @@ def encode_tokens_file(
                     end += len(m)
                     ends.append(end)
                 offsets_out.write(np.asarray(ends, dtype=OFFSETS_DTYPE).tobytes())
-                ids_out.write("".join(i + "\n" for i in chunk_ids).encode("utf-8"))
-                for f in files:
-                    f.flush()
-                    os.fsync(f.fileno())
+                ids_out.write(id_lines(chunk_ids))
+                resumable.sync(*files)
                 state["tokens"] = end
                 state["ids_bytes"] = ids_out.tell()
 
-            _encode_chunks(token_encoder, source, paths["state"], state, append, **reading)
+            resumable.encode_chunks(token_encoder, source, paths["state"], state, append, **reading)
             data.seek(0)
             data.write(npy_shape_header(np_dtype, (state["tokens"], dim)))
             offsets_out.seek(0)
             offsets_out.write(npy_shape_header(OFFSETS_DTYPE, (state["rows"] + 1,)))
-            for f in (data, offsets_out):
-                f.flush()
-                os.fsync(f.fileno())
-        state["complete"] = True
-        _write_state(paths["state"], state)
+            resumable.sync(data, offsets_out)
+        resumable.mark_complete(paths, state)
 
-    counts = _encode_resumably(
+    counts = resumable.encode_resumably(
         paths,
         ("tokens", "offsets", "ids"),
-        _expected_state(token_encoder, source, reading, dtype),
+        resumable.expected_state(token_encoder, source, reading, dtype),
         {"dim": dim, "tokens": 0, "ids_bytes": 0},
         create_partials,
         encode_remaining,

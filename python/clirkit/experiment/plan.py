@@ -1,82 +1,19 @@
-"""The plan: every stage an experiment needs, each identified by a digest of its kind, its own
-parameters and its inputs' identities (input stages' digests, input files' content digests, the
-query set), with the clirkit version and the stage format. Two tasks or experiments needing the same
-stage get the same digest, hence one artifact; changing a parameter changes the digest of that stage
-and of everything downstream only."""
+"""The plan: every stage an experiment needs (:class:`~clirkit.experiment.stage.Stage`, identified by
+a digest of its kind, its own parameters and its inputs' identities, with the clirkit version and the
+stage format). Two tasks or experiments needing the same stage get the same digest, hence one artifact;
+changing a parameter changes the digest of that stage and of everything downstream only."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Optional
 
-from clirkit._native import __version__
+from clirkit.experiment import stages as st
 from clirkit.experiment.config import ExperimentConfig
-from clirkit.experiment.data import DocSet, Task, digest_of, file_identity
+from clirkit.experiment.data import DocSet, Task, file_identity
+from clirkit.experiment.stage import Stage
 from clirkit.experiment.store import ArtifactStore
-
-#: Bumped when a stage's output format or computation changes, so old artifacts are not reused.
-STAGE_FORMAT = 1
-#: Part of every stage's key: another clirkit version (whose analysis or scoring may differ) never
-#: reuses this one's artifacts.
-CLIRKIT_VERSION = __version__
-
-
-@dataclass
-class RunContext:
-    """What stage actions share while a plan runs: thread count, quietness, loaded models."""
-
-    config: ExperimentConfig
-    store: ArtifactStore
-    threads: int
-    quiet: bool
-    cache: dict[Any, Any] = field(default_factory=dict)
-
-    def cached(self, key: Any, make: Callable[[], Any]) -> Any:
-        """One object per key for the whole run (encoders, reranking backends)."""
-        if key not in self.cache:
-            self.cache[key] = make()
-        return self.cache[key]
-
-
-Action = Callable[["Stage", Path, RunContext], None]
-
-
-@dataclass(eq=False)
-class Stage:
-    """One unit of work whose output directory is an artifact."""
-
-    kind: str
-    label: str
-    params: Mapping[str, Any]
-    inputs: tuple[Stage, ...]
-    identity: Any
-    action: Action
-    digest: str = ""
-    output: Path = Path()
-
-    def __post_init__(self) -> None:
-        self.digest = digest_of(
-            {
-                "kind": self.kind,
-                "format": STAGE_FORMAT,
-                "clirkit": CLIRKIT_VERSION,
-                "params": self.params,
-                "identity": self.identity,
-                "inputs": [s.digest for s in self.inputs],
-            }
-        )
-
-    def manifest(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "label": self.label,
-            "params": dict(self.params),
-            "identity": self.identity,
-            "inputs": [f"{s.kind}/{s.digest}" for s in self.inputs],
-        }
+from clirkit.experiment.systems import system_kind
 
 
 class Plan:
@@ -110,10 +47,8 @@ class Plan:
         """The stage writing a task's documents to one file, or None when the source is used as is."""
         if docs.direct:
             return None
-        from clirkit.experiment.stages import write_documents
-
         return self.add(
-            Stage("docs", f"documents {docs.describe()}", {}, (), docs.identity(), write_documents(docs))
+            Stage("docs", f"documents {docs.describe()}", {}, (), docs.identity(), st.write_documents(docs))
         )
 
     def docs_file(self, docs: DocSet) -> tuple[Path, Optional[str], Optional[str]]:
@@ -127,8 +62,6 @@ class Plan:
     def qrels_file(self, task: Task) -> tuple[Path, Optional[Stage]]:
         if not task.filter_qrels:
             return Path(task.qrels), None
-        from clirkit.experiment.stages import write_qrels
-
         docs_stage = self.docs(task.docs)
         inputs = (docs_stage,) if docs_stage is not None else ()
         stage = self.add(
@@ -142,7 +75,7 @@ class Plan:
                     "queries": task.queries_digest,
                     "docs": task.docs.identity(),
                 },
-                write_qrels(task),
+                st.write_qrels(task),
             )
         )
         return stage.output / "qrels.trec", stage
@@ -173,9 +106,6 @@ def node_order(config: ExperimentConfig) -> list[str]:
 
 def build_plan(config: ExperimentConfig, store: ArtifactStore, tasks: list[Task]) -> Plan:
     """Every stage needed for every node on every task it applies to."""
-    from clirkit.experiment import stages as st
-    from clirkit.experiment.systems import system_kind
-
     plan = Plan(config, store, tasks)
     for task in tasks:
         qrels_path, qrels_stage = plan.qrels_file(task)
@@ -206,9 +136,3 @@ def build_plan(config: ExperimentConfig, store: ArtifactStore, tasks: list[Task]
             evaluation = st.eval_stage(task, run, qrels_path, qrels_stage)
             plan.evals.setdefault(name, {})[task.label] = plan.add(evaluation)
     return plan
-
-
-def model_identity(model_dir: str) -> dict:
-    """A model directory's identity: its files' identities (model, tokenizer, configuration)."""
-    files = sorted(f for f in os.listdir(model_dir) if os.path.isfile(os.path.join(model_dir, f)))
-    return {f: file_identity(os.path.join(model_dir, f)) for f in files}

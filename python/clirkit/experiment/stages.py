@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import Optional
 
 from clirkit.experiment.config import FusionSpec, RerankSpec
-from clirkit.experiment.data import DocSet, Task, iter_documents
-from clirkit.experiment.plan import RunContext, Stage, model_identity
+from clirkit.experiment.data import DocSet, Task, file_identity, iter_documents
+from clirkit.experiment.stage import EVAL_FILE, RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.toml_source import ExperimentError
 from clirkit.rerankers import Backend
-
-RUN_FILE = "run.trec"
-EVAL_FILE = "eval.json"
 
 
 def write_documents(docs: DocSet):
@@ -293,8 +290,6 @@ def eval_stage(task: Task, run: Stage, qrels: Path, qrels_stage: Optional[Stage]
 
 
 def _qrels_identity(path: Path) -> dict:
-    from clirkit.experiment.data import file_identity
-
     return file_identity(str(path))
 
 

@@ -93,7 +93,7 @@ class RerankStats:
         return out
 
 
-class _Progress:
+class WindowProgress:
     """A one-line progress counter on stderr, shown only on a terminal."""
 
     def __init__(self, total: int, enabled: bool) -> None:
@@ -218,7 +218,7 @@ def rerank(
     own_cache, store = opened_cache(cache)
     stats = RerankStats(queries=len(candidates), windows=state.total_windows)
     failed: List[Tuple[int, int, str]] = []
-    bar = _Progress(state.total_windows, progress)
+    bar = WindowProgress(state.total_windows, progress)
 
     def apply(query: int, start: int, result: WindowResult) -> None:
         status, duplicates, out_of_range, missing = state.apply(query, result.answer)

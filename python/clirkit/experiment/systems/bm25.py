@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from clirkit.experiment.plan import Plan, RunContext, Stage
-from clirkit.experiment.stages import RUN_FILE, warn_empty_documents
+from clirkit.experiment.plan import Plan
+from clirkit.experiment.stage import RUN_FILE, RunContext, Stage
+from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clirkit.experiment.data import iter_documents
-from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
-from clirkit.experiment.stages import RUN_FILE, warn_empty_documents
+from clirkit.experiment.plan import Plan
+from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
+from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 
@@ -35,7 +36,7 @@ def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict
     )
 
 
-def _encoder(ctx: RunContext, options: dict[str, Any]):
+def dense_encoder(ctx: RunContext, options: dict[str, Any]):
     from clirkit.encoders import OnnxEncoder
 
     return cached_encoder(ctx, "encoder", OnnxEncoder, options, ctx.threads or None)
@@ -59,7 +60,12 @@ def encode_documents_resumably(
     prefix = ctx.store.partial(stage.digest) / name
     passages = tuple(options["passages"]) if options["passages"] else None
     encode_file(
-        _encoder(ctx, options), path, prefix, fields=options["fields"], passages=passages, quiet=ctx.quiet
+        dense_encoder(ctx, options),
+        path,
+        prefix,
+        fields=options["fields"],
+        passages=passages,
+        quiet=ctx.quiet,
     )
     for done in written(prefix):
         done.rename(out / done.name)
@@ -204,7 +210,7 @@ class DenseKind:
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            vectors = _encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            vectors = dense_encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)

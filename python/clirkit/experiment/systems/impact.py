@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from clirkit.experiment.data import iter_documents
-from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
-from clirkit.experiment.stages import RUN_FILE
+from clirkit.experiment.plan import Plan
+from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options

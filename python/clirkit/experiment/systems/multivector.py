@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from clirkit.experiment.data import iter_documents
-from clirkit.experiment.plan import Plan, RunContext, Stage, model_identity
+from clirkit.experiment.plan import Plan
+from clirkit.experiment.stage import RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.dense import (
     SEPARATOR,
     DenseKind,
-    _encoder,
     add_index_stage,
     add_query_stage,
+    dense_encoder,
     document_encode_params,
     encode_documents_resumably,
     write_search_run,
@@ -103,7 +104,7 @@ class MultiVectorKind:
 
             from clirkit.encoders.tokens import TokenEncoder, token_paths
 
-            matrices = TokenEncoder(_encoder(ctx, options)).encode_queries(
+            matrices = TokenEncoder(dense_encoder(ctx, options)).encode_queries(
                 [text for _, text, _ in task.queries]
             )
             paths = token_paths(out / QUERY_TOKENS)
