@@ -5,6 +5,7 @@ use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::collections::HashMap;
 
 pub type PyRun = Vec<(String, Vec<(String, f64)>)>;
@@ -49,6 +50,19 @@ fn set_max_record_bytes(limit: usize) -> PyResult<()> {
     clirkit_core::io::jsonl::set_max_record_bytes(limit).py_err()
 }
 
+/// An input file's bytes, decompressed (gzip or zstd, by magic bytes), a byte-order mark dropped:
+/// the Rust input layer, for the Python readers' zstd inputs.
+#[pyfunction]
+fn read_input_bytes<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = py
+        .detach_caught(|| clirkit_core::io::input::read_input(&path))
+        .py_err()?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
 /// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
 #[pyfunction]
 fn read_run(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyRun> {
@@ -80,5 +94,5 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
 }
 
 define_register!(classes: [], functions: [
-    max_record_bytes, set_max_record_bytes, read_run, write_run, read_qrels
+    max_record_bytes, read_input_bytes, set_max_record_bytes, read_run, write_run, read_qrels
 ]);
