@@ -9,6 +9,7 @@ use super::fastscan::Isa;
 use super::Metric;
 use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
+use std::ops::Range;
 
 #[inline(always)]
 fn reduce16(acc: [f32; 16]) -> f32 {
@@ -167,6 +168,25 @@ pub(crate) fn plan(nq: usize, n: usize, threads: usize) -> (usize, usize) {
     (query_chunk, row_chunk)
 }
 
+/// The work items of [`plan`]'s split, query chunk by query chunk, each chunk's row slices in
+/// order: per item its queries and its rows (`nq` queries, `n` rows; never fewer than one slice).
+pub(crate) fn work_items(
+    nq: usize,
+    query_chunk: usize,
+    n: usize,
+    row_chunk: usize,
+) -> Vec<(Range<usize>, Range<usize>)> {
+    let slices = n.div_ceil(row_chunk).max(1);
+    (0..nq.div_ceil(query_chunk))
+        .flat_map(|qc| {
+            (0..slices).map(move |rc| {
+                let (q0, r0) = (qc * query_chunk, (rc * row_chunk).min(n));
+                (q0..(q0 + query_chunk).min(nq), r0..(r0 + row_chunk).min(n))
+            })
+        })
+        .collect()
+}
+
 /// Exact top-`k` of `queries` against `data` (both row-major, `d` columns) with the kernels
 /// of `isa`; must be called inside the rayon pool that sets the thread count.
 pub fn search(
@@ -181,26 +201,15 @@ pub fn search(
     let nq = queries.len() / d;
     let n = data.len() / d;
     let (query_chunk, row_chunk) = plan(nq, n, threads);
-    let tasks: Vec<(usize, usize)> = (0..nq.div_ceil(query_chunk))
-        .flat_map(|qc| (0..n.div_ceil(row_chunk).max(1)).map(move |rc| (qc, rc)))
-        .collect();
-    let partial: Vec<Vec<TopK<f32>>> = tasks
-        .par_iter()
-        .map(|&(qc, rc)| {
-            let q0 = qc * query_chunk;
-            let q1 = (q0 + query_chunk).min(nq);
-            let r0 = (rc * row_chunk).min(n);
-            let r1 = (r0 + row_chunk).min(n);
-            let mut heaps: Vec<TopK<f32>> = (q0..q1).map(|_| TopK::new(k)).collect();
-            scan_rows(
-                isa,
-                metric,
-                &queries[q0 * d..q1 * d],
-                d,
-                &data[r0 * d..r1 * d],
-                r0,
-                &mut heaps,
+    let partial: Vec<Vec<TopK<f32>>> = work_items(nq, query_chunk, n, row_chunk)
+        .into_par_iter()
+        .map(|(qs, rs)| {
+            let mut heaps: Vec<TopK<f32>> = qs.clone().map(|_| TopK::new(k)).collect();
+            let (queries, rows) = (
+                &queries[qs.start * d..qs.end * d],
+                &data[rs.start * d..rs.end * d],
             );
+            scan_rows(isa, metric, queries, d, rows, rs.start, &mut heaps);
             heaps
         })
         .collect();

@@ -171,9 +171,7 @@ impl DenseIndex {
         };
         let query_chunk = query_chunk.min(TASK_QUERIES);
         let slices = nblocks.div_ceil(block_chunk).max(1);
-        let tasks: Vec<(usize, usize)> = (0..nq.div_ceil(query_chunk))
-            .flat_map(|qc| (0..slices).map(move |bc| (qc, bc)))
-            .collect();
+        let tasks = flat::work_items(nq, query_chunk, nblocks, block_chunk);
         let luts: Vec<f32> = queries
             .par_chunks(d)
             .flat_map_iter(|q| {
@@ -184,15 +182,12 @@ impl DenseIndex {
             .collect();
         // Per task and query, the task's best slots as reservoir keys (larger = better).
         let partial: Vec<Vec<Vec<u64>>> = tasks
-            .par_iter()
-            .map(|&(qc, bc)| {
-                let q0 = qc * query_chunk;
-                let q1 = (q0 + query_chunk).min(nq);
-                let b0 = (bc * block_chunk).min(nblocks);
+            .into_par_iter()
+            .map(|(qs, bs)| {
                 let task = ScanTask {
-                    luts: &luts[q0 * m * ksub..q1 * m * ksub],
-                    queries: &queries[q0 * d..q1 * d],
-                    blocks: (b0, (b0 + block_chunk).min(nblocks)),
+                    luts: &luts[qs.start * m * ksub..qs.end * m * ksub],
+                    queries: &queries[qs.start * d..qs.end * d],
+                    blocks: (bs.start, bs.end),
                     shortlist,
                     nprobe: opts.nprobe,
                 };
