@@ -11,7 +11,7 @@ use clirkit_core::eval::{
 };
 use clirkit_core::Error;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -276,7 +276,7 @@ fn randomization_test(
     Ok((r.mean_difference, r.statistic, r.p_value, r.queries))
 }
 
-/// Adjust p-values for multiple comparisons: method "holm" or "bonferroni".
+/// Adjust p-values for multiple comparisons: method "holm", "bonferroni" or "none".
 #[pyfunction]
 fn adjust_p_values(p: Vec<f64>, method: &str) -> PyResult<Vec<f64>> {
     let correction: significance::Correction = method.parse().py_err()?;
@@ -298,6 +298,10 @@ fn kendall_tau(x: Vec<f64>, y: Vec<f64>) -> PyResult<(f64, f64, usize)> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add(
+        "CORRECTIONS",
+        PyTuple::new(m.py(), significance::Correction::NAMES)?,
+    )?;
     m.add_class::<PyEvaluator>()?;
     m.add_function(wrap_pyfunction!(measure_keys, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate_files, m)?)?;

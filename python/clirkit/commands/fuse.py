@@ -6,7 +6,7 @@ import argparse
 from typing import List
 
 from clirkit.commands.common import add_threads, positive_int
-from clirkit.fusion import fuse
+from clirkit.fusion import FUSION_METHODS, NORMALIZATIONS, fuse
 
 
 def _weights(text: str) -> List[float]:
@@ -27,9 +27,7 @@ def register(top, groups) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files")
     p.add_argument("--output", required=True, help="where to write the fused run")
-    p.add_argument(
-        "--method", choices=["rrf", "combsum", "combmnz", "interpolate"], default="rrf", help="(default: rrf)"
-    )
+    p.add_argument("--method", choices=FUSION_METHODS, default="rrf", help="(default: rrf)")
     p.add_argument("--k", type=float, default=60.0, help="RRF constant (default: 60)")
     p.add_argument("--weights", type=_weights, help="one weight per run, e.g. 1,0.5,0.5 (default: all 1)")
     p.add_argument(
@@ -37,7 +35,7 @@ def register(top, groups) -> None:
     )
     p.add_argument(
         "--norm",
-        choices=["minmax", "zscore", "none"],
+        choices=NORMALIZATIONS,
         default="minmax",
         help="per-query score normalization for combsum/combmnz/interpolate (default: minmax)",
     )

@@ -11,7 +11,7 @@ from clirkit.experiment.config import FusionSpec, RerankSpec
 from clirkit.experiment.data import DocSet, Task, file_identity, iter_documents
 from clirkit.experiment.stage import EVAL_FILE, RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.toml_source import ExperimentError
-from clirkit.rerankers import Backend
+from clirkit.rerank.backends import Backend
 
 
 def write_documents(docs: DocSet):
@@ -114,7 +114,7 @@ class _EmbeddingScorer:
 
 
 def _rerank_backend(spec: RerankSpec, ctx: RunContext):
-    from clirkit.rerankers import OpenAIChatBackend, PointwiseBackend
+    from clirkit.rerank import OpenAIChatBackend, PointwiseBackend
 
     if spec.backend == "openai":
         return OpenAIChatBackend(
@@ -197,7 +197,7 @@ def reusable_embeddings(stages: list[Stage], spec: RerankSpec, task: Task) -> li
 def _seed(scorer: _EmbeddingScorer, seeds: list[Stage], task: Task, doc_text: dict[str, str]) -> None:
     import numpy as np
 
-    from clirkit.encode_corpus import load_embeddings
+    from clirkit.encoders.corpus import load_embeddings
 
     for stage in seeds:
         if stage.kind == "encode-queries":

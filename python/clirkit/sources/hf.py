@@ -20,8 +20,8 @@ from typing import Any, Optional
 
 from clirkit._extras import require
 from clirkit._native import InvalidInputError
-from clirkit.sources import SourceName
 from clirkit.sources.export import checked_id
+from clirkit.sources.name import SourceName
 
 ID_COLUMNS = ("_id", "id", "docid", "doc_id", "query_id", "qid")
 QRELS_QUERY = ("query-id", "query_id", "qid")
@@ -144,11 +144,11 @@ class HubDatasetSource:
     def qrels(self) -> Iterator[tuple[str, str, int]]:
         files = self._part_files("qrels")
         if all(f.endswith(TEXT_QRELS) for f in files):
-            from clirkit.runs import read_qrels
+            from clirkit import _native  # not clirkit.runs, which reads named collections through here
 
             for path in files:
-                for qid, judged in read_qrels(path).items():
-                    for docid, label in judged.items():
+                for qid, judged in _native.read_qrels(path):
+                    for docid, label in dict(judged).items():
                         yield qid, docid, label
             return
         for row in self._rows(files):

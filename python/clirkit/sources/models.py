@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from clirkit._atomic import atomic_text_output
 from clirkit._native import InvalidInputError
-from clirkit.sources import cache_root
+from clirkit.sources.name import cache_root
 
 _MODEL_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[^/]+))?(?:/(?P<sub>.+))?$")
 #: Keys that make a config.json a clirkit one (it then wins over sentence-transformers files).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from clirkit.experiment.config.model import AVERAGES, Collection, EvaluationSpec, PosirSpec
+from clirkit.experiment.config.model import AVERAGES, CORRECTIONS, Collection, EvaluationSpec, PosirSpec
 from clirkit.experiment.config.reader import NUMBER, TableReader, check_measures
 from clirkit.experiment.toml_source import TomlSource
 
@@ -44,7 +44,7 @@ def read_evaluation(
         measures,
         baseline,
         ev.choice("test", ("t", "perm"), "t"),
-        ev.choice("correction", ("holm", "bonferroni", "none"), "holm"),
+        ev.choice("correction", CORRECTIONS, "holm"),
         float(alpha),
         averages,
         tuple(pairs),
