@@ -154,6 +154,16 @@ def evaluate(qrels: QrelsDict, run: RunDict, measures: Sequence[str] = ("ndcg_cu
     return {"mean": mean, "per_query": per_query, "queries": len(judged)}
 
 
+def best_of(fn: Callable, repeat: int = 1) -> tuple[float, object]:
+    """Runs ``fn`` ``repeat`` times: the best wall time in seconds, and the last result."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
 def timed_passes(
     run_once: Callable[[], object], min_seconds: float, min_passes: int, max_passes: int
 ) -> tuple[list[float], object]:

@@ -36,9 +36,11 @@ def bench_module(relative: str):
     import importlib.util
     import sys
 
-    if str(BENCHES) not in sys.path:
-        sys.path.insert(0, str(BENCHES))
     path = BENCHES / f"{relative}.py"
+    # The script's own folder too: worker processes it spawns import it again by name.
+    for folder in (BENCHES, path.parent):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module

@@ -7,7 +7,10 @@
 
 use clirkit_core::dense::fastscan::select::Reservoir;
 use clirkit_core::dense::fastscan::{layout, lut, rescore, Isa, QUERY_GROUP};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use std::hint::black_box;
 
 fn pseudo_random(seed: u64, n: usize) -> Vec<u64> {
@@ -33,12 +36,25 @@ fn packed_codes(seed: u64, n: usize, m: usize) -> Vec<u8> {
     codes
 }
 
+/// A criterion group over M = 96 and M = 192, each given `n` seeded pseudo-random packed codes.
+fn over_m(
+    c: &mut Criterion,
+    name: &str,
+    samples: usize,
+    (n, seed): (usize, u64),
+    mut body: impl FnMut(&mut BenchmarkGroup<'_, WallTime>, usize, &[u8]),
+) {
+    let mut group = c.benchmark_group(name);
+    group.sample_size(samples);
+    for m in [96usize, 192] {
+        body(&mut group, m, &packed_codes(seed, n, m));
+    }
+    group.finish();
+}
+
 fn scan(c: &mut Criterion) {
     let n = 65_536;
-    let mut group = c.benchmark_group("pq4_fastscan");
-    group.sample_size(10);
-    for m in [96usize, 192] {
-        let codes = packed_codes(1, n, m);
+    over_m(c, "pq4_fastscan", 10, (n, 1), |group, m, codes| {
         let mut luts = vec![0u8; layout::chunks(m) * QUERY_GROUP * 64];
         for q in 0..QUERY_GROUP {
             let table: Vec<f32> = pseudo_random(q as u64 + 7, m * 16)
@@ -58,7 +74,7 @@ fn scan(c: &mut Criterion) {
                     b.iter(|| {
                         let mut thresholds = [i32::MAX; QUERY_GROUP];
                         isa.scan(
-                            black_box(&codes),
+                            black_box(codes),
                             m,
                             &arranged,
                             &mut thresholds,
@@ -69,17 +85,13 @@ fn scan(c: &mut Criterion) {
                 },
             );
         }
-    }
-    group.finish();
+    });
 }
 
 /// Float scores of a shortlist of 200 and 2,000 slots (k = 100 and 1,000) among 13,014 vectors.
 fn rescore_shortlist(c: &mut Criterion) {
     let n = 13_014;
-    let mut group = c.benchmark_group("pq4_rescore");
-    group.sample_size(20);
-    for m in [96usize, 192] {
-        let codes = packed_codes(2, n, m);
+    over_m(c, "pq4_rescore", 20, (n, 2), |group, m, codes| {
         let table: Vec<f32> = pseudo_random(3, m * 16)
             .iter()
             .map(|v| (v % 1000) as f32 / 1000.0 - 0.5)
@@ -98,15 +110,14 @@ fn rescore_shortlist(c: &mut Criterion) {
                     &m,
                     |b, &m| {
                         b.iter(|| {
-                            rescore::rescore(isa, black_box(&codes), m, &table, &slots, &mut out);
+                            rescore::rescore(isa, black_box(codes), m, &table, &slots, &mut out);
                             black_box(out[0])
                         })
                     },
                 );
             }
         }
-    }
-    group.finish();
+    });
 }
 
 /// The best 200 and 2,000 of 13,014 quantized scores (bell-shaped, many ties) offered in slot

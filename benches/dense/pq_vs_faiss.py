@@ -22,10 +22,14 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benches/: bench_common
+from bench_common import best_of  # noqa: E402
 
 
 def synthetic(cache: Path, n: int, d: int, seed: int, centers: int = 1024) -> np.ndarray:
@@ -68,15 +72,6 @@ def recall(found: np.ndarray, truth: np.ndarray, at: int) -> float:
     return float(np.mean([len(set(f[:at]) & set(t[:10])) / 10 for f, t in zip(found, truth)]))
 
 
-def timed(fn, repeat: int):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
 def wall_and_cpu(fn):
     """(wall seconds, process CPU seconds over all threads, result) of one call."""
     w, c = time.perf_counter(), time.process_time()
@@ -117,13 +112,13 @@ def bench_one(name: str, x: np.ndarray, q: np.ndarray, m: int, args, truth: np.n
     train = np.ascontiguousarray(x[train_rows], dtype=np.float32)
 
     index = faiss.index_factory(d, f"PQ{m}x4fs", faiss.METRIC_INNER_PRODUCT)
-    t_train, _ = timed(lambda: index.train(train), 1)
+    t_train, _ = best_of(lambda: index.train(train), 1)
 
     def faiss_add():
         for s in range(0, n, 200_000):
             index.add(np.ascontiguousarray(x[s : s + 200_000], dtype=np.float32))
 
-    t_add, _ = timed(faiss_add, 1)
+    t_add, _ = best_of(faiss_add, 1)
     # clirkit trains inside build: "train" is a build on the training sample alone, "add" the
     # rest of the full build (encoding and packing every vector).
     ids = [str(i) for i in range(n)]
@@ -135,8 +130,8 @@ def bench_one(name: str, x: np.ndarray, q: np.ndarray, m: int, args, truth: np.n
         "keep_vectors": False,
         "quiet": True,
     }
-    t_build, idx = timed(lambda: clirkit.DenseIndex.build(xs, ids, **opts), 1)
-    t_train_c, _ = timed(lambda: clirkit.DenseIndex.build(train, ids[: len(train)], **opts), 1)
+    t_build, idx = best_of(lambda: clirkit.DenseIndex.build(xs, ids, **opts), 1)
+    t_train_c, _ = best_of(lambda: clirkit.DenseIndex.build(train, ids[: len(train)], **opts), 1)
 
     # Searches alternate between the libraries (and the k) so both see the same machine load.
     fw = {k: [] for k in args.k}

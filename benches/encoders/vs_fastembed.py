@@ -6,7 +6,7 @@ fastembed 0.9 loads the very model directory clirkit uses, through ``TextEmbeddi
 ``special_tokens_map.json`` are beside it: the model directory is copied to a temporary directory (the
 shared one is read-only) and those two files are written there. fastembed runs as its users run it:
 ``TextEmbedding(threads=N)`` (onnxruntime's intra-op pool of N threads, graph optimizations at the
-default level), ``embed(texts)`` with its default batches of 256, each padded to its longest text;
+default level), ``embed(texts)`` with its default batches of 256 (``--fastembed-batch``), each padded to its longest text;
 multilingual-e5's ``"passage: "`` prefix is prepended by hand (fastembed's custom models have no
 prefixes). clirkit runs its defaults (``OnnxEncoder(threads=N)``: for a dynamically quantized model one
 text per call, N concurrent, on the prepared graph) and its fast mode (``batch_invariant=False``:
@@ -150,7 +150,9 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
         )
         prefixed = [prefix + t for t in texts]
         runners = {
-            "fastembed": lambda: np.array(list(fastembed.embed(prefixed)), dtype=np.float32),
+            "fastembed": lambda: np.array(
+                list(fastembed.embed(prefixed, batch_size=args.fastembed_batch)), dtype=np.float32
+            ),
             "clirkit": lambda: clirkit.encode_passages(texts),
             "clirkit-fast": lambda: fast.encode_passages(texts),
         }
@@ -208,6 +210,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-length", type=int, default=None, help="dense models (default 512; SPLADE: 256)")
     ap.add_argument("--reference-docs", type=int, default=100)
+    ap.add_argument(
+        "--fastembed-batch",
+        type=int,
+        default=256,
+        help="fastembed's batch size (its default 256 pads 256 texts to 512 tokens: ~15-22 GB for e5 at 512, "
+        "more than this 23 GB machine can give twice; 32 keeps it near 2 GB)",
+    )
     args = ap.parse_args()
     shared = Path(args.shared)
     model_dir = shared / "models" / args.model

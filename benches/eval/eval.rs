@@ -147,7 +147,7 @@ fn bench(c: &mut Criterion) {
             let mut judged = 0;
             for q in &queries {
                 let judgements = evaluator.qrels().get(q.qid);
-                ranked_labels_checked(&q.docs, judgements, false, &mut seen, &mut labels);
+                ranked_labels_checked(&q.docs, judgements, false, &mut seen, &mut labels, None);
                 judged += labels.iter().filter(|&&l| l >= 0).count();
             }
             black_box(judged)

@@ -14,6 +14,15 @@ use clirkit_core::fusion::{fuse, fuse_to_file, FusionOptions, Method, RunLists};
 use std::time::Instant;
 
 /// CPU time of all threads of this process so far, in seconds (Linux).
+/// Prints `label: W s wall, C s CPU` for the time since `since` (a wall instant and CPU seconds).
+fn report(label: &str, since: (Instant, f64)) {
+    println!(
+        "{label}: {:.3} s wall, {:.3} s CPU",
+        since.0.elapsed().as_secs_f64(),
+        cpu_seconds() - since.1
+    );
+}
+
 fn cpu_seconds() -> f64 {
     let mut ns = 0u64;
     for task in std::fs::read_dir("/proc/self/task").expect("Linux /proc") {
@@ -76,18 +85,10 @@ fn main() {
     let refs: Vec<&RunLists> = runs.iter().collect();
     let options = FusionOptions::new(Method::Rrf { k: 60.0 });
     if let (Some(out), true) = (output.take(), pipelined) {
-        let (t, c) = (Instant::now(), cpu_seconds());
+        let since = (Instant::now(), cpu_seconds());
         fuse_to_file(&refs, &options, &out, "clirkit-fuse").unwrap();
-        println!(
-            "fuse + write, pipelined: {:.3} s wall, {:.3} s CPU",
-            t.elapsed().as_secs_f64(),
-            cpu_seconds() - c
-        );
-        println!(
-            "file to file (load + fuse + write, pipelined): {:.3} s wall, {:.3} s CPU",
-            start.0.elapsed().as_secs_f64(),
-            cpu_seconds() - start.1
-        );
+        report("fuse + write, pipelined", since);
+        report("file to file (load + fuse + write, pipelined)", start);
     }
     for _ in 0..repeat {
         let (t, c) = (Instant::now(), cpu_seconds());
@@ -99,18 +100,10 @@ fn main() {
             checksum(&fused)
         );
         if let Some(out) = &output {
-            let (t, c) = (Instant::now(), cpu_seconds());
+            let since = (Instant::now(), cpu_seconds());
             write_run_lists(out, &fused, "clirkit-fuse").unwrap();
-            println!(
-                "write: {:.3} s wall, {:.3} s CPU",
-                t.elapsed().as_secs_f64(),
-                cpu_seconds() - c
-            );
-            println!(
-                "file to file (load + first fuse + write): {:.3} s wall, {:.3} s CPU",
-                start.0.elapsed().as_secs_f64(),
-                cpu_seconds() - start.1
-            );
+            report("write", since);
+            report("file to file (load + first fuse + write)", start);
             break;
         }
     }

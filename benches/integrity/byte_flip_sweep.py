@@ -1,9 +1,12 @@
 """Byte-flip sweep: flip one byte of one index file at a time, then open, search and verify.
 
 Every flip must be harmless (the same results as the intact index) or an ``IndexFormatError``
-at open, search or verify time. Counted per index and outcome; ``silent`` (results differ and
-nothing raised) and ``panic`` (any other exception) must both be zero.
+at open, search or verify time, and ``clirkit verify`` must refuse every flip that open or search
+refuses. Counted per index and outcome; ``silent`` (results differ and nothing raised), ``panic``
+(any other exception) and ``unverified`` (open or search refused it, verify passed) must be zero.
+Sampling (``--samples``) always flips every header byte (the first 64 of each file) too.
 
+    python benches/integrity/byte_flip_sweep.py --quick   # 40 sample docs, headers + 64 bytes per file
     python benches/integrity/byte_flip_sweep.py --docs 40           # every byte of indexes of 40 sample docs
     python benches/integrity/byte_flip_sweep.py --samples 2000      # 2,000 seeded bytes per file, whole sample
     python benches/integrity/byte_flip_sweep.py --scifact --samples 1000 --seed 1
@@ -38,10 +41,14 @@ from clirkit.multivector import MultiVectorIndex  # noqa: E402
 from golden_outputs import SAMPLE, SHARED, ids_of, vectors  # noqa: E402
 
 QUERIES = 20
-OUTCOMES = ("harmless", "open", "search", "verify", "verify-differ", "silent", "panic")
-OUTCOME_HELP = """outcomes: harmless = same results, verify passes; open / search = IndexFormatError there;
-verify = same results, verify flags the file; verify-differ = results differ, verify flags the
-file; silent = results differ and nothing flags it; panic = anything but IndexFormatError"""
+OUTCOMES = ("harmless", "open", "search", "verify", "verify-differ", "unverified", "silent", "panic")
+OUTCOME_HELP = """outcomes: harmless = same results, verify passes; open / search = IndexFormatError there
+(and verify refuses the flip too); verify = same results, verify flags the file; verify-differ =
+results differ, verify flags the file; unverified = open or search refused it but verify passed;
+silent = results differ and nothing flags it; panic = anything but IndexFormatError. unverified,
+silent and panic must be 0"""
+#: Every checked file's header: magic, kind, version, lengths, CRC (always flipped, even sampling).
+HEADER_LEN = 64
 
 
 class Kind:
@@ -105,7 +112,7 @@ def classify(path: Path, kind: Kind, expected: object) -> str:
     except IndexFormatError:
         if stage == "verify":
             return "verify" if got == expected else "verify-differ"
-        return stage
+        return stage if refused_by_verify(path) else "unverified"
     except Exception:  # noqa: BLE001 - a Rust panic surfaces as PanicException
         return "panic"
     except BaseException as err:  # PanicException derives from BaseException
@@ -113,6 +120,15 @@ def classify(path: Path, kind: Kind, expected: object) -> str:
             raise
         return "panic"
     return "harmless" if got == expected else "silent"
+
+
+def refused_by_verify(path: Path) -> bool:
+    """Whether `clirkit verify` refuses the index (a flip that open or search refused)."""
+    try:
+        verify_index(str(path))
+    except IndexFormatError:
+        return True
+    return False
 
 
 def sweep_index(
@@ -130,7 +146,8 @@ def sweep_index(
         original = file.read_bytes()
         offsets = range(len(original))
         if samples is not None and samples < len(original):
-            offsets = sorted(rng.sample(range(len(original)), samples))
+            header = range(min(HEADER_LEN, len(original)))
+            offsets = sorted(set(header) | set(rng.sample(range(len(original)), samples)))
         counts: Counter = Counter()
         for at in offsets:
             flipped = bytearray(original)
@@ -223,14 +240,19 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--docs", type=int, help="index only the corpus's first DOCS documents")
+    parser.add_argument(
+        "--quick", action="store_true", help="the sample's first 40 documents, 64 seeded bytes per file"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.docs, args.samples = args.docs or 40, args.samples or 64
     totals = run(args.scifact, args.samples, args.seed, args.docs)
     bad = 0
     for name, counts in totals.items():
         print(
             f"TOTAL {name}: {sum(counts.values())} flips: " + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES)
         )
-        bad += counts["silent"] + counts["panic"]
+        bad += counts["silent"] + counts["panic"] + counts["unverified"]
     return 1 if bad else 0
 
 

@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 THREADS = os.environ.get("MV_BENCH_THREADS", "2")
@@ -29,6 +28,9 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, THREADS)
 
 import numpy as np  # noqa: E402  (thread limits must be set before numpy loads BLAS)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benches/: bench_common
+from bench_common import best_of  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 K = 10
@@ -111,15 +113,6 @@ def numpy_maxsim(
 
 def agreement(got: np.ndarray, want: np.ndarray, k: int = K) -> float:
     return float(np.mean([len(set(g[:k]) & set(w[:k])) / k for g, w in zip(got, want)]))
-
-
-def timed(fn, repeat: int = 1):
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 PEER = r"""
@@ -223,9 +216,9 @@ def main() -> None:
 
     rows = Rows()
 
-    numpy_s, exact_ids = timed(lambda: numpy_maxsim(docs, doff, queries, qoff, K))
+    numpy_s, exact_ids = best_of(lambda: numpy_maxsim(docs, doff, queries, qoff, K))
     rows.append(("exact MaxSim, numpy/BLAS (f32 matrix)", nq / numpy_s, 4 * dim, 1.0, "-"))
-    clirkit_exact_s, (_, ids) = timed(
+    clirkit_exact_s, (_, ids) = best_of(
         lambda: maxsim_search(docs, doff, queries, qoff, K, threads=args.threads), 2
     )
     rows.append(
@@ -234,7 +227,7 @@ def main() -> None:
 
     for nbits in (2, 4):
         index_dir = args.work / f"index-{docs_prefix.name}-{nbits}"
-        build_s, index = timed(
+        build_s, index = best_of(
             lambda nbits=nbits, index_dir=index_dir: MultiVectorIndex.build(
                 docs,
                 doff,
@@ -247,7 +240,7 @@ def main() -> None:
         )
         per_token = index.compressed_bytes() / ntok
         for label, opts in (("k=10 defaults", {}), ("ndocs=1024", {"ncells": 2, "ndocs": 1024})):
-            search_s, (_, ids) = timed(
+            search_s, (_, ids) = best_of(
                 lambda opts=opts, index=index: index.search(queries, qoff, K, threads=args.threads, **opts), 2
             )
             rows.append(

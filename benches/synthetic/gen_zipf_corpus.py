@@ -166,6 +166,21 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _write_queries(out: Path, rows) -> Path:
+    """Writes ``queries.jsonl.tmp``: each row (a dict) after an id ``q<i>`` zero-padded to the count."""
+    rows = list(rows)
+    width = len(str(len(rows) - 1))
+    tmp = out / "queries.jsonl.tmp"
+    with tmp.open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": f"q{i:0{width}d}", **row}) + "\n" for i, row in enumerate(rows))
+    return tmp
+
+
+def _commit(out: Path, corpus_tmp: Path, queries_tmp: Path) -> None:
+    corpus_tmp.replace(out / "corpus.jsonl")
+    queries_tmp.replace(out / "queries.jsonl")
+
+
 def generate(
     out: Path,
     docs: int,
@@ -217,14 +232,7 @@ def generate(
         print(file=sys.stderr)
     query_len = np.maximum(2, 1 + rng.poisson(3.0, size=queries))
     query_texts = _texts(words, draw_ranks(rng, cdf, int(query_len.sum())), query_len)
-    queries_tmp = out / "queries.jsonl.tmp"
-    qwidth = len(str(queries - 1))
-    with queries_tmp.open("w", encoding="utf-8") as f:
-        f.writelines(
-            json.dumps({"_id": f"q{i:0{qwidth}d}", "text": t}) + "\n" for i, t in enumerate(query_texts)
-        )
-    corpus_tmp.replace(out / "corpus.jsonl")
-    queries_tmp.replace(out / "queries.jsonl")
+    _commit(out, corpus_tmp, _write_queries(out, ({"text": t} for t in query_texts)))
     meta: dict[str, object] = {
         "generator": "benches/synthetic/gen_zipf_corpus.py",
         "seed": seed,
@@ -296,15 +304,8 @@ def generate_multilingual(
     query_lang = rng.choice(len(langs), size=queries, p=shares)
     query_len = np.maximum(2, 1 + rng.poisson(3.0, size=queries))
     query_texts = _language_texts(rng, words, cdf, query_lang, query_len)
-    qwidth = len(str(queries - 1))
-    queries_tmp = out / "queries.jsonl.tmp"
-    with queries_tmp.open("w", encoding="utf-8") as f:
-        f.writelines(
-            json.dumps({"_id": f"q{i:0{qwidth}d}", "lang": langs[lg], "text": t}) + "\n"
-            for i, (lg, t) in enumerate(zip(query_lang.tolist(), query_texts))
-        )
-    corpus_tmp.replace(out / "corpus.jsonl")
-    queries_tmp.replace(out / "queries.jsonl")
+    rows = ({"lang": langs[lg], "text": t} for lg, t in zip(query_lang.tolist(), query_texts))
+    _commit(out, corpus_tmp, _write_queries(out, rows))
     meta: dict[str, object] = {
         "generator": "benches/synthetic/gen_zipf_corpus.py",
         "docs": docs,

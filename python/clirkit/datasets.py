@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import unicodedata
@@ -105,8 +106,9 @@ def id_problem(doc_id: str) -> str | None:
 
 
 def open_input(path: PathLike) -> IO[bytes]:
-    """Open an input file for binary reading, decompressing gzip (recognised by its magic bytes, as the
-    Rust reader does); a zstd file is refused with a clear error (the Rust readers take it)."""
+    """Open an input file for binary reading, decompressing gzip and zstd (recognised by their magic
+    bytes, as the Rust reader does): gzip as a stream, zstd through the Rust input layer (read whole,
+    the byte-order mark dropped there)."""
     f = open(path, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
     head = f.read(4)
     f.seek(0)
@@ -115,10 +117,9 @@ def open_input(path: PathLike) -> IO[bytes]:
         return gzip.open(path, "rb")
     if head.startswith(_ZSTD_MAGIC):
         f.close()
-        raise InvalidInputError(
-            f"{os.fspath(path)}: zstd-compressed input is read by the Rust commands only; decompress it "
-            "(zstd -d) or recompress it with gzip for this command"
-        )
+        from clirkit._native import read_input_bytes
+
+        return io.BytesIO(read_input_bytes(os.fspath(path)))
     return f
 
 

@@ -8,9 +8,17 @@ too unless ``complete=True`` (trec_eval ``-c``: they score 0 and count in the av
 
 Measures: ``map``, ``map_cut.k``, ``P.k``, ``recall.k``, ``ndcg``, ``ndcg_cut.k``, ``recip_rank``,
 ``Rprec``, ``bpref``, ``success.k``, ``num_ret``, ``num_rel``, ``num_rel_ret``, ``judged.k`` (fraction
-of the top k with any label). A family name alone expands to trec_eval's default cutoffs; aliases
-such as ``nDCG@10``, ``R@100``, ``P@5``, ``MAP``, ``MRR``, ``Judged@20`` work too. Output keys are
-trec_eval's: ``ndcg_cut_10``, ``P_5``, ``map``, ``judged_20``.
+of the top min(k, retrieved) with any label, ir_measures' ``Judged@k``). A family name alone expands to
+trec_eval's default cutoffs; aliases such as ``nDCG@10``, ``R@100``, ``P@5``, ``MAP``, ``MRR``,
+``Judged@20`` work too. Output keys are trec_eval's: ``ndcg_cut_10``, ``P_5``, ``map``, ``judged_20``.
+
+Measures trec_eval lacks, named and computed as ir_measures does: ``RBP(rel=1)`` and
+``RBP(rel=1,p=0.9)`` (rank-biased precision, binary gain at label >= rel, p = 0.8 by default, cwl_eval's
+numbers), ``alpha_nDCG@20`` and ``alpha_nDCG(alpha=0.7,rel=2)@20`` (TREC ndeval's α-nDCG over each
+document's aspects: the subtopics of ndeval's qrels ``qid subtopic docid rel``, or, given
+``doc_languages``, the documents' languages). Their output keys are those names. The preset
+``neuclir`` is NeuCLIR's official set: ``nDCG@20 MAP RBP(rel=1) R@100 R@1000 Judged@20``, plus
+``alpha_nDCG@20`` when ``doc_languages`` is given (a multilingual task).
 
 Switching from pytrec_eval is one import::
 
@@ -33,6 +41,8 @@ from clirkit._types import QrelsInput, RunInput
 from clirkit.sources import local_path
 
 MeasureSpec = Union[str, Iterable[str]]
+#: Documents' languages: a TSV path (``docid<TAB>lang``) or ``{docid: lang}``.
+DocLanguages = Union[str, "os.PathLike[str]", Mapping[str, str]]
 
 #: Measure families (trec_eval names), like ``pytrec_eval.supported_measures``.
 supported_measures = frozenset(
@@ -69,11 +79,18 @@ def _measure_list(measures: MeasureSpec) -> list[str]:
     return sorted(measures) if isinstance(measures, (set, frozenset)) else list(measures)
 
 
-def measure_keys(measures: MeasureSpec) -> list[str]:
-    """Output keys for measure specs, e.g. ``["nDCG@10", "P"]`` -> ``["ndcg_cut_10", "P_5", ...]``.
+def measure_keys(measures: MeasureSpec, mlir: bool = False) -> list[str]:
+    """Output keys for measure specs, e.g. ``["nDCG@10", "P"]`` -> ``["ndcg_cut_10", "P_5", ...]``;
+    ``mlir``: for a multilingual task (the ``neuclir`` preset adds ``alpha_nDCG@20``).
 
     Raises ``InvalidInputError`` (a ``ClirkitError``) naming the known measures for unknown names."""
-    return _native.measure_keys(_measure_list(measures))
+    return _native.measure_keys(_measure_list(measures), mlir)
+
+
+def _languages(doc_languages: DocLanguages | None) -> str | dict[str, str] | None:
+    if doc_languages is None:
+        return None
+    return os.fspath(doc_languages) if is_path(doc_languages) else dict(doc_languages)
 
 
 def is_path(x: Any) -> bool:
@@ -109,6 +126,8 @@ class RelevanceEvaluator:
     ``query_relevance`` is ``dict[qid, dict[docid, label]]`` or a qrels file path; ``measures`` takes
     pytrec_eval's specs (``{"map", "ndcg_cut.10", "P"}``) and clirkit's aliases. ``evaluate(run)``
     returns ``dict[qid, dict[measure_key, value]]`` for the run's queries that have judgements.
+    ``doc_languages`` (a ``docid<TAB>lang`` TSV path or ``{docid: lang}``) makes the documents'
+    languages α-nDCG's aspects (a multilingual task).
     """
 
     def __init__(
@@ -117,10 +136,16 @@ class RelevanceEvaluator:
         measures: MeasureSpec,
         relevance_level: int = 1,
         judged_docs_only_flag: bool = False,
+        doc_languages: DocLanguages | None = None,
     ) -> None:
         qrels = os.fspath(query_relevance) if is_path(query_relevance) else dict(query_relevance)
         self._native = _native.Evaluator(
-            qrels, _measure_list(measures), relevance_level, judged_docs_only_flag, False
+            qrels,
+            _measure_list(measures),
+            relevance_level,
+            judged_docs_only_flag,
+            False,
+            _languages(doc_languages),
         )
 
     def evaluate(self, scores: RunInput) -> dict[str, dict[str, float]]:
@@ -150,6 +175,7 @@ def evaluate(
     judged_docs_only: bool = False,
     complete: bool = False,
     relevance_level: int = 1,
+    doc_languages: DocLanguages | None = None,
 ) -> dict[str, Any]:
     """Evaluate a run (path or dict) against qrels (path, dict, or a collection name ``irds:...``/``hf:...``).
 
@@ -157,16 +183,19 @@ def evaluate(
     ``per_query=True``: ``{qid: {measure_key: value}, ..., "all": {measure_key: value}}`` (queries in
     byte order of their ids, ``"all"`` last, as trec_eval -q prints them).
     ``judged_docs_only`` is trec_eval's -J, ``complete`` its -c, ``relevance_level`` its -l.
+    ``doc_languages`` (a ``docid<TAB>lang`` TSV path or ``{docid: lang}``) makes the task multilingual:
+    the documents' languages are α-nDCG's aspects.
     """
     specs = _measure_list(measures)
     qrels = local_path(qrels, "qrels")
-    if is_path(qrels) and is_path(run):
+    langs = _languages(doc_languages)
+    if is_path(qrels) and is_path(run) and langs is None:
         raw = _native.evaluate_files(
             os.fspath(qrels), os.fspath(run), specs, relevance_level, judged_docs_only, complete
         )
     else:
         q = os.fspath(qrels) if is_path(qrels) else {k: dict(v) for k, v in qrels.items()}
-        evaluator = _native.Evaluator(q, specs, relevance_level, judged_docs_only, complete)
+        evaluator = _native.Evaluator(q, specs, relevance_level, judged_docs_only, complete, langs)
         if is_path(run):
             raw = evaluator.evaluate_file(os.fspath(run))
         else:

@@ -39,7 +39,8 @@ def test_hand_computed_values(files):
         "judged_2": 0.5,
         "recall_2": 0.0,
     }
-    assert res["q2"]["map"] == 1.0 and res["q2"]["judged_2"] == 0.5
+    # q2 retrieved one document, judged: Judged@2 divides by min(2, retrieved) = 1 (ir_measures)
+    assert res["q2"]["map"] == 1.0 and res["q2"]["judged_2"] == 1.0
     assert list(res) == ["q1", "q2", "all"]  # q9 has no qrels, q3 is not in the run: both skipped
     assert res["all"]["map"] == pytest.approx((1 / 6 + 1) / 2)
     assert res["all"]["num_ret"] == 4.0  # counts are summed
@@ -135,7 +136,9 @@ def test_cli_pairs_table(files, tmp_path: Path, capsys):
     assert lines[0].split() == ["measure", "zh", "fa", "average"]
     assert lines[1].split() == ["map", "0.5833", "1.0000", "0.7917"]
     assert main(args + ["--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["average"]["judged_2"] == pytest.approx((0.5 + 1.0) / 2)
+    assert json.loads(capsys.readouterr().out)["average"]["judged_2"] == pytest.approx(
+        ((0.5 + 1.0) / 2 + 1.0) / 2
+    )
     assert main(["eval", "--pair", "zh=onlyone"]) == 2
 
 

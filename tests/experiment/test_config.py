@@ -141,7 +141,7 @@ def test_correlation_of_an_unknown_column(tmp_path):
         text,
         "correlations =",
         r"evaluation.correlations[0]",
-        "'mlir/fr' is not a task or average column",
+        "'mlir/fr' is not a task, average or external column",
     )
 
 

@@ -105,3 +105,43 @@ def test_posir_length_unit_must_be_the_files(tmp_path: Path):
         report(positions, runs, languages, "nDCG@10", 2, [0, 512, 1024], 1, "tokens")
     (table,), _ = report(positions, runs, languages, "nDCG@10", 2, [0, 512, 1024], 1, "chars")
     assert table.length_unit == "chars" and [b.label for b in table.buckets] == ["0-512"]
+
+
+def test_the_language_of_a_task():
+    from types import SimpleNamespace as NS
+
+    from clirkit.experiment.posir import task_language
+
+    # a task with a language (mono/de); a beir-group's datasets are the domains of the group's language;
+    # a single BEIR dataset is in its collection's language
+    assert (
+        task_language(NS(language="de", group="mono"), NS(name="x", group="x", lang="en", lang_field="lang"))
+        == "de"
+    )
+    assert (
+        task_language(NS(language=None, group="zh"), NS(name="law", group="zh", lang="en", lang_field=None))
+        == "zh"
+    )
+    assert (
+        task_language(NS(language=None, group="s"), NS(name="s", group="s", lang="fr", lang_field=None))
+        == "fr"
+    )
+
+
+def test_token_buckets_need_a_tokenizer(tmp_path: Path):
+    from clirkit.experiment import load_config
+    from conftest import sample_experiment_head
+
+    spans = tmp_path / "spans.tsv"
+    spans.write_text("query-id\tcorpus-id\tspan_start\tspan_end\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n')
+    head = sample_experiment_head("p", ["en"]) + '\n[systems.bm25]\nkind = "bm25"\n'
+    path = tmp_path / "exp.toml"
+    path.write_text(head + f'\n[posir]\nspans = "{spans}"\ncorpus = "{corpus}"\n')
+    with pytest.raises(
+        ExperimentError, match=r"posir.length_unit: token length buckets need tokenizer = .*chars"
+    ):
+        load_config(path)
+    path.write_text(head + f'\n[posir]\nspans = "{spans}"\ncorpus = "{corpus}"\nlength_unit = "chars"\n')
+    assert load_config(path).posir.length_unit == "chars"

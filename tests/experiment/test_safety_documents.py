@@ -17,8 +17,19 @@ from clirkit.experiment import Experiment
 from conftest import SAMPLE
 
 
-def english_collection(root: Path, compress: bool = False) -> Path:
-    """The sample's English documents and questions with the text under ``headline``/``body``."""
+def zstd_frame(data: bytes) -> bytes:
+    """``data`` as a zstd frame of raw (stored) blocks: what any zstd reader decodes, made without a
+    zstd library."""
+    out = bytearray(b"\x28\xb5\x2f\xfd\x00\x58")  # magic; no checksum or size; a 2 MiB window
+    chunks = [data[i : i + (1 << 17)] for i in range(0, len(data), 1 << 17)] or [b""]
+    for i, chunk in enumerate(chunks):
+        out += ((len(chunk) << 3) | (i == len(chunks) - 1)).to_bytes(3, "little") + chunk
+    return bytes(out)
+
+
+def english_collection(root: Path, compress: str = "") -> Path:
+    """The sample's English documents and questions with the text under ``headline``/``body``, the
+    corpus and queries files plain, gzip (``"gz"``) or zstd (``"zst"``)."""
     root.mkdir()
     docs = [json.loads(line) for line in open(SAMPLE / "corpus.jsonl", encoding="utf-8")]
     docs = [d for d in docs if d["lang"] == "en"]
@@ -26,12 +37,10 @@ def english_collection(root: Path, compress: bool = False) -> Path:
         json.dumps({"_id": d["_id"], "headline": "", "body": d["text"], "lang": "en"}) + "\n" for d in docs
     ]
     queries = [line for line in open(SAMPLE / "queries.jsonl", encoding="utf-8") if '"lang": "en"' in line]
-    opener = gzip.open if compress else open
-    suffix = ".gz" if compress else ""
-    with opener(root / f"corpus.jsonl{suffix}", "wt", encoding="utf-8") as f:
-        f.writelines(lines)
-    with opener(root / f"queries.jsonl{suffix}", "wt", encoding="utf-8") as f:
-        f.writelines(queries)
+    pack = {"": lambda b: b, "gz": gzip.compress, "zst": zstd_frame}[compress]
+    suffix = f".{compress}" if compress else ""
+    (root / f"corpus.jsonl{suffix}").write_bytes(pack("".join(lines).encode()))
+    (root / f"queries.jsonl{suffix}").write_bytes(pack("".join(queries).encode()))
     shutil.copy(SAMPLE / "qrels.tsv", root / "qrels.tsv")
     return root
 
@@ -70,10 +79,12 @@ def scores(exp: Experiment) -> dict[str, float]:
     return {r["task"]: r["value"] for r in exp.rows if r["measure"] == exp.rows[0]["measure"]}
 
 
-@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("compress", ["", "gz", "zst"])
 def test_mono_task_keeps_the_fields_a_system_names(tmp_path, capsys, compress):
     coll = english_collection(tmp_path / "c", compress)
-    exp = Experiment(experiment(tmp_path, coll, ".gz" if compress else ""), tmp_path / "work", quiet=True)
+    exp = Experiment(
+        experiment(tmp_path, coll, f".{compress}" if compress else ""), tmp_path / "work", quiet=True
+    )
     exp.run(log=io.StringIO())
     by_task = scores(exp)
     assert by_task["mlir/en"] > 0.5

@@ -30,20 +30,50 @@ def _example(
     return path
 
 
+NEURAL = ("systems.e5", "systems.splade", "fusion.rrf")
+
+
 def test_neuclir_layout_bm25_rows_reproduce_the_readme(tmp_path, shared):
     root = shared("data", "xquad-clir").parent.parent
-    path = _example(tmp_path, "xquad-clir-neuclir.toml", ("systems.e5", "fusion.rrf"), root)
+    path = _example(tmp_path, "xquad-clir-neuclir.toml", NEURAL, root)
+    text = path.read_text(encoding="utf-8")
+    assert 'topic_fields = ["topic_title", "topic_description"]' in text  # NeuCLIRBench's queries
+    path.write_text(text.replace('"topic_title", "topic_description"', '"topic_title"'), encoding="utf-8")
     exp = Experiment(path, tmp_path / "work", quiet=True)
     results = exp.run(log=io.StringIO())
-    ndcg = {task: round(results.value("bm25", task, "ndcg_cut_20"), 4) for task in results.columns}
+    ndcg = {
+        task: round(v, 4) for task in results.columns if (v := results.value("bm25", task, "ndcg_cut_20"))
+    }
     assert ndcg["mono/zh"] == 0.9665 and ndcg["mono/ru"] == 0.9569 and ndcg["mono/ar"] == 0.9390
     assert ndcg["clir-dt/zh"] == ndcg["clir-dt/ru"] == ndcg["clir-dt/ar"] == 0.9653
     assert ndcg["mlir-dt"] == 0.9607
     assert ndcg["clir-qt/zh"] == ndcg["mono/zh"]  # the topics' translations are human: QT is mono here
+    # NeuCLIRBench's Avg: the three DT languages and the MLIR-DT column
+    assert results.value("bm25", "Avg", "ndcg_cut_20") == pytest.approx(
+        sum(
+            results.value("bm25", c, "ndcg_cut_20")
+            for c in ("clir-dt/zh", "clir-dt/ru", "clir-dt/ar", "mlir-dt")
+        )
+        / 4
+    )
+    # BM25 runs where query and documents share a language; no BM25 row for clir or native mlir
+    assert "clir/zh" not in exp.plan.runs["bm25"] and "mlir" not in exp.plan.runs["bm25"]
+    assert set(exp.plan.runs["bm25-rm3"]) == set(exp.plan.runs["bm25"])
     # mono and clir-qt ask the same questions of the same documents: one artifact serves both
     assert exp.plan.runs["bm25"]["mono/zh"] is exp.plan.runs["bm25"]["clir-qt/zh"]
     rows = json.loads((tmp_path / "work" / "results.json").read_text())
-    assert {r["measure"] for r in rows} == {"ndcg_cut_20", "judged_20"}
+    assert {r["measure"] for r in rows} >= {"ndcg_cut_20", "map", "recall_100", "recall_1000", "judged_20"}
+    # title + description (the example as written): xquad-clir's descriptions repeat the titles, which
+    # doubles every query term's weight and leaves BM25's ranking as it was
+    (tmp_path / "td").mkdir()
+    path = _example(tmp_path / "td", "xquad-clir-neuclir.toml", NEURAL, root)
+    both = Experiment(path, tmp_path / "td" / "work", quiet=True)
+    query = both.tasks[0].queries[0][1]
+    title = query[: (len(query) - 1) // 2]
+    assert query == f"{title} {title}"
+    again = both.run(log=io.StringIO())
+    for task in ("mono/zh", "clir-dt/ru", "mlir-dt"):
+        assert round(again.value("bm25", task, "ndcg_cut_20"), 4) == ndcg[task]
 
 
 def test_posir_report_over_xquad_pos(tmp_path, shared):
@@ -51,7 +81,7 @@ def test_posir_report_over_xquad_pos(tmp_path, shared):
     path = _example(tmp_path, "xquad-pos-position.toml", (), root)
     text = path.read_text().replace('languages = ["ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh"]',
                                     'languages = ["de", "en"]')  # fmt: skip
-    text = re.sub(r'tokenizer = ".*"\n', "", text)
+    text = re.sub(r'tokenizer = ".*"\n', 'length_unit = "chars"\n', text)
     path.write_text(text)
     Experiment(path, tmp_path / "work", quiet=True).run(log=io.StringIO())
     report = json.loads((tmp_path / "work" / "posir.json").read_text())
@@ -147,7 +177,8 @@ def test_neuclir_example_equals_the_separate_cli_commands(tmp_path, shared):
 
 def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, shared, capsys):
     """``clirkit experiment plan examples/scifact-three-families.toml``: BM25 (+RM3), e5 dense, splade
-    impact and MiniLM multi-vector runs on SciFact, their RRF, one evaluation each."""
+    impact and MiniLM multi-vector runs on SciFact, the neural families' RRF and a second one with
+    BM25+RM3, one evaluation each."""
     from clirkit.cli import main as cli
 
     root = shared("data", "beir-scifact").parent.parent
@@ -167,8 +198,11 @@ def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, sh
     # Plain BM25 and BM25+RM3 (whose index keeps document vectors) have an index each.
     assert kinds.count("bm25-index") == 2
     searches = sorted(label for _, kind, _, label in stages if kind in ("search", "fuse"))
-    assert searches == [f"{s} scifact" for s in ("bm25", "bm25-rm3", "e5", "minilm-mv", "rrf", "splade")]
-    assert kinds.count("eval") == 6
+    systems = ("bm25", "bm25-rm3", "e5", "minilm-mv", "rrf", "rrf-with-bm25-rm3", "splade")
+    assert searches == [f"{s} scifact" for s in systems]
+    assert kinds.count("eval") == 7
     assert lines[-1] == f"{len(stages)} stages: 0 cached, {len(stages)} to run"
     text = path.read_text()
-    assert 'inputs = ["bm25-rm3", "e5", "splade", "minilm-mv"]' in text and "rm3 = true" in text
+    # NeuCLIRBench's fusion: the three neural families, no BM25 leg; the one with BM25+RM3 is named so
+    assert '[fusion.rrf]\ninputs = ["e5", "splade", "minilm-mv"]' in text and "rm3 = true" in text
+    assert '[fusion.rrf-with-bm25-rm3]\ninputs = ["bm25-rm3", "e5", "splade", "minilm-mv"]' in text

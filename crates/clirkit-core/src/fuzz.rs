@@ -9,7 +9,7 @@
 //! targets coverage-guided (see `fuzz/README.md` at the repository root).
 
 use crate::bm25::docvectors::FrequencyOnly;
-use crate::bm25::format::{BM25_TERM_FILES, POSTINGS_KIND};
+use crate::bm25::format::{Bm25Manifest, BM25_TERM_FILES, POSTINGS_KIND};
 use crate::dense::{BuildOptions as DenseBuildOptions, DenseIndex, SearchOptions as DenseSearch};
 use crate::eval::run_file::RunFile;
 use crate::fusion::run_file::parse_run_bytes;
@@ -18,7 +18,7 @@ use crate::io::format::{chunk_crcs, Header, Kind, MappedFile, CHUNK_LEN, HEADER_
 use crate::io::id_text::id_problem;
 use crate::io::input::{read_input, without_bom, Compression};
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader};
-use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::manifest;
 use crate::io::trec::{read_qrels, read_run, write_run_to};
 use crate::postings::termdict::TermEntry;
 use crate::postings::{postings_intact, Cursor};
@@ -453,7 +453,7 @@ fn fuzz_dense_index() {
                 let _ = index.to_run(hits, &qids);
             }
         }
-        let _ = manifest::verify_dir(dir.path());
+        let _ = crate::index_kinds::verify(dir.path());
     });
 }
 

@@ -16,6 +16,45 @@ use std::path::Path;
 
 const KIND: Kind = *b"IDTABLE\0";
 const VERSION: u32 = 1;
+/// The id table's file name in every index kind.
+pub const FILE: &str = "ids.bin";
+/// The header kind and version of `ids.bin`.
+pub const HEADER: (Kind, u32) = (KIND, VERSION);
+
+/// The header `ids.bin` carries, if `name` is its name.
+pub fn header(name: &str) -> Option<(Kind, u32)> {
+    (name == FILE).then_some(HEADER)
+}
+
+/// The [`crate::io::manifest::Layout`] of an index kind holding an id table (`ids.bin`) and
+/// `files` (name, header kind), each of header version `file_version`.
+macro_rules! layout_with_ids {
+    ($format:expr, $version:expr, $file_version:expr, $files:expr) => {
+        $crate::io::manifest::Layout::new(
+            $format,
+            $version,
+            |name| {
+                let files: &[(&str, $crate::io::format::Kind)] = &$files;
+                $crate::io::format::header_of(name, files, $file_version)
+                    .or_else(|| $crate::ids::header(name))
+            },
+            $crate::ids::check_content,
+        )
+    };
+}
+pub(crate) use layout_with_ids;
+
+/// `verify`'s check of an index file's content beyond its checksums (an index kind's
+/// [`crate::io::manifest::Layout::content`]): the id table's lookup order, read in full; other
+/// files have nothing more to check.
+pub fn check_content(path: &Path, name: &str) -> Result<()> {
+    if name != FILE {
+        return Ok(());
+    }
+    IdTable::open(path)?
+        .check_lookup_order()
+        .map_err(|message| Error::format(path, message))
+}
 
 /// A read-only id table, memory-mapped from disk or built in memory.
 pub struct IdTable {

@@ -14,6 +14,7 @@ pub mod fusion;
 mod fuzz;
 pub mod ids;
 pub mod impact;
+pub mod index_kinds;
 pub mod io;
 pub mod multivector;
 pub mod options;

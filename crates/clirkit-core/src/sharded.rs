@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::atomic::{read_manifest_text, AtomicDir, MANIFEST};
-use crate::io::manifest::{self, Manifest, VerifySummary};
+use crate::io::manifest::{self, Manifest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -33,16 +33,9 @@ pub fn shard_name(i: usize) -> String {
     format!("shard-{i:04}")
 }
 
-/// The format name in `dir`'s manifest, if it has a readable one.
-fn format_of(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
-    let meta: serde_json::Value = serde_json::from_str(&text).ok()?;
-    meta.get("format")?.as_str().map(String::from)
-}
-
 /// The kind of the sharded index at `dir` (`bm25`, ...), or `None` if `dir` holds none.
 pub fn kind(dir: &Path) -> Option<String> {
-    format_of(dir)?
+    manifest::format_of(dir)?
         .strip_prefix(FORMAT_PREFIX)
         .map(String::from)
 }
@@ -97,17 +90,20 @@ pub fn check_all(dir: &Path, shards: &[ShardRecord]) -> Result<()> {
     (0..shards.len()).try_for_each(|i| shard_path(dir, shards, i).map(|_| ()))
 }
 
-/// Check an index in full, as [`manifest::verify_dir`] does; for a sharded index also every
-/// shard and a `codebook` index if the manifest records one (present, of the recorded build,
-/// every byte), so `clirkit verify` covers it whole.
-pub fn verify(dir: &Path) -> Result<VerifySummary> {
-    let mut summary = manifest::verify_dir(dir)?;
-    if !summary.format.starts_with(FORMAT_PREFIX) {
-        return Ok(summary);
-    }
+/// The indexes a sharded index at `dir` is made of, which `verify` checks with it: every shard
+/// and a `codebook` index if the manifest records one, each found present and of the recorded
+/// build. An index of another kind has none.
+pub fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
     let path = dir.join(MANIFEST);
     let meta: serde_json::Value = serde_json::from_str(&read_manifest_text(&path)?)
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
+    if !meta["format"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with(FORMAT_PREFIX)
+    {
+        return Ok(Vec::new());
+    }
     let shards: Vec<ShardRecord> = serde_json::from_value(meta["shards"].clone())
         .map_err(|e| Error::format(&path, format!("invalid manifest: 'shards': {e}")))?;
     // A kind may keep one more index beside its shards (dense: the codebook every shard shares).
@@ -118,12 +114,7 @@ pub fn verify(dir: &Path) -> Result<VerifySummary> {
     if let Some(record) = extra {
         parts.push(shard_path(dir, std::slice::from_ref(&record), 0)?);
     }
-    for part in parts {
-        let checked = manifest::verify_dir(&part)?;
-        summary.files += checked.files;
-        summary.bytes += checked.bytes;
-    }
-    Ok(summary)
+    Ok(parts)
 }
 
 /// A sharded index under construction. Dropped uncommitted, it is removed with its shards.

@@ -6,8 +6,8 @@ use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::eval::position::{self, PositionTable};
 use clirkit_core::eval::qrels_file::read_qrels_index;
 use clirkit_core::eval::{
-    self as core_eval, correlation, parse_measures, significance, EvalOptions, Evaluation,
-    QrelsIndex, RunFile, RunQuery, ScoredRef,
+    self as core_eval, correlation, parse_measures_for, significance, DocLanguages, EvalOptions,
+    Evaluation, QrelsIndex, RunFile, RunQuery, ScoredRef,
 };
 use clirkit_core::Error;
 use pyo3::prelude::*;
@@ -94,6 +94,23 @@ fn qrels_from_dict(qrels: &Bound<'_, PyDict>) -> PyResult<QrelsIndex> {
     })))
 }
 
+/// Documents' languages from a TSV path (`docid<TAB>lang`) or a dict[docid, lang]; `None` when
+/// not given.
+fn doc_languages(
+    py: Python<'_>,
+    given: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<DocLanguages>> {
+    let Some(given) = given else { return Ok(None) };
+    if let Ok(d) = given.cast::<PyDict>() {
+        let pairs: HashMap<String, String> = d.extract()?;
+        return DocLanguages::from_pairs(pairs).map(Some).py_err();
+    }
+    let path: PathBuf = given.extract()?;
+    py.detach_caught(|| DocLanguages::read(&path))
+        .map(Some)
+        .py_err()
+}
+
 /// Prepared qrels and measures (pytrec_eval's RelevanceEvaluator, in Rust).
 #[pyclass(module = "clirkit._native", name = "Evaluator")]
 pub struct PyEvaluator {
@@ -102,9 +119,11 @@ pub struct PyEvaluator {
 
 #[pymethods]
 impl PyEvaluator {
-    /// qrels: a path (TREC or BEIR TSV) or dict[qid, dict[docid, label]].
+    /// qrels: a path (TREC, ndeval's subtopic qrels or BEIR TSV) or dict[qid, dict[docid,
+    /// label]]; doc_languages: a TSV path or dict[docid, lang], making the task multilingual
+    /// (α-nDCG's aspects are the languages; the `neuclir` preset adds alpha_nDCG@20).
     #[new]
-    #[pyo3(signature = (qrels, measures, relevance_level = 1, judged_docs_only = false, complete = false))]
+    #[pyo3(signature = (qrels, measures, relevance_level = 1, judged_docs_only = false, complete = false, doc_languages = None))]
     fn new(
         py: Python<'_>,
         qrels: &Bound<'_, PyAny>,
@@ -112,14 +131,19 @@ impl PyEvaluator {
         relevance_level: i32,
         judged_docs_only: bool,
         complete: bool,
+        doc_languages: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let measures = parse_measures(&measures).py_err()?;
-        let qrels = if let Ok(d) = qrels.cast::<PyDict>() {
+        let langs = self::doc_languages(py, doc_languages)?;
+        let measures = parse_measures_for(&measures, langs.is_some()).py_err()?;
+        let mut qrels = if let Ok(d) = qrels.cast::<PyDict>() {
             qrels_from_dict(d)?
         } else {
             let path: PathBuf = qrels.extract()?;
             py.detach_caught(|| read_qrels_index(&path)).py_err()?
         };
+        if let Some(langs) = &langs {
+            langs.apply(&mut qrels).py_err()?;
+        }
         Ok(PyEvaluator {
             inner: core_eval::Evaluator::new(
                 qrels,
@@ -148,10 +172,12 @@ impl PyEvaluator {
     }
 }
 
-/// Parse measure specs into output keys (raises InvalidInputError listing known measures).
+/// Parse measure specs into output keys (raises InvalidInputError listing known measures); `mlir`:
+/// for a multilingual task (the `neuclir` preset adds alpha_nDCG@20).
 #[pyfunction]
-fn measure_keys(measures: Vec<String>) -> PyResult<Vec<String>> {
-    Ok(parse_measures(&measures)
+#[pyo3(signature = (measures, mlir = false))]
+fn measure_keys(measures: Vec<String>, mlir: bool) -> PyResult<Vec<String>> {
+    Ok(parse_measures_for(&measures, mlir)
         .py_err()?
         .iter()
         .map(|m| m.key())

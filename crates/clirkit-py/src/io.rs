@@ -4,6 +4,7 @@ use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::collections::HashMap;
 
 pub type PyRun = Vec<(String, Vec<(String, f64)>)>;
@@ -48,6 +49,16 @@ fn set_max_record_bytes(limit: usize) -> PyResult<()> {
     clirkit_core::io::jsonl::set_max_record_bytes(limit).py_err()
 }
 
+/// An input file's bytes, decompressed (gzip or zstd, by magic bytes), a byte-order mark dropped:
+/// the Rust input layer, for the Python readers' zstd inputs.
+#[pyfunction]
+fn read_input_bytes<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = py
+        .detach_caught(|| clirkit_core::io::input::read_input(&path))
+        .py_err()?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
 /// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
 #[pyfunction]
 fn read_run(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyRun> {
@@ -78,20 +89,10 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
         .map(|q| q.queries)
 }
 
-/// Check an index directory of any kind in full: the manifest's checksum and every file's size
-/// and CRC. Returns (format, files checked, bytes read); a mismatch raises IndexFormatError
-/// naming the file.
-#[pyfunction]
-fn verify_index(py: Python<'_>, path: std::path::PathBuf) -> PyResult<(String, usize, u64)> {
-    py.detach_caught(|| clirkit_core::sharded::verify(&path))
-        .py_err()
-        .map(|s| (s.format, s.files, s.bytes))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(max_record_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(read_input_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(set_max_record_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(verify_index, m)?)?;
     m.add_function(wrap_pyfunction!(read_run, m)?)?;
     m.add_function(wrap_pyfunction!(write_run, m)?)?;
     m.add_function(wrap_pyfunction!(read_qrels, m)?)?;

@@ -10,6 +10,7 @@ mod errors;
 mod eval;
 mod fusion;
 mod impact;
+mod index_kinds;
 mod io;
 mod multivector;
 mod passages;
@@ -22,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     io::register(m)?;
+    index_kinds::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
     sharded::register(m)?;

@@ -2,6 +2,7 @@
 significance tests.
 
     clirkit eval --qrels QRELS --run RUN [-m MEASURE ...] [--per-query] [--json] [-c] [-l LEVEL] [-J]
+                 [--doc-lang DOCLANG.tsv]
     clirkit eval --pair zh=qrels.zh,run.zh --pair fa=qrels.fa,run.fa [-m ...] [--json]
     clirkit eval position --qrels positions.tsv --run RUN [--run LABEL=RUN2 ...] [--plot out.png]
     clirkit eval compare --qrels QRELS --run A --run B [...] -m MEASURE [--test t|perm]
@@ -23,7 +24,10 @@ from clirkit.commands.common import label_int, non_negative_int, positive_int, s
 EPILOG = (
     "measures: trec_eval names (map, map_cut.k, P.k, recall.k, ndcg, ndcg_cut.k, recip_rank, Rprec, bpref, "
     "success.k, num_ret, num_rel, num_rel_ret) plus judged.k; a family alone (e.g. P) expands to trec_eval's "
-    "default cutoffs; aliases nDCG@10, R@100, P@5, MAP, MRR, Judged@20."
+    "default cutoffs; aliases nDCG@10, R@100, P@5, MAP, MRR, Judged@20; ir_measures' RBP(rel=1), "
+    "RBP(rel=1,p=0.9), alpha_nDCG@20 (aspects: the subtopics of ndeval qrels 'qid subtopic docid rel', or the "
+    "languages of --doc-lang); the preset neuclir (nDCG@20 MAP RBP(rel=1) R@100 R@1000 Judged@20, plus "
+    "alpha_nDCG@20 with --doc-lang)."
 )
 
 
@@ -106,6 +110,11 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-J", "--judged-only", action="store_true", help="rank judged documents only (trec_eval -J)"
     )
+    p.add_argument(
+        "--doc-lang",
+        metavar="FILE",
+        help="TSV 'docid<TAB>lang': a multilingual task, the languages are alpha_nDCG's aspects",
+    )
 
 
 def _labelled(specs: list[str]) -> dict[str, str]:
@@ -137,6 +146,8 @@ def _eval(args: argparse.Namespace) -> int:
     if args.pair:
         if args.qrels or args.run:
             raise InvalidInputError("use either --qrels/--run or --pair, not both")
+        if args.doc_lang:
+            raise InvalidInputError("--doc-lang goes with --qrels/--run, not --pair")
         pairs = []
         for spec in args.pair:
             label, sep, rest = spec.partition("=")
@@ -150,7 +161,13 @@ def _eval(args: argparse.Namespace) -> int:
     if not (args.qrels and args.run):
         raise InvalidInputError("clirkit eval needs --qrels and --run (or --pair LABEL=QRELS,RUN)")
     result = _evaluate_loudly(
-        evaluation.evaluate, args.qrels, args.run, measures, per_query=args.per_query, **options
+        evaluation.evaluate,
+        args.qrels,
+        args.run,
+        measures,
+        per_query=args.per_query,
+        doc_languages=args.doc_lang,
+        **options,
     )
     sys.stdout.write(
         json.dumps(result, indent=2) + "\n" if args.json else evaluation.format_trec_eval(result)

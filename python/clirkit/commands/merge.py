@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 
-from clirkit._native import InvalidInputError
+from clirkit._native import merge_indexes
+from clirkit._threads import checked_threads
 from clirkit.commands.common import add_worker_options, non_negative_int, report
 
 
@@ -30,31 +29,13 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     add_worker_options(p, run_merge)
 
 
-def _format(index: str) -> str:
-    """The ``format`` named in an index directory's ``meta.json``."""
-    try:
-        return str(json.loads((Path(index) / "meta.json").read_text(encoding="utf-8"))["format"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InvalidInputError(f"{index}: not a clirkit index (unreadable meta.json: {err})") from None
-
-
 def run_merge(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    kinds = {_format(i) for i in args.inputs}
-    if len(kinds) != 1:
-        raise InvalidInputError(f"indexes of different kinds cannot be merged: {sorted(kinds)}")
-    kind = kinds.pop()
-    if kind == "clirkit-bm25":
-        from clirkit.bm25 import BM25Index
-
-        count = BM25Index.merge(args.inputs, args.index).num_docs
-    elif kind == "clirkit-dense":
-        from clirkit.dense import DenseIndex
-
-        parts = [DenseIndex.open(i) for i in args.inputs]
-        count = DenseIndex.merge(parts, args.index, memory_mb=args.memory_mb, threads=args.threads).ntotal
-    else:
-        raise InvalidInputError(f"{args.inputs[0]}: '{kind}' indexes cannot be merged (bm25 or dense only)")
+    # The core finds each input's kind (one list of kinds, `index_kinds`) and refuses mixed or
+    # unmergeable ones, naming them.
+    _, count = merge_indexes(
+        args.inputs, args.index, memory_mb=args.memory_mb, threads=checked_threads(args.threads)
+    )
     report(
         args,
         f"merged {len(args.inputs)} indexes ({count} items) into {args.index} in {time.perf_counter() - start:.1f}s",

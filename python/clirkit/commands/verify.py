@@ -1,11 +1,12 @@
 """`clirkit verify INDEX`: check every file of an index (any kind) against the checksums its
-manifest records, reading every byte. Exit 0 with a summary; a mismatch is an error naming the file."""
+manifest records and the headers its kind expects, reading every byte, and what opening it checks.
+Exit 0 with a summary; a mismatch is an error naming the file."""
 
 from __future__ import annotations
 
 import argparse
 
-from clirkit._native import verify_index
+from clirkit._native import index_kinds, verify_index
 
 
 def register(top, groups) -> None:
@@ -14,7 +15,8 @@ def register(top, groups) -> None:
         help="check an index's files against their checksums (reads the whole index)",
         description=__doc__,
     )
-    p.add_argument("index", help="index directory (bm25, impact, dense or multivector)")
+    kinds = ", ".join(fmt.removeprefix("clirkit-") for fmt, _ in index_kinds())
+    p.add_argument("index", help=f"index directory of any kind ({kinds})")
     p.set_defaults(func=_verify)
 
 

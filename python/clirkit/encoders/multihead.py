@@ -28,9 +28,9 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -254,12 +254,16 @@ def encode_heads_file(
     files), each through its own resumable writer; ``options`` as those writers take them (``kind``,
     ``fields``, ``passages``, ``chunk_size``, ``restart``, ``quiet``...; ``dtype`` applies to the
     dense and multi-vector files). Returns family -> the writer's result."""
-    writers = {"dense": encode_file, "sparse": encode_sparse_file, "multivector": encode_tokens_file}
+    writers: dict[str, Callable[..., Any]] = {
+        "dense": encode_file,
+        "sparse": encode_sparse_file,
+        "multivector": encode_tokens_file,
+    }
     # The writers must cut the input into the same chunks for their views to share each forward pass.
     options.setdefault("chunk_size", 1000)
     sparse_options = {k: v for k, v in options.items() if k != "dtype"}
     with ThreadPoolExecutor(len(encoder.heads)) as pool_:
-        futures = {
+        futures: dict[str, Future[Any]] = {
             family: pool_.submit(
                 writers[family],
                 encoder.view(family),

@@ -99,20 +99,25 @@ def digest_of(value: object) -> str:
 @dataclass(frozen=True)
 class DocSource:
     """One documents file, optionally only the documents of one language (``lang_filter``, read
-    from ``lang_field``), analyzed in ``fixed_lang`` or, when None, in each document's ``lang_field``."""
+    from ``lang_field``), analyzed in ``fixed_lang`` or, when None, in each document's ``lang_field``
+    (``default_lang`` for a document without one)."""
 
     path: str
     lang_filter: Optional[str]
     fixed_lang: Optional[str]
     lang_field: Optional[str]
+    default_lang: Optional[str] = None  # for documents without ``lang_field``
 
     def identity(self) -> dict:
-        return {
+        out = {
             "file": file_identity(self.path),
             "lang_filter": self.lang_filter,
             "fixed_lang": self.fixed_lang,
             "lang_field": self.lang_field,
         }
+        if self.default_lang is not None:
+            out["default_lang"] = self.default_lang
+        return out
 
 
 @dataclass(frozen=True)
@@ -196,26 +201,74 @@ def _qrels_qids(path: str) -> set[str]:
     return set(read_qrels(path))
 
 
-def _neuclir_topics(coll: Collection) -> dict[str, dict[str, str]]:
-    """topic id -> {ISO 639-1 language: text of ``topic_field``}."""
+@dataclass(frozen=True)
+class TopicEntry:
+    """One language's version of a NeuCLIR topic: its ``source`` ("original", "human translation",
+    a machine translation's name, or None when the file gives none), the query text composed from the
+    collection's ``topic_fields``, and the line it came from."""
+
+    source: Optional[str]
+    text: str
+    line: int
+
+
+#: topic id -> ISO 639-1 language -> every entry of that language, in file order.
+Topics = dict[str, dict[str, list[TopicEntry]]]
+
+
+def _neuclir_topics(coll: Collection) -> Topics:
+    """Every entry of every topic, its text the collection's ``topic_fields`` joined by a space (as
+    NeuCLIRBench's title + description queries); which entry a task uses is :func:`topic_text`'s choice."""
     assert coll.topics is not None
-    topics: dict[str, dict[str, str]] = {}
+    topics: Topics = {}
     for number, t in _read_jsonl(coll.topics):
         tid = t.get("topic_id")
         entries = t.get("topics")
         if tid is None or not isinstance(entries, list):
             raise ExperimentError(f"{coll.topics}:{number}: a topic needs topic_id and topics: [...]")
-        by_lang = {}
+        by_lang: dict[str, list[TopicEntry]] = {}
         for entry in entries:
             lang = ISO3_TO_1.get(entry.get("lang"), entry.get("lang"))
-            text = entry.get(coll.topic_field)
-            if not isinstance(text, str):
-                raise ExperimentError(
-                    f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{coll.topic_field}'"
-                )
-            by_lang[lang] = text
+            parts = []
+            for name in coll.topic_fields:
+                text = entry.get(name)
+                if not isinstance(text, str):
+                    raise ExperimentError(f"{coll.topics}:{number}: topic '{tid}' ({lang}) has no '{name}'")
+                parts.append(text.strip())
+            by_lang.setdefault(lang, []).append(TopicEntry(entry.get("source"), " ".join(parts), number))
         topics[str(tid)] = by_lang
     return topics
+
+
+def topic_text(coll: Collection, tid: str, lang: str, entries: list[TopicEntry], setting: str) -> str:
+    """The query text of topic ``tid`` in ``lang`` for a task of ``setting``: with query translation
+    (``clir-qt``) the entry of the collection's ``mt_source`` when one is named, else (and in every other
+    setting, which use human topics) the only entry, or the one from a source in ``human_sources``.
+    Entries of one language that disagree with no source chosen are an error naming the topic."""
+    if setting == "clir-qt" and coll.mt_source is not None:
+        chosen = [e for e in entries if e.source == coll.mt_source]
+        if not chosen:
+            found = ", ".join(str(e.source) for e in entries)
+            raise ExperimentError(
+                f"{coll.topics}:{entries[0].line}: topic '{tid}' has no '{lang}' entry from mt_source "
+                f"'{coll.mt_source}' (sources: {found})"
+            )
+    elif setting == "clir-qt" or len(entries) == 1:
+        chosen = entries
+    else:
+        chosen = [e for e in entries if e.source in coll.human_sources] or entries
+    if len({e.text for e in chosen}) > 1:
+        sources = ", ".join(f"{e.source} (line {e.line})" for e in chosen)
+        hint = (
+            "name the translation with mt_source"
+            if setting == "clir-qt"
+            else "list the human one in human_sources"
+        )
+        raise ExperimentError(
+            f"{coll.topics}: topic '{tid}' has {len(chosen)} different '{lang}' entries ({sources}) and "
+            f"no source is chosen for setting '{setting}': {hint}"
+        )
+    return chosen[0].text
 
 
 def _label(config: ExperimentConfig, spec: TaskSpec, lang: Optional[str]) -> str:
@@ -241,7 +294,7 @@ def _group(config: ExperimentConfig, spec: TaskSpec) -> str:
 def build_tasks(config: ExperimentConfig) -> list[Task]:
     """Every task of the experiment, in file order (queries read now: they are part of digests)."""
     tasks: list[Task] = []
-    topic_cache: dict[str, dict[str, dict[str, str]]] = {}
+    topic_cache: dict[str, Topics] = {}
     query_cache: dict[str, list] = {}
     for spec in config.tasks:
         coll = config.collections[spec.collection]
@@ -303,11 +356,13 @@ def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics:
     setting = spec.setting
     if setting in ("mlir", "mlir-dt"):
         files = coll.docs if setting == "mlir" else coll.translations
+        # Native documents keep their own `lang` where they have one, else their file's key (NeuCLIR-1's
+        # documents carry no language); translations are English.
         sources = tuple(
-            DocSource(
-                path, None, "en" if setting == "mlir-dt" else None, None if setting == "mlir-dt" else "lang"
-            )
-            for path in files.values()
+            DocSource(path, None, "en", None)
+            if setting == "mlir-dt"
+            else DocSource(path, None, None, "lang", default_lang=lang_key)
+            for lang_key, path in files.items()
         )
         query_lang = coll.query_language
         qrels = coll.qrels_by_language["mlir"]
@@ -321,7 +376,7 @@ def _neuclir_task(coll: Collection, spec: TaskSpec, lang: Optional[str], topics:
     queries = []
     for tid, by_lang in topics.items():
         if query_lang in by_lang:
-            queries.append((tid, by_lang[query_lang], query_lang))
+            queries.append((tid, topic_text(coll, tid, query_lang, by_lang[query_lang], setting), query_lang))
     return DocSet(sources), queries, qrels, False
 
 
@@ -334,7 +389,7 @@ def iter_documents(source: DocSource):
         doc_lang = doc.get(source.lang_field) if source.lang_field else None
         if source.lang_filter is not None and doc_lang != source.lang_filter:
             continue
-        lang = source.fixed_lang or doc_lang
+        lang = source.fixed_lang or doc_lang or source.default_lang
         if lang is None:
             raise ExperimentError(f"{source.path}:{number}: document '{doc_id}' has no '{source.lang_field}'")
         yield doc_id, plain_json(doc), str(lang)

@@ -106,6 +106,13 @@ class Results:
                 f"{c['systems']} systems): Spearman rho {_num(c['spearman'])} (p {_num(c['spearman_p'])}), "
                 f"Kendall tau {_num(c['kendall'])} (p {_num(c['kendall_p'])})"
             )
+            sub = c.get("subsampled")
+            if sub:
+                lines.append(
+                    f"  over {sub['samples']} samples of {sub['queries']} queries (seed {sub['seed']}): "
+                    f"rho {_num(sub['spearman']['mean'])} ± {_num(sub['spearman']['std'])}, "
+                    f"tau {_num(sub['kendall']['mean'])} ± {_num(sub['kendall']['std'])}"
+                )
         return lines
 
     def markdown(self) -> str:
@@ -184,6 +191,113 @@ def average_rows(
     return out, labels
 
 
+def _weighted(values: Sequence[float], weights: Sequence[int]) -> float:
+    total = sum(weights)
+    return sum(v * w for v, w in zip(values, weights)) / total if total else 0.0
+
+
+def named_average_rows(
+    rows: list[dict[str, Any]],
+    systems: Sequence[str],
+    averages: Sequence[Any],
+    query_counts: dict[tuple[str, str], int],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The experiment's named averages (``[evaluation.average.NAME]``), in file order, per system and
+    measure where the system has every column: over ``columns``, the macro average (any column, a
+    group average or an earlier named average included) or the query-weighted one (task columns);
+    over ``groups``, two levels: query-weighted within each group, then the macro average of the
+    groups (PosIR's domains within a language, then languages). Returns the rows and the names."""
+    out: list[dict[str, Any]] = []
+    names: list[str] = []
+    by_key = {(r["system"], r["task"], r["measure"]): r["value"] for r in rows}
+    measures = list(dict.fromkeys(r["measure"] for r in rows))
+    for spec in averages:
+        parts = list(spec.groups.values()) if spec.groups else [spec.columns]
+        added = False
+        for system in systems:
+            for measure in measures:
+                levels = []
+                for columns in parts:
+                    values = [by_key.get((system, c, measure)) for c in columns]
+                    if any(v is None for v in values):
+                        break
+                    if spec.groups or spec.weighting == "query-weighted":
+                        levels.append(_weighted(values, [query_counts[(system, c)] for c in columns]))  # type: ignore[arg-type]
+                    else:
+                        levels.append(sum(values) / len(values))  # type: ignore[arg-type]
+                else:
+                    value = sum(levels) / len(levels)
+                    row = {"system": system, "task": spec.name, "measure": measure, "value": value}
+                    out.append(row)
+                    by_key[(system, spec.name, measure)] = value
+                    added = True
+        if added:
+            names.append(spec.name)
+    return out, names
+
+
+def read_external_scores(path: str, column: Optional[str]) -> dict[str, float]:
+    """System -> score from a CSV (a header; systems in the column ``system``, or the first; scores in
+    ``column``, else the column ``score``, else the first other column) or a JSON object (``{system: score}`` or ``{system: {column: score}}``).
+    Errors name the file and the line or system."""
+    from clirkit.experiment.toml_source import ExperimentError
+
+    out: dict[str, float] = {}
+    if path.endswith(".json"):
+        import json
+
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ExperimentError(f"{path}: must be a JSON object of system -> score")
+        for system, value in data.items():
+            if isinstance(value, dict):
+                if column is None or column not in value:
+                    raise ExperimentError(
+                        f"{path}: system '{system}': no score '{column}' (name it with column)"
+                    )
+                value = value[column]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ExperimentError(f"{path}: system '{system}': score {value!r} is not a finite number")
+            out[system] = float(value)
+        return out
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header or len(header) < 2:
+            raise ExperimentError(f"{path}:1: a header naming the system column and a score column is needed")
+        name_col = header.index("system") if "system" in header else 0
+        if column is None:
+            score_col = header.index("score") if "score" in header else (1 if name_col == 0 else 0)
+        elif column in header:
+            score_col = header.index(column)
+        else:
+            raise ExperimentError(f"{path}:1: no column '{column}' (columns: {', '.join(header)})")
+        for number, fields in enumerate(reader, 2):
+            if not fields:
+                continue
+            try:
+                value = float(fields[score_col])
+            except (ValueError, IndexError):
+                raise ExperimentError(f"{path}:{number}: score is not a number") from None
+            if not math.isfinite(value):
+                raise ExperimentError(f"{path}:{number}: score {value} is not finite")
+            if fields[name_col] in out:
+                raise ExperimentError(f"{path}:{number}: system '{fields[name_col]}' appears twice")
+            out[fields[name_col]] = value
+    return out
+
+
+EXTERNAL = "external"  # the measure name of external scores' rows
+
+
+def external_rows(name: str, scores: dict[str, float], systems: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of an external column (measure ``external``) for the systems of the experiment."""
+    return [
+        {"system": s, "task": name, "measure": EXTERNAL, "value": scores[s]} for s in systems if s in scores
+    ]
+
+
 def significance_rows(
     per_query: dict[tuple[str, str], dict[str, dict[str, float]]],
     systems: Sequence[str],
@@ -241,8 +355,14 @@ def correlation_rows(
     systems: Sequence[str],
     pairs: Sequence[tuple[str, str]],
     measures: Sequence[str],
+    per_query: Optional[dict[tuple[str, str], dict[str, dict[str, float]]]] = None,
+    subsample: Optional[Any] = None,
 ) -> list[dict[str, Any]]:
-    """Spearman and Kendall between the systems' values on two columns, per shared measure."""
+    """Spearman and Kendall between the systems' values on two columns, per shared measure (columns
+    without one, such as an external column, are compared on their first measures). With
+    ``subsample`` (samples, queries, seed) and a task as the first column, each correlation is also
+    computed ``samples`` times with the first column's value recomputed over a seeded random sample of
+    ``queries`` of its queries (AIR-Bench's Fig. 3), reported as mean, spread and range of rho and tau."""
     by_key = {(r["system"], r["task"], r["measure"]): r["value"] for r in rows}
     out = []
     for a, b in pairs:
@@ -261,19 +381,63 @@ def correlation_rows(
             x = [by_key[(s, a, measure_a)] for s in shared]
             y = [by_key[(s, b, measure_b)] for s in shared]
             rho, tau = spearman(x, y), kendall_tau(x, y)
-            out.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "measure": measure_a if measure_a == measure_b else f"{measure_a} vs {measure_b}",
-                    "systems": len(shared),
-                    "spearman": _finite(rho.statistic),
-                    "spearman_p": _finite(rho.pvalue),
-                    "kendall": _finite(tau.statistic),
-                    "kendall_p": _finite(tau.pvalue),
-                }
-            )
+            row = {
+                "a": a,
+                "b": b,
+                "measure": measure_a if measure_a == measure_b else f"{measure_a} vs {measure_b}",
+                "systems": len(shared),
+                "spearman": _finite(rho.statistic),
+                "spearman_p": _finite(rho.pvalue),
+                "kendall": _finite(tau.statistic),
+                "kendall_p": _finite(tau.pvalue),
+            }
+            if subsample is not None and per_query is not None and all((s, a) in per_query for s in shared):
+                row["subsampled"] = subsampled_correlation(
+                    [per_query[(s, a)] for s in shared], measure_a, y, subsample
+                )
+            out.append(row)
     return out
+
+
+def subsampled_correlation(
+    per_query: Sequence[dict[str, dict[str, float]]], measure: str, y: Sequence[float], subsample: Any
+) -> dict[str, Any]:
+    """Spearman's rho and Kendall's tau of each system's mean ``measure`` over ``subsample.samples``
+    seeded random samples of ``subsample.queries`` queries (without replacement, from the union of the
+    systems' queries in sorted order, a query a system did not return scoring 0) against ``y``: mean,
+    sample standard deviation, minimum and maximum of each."""
+    import random
+    import statistics
+
+    qids = sorted(set().union(*per_query))
+    if subsample.queries > len(qids):
+        from clirkit.experiment.toml_source import ExperimentError
+
+        raise ExperimentError(f"subsample: {subsample.queries} queries asked, the column has {len(qids)}")
+    rng = random.Random(subsample.seed)
+    rhos, taus = [], []
+    for _ in range(subsample.samples):
+        chosen = rng.sample(qids, subsample.queries)
+        x = [sum(values.get(q, {}).get(measure, 0.0) for q in chosen) / len(chosen) for values in per_query]
+        rhos.append(spearman(x, y).statistic)
+        taus.append(kendall_tau(x, y).statistic)
+
+    def spread(values: list[float]) -> dict[str, Optional[float]]:
+        finite = [v for v in values if not math.isnan(v)]
+        return {
+            "mean": statistics.fmean(finite) if finite else None,
+            "std": statistics.stdev(finite) if len(finite) > 1 else None,
+            "min": min(finite) if finite else None,
+            "max": max(finite) if finite else None,
+        }
+
+    return {
+        "samples": subsample.samples,
+        "queries": subsample.queries,
+        "seed": subsample.seed,
+        "spearman": spread(rhos),
+        "kendall": spread(taus),
+    }
 
 
 def _finite(x: float) -> Optional[float]:

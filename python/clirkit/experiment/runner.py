@@ -15,9 +15,13 @@ from clirkit.experiment.config import ExperimentConfig, load_config
 from clirkit.experiment.data import Task, build_tasks
 from clirkit.experiment.plan import Plan, build_plan, node_order
 from clirkit.experiment.results import (
+    EXTERNAL,
     Results,
     average_rows,
     correlation_rows,
+    external_rows,
+    named_average_rows,
+    read_external_scores,
     significance_rows,
 )
 from clirkit.experiment.stage import RUN_FILE, RunContext
@@ -74,20 +78,41 @@ class Experiment:
         self.results: Optional[Results] = None
 
     def _check_correlations(self) -> None:
-        """Correlated columns must be tasks or group averages of this experiment."""
-        columns = {t.label for t in self.tasks}
+        """Named averages and correlations name columns of this experiment: tasks, group averages,
+        earlier named averages (and, for correlations, external scores); query-weighted averages and
+        two-level groups name tasks."""
+        tasks = {t.label for t in self.tasks}
+        columns = set(tasks)
         for task in self.tasks:
             columns.update({f"{task.group}/avg", f"{task.group}/qavg"})
-        for i, pair in enumerate(self.config.evaluation.correlations):
+        ev = self.config.evaluation
+        for spec in ev.named_averages:
+            needs_tasks = bool(spec.groups) or spec.weighting == "query-weighted"
+            members = [(("groups", g), c) for g, cs in spec.groups.items() for c in cs] if spec.groups else []
+            members += [(("columns",), c) for c in spec.columns]
+            for where, label in members:
+                known = tasks if needs_tasks else columns
+                if label not in known:
+                    what = "a task" if needs_tasks else "a task or average column"
+                    self._column_error(
+                        ("evaluation", "average", spec.name, *where),
+                        f"'{label}' is not {what}; columns: {', '.join(sorted(known))}",
+                    )
+            columns.add(spec.name)
+        columns.update(ev.external)
+        for i, pair in enumerate(ev.correlations):
             for label in pair:
                 if label not in columns:
-                    message = (
-                        f"'{label}' is not a task or average column; columns: {', '.join(sorted(columns))}"
+                    self._column_error(
+                        ("evaluation", "correlations", i),
+                        f"'{label}' is not a task, average or external column; columns: {', '.join(sorted(columns))}",
                     )
-                    source = self.config.source
-                    if source is None:
-                        raise ExperimentError(f"{self.config.path}: evaluation.correlations[{i}]: {message}")
-                    raise source.error(("evaluation", "correlations", i), message)
+
+    def _column_error(self, key: tuple, message: str) -> None:
+        source = self.config.source
+        if source is None:
+            raise ExperimentError(f"{self.config.path}: {'.'.join(map(str, key))}: {message}")
+        raise source.error(key, message)
 
     # --- planning -----------------------------------------------------------------------------
 
@@ -189,8 +214,10 @@ class Experiment:
             columns.extend(
                 a for a in average_labels if a.startswith(f"{group}/") and a.rsplit("/", 1)[0] == group
             )
-        all_rows = rows + averages
         ev = self.config.evaluation
+        named, named_labels = named_average_rows(rows + averages, nodes, ev.named_averages, query_counts)
+        columns.extend(named_labels)
+        all_rows = rows + averages + named
         significance = []
         if ev.baseline is not None:
             significance = significance_rows(
@@ -204,7 +231,19 @@ class Experiment:
                 ev.alpha,
             )
         measures = list(dict.fromkeys(r["measure"] for r in rows))
-        correlations = correlation_rows(all_rows, nodes, ev.correlations, measures)
+        external = [
+            row
+            for name, spec in ev.external.items()
+            for row in external_rows(name, read_external_scores(spec.file, spec.column), nodes)
+        ]
+        correlations = correlation_rows(
+            all_rows + external,
+            nodes,
+            ev.correlations,
+            measures + ([EXTERNAL] if external else []),
+            per_query,
+            ev.subsample,
+        )
         return Results(
             nodes, columns, measures, measure_names, all_rows, significance, correlations, ev.baseline
         )
@@ -258,7 +297,9 @@ class Experiment:
         spec = self.config.posir
         assert spec is not None
         positions = self.workdir / "positions.tsv"
-        posir.convert_spans(spec.spans, spec.corpus, positions, spec.tokenizer)
+        posir.convert_spans(
+            spec.spans, spec.corpus, positions, spec.tokenizer if spec.length_unit == "tokens" else None
+        )
         runs = {
             node: {label: str(stage.output / RUN_FILE) for label, stage in by_task.items()}
             for node, by_task in self.plan.runs.items()
@@ -274,6 +315,7 @@ class Experiment:
             spec.bins,
             spec.edges,
             spec.min_queries,
+            spec.length_unit,
         )
         aggregated = [posir.table_record(t) for t in tables]
         _write_json(self.workdir / "posir.json", {"aggregated": aggregated, **details})

@@ -15,7 +15,7 @@
 //! The finished index is renamed into place by [`AtomicDir`], so a failed or interrupted build
 //! leaves nothing loadable.
 
-use super::format;
+use super::format::{self, Bm25BuildRecord, Bm25Manifest};
 use super::memory_index::{MemoryIndex, MAX_DOC_SPAN};
 use super::scoring::length_to_norm;
 use super::sorted_run::SortedRun;
@@ -24,7 +24,7 @@ use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineRange, LineReader, Record};
-use crate::io::manifest::{self, Bm25BuildRecord, Bm25Manifest};
+use crate::io::manifest;
 use crate::postings::termdict::TermEntry;
 use crate::text::Analyzer;
 use rayon::prelude::*;

@@ -18,8 +18,11 @@
 //! searches use when `blockmax.bin` is absent or was computed for other parameters.
 
 use crate::io::format::Kind;
+use crate::io::manifest::manifest_of;
 use crate::postings::termdict::TermFileKinds;
 pub use crate::postings::termdict::{DOCS_FILE, IDS_FILE, POSTINGS_FILE, TERMS_FILE};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub const FORMAT: &str = "clirkit-bm25";
 pub const VERSION: u64 = 2;
@@ -33,3 +36,40 @@ pub const BM25_TERM_FILES: TermFileKinds = TermFileKinds {
     postings: POSTINGS_KIND,
     version: FILE_VERSION,
 };
+
+/// A BM25 index's `meta.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bm25Manifest {
+    pub format: String,
+    pub version: u64,
+    pub num_docs: u64,
+    /// Documents with at least one term (Lucene's `docCount`).
+    pub doc_count: u64,
+    pub sum_total_term_freq: u64,
+    pub avgdl: f32,
+    pub num_terms: u64,
+    pub languages: Vec<String>,
+    /// Language code -> the id (name and version) of the analyzer the index was built with.
+    pub analyzers: BTreeMap<String, String>,
+    pub lang_field: Option<String>,
+    pub fields: Vec<String>,
+    pub k1: f32,
+    pub b: f32,
+    pub build: Bm25BuildRecord,
+    /// Whether `docvectors.bin` (the forward index RM3 needs) was written; absent when not, so
+    /// the manifests of indexes without it are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub docvectors: bool,
+}
+
+/// How a BM25 index was built (recorded, not read back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bm25BuildRecord {
+    pub corpus: String,
+    pub keep_first_duplicate: bool,
+    pub skipped_duplicates: u64,
+    pub memory_budget_bytes: u64,
+    pub spilled_runs: u64,
+}
+
+manifest_of!(Bm25Manifest, FORMAT, VERSION);

@@ -7,13 +7,13 @@
 //! dictionary being written, each document's norm and the ids.
 
 use super::builder::{write_docs, write_terms};
-use super::format;
+use super::format::{self, Bm25BuildRecord, Bm25Manifest};
 use super::Bm25Index;
 use crate::error::{Error, Result};
 use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
-use crate::io::manifest::{self, Bm25BuildRecord, Bm25Manifest};
+use crate::io::manifest;
 use crate::postings::termdict::TermEntry;
 use crate::postings::{codec, BlockMeta, BLOCK_LEN};
 use std::path::Path;

@@ -27,18 +27,28 @@ use crate::ids::IdTable;
 use crate::io::atomic::AtomicFile;
 use crate::io::format::{read_u64, MappedFile};
 use crate::io::id_text::write_error;
-use crate::io::manifest::{self, Bm25Manifest};
+use crate::io::manifest::{self, Layout};
 use crate::io::trec::write_run_to;
 use crate::postings::query::{self, DocRanks};
 use crate::postings::termdict::{self, TermEntry};
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
+use format::Bm25Manifest;
 use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// A BM25 index's files, for `verify`: the inverted index's, the stored block maxima and the
+/// forward index.
+#[rustfmt::skip]
+pub const LAYOUT: Layout = crate::ids::layout_with_ids!(format::FORMAT, format::VERSION, format::FILE_VERSION, [
+    (format::TERMS_FILE, format::TERMS_KIND), (format::POSTINGS_FILE, format::POSTINGS_KIND),
+    (format::DOCS_FILE, format::DOCS_KIND), (block_maxima::BLOCK_MAXIMA_FILE, block_maxima::BLOCK_MAXIMA_KIND),
+    (docvectors::DOCVECTORS_FILE, docvectors::DOCVECTORS_KIND),
+]);
 
 /// A query of a batch: its id, text and (optionally) its language.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,9 +158,10 @@ impl Bm25Index {
         })
     }
 
-    /// Check every file of the index directory against the manifest's checksums, in full.
+    /// Check every file of the index directory against the manifest's checksums and the headers
+    /// [`LAYOUT`] expects, in full.
     pub fn verify(&self) -> Result<()> {
-        crate::io::manifest::verify_dir(&self.dir).map(|_| ())
+        manifest::verify_dir(&self.dir, &LAYOUT).map(|_| ())
     }
 
     pub fn dir(&self) -> &Path {
@@ -511,7 +522,7 @@ fn load_analyzers(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// How a batch of queries is searched (see [`Bm25Index::batch_search`]): `k` hits each,
 /// analyzed with `lang` if given, BM25 `params`, RM3 if asked, on `threads` threads.

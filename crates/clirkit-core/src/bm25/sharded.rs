@@ -23,10 +23,11 @@ use super::{Bm25Index, Hit};
 use crate::error::{Error, Result};
 use crate::io::atomic::MANIFEST;
 use crate::io::format::MappedFile;
-use crate::io::manifest::{self, Bm25Manifest, Manifest};
+use crate::io::manifest::{self, Layout};
 use crate::postings::termdict::{self, TermEntry};
 use crate::ranking::{Run, ScoredDoc};
 use crate::sharded::{shard_path, ShardRecord, ShardedDir};
+use format::Bm25Manifest;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -59,9 +60,15 @@ pub struct CollectionStats {
     pub num_terms: u64,
 }
 
-impl Manifest for ShardedManifest {
-    const FORMAT: &'static str = FORMAT;
-    const VERSION: u64 = VERSION;
+manifest::manifest_of!(ShardedManifest, FORMAT, VERSION);
+
+/// A sharded BM25 index's own files (its shards are verified as its parts,
+/// [`crate::sharded::parts`]): the global dictionary.
+pub const LAYOUT: Layout = Layout::new(FORMAT, VERSION, file_header, |_, _| Ok(()));
+
+fn file_header(name: &str) -> Option<(crate::io::format::Kind, u32)> {
+    let files = [(format::TERMS_FILE, format::TERMS_KIND)];
+    crate::io::format::header_of(name, &files, format::FILE_VERSION)
 }
 
 /// Read the manifest of the sharded BM25 index at `dir` and check that every shard is there and
@@ -328,4 +335,4 @@ pub fn merge_hits(parts: &[&[u8]], qids: &[String], k: usize) -> Result<Run> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

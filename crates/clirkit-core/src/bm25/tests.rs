@@ -4,7 +4,7 @@ use super::*;
 use crate::postings::END;
 use std::io::Write;
 
-pub(super) fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+pub(crate) fn write_corpus(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
     let p = dir.join(name);
     let mut f = std::fs::File::create(&p).unwrap();
     for l in lines {
@@ -17,7 +17,7 @@ pub(super) fn doc(id: &str, text: &str) -> String {
     serde_json::json!({"_id": id, "title": "", "text": text}).to_string()
 }
 
-pub(super) fn quiet() -> BuildOptions {
+pub(crate) fn quiet() -> BuildOptions {
     BuildOptions {
         quiet: true,
         ..BuildOptions::default()
@@ -25,7 +25,7 @@ pub(super) fn quiet() -> BuildOptions {
 }
 
 /// A small deterministic generator (xorshift64*), so tests need no extra crates.
-pub(super) struct Rng(pub(super) u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
@@ -40,7 +40,7 @@ impl Rng {
 
 /// Documents over a Zipf-ish vocabulary of made-up words, with repeated texts (exact score
 /// ties) and ids whose byte order differs from file order.
-pub(super) fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<String> {
+pub(crate) fn random_corpus(rng: &mut Rng, docs: usize, vocab: usize) -> Vec<String> {
     let words: Vec<String> = (0..vocab).map(|i| format!("w{i}x")).collect();
     let mut texts: Vec<String> = Vec::new();
     (0..docs)
@@ -563,7 +563,9 @@ fn corrupt_postings_are_caught_where_they_are_read_and_by_verify() {
     let dir = tempfile::tempdir().unwrap();
     let index = random_index(dir.path(), 3, 3000, 400);
     assert_eq!(
-        crate::io::manifest::verify_dir(&index).unwrap().format,
+        crate::io::manifest::verify_dir(&index, &LAYOUT)
+            .unwrap()
+            .format,
         "clirkit-bm25"
     );
     let path = index.join(format::POSTINGS_FILE);
@@ -643,7 +645,7 @@ fn corrupt_block_maxima_are_an_error_not_another_ranking() {
             .expect_err("the corrupt chunk is detected")
             .to_string();
         assert!(e.contains("blockmax.bin: checksum mismatch"), "{e}");
-        let e = crate::io::manifest::verify_dir(&index)
+        let e = crate::io::manifest::verify_dir(&index, &LAYOUT)
             .err()
             .unwrap()
             .to_string();

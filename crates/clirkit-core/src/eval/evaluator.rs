@@ -96,17 +96,35 @@ impl Evaluator {
         self.options
     }
 
+    /// Whether a measure needs the judged document at each rank, not only its label (α-nDCG).
+    pub fn needs_docs(&self) -> bool {
+        self.measures.iter().any(|m| m.family.needs_aspects())
+    }
+
     /// Measure one query's ranking (documents in any order).
     pub fn evaluate_query(&self, judgements: &Judgements, docs: &mut [ScoredRef]) -> Vec<f64> {
         sort_for_eval(docs);
-        let mut labels = Vec::new();
-        ranked_labels(docs, judgements, self.options.judged_docs_only, &mut labels);
-        self.measure_labels(judgements, &labels)
+        let (mut labels, mut judged) = (Vec::new(), Vec::new());
+        let out_docs = self.needs_docs().then_some(&mut judged);
+        ranked_labels(
+            docs,
+            judgements,
+            self.options.judged_docs_only,
+            &mut labels,
+            out_docs,
+        );
+        self.measure_labels(judgements, &labels, &judged)
     }
 
-    /// Measure one query from its labels rank by rank ([`ranked_labels`]' output).
-    pub fn measure_labels(&self, judgements: &Judgements, labels: &[i32]) -> Vec<f64> {
-        let q = QueryRanking::new(labels, judgements, self.options.relevance_level);
+    /// Measure one query from its labels rank by rank and, when [`Self::needs_docs`], the judged
+    /// document at each rank ([`ranked_labels`]' output).
+    pub fn measure_labels(
+        &self,
+        judgements: &Judgements,
+        labels: &[i32],
+        docs: &[u32],
+    ) -> Vec<f64> {
+        let q = QueryRanking::new(labels, judgements, self.options.relevance_level).with_docs(docs);
         self.measures.iter().map(|m| compute(m, &q)).collect()
     }
 

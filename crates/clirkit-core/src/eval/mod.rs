@@ -2,10 +2,11 @@
 //! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
 //! run-file reader ([`run_file`]), piece-by-piece evaluation of large run files
 //! ([`run_stream`], its line kernels in [`crate::io::run_line_kernels`]), the [`evaluator`] that ties them together, position-bias tables
-//! ([`position`]), paired significance tests ([`significance`]) and rank correlation
-//! ([`correlation`]).
+//! ([`position`]), paired significance tests ([`significance`]), rank correlation
+//! ([`correlation`]) and documents' languages as α-nDCG's aspects ([`doc_languages`]).
 
 pub mod correlation;
+pub mod doc_languages;
 pub mod evaluator;
 pub mod measure;
 pub mod measures;
@@ -17,8 +18,9 @@ pub mod run_file;
 pub mod run_stream;
 pub mod significance;
 
+pub use doc_languages::DocLanguages;
 pub use evaluator::{EvalOptions, Evaluation, Evaluator};
-pub use measure::{parse_measures, Family, Measure};
+pub use measure::{parse_measures, parse_measures_for, Family, Measure};
 pub use qrels::{Judgements, QrelsIndex};
 pub use ranked::{RunQuery, ScoredRef};
 pub use run_file::RunFile;

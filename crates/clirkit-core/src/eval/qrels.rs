@@ -1,7 +1,8 @@
 //! Qrels prepared for evaluation: per query, its judged documents in a small hash table of its
 //! own (ids stored one after another, so a query costs a few allocations rather than one per
 //! document) plus the label statistics every measure needs (how many documents at each level,
-//! the ideal gains).
+//! the ideal gains) and, for α-nDCG, each document's aspects: the subtopics of ndeval's qrels
+//! (`qid subtopic docid rel`), or the document's language on a multilingual task.
 
 use crate::io::trec::Qrels;
 use rustc_hash::FxHashMap;
@@ -75,7 +76,25 @@ pub struct Judgements {
     level_counts: Vec<(i32, usize)>,
     /// Positive labels, descending: the ideal ranking's gains for nDCG.
     ideal_gains: Vec<f64>,
+    /// Per document, where its aspects end in `aspects` (they start where the previous
+    /// document's end). Empty: each document has one aspect, 0, carrying its label.
+    aspect_ends: Vec<u32>,
+    /// (aspect, label) pairs, document after document.
+    aspects: Vec<(u32, i32)>,
+    /// Distinct aspects (1 when `aspect_ends` is empty).
+    aspect_count: u32,
 }
+
+/// A judged document of a query's [`Judgements`]: its index there and its label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JudgedRef {
+    pub doc: u32,
+    pub label: i32,
+}
+
+/// The rank entry of a retrieved document the qrels do not mention, in a ranking's list of
+/// [`JudgedRef::doc`]s.
+pub const NO_DOC: u32 = u32::MAX;
 
 /// What to do when [`Judgements::build`] meets an id a second time.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -112,6 +131,9 @@ impl Judgements {
             slots: vec![Slot::default(); (2 * judged.len()).next_power_of_two().max(8)],
             level_counts: Vec::new(),
             ideal_gains: Vec::new(),
+            aspect_ends: Vec::new(),
+            aspects: Vec::new(),
+            aspect_count: 1,
         };
         let mask = j.slots.len() - 1;
         for (i, &(id, label)) in judged.iter().enumerate() {
@@ -185,6 +207,12 @@ impl Judgements {
     /// [`Self::label`] given the document's [`id_hash`].
     #[inline(always)]
     pub fn label_hashed(&self, doc: &[u8], hash: u64) -> Option<i32> {
+        self.find_hashed(doc, hash).map(|j| j.label)
+    }
+
+    /// The judged document with id `doc` (its [`id_hash`] given), or `None`.
+    #[inline(always)]
+    pub fn find_hashed(&self, doc: &[u8], hash: u64) -> Option<JudgedRef> {
         if self.filter.is_empty() {
             return None;
         }
@@ -201,7 +229,11 @@ impl Judgements {
                 return None;
             }
             if slot.tag == tag && self.id(slot.doc as usize - 1) == doc {
-                return Some(self.docs[slot.doc as usize - 1].label);
+                let index = slot.doc - 1;
+                return Some(JudgedRef {
+                    doc: index,
+                    label: self.docs[index as usize].label,
+                });
             }
             at = (at + 1) & mask;
         }
@@ -238,10 +270,84 @@ impl Judgements {
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }
+
+    /// The id and label of the `doc`-th judged document.
+    pub fn doc(&self, doc: usize) -> (&[u8], i32) {
+        (self.id(doc), self.docs[doc].label)
+    }
+
+    /// The (aspect, label) pairs of the `doc`-th judged document: without aspects given, the one
+    /// aspect 0 with the document's label.
+    pub fn aspects(&self, doc: usize) -> impl Iterator<Item = (u32, i32)> + '_ {
+        let (given, single): (&[(u32, i32)], _) = if self.aspect_ends.is_empty() {
+            (&[], Some((0, self.docs[doc].label)))
+        } else {
+            let start = if doc == 0 {
+                0
+            } else {
+                self.aspect_ends[doc - 1] as usize
+            };
+            (&self.aspects[start..self.aspect_ends[doc] as usize], None)
+        };
+        given.iter().copied().chain(single)
+    }
+
+    /// How many distinct aspects the documents have (1 without aspects given).
+    pub fn aspect_count(&self) -> usize {
+        self.aspect_count as usize
+    }
+
+    /// Give each document its (aspect, label) pairs, in document order; aspects are numbered
+    /// from 0 up to `count`.
+    pub fn set_aspects(&mut self, per_doc: impl IntoIterator<Item = Vec<(u32, i32)>>, count: u32) {
+        self.aspect_ends.clear();
+        self.aspects.clear();
+        for pairs in per_doc {
+            self.aspects.extend(pairs);
+            self.aspect_ends.push(self.aspects.len() as u32);
+        }
+        assert_eq!(
+            self.aspect_ends.len(),
+            self.docs.len(),
+            "one entry per document"
+        );
+        self.aspect_count = count;
+    }
+
+    /// From ndeval's subtopic judgements (doc id, subtopic, label): a document judged for several
+    /// subtopics is one document whose label, for the measures that do not look at aspects, is
+    /// its largest (ndeval: relevant to any subtopic is relevant to the topic), with one aspect
+    /// per subtopic. `Err(i)` when `judged[i]` repeats an earlier (doc, subtopic).
+    pub fn with_subtopics(judged: &[(&[u8], &str, i32)]) -> Result<Self, usize> {
+        let mut docs: FxHashMap<&[u8], usize> = FxHashMap::default();
+        let mut subtopics: FxHashMap<&str, u32> = FxHashMap::default();
+        let mut merged: Vec<(&[u8], i32)> = Vec::new();
+        let mut per_doc: Vec<Vec<(u32, i32)>> = Vec::new();
+        for (i, &(doc, subtopic, label)) in judged.iter().enumerate() {
+            let next = subtopics.len() as u32;
+            let aspect = *subtopics.entry(subtopic).or_insert(next);
+            let at = *docs.entry(doc).or_insert_with(|| {
+                merged.push((doc, label));
+                per_doc.push(Vec::new());
+                merged.len() - 1
+            });
+            if per_doc[at].iter().any(|&(a, _)| a == aspect) {
+                return Err(i);
+            }
+            merged[at].1 = merged[at].1.max(label);
+            per_doc[at].push((aspect, label));
+        }
+        let mut j = Self::unique(&merged).expect("documents merged");
+        j.set_aspects(per_doc, subtopics.len() as u32);
+        Ok(j)
+    }
 }
 
 /// A query's judged documents as (doc id, label) pairs.
 pub type JudgedDocs<'a> = Vec<(&'a [u8], i32)>;
+
+/// A query's judgements as (doc id, subtopic, label), subtopic as ndeval's qrels give it.
+pub type SubtopicJudgements<'a> = Vec<(&'a [u8], &'a str, i32)>;
 
 /// All queries' judgements, by query id.
 #[derive(Debug, Clone, Default)]
@@ -293,6 +399,47 @@ impl QrelsIndex {
             .map(|(i, (q, _))| (q.clone(), i))
             .collect();
         QrelsIndex { queries, by_id }
+    }
+
+    /// Make each judged document's language its one aspect (α-nDCG's aspects on a multilingual
+    /// task), with the document's label. `language` gives a document's language, numbered; a
+    /// document with a positive label and no language is an error naming it (documents judged
+    /// non-relevant may lack one: they never gain).
+    pub fn set_language_aspects(
+        &mut self,
+        language: impl Fn(&[u8]) -> Option<u32> + Sync,
+    ) -> crate::error::Result<()> {
+        use rayon::prelude::*;
+        let missing: Option<(String, String)> = self
+            .queries
+            .par_iter_mut()
+            .filter_map(|(qid, j)| {
+                let mut per_doc = Vec::with_capacity(j.len());
+                let mut seen = rustc_hash::FxHashSet::default();
+                for d in 0..j.len() {
+                    let (id, label) = j.doc(d);
+                    match language(id) {
+                        Some(lang) => {
+                            seen.insert(lang);
+                            per_doc.push(vec![(lang, label)]);
+                        }
+                        None if label > 0 => {
+                            return Some((qid.clone(), String::from_utf8_lossy(id).into_owned()))
+                        }
+                        None => per_doc.push(Vec::new()),
+                    }
+                }
+                let count = seen.into_iter().max().map_or(0, |m| m + 1);
+                j.set_aspects(per_doc, count);
+                None
+            })
+            .min();
+        match missing {
+            Some((qid, doc)) => Err(crate::error::Error::invalid(format!(
+                "document languages: relevant document '{doc}' of query '{qid}' has no language"
+            ))),
+            None => Ok(()),
+        }
     }
 
     pub fn get(&self, qid: &str) -> Option<&Judgements> {

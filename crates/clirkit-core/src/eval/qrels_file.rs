@@ -1,9 +1,13 @@
 //! A fast qrels reader for evaluation: straight into per-query tables, without the generic
 //! reader's intermediate strings. The grammar is [`crate::io::trec_lines::QrelsLines`], as for
-//! [`crate::io::trec::read_qrels`]; a repeated (qid, docid) is an error naming both lines.
+//! [`crate::io::trec::read_qrels`]. TREC's second column is read as ndeval reads it, as a
+//! subtopic: a query whose lines name several subtopics judges a document once per subtopic
+//! (its label for the other measures is its largest, its subtopics are α-nDCG's aspects, see
+//! [`Judgements::with_subtopics`]); a repeated (qid, subtopic, docid) is an error naming both
+//! lines.
 
 use crate::error::{Error, Result};
-use crate::eval::qrels::{JudgedDocs, Judgements, QrelsIndex};
+use crate::eval::qrels::{JudgedDocs, Judgements, QrelsIndex, SubtopicJudgements};
 use crate::io::trec::qrels_judgements;
 use crate::io::trec_lines::{
     chunks, duplicate_message, find_lines, read_text, QrelsLine, QrelsLines,
@@ -19,7 +23,7 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
     let path = path.as_ref();
     let text = read_text(path)?;
     let (chunks, parse_error) = parse_in_chunks(path, &text);
-    let mut queries: Vec<(&str, JudgedDocs)> = Vec::new();
+    let mut queries: Vec<(&str, SubtopicJudgements)> = Vec::new();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
     for judgement in chunks.iter().flatten() {
         let qid = judgement.qid;
@@ -30,13 +34,15 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
                 queries.len() - 1
             }),
         };
-        queries[slot]
-            .1
-            .push((judgement.doc.as_bytes(), judgement.label));
+        queries[slot].1.push((
+            judgement.doc.as_bytes(),
+            judgement.subtopic,
+            judgement.label,
+        ));
     }
     let built: Vec<(String, std::result::Result<Judgements, usize>)> = queries
         .par_iter()
-        .map(|(qid, judged)| (qid.to_string(), Judgements::unique(judged)))
+        .map(|(qid, judged)| (qid.to_string(), build_judgements(judged)))
         .collect();
     let repeats: FxHashMap<&str, usize> = built
         .iter()
@@ -54,6 +60,18 @@ pub fn read_qrels_index(path: impl AsRef<Path>) -> Result<QrelsIndex> {
             .filter_map(|(qid, j)| j.ok().map(|j| (qid, j)))
             .collect(),
     ))
+}
+
+/// A query's table: one label per document, or, when its lines name several subtopics, one
+/// document per id with its subtopics as aspects. `Err(i)`: `judged[i]` repeats a judgement.
+fn build_judgements(judged: &[(&[u8], &str, i32)]) -> std::result::Result<Judgements, usize> {
+    let first = judged.first().map_or("", |j| j.1);
+    if judged.iter().all(|j| j.1 == first) {
+        let plain: JudgedDocs = judged.iter().map(|&(d, _, l)| (d, l)).collect();
+        Judgements::unique(&plain)
+    } else {
+        Judgements::with_subtopics(judged)
+    }
 }
 
 /// A chunk's judgements, its first line that does not parse (index in the chunk, message) and
@@ -118,7 +136,7 @@ fn repeat_error(path: &Path, text: &str, repeats: &FxHashMap<&str, usize>) -> Er
         let (qid, doc) = (judgement.qid, judgement.doc);
         let count = seen.entry(qid).or_default();
         if repeats.get(qid) == Some(count) {
-            let first = first_line_of(text, qid, doc);
+            let first = first_line_of(text, qid, judgement.subtopic, doc);
             return Error::parse(
                 path,
                 line_no,
@@ -130,10 +148,13 @@ fn repeat_error(path: &Path, text: &str, repeats: &FxHashMap<&str, usize>) -> Er
     Error::parse(path, 0, "repeated judgement")
 }
 
-/// The first line judging `doc` for `qid` (only called to word an error).
-fn first_line_of(text: &str, qid: &str, doc: &str) -> u64 {
+/// The first line judging `doc` for `qid` and `subtopic` (only called to word an error).
+fn first_line_of(text: &str, qid: &str, subtopic: &str, doc: &str) -> u64 {
     let found = find_lines(text.as_bytes(), 1, |f| {
-        matches!(f.len(), 3 | 4) && f[0] == qid.as_bytes() && f[f.len() - 2] == doc.as_bytes()
+        matches!(f.len(), 3 | 4)
+            && f[0] == qid.as_bytes()
+            && f[f.len() - 2] == doc.as_bytes()
+            && (f.len() == 3 || f[1] == subtopic.as_bytes())
     });
     found.first().copied().unwrap_or(0)
 }

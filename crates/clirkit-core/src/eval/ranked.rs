@@ -5,7 +5,7 @@
 //! and break on doc id. We compare at single precision too: that is what makes our numbers equal
 //! trec_eval's and pytrec_eval's on runs with near-ties (e.g. BM25 scores printed with 8+ digits).
 
-use crate::eval::qrels::{id_hash, Judgements};
+use crate::eval::qrels::{id_hash, JudgedRef, Judgements, NO_DOC};
 use rustc_hash::FxHashSet;
 use std::cmp::Ordering;
 
@@ -67,31 +67,45 @@ pub fn sort_for_eval(docs: &mut [ScoredRef]) {
 }
 
 /// Labels of sorted documents, rank by rank. With `judged_only` (trec_eval -J) documents without a
-/// non-negative label are dropped first, so ranks count judged documents only.
+/// non-negative label are dropped first, so ranks count judged documents only. With `out_docs`,
+/// the judged document at each rank too (its index in `judgements`, [`NO_DOC`] when unjudged).
 pub fn ranked_labels(
     docs: &[ScoredRef],
     judgements: &Judgements,
     judged_only: bool,
     out: &mut Vec<i32>,
+    mut out_docs: Option<&mut Vec<u32>>,
 ) {
     out.clear();
     out.reserve(docs.len());
+    if let Some(o) = out_docs.as_deref_mut() {
+        o.clear();
+    }
     for d in docs {
-        push_label(judgements.label(d.id), judged_only, out);
+        let found = judgements.find_hashed(d.id, id_hash(d.id));
+        push_label(found, judged_only, out, out_docs.as_deref_mut());
     }
 }
 
-/// A rank's label from the qrels' label (`None`: not in the qrels), dropped when `judged_only`
-/// and the document has no non-negative label.
+/// A rank's label from the qrels' judged document (`None`: not in the qrels), dropped when
+/// `judged_only` and the document has no non-negative label; its index to `out_docs` when given.
 #[inline]
-fn push_label(label: Option<i32>, judged_only: bool, out: &mut Vec<i32>) {
-    let label = match label {
+fn push_label(
+    found: Option<JudgedRef>,
+    judged_only: bool,
+    out: &mut Vec<i32>,
+    out_docs: Option<&mut Vec<u32>>,
+) {
+    let label = match found {
         None => NOT_IN_QRELS,
-        Some(l) if l < 0 => UNJUDGED,
-        Some(l) => l,
+        Some(j) if j.label < 0 => UNJUDGED,
+        Some(j) => j.label,
     };
     if !judged_only || label >= 0 {
         out.push(label);
+        if let Some(o) = out_docs {
+            o.push(found.map_or(NO_DOC, |j| j.doc));
+        }
     }
 }
 
@@ -104,10 +118,14 @@ pub fn ranked_labels_checked(
     judged_only: bool,
     seen: &mut IdHashes,
     out: &mut Vec<i32>,
+    mut out_docs: Option<&mut Vec<u32>>,
 ) -> bool {
     seen.reset(docs.len());
     out.clear();
     out.reserve(docs.len());
+    if let Some(o) = out_docs.as_deref_mut() {
+        o.clear();
+    }
     // Set once the ids are known to be unique although two hashes met.
     let mut unique = false;
     for d in docs {
@@ -119,7 +137,12 @@ pub fn ranked_labels_checked(
             unique = true;
         }
         if let Some(j) = judgements {
-            push_label(j.label_hashed(d.id, hash), judged_only, out);
+            push_label(
+                j.find_hashed(d.id, hash),
+                judged_only,
+                out,
+                out_docs.as_deref_mut(),
+            );
         }
     }
     true
@@ -211,21 +234,25 @@ mod tests {
             ScoredRef::new(0.0, b"b"),
         ];
         let mut out = Vec::new();
-        ranked_labels(&docs, &j, false, &mut out);
+        let mut judged = Vec::new();
+        ranked_labels(&docs, &j, false, &mut out, Some(&mut judged));
         assert_eq!(out, [NOT_IN_QRELS, UNJUDGED, 2, 0]);
-        ranked_labels(&docs, &j, true, &mut out);
+        assert_eq!(judged, [NO_DOC, 2, 0, 1]);
+        ranked_labels(&docs, &j, true, &mut out, Some(&mut judged));
         assert_eq!(out, [2, 0]);
+        assert_eq!(judged, [0, 1]);
         let mut seen = IdHashes::default();
         assert!(ranked_labels_checked(
             &docs,
             Some(&j),
             true,
             &mut seen,
-            &mut out
+            &mut out,
+            None
         ));
         assert_eq!(out, [2, 0]);
         assert!(ranked_labels_checked(
-            &docs, None, false, &mut seen, &mut out
+            &docs, None, false, &mut seen, &mut out, None
         ));
         assert!(out.is_empty());
     }
@@ -244,7 +271,8 @@ mod tests {
             Some(&j),
             false,
             &mut seen,
-            &mut out
+            &mut out,
+            None
         ));
         assert_eq!(out.iter().filter(|&&l| l == 1).count(), 1);
         docs.push(ScoredRef::new(0.5, b"document-2999"));
@@ -253,10 +281,11 @@ mod tests {
             Some(&j),
             false,
             &mut seen,
-            &mut out
+            &mut out,
+            None
         ));
         assert!(!ranked_labels_checked(
-            &docs, None, false, &mut seen, &mut out
+            &docs, None, false, &mut seen, &mut out, None
         ));
         // Two hashes that meet (0 is stored as 1) are told apart by the ids.
         seen.reset(2);

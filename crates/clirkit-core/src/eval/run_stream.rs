@@ -194,11 +194,12 @@ fn measure(
         sort_for_eval(docs);
     }
     let judged_only = evaluator.options().judged_docs_only;
-    let (seen, labels) = (&mut scratch.seen, &mut scratch.labels);
-    if !ranked_labels_checked(docs, judgements, judged_only, seen, labels) {
+    let (seen, labels, judged) = (&mut scratch.seen, &mut scratch.labels, &mut scratch.docs);
+    let out_docs = evaluator.needs_docs().then_some(&mut *judged);
+    if !ranked_labels_checked(docs, judgements, judged_only, seen, labels, out_docs) {
         return None;
     }
-    Some(judgements.map(|j| evaluator.measure_labels(j, labels)))
+    Some(judgements.map(|j| evaluator.measure_labels(j, labels, judged)))
 }
 
 /// A thread's scratch space for [`measure`], reused from query to query.
@@ -206,6 +207,7 @@ fn measure(
 struct Scratch {
     seen: IdHashes,
     labels: Vec<i32>,
+    docs: Vec<u32>,
 }
 
 /// All pieces' groups in file order, a query cut by piece boundaries joined into one; `None`

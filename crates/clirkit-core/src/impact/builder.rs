@@ -3,13 +3,14 @@
 //! parallel and written in byte order. Postings are held in memory (8 bytes each).
 
 use super::format;
+use super::format::{ImpactBuildRecord, ImpactManifest};
 use super::vectors::{parse_vector_line, quantize_terms};
 use crate::error::{Error, Result};
 use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::FileWriter;
 use crate::io::jsonl::{LineBlock, LineReader};
-use crate::io::manifest::{self, ImpactBuildRecord, ImpactManifest, Manifest};
+use crate::io::manifest::{self, Manifest};
 use crate::postings::{encode_postings, POSTINGS_PADDING};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;

@@ -8,6 +8,8 @@
 //! - `ids.bin`: the [`crate::ids::IdTable`].
 
 use crate::io::format::Kind;
+use crate::io::manifest::{manifest_of, Layout};
+use serde::{Deserialize, Serialize};
 
 pub const FORMAT: &str = "clirkit-impact";
 pub const VERSION: u64 = 2;
@@ -23,3 +25,33 @@ pub const TERM_FILES: crate::postings::termdict::TermFileKinds =
         postings: POSTINGS_KIND,
         version: FILE_VERSION,
     };
+
+/// An impact index's `meta.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImpactManifest {
+    pub format: String,
+    pub version: u64,
+    pub num_docs: u64,
+    pub num_terms: u64,
+    pub num_postings: u64,
+    /// Impacts are `round(weight × quantize)`; query weights are quantized the same way.
+    pub quantize: u32,
+    pub max_impact: u32,
+    pub build: ImpactBuildRecord,
+}
+
+/// How an impact index was built (recorded, not read back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImpactBuildRecord {
+    pub vectors: String,
+    /// Weighted terms left out because their impact rounded to 0.
+    pub zero_impact_terms_dropped: u64,
+}
+
+manifest_of!(ImpactManifest, FORMAT, VERSION);
+
+/// An impact index's files, for `verify`: an inverted index's, under the impact kinds.
+#[rustfmt::skip]
+pub const LAYOUT: Layout = crate::ids::layout_with_ids!(FORMAT, VERSION, FILE_VERSION, [
+    (TERMS_FILE, TERMS_KIND), (POSTINGS_FILE, POSTINGS_KIND), (DOCS_FILE, DOCS_KIND),
+]);

@@ -20,12 +20,13 @@ pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::format::{read_u64, MappedFile};
-use crate::io::manifest::{self, ImpactManifest};
+use crate::io::manifest;
 use crate::io::trec::{self, RUN_WINDOW};
 use crate::postings::query::{self, DocRanks};
 use crate::postings::termdict::{check_dictionary, lookup_term, open_term_files, require_len};
 use crate::postings::{postings_intact, BlockMeta, Cursor, PostingScorer};
 use crate::ranking::{Run, ScoredDoc};
+use format::ImpactManifest;
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -102,7 +103,7 @@ impl ImpactIndex {
 
     /// Check every file of the index directory against the manifest's checksums, in full.
     pub fn verify(&self) -> Result<()> {
-        crate::io::manifest::verify_dir(&self.dir).map(|_| ())
+        manifest::verify_dir(&self.dir, &format::LAYOUT).map(|_| ())
     }
 
     pub fn dir(&self) -> &Path {

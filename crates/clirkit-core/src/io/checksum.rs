@@ -7,7 +7,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::io::bytes::Bytes;
-use crate::io::format::{chunk_crcs, read_u32, Header, HEADER_LEN};
+use crate::io::format::{check_header, chunk_crcs, read_u32, Header, Kind, HEADER_LEN};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::Read;
@@ -90,30 +90,25 @@ pub fn check_recorded(path: &Path, want: &FileDigest) -> Result<()> {
     Ok(())
 }
 
-/// The full check (`verify`): every byte of `path` against the manifest's record; a checked
-/// file's payload also against its header and its chunk CRCs, and its unused header bytes must be
-/// zero.
-pub fn verify_file(path: &Path, want: &FileDigest) -> Result<()> {
+/// The full check (`verify`): every byte of the checked file `path` against the manifest's
+/// record and against what its kind expects: its header (magic, `kind`, `version`, lengths, chunk
+/// length; unused bytes zero), its payload's CRC and its chunk CRCs.
+pub fn verify_file(path: &Path, want: &FileDigest, kind: Kind, version: u32) -> Result<()> {
     check_recorded(path, want)?;
     let bytes = Bytes::map(path, true)?;
     let corrupt = |what: &str| Error::format(path, format!("{what}: the file is corrupt"));
-    let crc = match checked_header(&bytes, want.bytes) {
-        Some(h) => {
-            if !Header::unused_bytes_are_zero(&bytes) {
-                return Err(corrupt("header has non-zero unused bytes"));
-            }
-            let payload_end = HEADER_LEN + h.payload_len as usize;
-            let (payload, trailer) = (&bytes[HEADER_LEN..payload_end], &bytes[payload_end..]);
-            for (i, crc) in chunk_crcs(payload, h.chunk_len).enumerate() {
-                if crc != read_u32(trailer, 4 * i) {
-                    return Err(corrupt(&format!("checksum mismatch in chunk {i}")));
-                }
-            }
-            crc32(payload)
+    let h = check_header(path, &bytes, want.bytes, kind, version)?;
+    if !Header::unused_bytes_are_zero(&bytes) {
+        return Err(corrupt("header has non-zero unused bytes"));
+    }
+    let payload_end = HEADER_LEN + h.payload_len as usize;
+    let (payload, trailer) = (&bytes[HEADER_LEN..payload_end], &bytes[payload_end..]);
+    for (i, crc) in chunk_crcs(payload, h.chunk_len).enumerate() {
+        if crc != read_u32(trailer, 4 * i) {
+            return Err(corrupt(&format!("checksum mismatch in chunk {i}")));
         }
-        None => crc32(&bytes),
-    };
-    if crc != want.crc32 {
+    }
+    if crc32(payload) != want.crc32 {
         return Err(corrupt("checksum mismatch"));
     }
     Ok(())

@@ -90,6 +90,13 @@ impl Header {
     }
 }
 
+/// The header kind and version of the file `name` among `files` (name, kind), all of `version`:
+/// how an index kind tells `verify` what each of its files must carry.
+pub fn header_of(name: &str, files: &[(&str, Kind)], version: u32) -> Option<(Kind, u32)> {
+    let (_, kind) = files.iter().find(|(file, _)| *file == name)?;
+    Some((*kind, version))
+}
+
 /// The CRC of each `chunk_len` bytes of `payload`, as the trailer stores them.
 pub fn chunk_crcs(payload: &[u8], chunk_len: u32) -> impl Iterator<Item = u32> + '_ {
     payload.chunks(chunk_len as usize).map(crc32fast::hash)

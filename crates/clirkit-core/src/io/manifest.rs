@@ -1,6 +1,8 @@
-//! Typed index manifests: each index kind's `meta.json` is one `#[derive(Serialize,
-//! Deserialize)]` struct, written and read through it (as tantivy's `IndexMeta`), so a field
-//! cannot be written under one name and read under another.
+//! Typed index manifests, whatever the index kind: each kind's `meta.json` is one
+//! `#[derive(Serialize, Deserialize)]` struct implementing [`Manifest`], kept beside the kind's
+//! `FORMAT` (as tantivy's `IndexMeta`), written and read through it here, so a field cannot be
+//! written under one name and read under another. This module names no kind: a kind hands
+//! [`verify_dir`] its [`Layout`] (which header each of its files carries).
 //!
 //! Written through a JSON value, whose keys are sorted: the files are the same bytes as when
 //! they were written from `json!` literals.
@@ -14,14 +16,15 @@
 //!   byte-identical; opening compares each file's size and header CRC with it
 //!   ([`crate::io::snapshot`]), which is how a file of another build is told apart.
 //! - **Integrity**: `checksum` is the CRC of the manifest itself (its exact text with the checksum
-//!   value zeroed), so a changed statistic is caught at open; [`verify_dir`] checks every file in full.
+//!   value zeroed), so a changed statistic is caught at open; [`verify_dir`] checks every file in
+//!   full, every byte of it, headers included.
 
 use crate::error::{Error, IoContext, Result};
-use crate::ids::IdTable;
 use crate::io::atomic::{read_manifest, read_manifest_text, AtomicDir, MANIFEST};
 use crate::io::checksum::{self, FileDigest};
+use crate::io::format::Kind;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -56,17 +59,22 @@ fn checksum_holds(text: &str) -> bool {
     recorded == format!("{:08x}", checksum::crc32(zeroed.as_bytes()))
 }
 
+/// The format name of the clirkit index (of any kind or version) at `dir`: its `meta.json` is a
+/// JSON object naming a `clirkit-*` format and a numeric version; `None` for any other directory.
+pub fn format_of(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
+    let Value::Object(meta) = serde_json::from_str::<Value>(&text).ok()? else {
+        return None;
+    };
+    let format = meta.get("format").and_then(Value::as_str)?;
+    let versioned = meta.get("version").is_some_and(Value::is_u64);
+    (format.starts_with("clirkit-") && versioned).then(|| format.to_string())
+}
+
 /// Whether `dir` holds a clirkit index (of any kind or version): its `meta.json` names a
 /// `clirkit-*` format and a version. A directory that merely holds some `meta.json` is not one.
 pub fn is_clirkit_index(dir: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join(MANIFEST)) else {
-        return false;
-    };
-    let Ok(Value::Object(meta)) = serde_json::from_str::<Value>(&text) else {
-        return false;
-    };
-    let format = meta.get("format").and_then(Value::as_str).unwrap_or("");
-    format.starts_with("clirkit-") && meta.get("version").is_some_and(Value::is_u64)
+    format_of(dir).is_some()
 }
 
 /// The digest of every file an index directory under construction holds (hidden temporary
@@ -116,36 +124,59 @@ pub struct VerifySummary {
     pub bytes: u64,
 }
 
-/// The id table's name in every index kind, whose lookup order `verify_dir` checks in full.
-const ID_TABLE_FILE: &str = "ids.bin";
+/// What [`verify_dir`] needs to know of one kind of index: its manifest's format and version,
+/// the header each of its files carries and the checks of a file's content that checksums
+/// cannot make (the id table's lookup order).
+pub struct Layout {
+    pub format: &'static str,
+    pub version: u64,
+    /// The header kind and version of the kind's file `name`; `None`: the kind writes no such file.
+    pub header: fn(&str) -> Option<(Kind, u32)>,
+    /// A check of the content of file `name` at the path given, run after its checksums hold.
+    pub content: fn(&Path, &str) -> Result<()>,
+}
 
-/// Check a whole index directory of any kind: the manifest's checksum and every recorded file's
-/// size and CRC in full, reading every byte, and the id table's lookup order. The first mismatch
-/// is an error naming its file.
-pub fn verify_dir(dir: &Path) -> Result<VerifySummary> {
-    let text = read_manifest_text(&dir.join(MANIFEST))?;
-    let meta: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::format(dir.join(MANIFEST), format!("unreadable manifest: {e}")))?;
-    if !is_clirkit_index(dir) {
-        return Err(Error::format(dir, "not a clirkit index"));
+impl Layout {
+    pub const fn new(
+        format: &'static str,
+        version: u64,
+        header: fn(&str) -> Option<(Kind, u32)>,
+        content: fn(&Path, &str) -> Result<()>,
+    ) -> Self {
+        Layout {
+            format,
+            version,
+            header,
+            content,
+        }
     }
-    let format = meta["format"].as_str().unwrap_or_default().to_string();
-    let version = meta["version"].as_u64().unwrap_or_default();
-    let meta = read_checked(dir, &format, version)?;
+}
+
+/// Check a whole index directory of the kind `layout` describes: the manifest's format, version
+/// and checksum, and every recorded file in full: its header (magic, the kind and version the
+/// layout expects, lengths, unused bytes), its payload's CRC and chunk CRCs, then its content
+/// check. Every byte of every file is read; the first mismatch is an error naming its file.
+pub fn verify_dir(dir: &Path, layout: &Layout) -> Result<VerifySummary> {
+    let meta = read_checked(dir, layout.format, layout.version)?;
     let files = recorded_files(dir, &meta)?;
     let mut bytes = 0;
     for (name, digest) in &files {
         let path = dir.join(name);
-        checksum::verify_file(&path, digest)?;
-        if name == ID_TABLE_FILE {
-            IdTable::open(&path)?
-                .check_lookup_order()
-                .map_err(|message| Error::format(&path, message))?;
-        }
+        let Some((kind, version)) = (layout.header)(name) else {
+            return Err(Error::format(
+                &path,
+                format!(
+                    "no file of this name belongs to a '{}' index",
+                    layout.format
+                ),
+            ));
+        };
+        checksum::verify_file(&path, digest, kind, version)?;
+        (layout.content)(&path, name)?;
         bytes += digest.bytes;
     }
     Ok(VerifySummary {
-        format,
+        format: layout.format.to_string(),
         files: files.len(),
         bytes,
     })
@@ -164,6 +195,17 @@ pub trait Manifest: Serialize + DeserializeOwned {
     }
 }
 
+/// `impl Manifest for $manifest` with its kind's format name and version, in one line.
+macro_rules! manifest_of {
+    ($manifest:ty, $format:expr, $version:expr) => {
+        impl $crate::io::manifest::Manifest for $manifest {
+            const FORMAT: &'static str = $format;
+            const VERSION: u64 = $version;
+        }
+    };
+}
+pub(crate) use manifest_of;
+
 /// Write `manifest` as the index's `meta.json`, with the digest of every file written so far
 /// and its own checksum, and commit the index directory.
 pub fn commit<M: Manifest>(out: AtomicDir, manifest: &M) -> Result<()> {
@@ -178,108 +220,6 @@ pub fn read<M: Manifest>(dir: &Path) -> Result<M> {
     let value = read_checked(dir, M::FORMAT, M::VERSION)?;
     serde_json::from_value(value)
         .map_err(|e| Error::format(dir.join(MANIFEST), format!("invalid manifest: {e}")))
-}
-
-/// A BM25 index's `meta.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bm25Manifest {
-    pub format: String,
-    pub version: u64,
-    pub num_docs: u64,
-    /// Documents with at least one term (Lucene's `docCount`).
-    pub doc_count: u64,
-    pub sum_total_term_freq: u64,
-    pub avgdl: f32,
-    pub num_terms: u64,
-    pub languages: Vec<String>,
-    /// Language code -> the id (name and version) of the analyzer the index was built with.
-    pub analyzers: BTreeMap<String, String>,
-    pub lang_field: Option<String>,
-    pub fields: Vec<String>,
-    pub k1: f32,
-    pub b: f32,
-    pub build: Bm25BuildRecord,
-    /// Whether `docvectors.bin` (the forward index RM3 needs) was written; absent when not, so
-    /// the manifests of indexes without it are unchanged.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub docvectors: bool,
-}
-
-/// How a BM25 index was built (recorded, not read back).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bm25BuildRecord {
-    pub corpus: String,
-    pub keep_first_duplicate: bool,
-    pub skipped_duplicates: u64,
-    pub memory_budget_bytes: u64,
-    pub spilled_runs: u64,
-}
-
-impl Manifest for Bm25Manifest {
-    const FORMAT: &'static str = crate::bm25::format::FORMAT;
-    const VERSION: u64 = crate::bm25::format::VERSION;
-}
-
-/// A dense index's `meta.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DenseManifest {
-    pub format: String,
-    pub version: u64,
-    /// "flat", "pq{m}x{nbits}" or "ivf{nlist},pq{m}x{nbits}" (recorded, not read back).
-    pub kind: String,
-    pub dim: usize,
-    pub ntotal: usize,
-    pub metric: crate::dense::Metric,
-    /// Whether the full vectors are kept (`vectors.bin`, or `vectors_f16.bin` with `float16`).
-    pub vectors: bool,
-    /// The full vectors are stored as float16 (absent when float32, as before the option).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub float16: bool,
-    pub pq: Option<PqParams>,
-    pub ivf: Option<IvfParams>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PqParams {
-    pub m: usize,
-    pub nbits: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct IvfParams {
-    pub nlist: usize,
-}
-
-impl Manifest for DenseManifest {
-    const FORMAT: &'static str = crate::dense::index::FORMAT;
-    const VERSION: u64 = crate::dense::index::VERSION;
-}
-
-/// An impact index's `meta.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ImpactManifest {
-    pub format: String,
-    pub version: u64,
-    pub num_docs: u64,
-    pub num_terms: u64,
-    pub num_postings: u64,
-    /// Impacts are `round(weight × quantize)`; query weights are quantized the same way.
-    pub quantize: u32,
-    pub max_impact: u32,
-    pub build: ImpactBuildRecord,
-}
-
-/// How an impact index was built (recorded, not read back).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ImpactBuildRecord {
-    pub vectors: String,
-    /// Weighted terms left out because their impact rounded to 0.
-    pub zero_impact_terms_dropped: u64,
-}
-
-impl Manifest for ImpactManifest {
-    const FORMAT: &'static str = crate::impact::format::FORMAT;
-    const VERSION: u64 = crate::impact::format::VERSION;
 }
 
 /// Rewrite the manifest of the index files in `dir` in place, with `edit` applied and every
@@ -332,19 +272,42 @@ pub(crate) fn craft_payload<M: Manifest>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
+    use std::path::PathBuf;
+
+    /// A manifest of no real kind: this module is tested without naming one.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Sample {
+        format: String,
+        version: u64,
+        dim: usize,
+        metric: String,
+        ivf: Option<usize>,
+    }
+
+    impl Manifest for Sample {
+        const FORMAT: &'static str = "clirkit-sample";
+        const VERSION: u64 = 3;
+    }
+
+    /// Another kind, to be refused where a `Sample` is found.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Other {
+        format: String,
+    }
+
+    impl Manifest for Other {
+        const FORMAT: &'static str = "clirkit-other";
+        const VERSION: u64 = 3;
+    }
 
     #[test]
     fn written_and_read_through_the_struct() {
-        let manifest = DenseManifest {
-            format: DenseManifest::FORMAT.into(),
-            version: DenseManifest::VERSION,
-            kind: "pq4x4".into(),
+        let manifest = Sample {
+            format: Sample::FORMAT.into(),
+            version: Sample::VERSION,
             dim: 8,
-            ntotal: 3,
-            metric: crate::dense::Metric::L2,
-            vectors: false,
-            float16: false,
-            pq: Some(PqParams { m: 4, nbits: 4 }),
+            metric: "l2".into(),
             ivf: None,
         };
         let root = tempfile::tempdir().unwrap();
@@ -354,25 +317,93 @@ mod tests {
         // Keys sorted, as the files written from `json!` literals were.
         assert!(
             text.starts_with("{\n  \"checksum\": \"")
-                && text.contains("\"dim\": 8,\n  \"files\": {},\n  \"format\": \"clirkit-dense\""),
+                && text.contains("\"dim\": 8,\n  \"files\": {},\n  \"format\": \"clirkit-sample\""),
             "{text}"
         );
         assert!(text.contains("\"ivf\": null") && text.contains("\"metric\": \"l2\""));
-        assert_eq!(read::<DenseManifest>(&dir).unwrap(), manifest);
-        let e = read::<Bm25Manifest>(&dir).err().unwrap().to_string();
-        assert!(e.contains("is a 'clirkit-dense' index"), "{e}");
+        assert_eq!(read::<Sample>(&dir).unwrap(), manifest);
+        assert!(is_clirkit_index(&dir));
+        let e = read::<Other>(&dir).err().unwrap().to_string();
+        assert!(e.contains("is a 'clirkit-sample' index"), "{e}");
         // Any change to the text (here a statistic) breaks the manifest's own checksum.
         std::fs::write(
             dir.join(MANIFEST),
             text.replace("\"dim\": 8,", "\"dim\": 9,"),
         )
         .unwrap();
-        let e = read::<DenseManifest>(&dir).err().unwrap().to_string();
+        let e = read::<Sample>(&dir).err().unwrap().to_string();
         assert!(e.contains("meta.json: checksum mismatch"), "{e}");
         let mut value: Value = serde_json::from_str(&text).unwrap();
         value.as_object_mut().unwrap().remove("dim");
         std::fs::write(dir.join(MANIFEST), with_checksum(value)).unwrap();
-        let e = read::<DenseManifest>(&dir).err().unwrap().to_string();
+        let e = read::<Sample>(&dir).err().unwrap().to_string();
         assert!(e.contains("invalid manifest: missing field `dim`"), "{e}");
+    }
+
+    /// A layout of one checked file, `data.bin`, of header kind `SAMPLE`, version 1.
+    const LAYOUT: Layout = Layout {
+        format: Sample::FORMAT,
+        version: Sample::VERSION,
+        header: |name| (name == "data.bin").then_some((*b"SAMPLE\0\0", 1)),
+        content: |_, _| Ok(()),
+    };
+
+    /// A sample index holding `data.bin` (`payload`, under header `kind` and `version`).
+    fn sample_index(kind: Kind, version: u32, payload: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("idx");
+        let out = AtomicDir::create(&dir).unwrap();
+        crate::io::format::write_checked(out.path().join("data.bin"), kind, version, payload)
+            .unwrap();
+        let manifest = Sample {
+            format: Sample::FORMAT.into(),
+            version: Sample::VERSION,
+            dim: 1,
+            metric: "ip".into(),
+            ivf: None,
+        };
+        commit(out, &manifest).unwrap();
+        (root, dir)
+    }
+
+    /// `verify_dir` reads every byte: a flip anywhere in the file, its header's kind and version
+    /// bytes included (which its payload CRC does not cover), is refused, naming the file.
+    #[test]
+    fn verify_checks_every_byte_headers_included() {
+        let (_root, dir) = sample_index(*b"SAMPLE\0\0", 1, &[7u8; 300]);
+        let summary = verify_dir(&dir, &LAYOUT).unwrap();
+        assert_eq!(
+            (summary.files, summary.format.as_str()),
+            (1, "clirkit-sample")
+        );
+        let path = dir.join("data.bin");
+        let clean = std::fs::read(&path).unwrap();
+        for at in 0..clean.len() {
+            let mut bytes = clean.clone();
+            bytes[at] ^= 0x01;
+            std::fs::write(&path, &bytes).unwrap();
+            let e = verify_dir(&dir, &LAYOUT).err();
+            let e = e.unwrap_or_else(|| panic!("a flip of byte {at} passed verify"));
+            assert!(e.to_string().contains("data.bin"), "byte {at}: {e}");
+        }
+        std::fs::write(&path, &clean).unwrap();
+        verify_dir(&dir, &LAYOUT).unwrap();
+    }
+
+    /// A file of another kind or version than the layout expects, with every checksum right
+    /// (what a flip of its kind or version bytes looks like once resealed), is refused by name.
+    #[test]
+    fn verify_checks_the_expected_kind_and_version() {
+        let (_root, dir) = sample_index(*b"OTHER\0\0\0", 1, b"x");
+        let e = verify_dir(&dir, &LAYOUT).err().unwrap().to_string();
+        assert!(e.contains("is a 'OTHER' file, expected 'SAMPLE'"), "{e}");
+        let (_root, dir) = sample_index(*b"SAMPLE\0\0", 9, b"x");
+        let e = verify_dir(&dir, &LAYOUT).err().unwrap().to_string();
+        assert!(e.contains("format version 9"), "{e}");
+        let (_root, dir) = sample_index(*b"SAMPLE\0\0", 1, b"x");
+        std::fs::write(dir.join("stray.bin"), b"x").unwrap();
+        reseal(&dir, |_| ()).unwrap();
+        let e = verify_dir(&dir, &LAYOUT).err().unwrap().to_string();
+        assert!(e.contains("stray.bin: no file of this name belongs"), "{e}");
     }
 }

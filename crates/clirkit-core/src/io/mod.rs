@@ -26,3 +26,63 @@ pub(crate) fn temp_file(
     std::fs::write(&path, contents).unwrap();
     (dir, path)
 }
+
+/// The layer names no index kind (issue 27): no file of `io/` refers to the modules of a kind
+/// (`bm25`, `dense`, `impact`, `multivector`) or to the id table (`ids`), which all sit above
+/// it; a kind hands `io` what it needs (`manifest::Layout`) instead.
+#[cfg(test)]
+#[test]
+fn io_names_no_index_kind() {
+    const KINDS: [&str; 5] = ["bm25", "dense", "impact", "multivector", "ids"];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/io");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (line, names) in module_references(&text) {
+            for name in names.into_iter().filter(|n| KINDS.contains(&n.as_str())) {
+                found.push(format!("{}:{line}: {name}", path.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "io/ names index kinds: {found:#?}");
+}
+
+/// Every module path in `text` starting at `crate::`, `super::` or `clirkit_core::`, as the
+/// (1-based) line it is on and the names it goes through (all of a `{...}` group's).
+#[cfg(test)]
+fn module_references(text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for root in ["crate::", "super::", "clirkit_core::"] {
+            for (at, _) in line.match_indices(root) {
+                let rest = &line[at + root.len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || "_:{}, ".contains(c)))
+                    .unwrap_or(rest.len());
+                let names = rest[..end]
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect();
+                out.push((i + 1, names));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[test]
+fn module_references_see_paths_and_groups() {
+    // Written so that this file's own text holds no such reference.
+    let (root, parent, kind) = ("crate", "super", "bm25");
+    let text = format!("use {root}::io::atomic;\nuse {root}::{{{kind}, dense::Metric}};\n// {parent}::ids::IdTable");
+    let refs = module_references(&text);
+    assert_eq!(refs[0], (1, vec!["io".to_string(), "atomic".to_string()]));
+    assert_eq!(refs[1].1, ["bm25", "dense", "Metric"]);
+    assert_eq!(refs[2], (3, vec!["ids".to_string(), "IdTable".to_string()]));
+}

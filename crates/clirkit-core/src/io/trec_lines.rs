@@ -442,6 +442,8 @@ pub fn parse_score(s: &str) -> Option<f64> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QrelsLine<'a> {
     pub qid: &'a str,
+    /// TREC's second column (ndeval's subtopic); empty on BEIR lines.
+    pub subtopic: &'a str,
     pub doc: &'a str,
     pub label: i32,
 }
@@ -467,10 +469,10 @@ impl QrelsLines {
         line: &'a str,
     ) -> std::result::Result<Option<QrelsLine<'a>>, String> {
         let (f, count) = split_fields::<4>(line);
-        let (qid, doc, rel) = match count {
+        let (qid, subtopic, doc, rel) = match count {
             0 => return Ok(None),
-            3 => (f[0], f[1], f[2]),
-            4 => (f[0], f[2], f[3]),
+            3 => (f[0], "", f[1], f[2]),
+            4 => (f[0], f[1], f[2], f[3]),
             n => {
                 return Err(format!(
                     "expected 'qid 0 docid rel' or 'query-id corpus-id score', found {n} columns"
@@ -479,7 +481,12 @@ impl QrelsLines {
         };
         let is_first = !std::mem::replace(&mut self.seen_content, true);
         match parse_label(rel) {
-            Some(label) => Ok(Some(QrelsLine { qid, doc, label })),
+            Some(label) => Ok(Some(QrelsLine {
+                qid,
+                subtopic,
+                doc,
+                label,
+            })),
             None if is_first && count == 3 && rel.parse::<f64>().is_err() => Ok(None),
             None => Err(format!("relevance '{rel}' is not an integer")),
         }

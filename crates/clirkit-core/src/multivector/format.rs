@@ -23,7 +23,7 @@ use crate::ids::IdTable;
 use crate::io::atomic::MANIFEST;
 use crate::io::bytes::{Array, Plain};
 use crate::io::format::{ChunkChecks, FileWriter, Kind, MappedFile};
-use crate::io::manifest;
+use crate::io::manifest::{self, Layout};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -63,6 +63,12 @@ pub struct MultiVectorManifest {
     pub kmeans_sample: usize,
     pub kmeans_iterations: usize,
 }
+
+/// A multi-vector index's files, for `verify`.
+#[rustfmt::skip]
+pub const LAYOUT: Layout = crate::ids::layout_with_ids!(FORMAT, VERSION, FILE_VERSION, [
+    CENTROIDS, BUCKETS, DOC_OFFSETS, CODES, RESIDUALS, IVF_OFFSETS, IVF_DOCS, VECTORS,
+]);
 
 /// Write `values` as one checked file in `dir`.
 pub(crate) fn write_array<T: Plain>(dir: &Path, file: File, values: &[T]) -> Result<()> {
@@ -160,10 +166,7 @@ pub struct MultiVectorIndex {
     pub(crate) vectors: Option<StoredVectors>,
 }
 
-impl manifest::Manifest for MultiVectorManifest {
-    const FORMAT: &'static str = FORMAT;
-    const VERSION: u64 = VERSION;
-}
+manifest::manifest_of!(MultiVectorManifest, FORMAT, VERSION);
 
 /// Offsets that start at 0, never decrease and end at `end`.
 fn offsets_ok(offsets: &[u64], end: usize) -> bool {

@@ -363,5 +363,5 @@ fn corrupt_stored_vectors_are_caught_where_search_reads_them() {
             "{e}"
         );
     }
-    assert!(crate::io::manifest::verify_dir(&path).is_err());
+    assert!(crate::io::manifest::verify_dir(&path, &format::LAYOUT).is_err());
 }

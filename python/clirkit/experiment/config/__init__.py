@@ -22,12 +22,15 @@ from clirkit.experiment.config.model import (
     FUSION_METHODS,
     NEUCLIR_SETTINGS,
     RERANK_BACKENDS,
+    AverageSpec,
     Collection,
     EvaluationSpec,
     ExperimentConfig,
+    ExternalSpec,
     FusionSpec,
     PosirSpec,
     RerankSpec,
+    SubsampleSpec,
     SystemSpec,
     TaskSpec,
 )
@@ -43,12 +46,15 @@ __all__ = [
     "FUSION_METHODS",
     "NEUCLIR_SETTINGS",
     "RERANK_BACKENDS",
+    "AverageSpec",
     "Collection",
     "EvaluationSpec",
     "ExperimentConfig",
+    "ExternalSpec",
     "FusionSpec",
     "PosirSpec",
     "RerankSpec",
+    "SubsampleSpec",
     "SystemSpec",
     "TaskSpec",
     "load_config",
@@ -81,7 +87,7 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
     systems = read_systems(source, top, base, names_seen)
     fusion = read_fusion(source, top, names_seen)
     rerank = read_rerank(source, top, base, names_seen)
-    evaluation = read_evaluation(source, top, collections, names_seen)
+    evaluation = read_evaluation(source, top, collections, names_seen, base)
     check_graph(source, {"systems": systems, "fusion": fusion, "rerank": rerank})
     posir = read_posir(source, base)
     config = ExperimentConfig(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from clirkit.experiment.config.model import COLLECTION_FORMATS, Collection
+from clirkit.experiment.config.model import COLLECTION_FORMATS, HUMAN_SOURCES, Collection
 from clirkit.experiment.config.reader import TableReader
 from clirkit.experiment.toml_source import KeyPath, TomlSource
 
@@ -14,8 +14,17 @@ def _collection(source: TomlSource, name: str, table: Any, base: str) -> Collect
     path: KeyPath = ("collections", name)
     fmt = table.get("format") if isinstance(table, dict) else None
     common = ("format", "group", "measures", "drop_self_hits", "lang", "lang_field", "query_language")
-    beir_keys = ("path", "corpus", "queries", "qrels", "mono_qrels")
-    neuclir_keys = ("docs", "translations", "topics", "topic_field", "qrels")
+    beir_keys = ("path", "corpus", "queries", "qrels", "mono_qrels", "split")
+    neuclir_keys = (
+        "docs",
+        "translations",
+        "topics",
+        "topic_field",
+        "topic_fields",
+        "human_sources",
+        "mt_source",
+        "qrels",
+    )
     allowed = common + (neuclir_keys if fmt == "neuclir" else beir_keys)
     r = TableReader(source, path, table, allowed)
     fmt = r.choice("format", COLLECTION_FORMATS, "beir")
@@ -43,7 +52,7 @@ def _collection(source: TomlSource, name: str, table: Any, base: str) -> Collect
             **shared,
             corpus=inside("corpus", "corpus.jsonl"),
             queries=inside("queries", "queries.jsonl"),
-            qrels=inside("qrels", "qrels/test.tsv"),
+            qrels=inside("qrels", f"qrels/{_split(r)}.tsv"),
             mono_qrels=inside("mono_qrels", None),
         )
     qrels = r.file_map("qrels", base)
@@ -55,14 +64,38 @@ def _collection(source: TomlSource, name: str, table: Any, base: str) -> Collect
         docs=docs,
         translations=r.file_map("translations", base),
         topics=r.file("topics", base),
-        topic_field=r.get("topic_field", str, "topic_title"),
+        topic_fields=_topic_fields(r),
+        human_sources=r.strings("human_sources", HUMAN_SOURCES),
+        mt_source=r.get("mt_source", str),
         qrels_by_language=qrels,
     )
 
 
+def _split(r: TableReader) -> str:
+    """``split``: which qrels file of a BEIR directory is read (``qrels/SPLIT.tsv``; default test)."""
+    split = r.get("split", str, "test")
+    if not split or "/" in split or split.startswith("."):
+        raise r.error("split", f"'{split}' is not a split name (e.g. test, dev)")
+    return split
+
+
+def _topic_fields(r: TableReader) -> tuple[str, ...]:
+    """``topic_fields = [...]`` (joined by a space) or the older ``topic_field = "..."``."""
+    if "topic_field" in r.table and "topic_fields" in r.table:
+        raise r.error("topic_fields", "give topic_fields or topic_field, not both")
+    if "topic_field" in r.table:
+        return (r.get("topic_field", str),)
+    fields = r.strings("topic_fields", ("topic_title",))
+    if not fields:
+        raise r.error(
+            "topic_fields", 'must name at least one field, e.g. ["topic_title", "topic_description"]'
+        )
+    return fields
+
+
 def _beir_group(source: TomlSource, name: str, table: Any, base: str) -> list[Collection]:
     """``format = "beir-group"``: every BEIR dataset under ``path`` (a directory with corpus.jsonl,
-    queries.jsonl and qrels/test.tsv), or the ``datasets`` named; each becomes a collection named
+    queries.jsonl and qrels/SPLIT.tsv, ``split`` default test), or the ``datasets`` named; each becomes a collection named
     after its directory, in group ``name``. ``drop_self_hits`` may list the datasets it applies to."""
     key: KeyPath = ("collections", name)
     allowed = (
@@ -74,16 +107,18 @@ def _beir_group(source: TomlSource, name: str, table: Any, base: str) -> list[Co
         "lang",
         "lang_field",
         "query_language",
+        "split",
     )
     r = TableReader(source, key, table, allowed)
     root = r.file("path", base, directory=True)
     assert root is not None
+    split = _split(r)
+    qrels_file = f"qrels/{split}.tsv"
     found = sorted(
         d
         for d in os.listdir(root)
         if all(
-            os.path.isfile(os.path.join(root, d, f))
-            for f in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+            os.path.isfile(os.path.join(root, d, f)) for f in ("corpus.jsonl", "queries.jsonl", qrels_file)
         )
     )
     chosen = r.strings("datasets")
@@ -111,11 +146,11 @@ def _beir_group(source: TomlSource, name: str, table: Any, base: str) -> list[Co
                 lang_field=r.get("lang_field", str),
                 corpus=os.path.join(path, "corpus.jsonl"),
                 queries=os.path.join(path, "queries.jsonl"),
-                qrels=os.path.join(path, "qrels", "test.tsv"),
+                qrels=os.path.join(path, "qrels", f"{split}.tsv"),
             )
         )
     if not out:
-        raise r.error("path", f"no BEIR dataset (corpus.jsonl, queries.jsonl, qrels/test.tsv) under {root}")
+        raise r.error("path", f"no BEIR dataset (corpus.jsonl, queries.jsonl, {qrels_file}) under {root}")
     return out
 
 

@@ -21,6 +21,9 @@ NORMALIZATIONS = _native.NORMALIZATIONS
 CORRECTIONS = _native.CORRECTIONS
 RERANK_BACKENDS = ("pointwise", "openai")
 AVERAGES = ("macro", "query-weighted")
+#: NeuCLIR topic entries written by people (the English original and human translations).
+HUMAN_SOURCES = ("original", "human translation")
+LENGTH_UNITS = ("tokens", "chars")
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,11 @@ class Collection:
     docs: Mapping[str, str] = field(default_factory=dict)
     translations: Mapping[str, str] = field(default_factory=dict)
     topics: Optional[str] = None
-    topic_field: str = "topic_title"
+    #: the topic fields a query is composed of, joined by a space (NeuCLIRBench: title + description)
+    topic_fields: tuple[str, ...] = ("topic_title",)
+    #: sources of human topics (mono and English-topic settings) and the MT source of clir-qt
+    human_sources: tuple[str, ...] = HUMAN_SOURCES
+    mt_source: Optional[str] = None
     qrels_by_language: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -86,6 +93,35 @@ class RerankSpec:
 
 
 @dataclass(frozen=True)
+class AverageSpec:
+    """``[evaluation.average.NAME]``: over ``columns``, macro or query-weighted; or over ``groups``,
+    query-weighted within each group, then the macro average of the groups."""
+
+    name: str
+    columns: tuple[str, ...]
+    weighting: str
+    groups: Optional[Mapping[str, tuple[str, ...]]]
+
+
+@dataclass(frozen=True)
+class ExternalSpec:
+    """``[evaluation.external.NAME]``: scores per system from a CSV or JSON file."""
+
+    name: str
+    file: str
+    column: Optional[str]
+
+
+@dataclass(frozen=True)
+class SubsampleSpec:
+    """``subsample``: ``samples`` seeded random samples of ``queries`` queries per correlation."""
+
+    samples: int
+    queries: int
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class EvaluationSpec:
     measures: tuple[str, ...]
     baseline: Optional[str]
@@ -94,6 +130,9 @@ class EvaluationSpec:
     alpha: float
     averages: tuple[str, ...]
     correlations: tuple[tuple[str, str], ...]
+    named_averages: tuple[AverageSpec, ...] = ()
+    external: Mapping[str, ExternalSpec] = field(default_factory=dict)
+    subsample: Optional[SubsampleSpec] = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +145,7 @@ class PosirSpec:
     edges: tuple[int, ...]
     min_queries: int
     plot: bool
+    length_unit: str = "tokens"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ fn shard_build(corpus: &Path, range: LineRange, shard: &Path, opts: &BuildOption
 }
 
 /// Build `corpus` with `opts` as a sharded index of `shards` shards at `out`.
-fn build_sharded(
+pub(crate) fn build_sharded(
     corpus: &Path,
     out: &Path,
     shards: usize,
@@ -142,24 +142,6 @@ fn missing_or_foreign_shards_and_duplicate_ids_are_refused() {
     let corpus = write_corpus(dir.path(), "all.jsonl", &lines);
     let sharded = dir.path().join("sharded");
     build_sharded(&corpus, &sharded, 3, &quiet()).unwrap();
-
-    // `verify` reads every shard too: one flipped byte in a shard's postings is found.
-    let summary = crate::sharded::verify(&sharded).unwrap();
-    assert_eq!(
-        (summary.format.as_str(), summary.files),
-        (FORMAT, 1 + 3 * 5)
-    );
-    let postings = sharded.join("shard-0002").join("postings.bin");
-    let mut bytes = std::fs::read(&postings).unwrap();
-    bytes[100] ^= 1;
-    std::fs::write(&postings, &bytes).unwrap();
-    let e = error_text(crate::sharded::verify(&sharded));
-    assert!(
-        e.contains("shard-0002") && e.contains("postings.bin"),
-        "{e}"
-    );
-    bytes[100] ^= 1;
-    std::fs::write(&postings, &bytes).unwrap();
 
     // A shard of another build: shard 1 rebuilt from other lines.
     let other = write_corpus(dir.path(), "other.jsonl", &lines[..20]);

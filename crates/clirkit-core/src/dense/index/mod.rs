@@ -20,18 +20,20 @@
 mod build;
 mod scan;
 mod search;
-mod sharded;
+pub(crate) mod sharded;
 mod shards;
 mod small;
 mod storage;
 mod stream;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod types;
 
-pub use sharded::{check_sharded, ShardedDenseBuild, ShardedDenseManifest};
+pub use sharded::{
+    check_sharded, ShardedDenseBuild, ShardedDenseManifest, LAYOUT as SHARDED_LAYOUT,
+};
 pub use shards::{merge_shortlists, top_hits, training_rows, Candidate, ShardCandidate};
-pub use storage::{FORMAT, VERSION};
+pub use storage::{DenseManifest, IvfParams, PqParams, FORMAT, LAYOUT, VERSION};
 pub use stream::Part;
 use types::{kind_name, Coarse, PqPart, StoredVectors};
 pub use types::{BuildOptions, DenseIndex, Hits, SearchOptions, VectorDtype};

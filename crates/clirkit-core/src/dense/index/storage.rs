@@ -11,7 +11,8 @@ use crate::ids::IdTable;
 use crate::io::atomic::{AtomicDir, MANIFEST};
 use crate::io::bytes::{Array, Plain};
 use crate::io::format::{FileWriter, Kind, MappedFile};
-use crate::io::manifest::{self, DenseManifest, IvfParams, PqParams};
+use crate::io::manifest::{self, manifest_of, Layout};
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub const FORMAT: &str = "clirkit-dense";
@@ -24,6 +25,44 @@ pub(super) const CODES: (&str, Kind) = ("codes.bin", *b"PQCODES\0");
 pub(super) const IVF_CENTROIDS: (&str, Kind) = ("ivf_centroids.bin", *b"IVFCENTR");
 pub(super) const IVF_LISTS: (&str, Kind) = ("ivf_lists.bin", *b"IVFLISTS");
 pub(super) const IVF_SLOTS: (&str, Kind) = ("ivf_slots.bin", *b"IVFSLOTS");
+
+/// A dense index's `meta.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DenseManifest {
+    pub format: String,
+    pub version: u64,
+    /// "flat", "pq{m}x{nbits}" or "ivf{nlist},pq{m}x{nbits}" (recorded, not read back).
+    pub kind: String,
+    pub dim: usize,
+    pub ntotal: usize,
+    pub metric: Metric,
+    /// Whether the full vectors are kept (`vectors.bin`, or `vectors_f16.bin` with `float16`).
+    pub vectors: bool,
+    /// The full vectors are stored as float16 (absent when float32, as before the option).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub float16: bool,
+    pub pq: Option<PqParams>,
+    pub ivf: Option<IvfParams>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PqParams {
+    pub m: usize,
+    pub nbits: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IvfParams {
+    pub nlist: usize,
+}
+
+manifest_of!(DenseManifest, FORMAT, VERSION);
+
+/// A dense index's files, for `verify`.
+#[rustfmt::skip]
+pub const LAYOUT: Layout = crate::ids::layout_with_ids!(FORMAT, VERSION, FILE_VERSION, [
+    VECTORS, VECTORS_F16, CODEBOOK, CODES, IVF_CENTROIDS, IVF_LISTS, IVF_SLOTS,
+]);
 
 /// `a * b` values a manifest implies, or a format error naming it (crafted numbers that
 /// overflow a size describe no file).

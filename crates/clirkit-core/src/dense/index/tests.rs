@@ -5,7 +5,7 @@ use super::*;
 use crate::dense::metric::Metric;
 use crate::rng::SplitMix64;
 
-pub(super) fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
     let mut rng = SplitMix64::new(seed);
     let centers: Vec<f32> = (0..8 * d).map(|_| rng.unit() as f32 * 2.0 - 1.0).collect();
     (0..n)
@@ -18,7 +18,7 @@ pub(super) fn clustered(n: usize, d: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-pub(super) fn ids(n: usize) -> Vec<String> {
+pub(crate) fn ids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("doc{i}")).collect()
 }
 

@@ -1,12 +1,15 @@
 //! The measures, one family per file, each computed from trec_eval's ranked relevance list (see
-//! [`crate::eval::ranked`]) and the query's judgements.
+//! [`crate::eval::ranked`]) and the query's judgements (α-nDCG from the judged document at each
+//! rank, for its aspects).
 
+mod alpha_ndcg;
 mod bpref;
 mod counts;
 mod judged;
 mod map;
 mod ndcg;
 mod precision;
+mod rbp;
 mod recall;
 mod rprec;
 mod rr;
@@ -24,6 +27,9 @@ pub struct QueryRanking<'a> {
     pub level: i32,
     /// Relevant documents in the qrels at `level`.
     pub num_rel: usize,
+    /// The judged document at each rank (its index in `judgements`, or `NO_DOC`), as `labels`;
+    /// empty unless a measure needs it ([`Family::needs_aspects`]).
+    pub docs: &'a [u32],
 }
 
 impl<'a> QueryRanking<'a> {
@@ -33,7 +39,13 @@ impl<'a> QueryRanking<'a> {
             judgements,
             level,
             num_rel: judgements.num_relevant(level),
+            docs: &[],
         }
+    }
+
+    /// With the judged document at each rank.
+    pub fn with_docs(self, docs: &'a [u32]) -> Self {
+        QueryRanking { docs, ..self }
     }
 
     #[inline]
@@ -70,6 +82,8 @@ pub fn compute(measure: &Measure, q: &QueryRanking) -> f64 {
         Family::NumRel => counts::num_rel(q),
         Family::NumRelRet => counts::num_rel_ret(q),
         Family::Judged => judged::judged_at(q, k),
+        Family::Rbp => rbp::rbp(q, measure.rel, measure.param()),
+        Family::AlphaNdcg => alpha_ndcg::alpha_ndcg(q, k, measure.rel, measure.param()),
     }
 }
 
