@@ -6,7 +6,7 @@ A collection name is ``irds:<id>`` (through ``ir_datasets``, extra ``clirkit[ird
 ``query=FIELD`` (the query field to read), ``split=SPLIT`` (the qrels split, default ``test``) and, for
 Hub repositories holding several datasets, ``dir=FOLDER``. A name resolves to ordinary files the
 readers take (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``), exported once, streamed record
-by record, into ``$CLIRKIT_CACHE/collections/<digest of the identity>/``; the identity (dataset id and
+by record, into ``$CLIRKIT_CACHE_DIR/collections/<digest of the identity>/``; the identity (dataset id and
 revision) is what the experiment store keys on (:func:`identity_of`).
 
 A model name is a Hub model id (``intfloat/multilingual-e5-small[@revision][/subfolder]``), resolved
@@ -14,77 +14,38 @@ through the Hugging Face cache by :mod:`clirkit.sources.models`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from clirkit._native import InvalidInputError
+from clirkit.sources.names import (
+    IDENTITY_FILE,
+    OPTIONS,
+    PART_FILES,
+    SCHEMES,
+    SourceName,
+    cache_root,
+    digest,
+    is_name,
+    parse_name,
+)
 
-SCHEMES = ("irds", "hf")
-#: The parts of a collection and the file each is exported to (BEIR's layout).
-PART_FILES = {
-    "corpus": "corpus.jsonl",
-    "queries": "queries.jsonl",
-    "qrels": os.path.join("qrels", "test.tsv"),
-}
-OPTIONS = ("query", "split", "dir")
-IDENTITY_FILE = "source.json"
-
-
-@dataclass(frozen=True)
-class SourceName:
-    """A parsed collection name: ``scheme:target[@revision][#options]``."""
-
-    text: str
-    scheme: str
-    target: str
-    revision: Optional[str] = None
-    options: dict[str, str] = field(default_factory=dict)
-
-
-def is_name(value: Any) -> bool:
-    """True when ``value`` names a collection (``irds:...`` or ``hf:...``) rather than a path."""
-    return isinstance(value, str) and value.split(":", 1)[0] in SCHEMES and ":" in value
-
-
-def parse_name(text: str) -> SourceName:
-    """Parse a collection name; an unknown option or an empty id is an :class:`InvalidInputError`."""
-    scheme, rest = text.split(":", 1)
-    if scheme not in SCHEMES:
-        raise InvalidInputError(f"{text}: not a collection name (expected {' or '.join(SCHEMES)}:...)")
-    rest, _, fragment = rest.partition("#")
-    options: dict[str, str] = {}
-    for item in filter(None, fragment.split(",")):
-        key, eq, value = item.partition("=")
-        if key not in OPTIONS or not eq or not value:
-            raise InvalidInputError(
-                f"{text}: option '{item}' is not KEY=VALUE with KEY one of {', '.join(OPTIONS)}"
-            )
-        options[key] = value
-    revision = None
-    if scheme == "hf" and "@" in rest:
-        rest, revision = rest.split("@", 1)
-        if not revision:
-            raise InvalidInputError(f"{text}: empty revision after '@'")
-    if not rest:
-        raise InvalidInputError(f"{text}: no dataset id after '{scheme}:'")
-    return SourceName(text, scheme, rest, revision, options)
-
-
-def cache_root() -> str:
-    """Where exports live: ``$CLIRKIT_CACHE``, else ``$XDG_CACHE_HOME/clirkit`` or ``~/.cache/clirkit``."""
-    root = os.environ.get("CLIRKIT_CACHE")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "clirkit")
-    return os.path.abspath(root)
-
-
-def _digest(value: Any) -> str:
-    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
+__all__ = [
+    "IDENTITY_FILE",
+    "OPTIONS",
+    "PART_FILES",
+    "SCHEMES",
+    "SourceName",
+    "cache_root",
+    "identity_of",
+    "is_name",
+    "local_path",
+    "parse_name",
+    "resolve_collection",
+    "resolve_names",
+    "resolve_part",
+]
 
 
 def _open(name: SourceName):
@@ -102,7 +63,7 @@ def resolve_collection(text: str, parts: tuple[str, ...] = tuple(PART_FILES)) ->
     from clirkit.sources.export import export_parts
 
     source = _open(parse_name(text))
-    folder = os.path.join(cache_root(), "collections", _digest(source.identity))
+    folder = os.path.join(cache_root(), "collections", digest(source.identity))
     export_parts(source, folder, parts)
     return folder
 
