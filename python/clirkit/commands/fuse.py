@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from clirkit.commands.common import add_threads, positive_int
+from clirkit.commands.common import add_command, add_threads, positive_int
 from clirkit.fusion import fuse
 
 
@@ -19,10 +19,11 @@ def _weights(text: str) -> List[float]:
 
 
 def register(top, groups) -> None:
-    p = top.add_parser(
+    p = add_command(
+        top,
         "fuse",
-        help="fuse runs (rrf | combsum | combmnz | interpolate)",
-        description="Fuse TREC run files into one, in canonical order (score descending, then doc "
+        "fuse runs (rrf | combsum | combmnz | interpolate)",
+        "Fuse TREC run files into one, in canonical order (score descending, then doc "
         "id descending). RRF: sum_i w_i / (k + rank_i) with 1-based canonical ranks.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files")

@@ -7,20 +7,23 @@ import argparse
 import time
 
 from clirkit.commands.common import (
+    add_command,
     add_search_parser,
     add_worker_options,
     positive_int,
     report,
+    report_timed,
     seed_int,
     threads,
 )
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
-    p = groups["index"].add_parser(
+    p = add_command(
+        groups["index"],
         "multivector",
-        help="index token matrices (clirkit encode --multivector) for PLAID-style late interaction",
-        description="Index the token vectors PREFIX.tokens.npy / PREFIX.offsets.npy / PREFIX.ids.txt written "
+        "index token matrices (clirkit encode --multivector) for PLAID-style late interaction",
+        "Index the token vectors PREFIX.tokens.npy / PREFIX.offsets.npy / PREFIX.ids.txt written "
         "by `clirkit encode --multivector --corpus ... --output PREFIX`: centroids by k-means over a seeded "
         "token sample, each token stored as its centroid plus an NBITS-per-dimension residual.",
     )
@@ -121,13 +124,12 @@ def run_index(args: argparse.Namespace) -> int:
             "keep_vectors",
         ),
     )
-    report(
-        args,
+    done = (
         f"indexed {index.ndocs} items, {index.ntokens} tokens (d={index.dim}, {index.ncentroids} centroids, "
         f"{index.nbits}-bit residuals, {index.compressed_bytes() / index.ntokens:.1f} bytes/token) into "
-        f"{args.index} in {time.perf_counter() - start:.1f}s",
+        f"{args.index}"
     )
-    return 0
+    return report_timed(args, start, done)
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -140,12 +142,8 @@ def run_search(args: argparse.Namespace) -> int:
     index.search_trec(
         tokens, offsets, qids, args.output, **_picked(args, "k", "tag", "maxp", "separator", *search_options)
     )
-    report(
-        args,
-        f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in "
-        f"{time.perf_counter() - start:.1f}s -> {args.output}",
-    )
-    return 0
+    by_maxp = " documents by MaxP" if args.maxp else ""
+    return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)
 
 
 def run_encode_multivector(args: argparse.Namespace) -> int:
