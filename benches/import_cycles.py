@@ -332,19 +332,6 @@ KNOWN_CYCLES: list[tuple[str, frozenset[str]]] = [
         "experiment/plan.py <-> experiment/stages.py (issue 27 item 2: experiment/stage.py)",
         frozenset({"clirkit.experiment.plan", "clirkit.experiment.stages"}),
     ),
-    (
-        "clirkit.runs <-> clirkit.sources (sources/hf.py imports runs, runs imports sources)",
-        frozenset(
-            {
-                "clirkit.runs",
-                "clirkit.sources",
-                "clirkit.sources.export",
-                "clirkit.sources.hf",
-                "clirkit.sources.irds",
-                "clirkit.sources.models",
-            }
-        ),
-    ),
 ]
 
 

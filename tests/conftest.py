@@ -23,6 +23,11 @@ def sample_experiment_head(name: str, languages) -> str:
     )
 
 
+def search_command(kind: str, index: Path, queries: Path, output: Path) -> list[str]:
+    """The ``cli`` arguments of ``clirkit search KIND``: INDEX searched for QUERIES into the run OUTPUT."""
+    return ["search", kind, "--index", str(index), "--queries", str(queries), "--output", str(output)]
+
+
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     import clirkit

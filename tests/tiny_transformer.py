@@ -34,6 +34,24 @@ def tokenizer_json(dst: Path) -> int:
     return len(vocab)
 
 
+def save_graph(dst: Path, name: str, nodes: list, outputs: list, initializers: list) -> None:
+    """``dst/model.onnx``: ``nodes`` over the inputs ``input_ids`` and ``attention_mask`` (batch, sequence),
+    opset 17."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+        ],
+        outputs,
+        initializer=initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(dst / "model.onnx"))
+
+
 def build(
     dst: Path, *, layers: int = 2, heads: bool = False, seed: int = 3, config: dict | None = None
 ) -> Path:
@@ -120,19 +138,7 @@ def build(
                 "colbert_vecs", TensorProto.FLOAT, ["batch", "sequence", COLBERT_DIM]
             ),
         ]
-    graph = helper.make_graph(
-        nodes,
-        "tiny-transformer",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-        ],
-        outputs,
-        initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save_model(model, str(dst / "model.onnx"))
+    save_graph(dst, "tiny-transformer", nodes, outputs, inits)
     settings = {"vocab_size": vocab, "max_position_embeddings": 64, "pooling": "mean", "normalize": True}
     (dst / "config.json").write_text(json.dumps({**settings, **(config or {})}), encoding="utf-8")
     return dst

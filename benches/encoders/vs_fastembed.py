@@ -189,7 +189,7 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
             )
     ref_self = (reference * vectors["fastembed"][: len(reference)]).sum(1)
     print(
-        f"fastembed batch 256 vs its own batch_size=1: cosine min {ref_self.min():.5f} "
+        f"fastembed batch {args.fastembed_batch} vs its own batch_size=1: cosine min {ref_self.min():.5f} "
         f"median {np.median(ref_self):.5f}"
     )
 

@@ -28,7 +28,7 @@ MODULES = [
 
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setenv("CLIRKIT_CACHE", str(tmp_path / "clirkit-cache"))
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "clirkit-cache"))
     use_hub_cache(monkeypatch, tmp_path / "hf")
     return tmp_path / "hf"
 
@@ -182,3 +182,24 @@ def test_cli_encode_takes_a_hub_id(hub, tmp_path):
         )
     assert np.array_equal(np.load(tmp_path / "id.npy"), np.load(tmp_path / "path.npy"))
     assert (tmp_path / "id.ids.txt").read_text() == (tmp_path / "path.ids.txt").read_text() == "q0\nq1\n"
+
+
+def test_experiment_files_take_a_hub_model_id(hub, tmp_path):
+    from clirkit.experiment.config import load_config
+    from conftest import SAMPLE
+
+    model = _minilm()
+    lay_snapshot(
+        hub, "model", REPO, COMMIT, {n: model / n for n in ("config.json", "tokenizer.json", "model.onnx")}
+    )
+    experiment = tmp_path / "hub.toml"
+    experiment.write_text(
+        f'[collections.sample]\npath = "{SAMPLE}"\nqrels = "qrels.tsv"\n'
+        f'[systems.dense]\nkind = "dense"\nmodel = "{REPO}"\n[rerank.cosine]\ninput = "dense"\nmodel = "{REPO}@{COMMIT}"\n'
+    )
+    config = load_config(experiment)
+    assert config.systems["dense"].options["model"] == resolve_model(REPO)
+    assert config.rerank["cosine"].options["model"] == resolve_model(REPO)
+    experiment.write_text(experiment.read_text().replace(f'"{REPO}"', '"org/absent"'))
+    with pytest.raises(ValueError, match=r"hub.toml:\d+.*model.*org/absent"):
+        load_config(experiment)

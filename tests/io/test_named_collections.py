@@ -46,7 +46,7 @@ def tiny_beir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def caches(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setenv("CLIRKIT_CACHE", str(tmp_path / "clirkit-cache"))
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "clirkit-cache"))
     use_hub_cache(monkeypatch, tmp_path / "hf")
     monkeypatch.setenv("IR_DATASETS_HOME", str(tmp_path / "irds"))
     return tmp_path

@@ -27,22 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from clirkit._cache import cache_root
+
 #: Bumped whenever what :func:`prepared_graph` writes changes, so old entries are not reused.
 PREPARATION_VERSION = 1
 DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 #: Suffixes of external-data files that belong to a model (hashed with it).
 _EXTERNAL_SUFFIXES = (".data", "_data", ".onnx.data", ".bin")
 _digests: dict[tuple[str, int, int, int], str] = {}
-
-
-def cache_root() -> Path:
-    """clirkit's cache directory: ``$CLIRKIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/clirkit``, else
-    ``~/.cache/clirkit``."""
-    configured = os.environ.get("CLIRKIT_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "clirkit"
 
 
 def writable(directory: Path) -> bool:

@@ -15,10 +15,12 @@ POOLINGS = ("mean", "cls", "last")
 
 def is_sparse_config(config: dict[str, Any]) -> bool:
     """Whether config.json declares a learned-sparse (SPLADE-family) model: a ``model_type`` naming
-    SPLADE, ``"sparse": true``, or SPLADE's ``"activation": "log1p_relu"``."""
+    SPLADE, ``"sparse": true``, a ``sparse_head`` (:mod:`clirkit.encoders.sparse_heads`), or SPLADE's
+    ``"activation": "log1p_relu"``."""
     model_type = config.get("model_type")
     return (
         config.get("sparse") is True
+        or "sparse_head" in config
         or (isinstance(model_type, str) and "splade" in model_type.lower())
         or config.get("activation") == "log1p_relu"
     )

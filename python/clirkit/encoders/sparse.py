@@ -1,5 +1,8 @@
 """Learned-sparse (SPLADE-family) encoding: texts in, term -> weight maps out.
 
+This docstring describes SPLADE's head, the default; config.json's ``sparse_head`` chooses BGE-M3's
+per-token weights or MILCO's output vocabulary instead (:mod:`clirkit.encoders.sparse_heads`).
+
 A SPLADE model is a BERT-style masked language model exported to ONNX whose output is the MLM logits,
 ``(batch, sequence, vocabulary)``; its config.json says so (see
 :func:`clirkit.encoders.pooling.is_sparse_config`). A text's weight for vocabulary entry ``i`` is the
@@ -27,10 +30,8 @@ from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
 from clirkit.encoders.onnx_encoder import OnnxEncoder
 from clirkit.encoders.pooling import is_sparse_config
+from clirkit.encoders.sparse_heads import SparseHead
 from clirkit.sources.models import local_model
-
-#: The model output holding the MLM logits, unless config.json names another under ``output``.
-LOGITS_OUTPUT = "logits"
 
 SparseVector = dict[str, float]
 
@@ -85,38 +86,17 @@ class SparseEncoder(OnnxEncoder):
             device=device,
             threads=threads,
         )
-        self.vocabulary = [
-            self.tokenizer.id_to_token(i)
-            for i in range(self.tokenizer.get_vocab_size(with_added_tokens=True))
-        ]
-        self._onnx.output_name = self._logits_output()
+        self.head = SparseHead.from_config(self.config, self.model_dir, self.tokenizer, self.session)
+        self.vocabulary = self.head.vocabulary
+        self._onnx.output_name = self.head.output
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
         # Max over tokens, no normalization: what makes the vector SPLADE's.
         self.pooling = "max"
         self.normalize = False
 
-    def _logits_output(self) -> str:
-        """The name of the model output holding the MLM logits; a clear error where there is none."""
-        wanted = self.config.get("output", LOGITS_OUTPUT)
-        outputs = {o.name: o.shape for o in self.session.get_outputs()}
-        described = ", ".join(f"{name} {shape}" for name, shape in outputs.items())
-        model = self.model_dir / "model.onnx"
-        if wanted not in outputs:
-            raise InvalidInputError(
-                f"{model}: a SPLADE model must output MLM logits (batch, sequence, vocabulary) named "
-                f"{wanted!r}, but its outputs are: {described}"
-            )
-        shape = outputs[wanted]
-        if len(shape) != 3 or (isinstance(shape[2], int) and shape[2] != len(self.vocabulary)):
-            raise InvalidInputError(
-                f"{model}: output {wanted!r} has shape {shape}, not MLM logits (batch, sequence, "
-                f"{len(self.vocabulary)}) over tokenizer.json's vocabulary"
-            )
-        return wanted
-
     def _vector_settings(self) -> list[Any]:
-        return [*super()._vector_settings(), "splade", self.top_terms]
+        return [*super()._vector_settings(), "splade", self.top_terms, self.head.kind]
 
     @property
     def dim(self) -> int:
@@ -149,21 +129,17 @@ class SparseEncoder(OnnxEncoder):
 
     def _term_weights(self, ids: np.ndarray, mask: np.ndarray) -> list[SparseVector]:
         """The vectors of one padded batch."""
-        logits = self._run(ids, mask)
-        if logits.ndim != 3 or logits.shape[2] != len(self.vocabulary):
-            raise InvalidInputError(
-                f"{self.model_dir / 'model.onnx'}: output {self._onnx.output_name!r} has shape "
-                f"{logits.shape}, not MLM logits over tokenizer.json's {len(self.vocabulary)} entries"
-            )
-        vectors = []
-        for row, length in zip(logits, mask.sum(axis=1)):
-            weights = np.log1p(np.maximum(row[:length].max(axis=0), 0).astype(np.float32))
-            terms = np.flatnonzero(weights > 0)
-            if self.top_terms is not None and len(terms) > self.top_terms:
-                strongest = np.lexsort((terms, -weights[terms]))[: self.top_terms]
-                terms = np.sort(terms[strongest])
-            # The shortest decimal of each float32, read as a Python float: it prints (and so is written)
-            # in that form and reads back as the same float32.
-            decimals = weights[terms].astype(str)
-            vectors.append({self.vocabulary[t]: float(d) for t, d in zip(terms.tolist(), decimals)})
-        return vectors
+        return [
+            self._vector(terms, weights)
+            for terms, weights in self.head.vectors(self._run(ids, mask), ids, mask)
+        ]
+
+    def _vector(self, terms: np.ndarray, weights: np.ndarray) -> SparseVector:
+        """``{term: weight}`` from vocabulary ids (increasing) and their weights, ``top_terms`` kept."""
+        if self.top_terms is not None and len(terms) > self.top_terms:
+            strongest = np.sort(np.lexsort((terms, -weights))[: self.top_terms])
+            terms, weights = terms[strongest], weights[strongest]
+        # The shortest decimal of each float32, read as a Python float: it prints (and so is written)
+        # in that form and reads back as the same float32.
+        decimals = weights.astype(np.float32).astype(str)
+        return {self.vocabulary[t]: float(d) for t, d in zip(terms.tolist(), decimals)}

@@ -269,24 +269,53 @@ def rerank_stage(
 
 
 def eval_stage(task: Task, run: Stage, qrels: Path, qrels_stage: Optional[Stage]) -> Stage:
+    from clirkit.evaluation import measure_keys
+
     inputs = (run,) if qrels_stage is None else (run, qrels_stage)
     identity = None if qrels_stage is not None else {"qrels": _qrels_identity(qrels)}
-    params = {"measures": list(task.measures)}
+    params: dict = {"measures": list(task.measures)}
+    # On a multilingual task, alpha-nDCG's aspects are the documents' languages (NeuCLIR's language
+    # fairness); the documents are already in the key through the run's search stage.
+    mlir = task.setting == "mlir"
+    by_language = mlir and any(key.startswith("alpha_nDCG") for key in measure_keys(task.measures, mlir=True))
+    if by_language:
+        params["aspects"] = "document languages"
 
     def action(stage: Stage, out: Path, ctx: RunContext) -> None:
         import warnings
 
-        from clirkit.evaluation import evaluate, measure_keys
+        from clirkit.evaluation import evaluate
 
+        languages = _judged_document_languages(task, qrels) if by_language else None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            per_query = evaluate(str(qrels), str(run.output / RUN_FILE), list(task.measures), per_query=True)
+            per_query = evaluate(
+                str(qrels),
+                str(run.output / RUN_FILE),
+                list(task.measures),
+                per_query=True,
+                doc_languages=languages,
+            )
         aggregate = per_query.pop("all")
-        keys = {m: measure_keys([m]) for m in task.measures}
+        keys = {m: measure_keys([m], mlir=mlir) for m in task.measures}
         with open(out / EVAL_FILE, "w", encoding="utf-8") as f:
             json.dump({"keys": keys, "aggregate": aggregate, "per_query": per_query}, f)
 
     return Stage("eval", f"eval {run.label}", params, inputs, identity, action)
+
+
+def _judged_document_languages(task: Task, qrels: Path) -> dict[str, str]:
+    """The language of every judged document of the task, read from its documents (streamed: only the
+    judged ones are kept)."""
+    from clirkit.runs import read_qrels
+
+    judged = {doc for docs in read_qrels(str(qrels)).values() for doc in docs}
+    return {
+        doc_id: lang
+        for source in task.docs.sources
+        for doc_id, _, lang in iter_documents(source)
+        if doc_id in judged
+    }
 
 
 def _qrels_identity(path: Path) -> dict:

@@ -6,7 +6,7 @@ A collection name is ``irds:<id>`` (through ``ir_datasets``, extra ``clirkit[ird
 ``query=FIELD`` (the query field to read), ``split=SPLIT`` (the qrels split, default ``test``) and, for
 Hub repositories holding several datasets, ``dir=FOLDER``. A name resolves to ordinary files the
 readers take (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``), exported once, streamed record
-by record, into ``$CLIRKIT_CACHE/collections/<digest of the identity>/``; the identity (dataset id and
+by record, into ``$CLIRKIT_CACHE_DIR/collections/<digest of the identity>/``; the identity (dataset id and
 revision) is what the experiment store keys on (:func:`identity_of`).
 
 A model name is a Hub model id (``intfloat/multilingual-e5-small[@revision][/subfolder]``), resolved
@@ -14,25 +14,24 @@ through the Hugging Face cache by :mod:`clirkit.sources.models`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any, Optional
 
 from clirkit._native import InvalidInputError
-from clirkit.sources.name import (
+from clirkit.sources.names import (
     IDENTITY_FILE,
     OPTIONS,
     PART_FILES,
     SCHEMES,
     SourceName,
     cache_root,
+    digest,
     is_name,
     parse_name,
 )
 
 __all__ = [
-    "ARGUMENT_PARTS",
     "IDENTITY_FILE",
     "OPTIONS",
     "PART_FILES",
@@ -47,11 +46,6 @@ __all__ = [
     "resolve_names",
     "resolve_part",
 ]
-
-
-def _digest(value: Any) -> str:
-    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
 
 
 def _open(name: SourceName):
@@ -69,7 +63,7 @@ def resolve_collection(text: str, parts: tuple[str, ...] = tuple(PART_FILES)) ->
     from clirkit.sources.export import export_parts
 
     source = _open(parse_name(text))
-    folder = os.path.join(cache_root(), "collections", _digest(source.identity))
+    folder = os.path.join(cache_root(), "collections", digest(source.identity))
     export_parts(source, folder, parts)
     return folder
 

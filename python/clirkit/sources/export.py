@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from clirkit._atomic import atomic_text_output
 from clirkit._native import InvalidInputError
 from clirkit.datasets import id_problem
-from clirkit.sources.name import IDENTITY_FILE, PART_FILES
+from clirkit.sources.names import IDENTITY_FILE, PART_FILES
 
 
 class Source(Protocol):

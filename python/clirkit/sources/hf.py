@@ -18,10 +18,11 @@ import os
 from collections.abc import Iterator
 from typing import Any, Optional
 
+from clirkit import _native
 from clirkit._extras import require
 from clirkit._native import InvalidInputError
 from clirkit.sources.export import checked_id
-from clirkit.sources.name import SourceName
+from clirkit.sources.names import SourceName
 
 ID_COLUMNS = ("_id", "id", "docid", "doc_id", "query_id", "qid")
 QRELS_QUERY = ("query-id", "query_id", "qid")
@@ -144,11 +145,9 @@ class HubDatasetSource:
     def qrels(self) -> Iterator[tuple[str, str, int]]:
         files = self._part_files("qrels")
         if all(f.endswith(TEXT_QRELS) for f in files):
-            from clirkit import _native  # not clirkit.runs, which reads named collections through here
-
-            for path in files:
+            for path in files:  # clirkit's own qrels reader (clirkit.runs names sources: no cycle)
                 for qid, judged in _native.read_qrels(path):
-                    for docid, label in dict(judged).items():
+                    for docid, label in judged:
                         yield qid, docid, label
             return
         for row in self._rows(files):

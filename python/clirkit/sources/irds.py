@@ -8,7 +8,7 @@ from typing import Any
 from clirkit._extras import require
 from clirkit._native import InvalidInputError
 from clirkit.sources.export import checked_id
-from clirkit.sources.name import SourceName
+from clirkit.sources.names import SourceName
 
 #: A query's text, when ``#query=FIELD`` does not choose: the first of these the dataset has.
 QUERY_FIELDS = ("text", "title", "query", "description")

@@ -5,7 +5,7 @@ The repository is fetched into (or, with ``HF_HUB_OFFLINE=1``, found in) the Hug
 ``huggingface_hub``, only the files an encoder reads: configuration and tokenizer files and the ONNX
 graph with its external data. The graph is ``model.onnx`` of the subfolder given (else of the repository's
 root, else of ``onnx/``), or the one ``.onnx`` file there, or the file named. The encoders then read a
-directory of links into the cache (``$CLIRKIT_CACHE/models/<digest of repo, commit, graph>/``): the graph
+directory of links into the cache (``$CLIRKIT_CACHE_DIR/models/<digest of repo, commit, graph>/``): the graph
 as ``model.onnx``, the files beside it under their own names (so external data resolves), the tokenizer,
 and a ``config.json`` which is the repository's own when it is a clirkit one (it states ``pooling``,
 ``normalize`` or a prefix), else the repository's with what its sentence-transformers files say:
@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from clirkit._atomic import atomic_text_output
 from clirkit._native import InvalidInputError
-from clirkit.sources.name import cache_root
+from clirkit.sources.names import cache_root
 
 _MODEL_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[^/]+))?(?:/(?P<sub>.+))?$")
 #: Keys that make a config.json a clirkit one (it then wins over sentence-transformers files).

@@ -9,14 +9,13 @@
 use super::id_key::IdKey;
 use super::{first_duplicate, sort_entries, zeroed_entries, DocEntry, QueryEntry, RunLists, Span};
 use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::{write_file_with, DIRECT_BLOCK};
+use crate::io::batch_writer::write_batches_atomically;
 use crate::io::id_text::check_run_line;
 use crate::io::trec_lines::{self, check_utf8, duplicate_message, find_lines, LineError, RunLine};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Write;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// The parse of one chunk, whose entries went straight into its own slice of the run's entry
@@ -355,9 +354,9 @@ fn check_duplicates(path: &Path, bytes: &[u8], lists: RunLists) -> Result<RunLis
 }
 
 /// Write `lists` as a TREC run (`qid Q0 docid rank score tag`, ranks from 1), atomically (see
-/// [`write_text_atomically`]).
+/// [`write_batches_atomically`]).
 pub fn write_run_lists(path: impl AsRef<Path>, lists: &RunLists, tag: &str) -> Result<()> {
-    write_text_atomically(path, |emit| write_batches(lists, tag, emit))
+    write_batches_atomically(path, |emit| write_batches(lists, tag, emit))
 }
 
 /// Write the runs that `next_segment` returns one after the other, until it returns `None`, as
@@ -369,7 +368,7 @@ pub(crate) fn write_run_segments(
     tag: &str,
     mut next_segment: impl FnMut() -> std::io::Result<Option<RunLists>>,
 ) -> Result<()> {
-    write_text_atomically(path, |emit| {
+    write_batches_atomically(path, |emit| {
         while let Some(lists) = next_segment()? {
             if let Err(e) = write_batches(&lists, tag, &mut *emit) {
                 while next_segment()?.is_some() {}
@@ -377,32 +376,6 @@ pub(crate) fn write_run_segments(
             }
         }
         Ok(())
-    })
-}
-
-/// A sink for formatted run text, batch after batch.
-type Emit<'a> = dyn FnMut(&[Vec<u8>]) -> std::io::Result<()> + Send + 'a;
-
-/// Create `path` atomically with the text `write_text` hands to its sink.
-///
-/// Where the file system has direct I/O, the formatted batches go from this process's buffers
-/// straight to the disk ([`write_direct`]) while the next batches are formatted: no copy into the
-/// page cache, and the final fsync has nothing left to write. Elsewhere each batch written is
-/// sent on to the disk at once ([`crate::io::atomic::AtomicFile::start_writeback`]), so that
-/// the disk writes while the next batches are formatted there too.
-fn write_text_atomically(
-    path: impl AsRef<Path>,
-    write_text: impl FnOnce(&mut Emit) -> std::io::Result<()>,
-) -> Result<()> {
-    write_file_with(path, |file| {
-        if let Some(direct) = file.direct_file()? {
-            return write_direct(direct, write_text);
-        }
-        write_text(&mut |texts: &[Vec<u8>]| {
-            texts.iter().try_for_each(|text| file.write_all(text))?;
-            file.start_writeback()
-        })?;
-        file.flush()
     })
 }
 
@@ -480,86 +453,6 @@ fn write_batches(
         std::mem::swap(&mut ready, &mut next);
     }
     emit(&ready)
-}
-
-/// One aligned block of [`write_direct`]'s buffers.
-#[derive(Clone, Copy)]
-#[repr(C, align(4096))]
-struct Block([u8; DIRECT_BLOCK]);
-
-/// Write the TREC run text that `write_text` hands to its sink through a file switched to direct
-/// I/O ([`crate::io::atomic::AtomicFile::direct_file`]). Each formatted batch is gathered in an
-/// aligned buffer and its whole blocks are handed to a thread of their own that writes them,
-/// so both formatting threads keep formatting while the disk writes (two buffers take turns);
-/// the bytes of a last partial block are carried to the next batch, and at the end written
-/// padded to a block, the file then cut to its exact length.
-fn write_direct(
-    file: &std::fs::File,
-    write_text: impl FnOnce(&mut Emit) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    std::thread::scope(|scope| {
-        let (to_disk, to_write) = std::sync::mpsc::sync_channel::<(Vec<Block>, usize, u64)>(1);
-        let (give_back, written) = std::sync::mpsc::channel::<Vec<Block>>();
-        let disk = scope.spawn(move || -> std::io::Result<()> {
-            for (mut blocks, len, offset) in to_write {
-                file.write_all_at(&block_bytes(&mut blocks)[..len], offset)?;
-                // The formatting side may be done and gone: nothing is waiting for it then.
-                let _ = give_back.send(blocks);
-            }
-            Ok(())
-        });
-        let mut carry: Vec<u8> = Vec::with_capacity(DIRECT_BLOCK);
-        let mut offset = 0u64;
-        let (carried, written_to) = (&mut carry, &mut offset);
-        let mut spare: Vec<Vec<Block>> = vec![Vec::new(), Vec::new()];
-        let mut send = move |texts: &[Vec<u8>]| -> std::io::Result<()> {
-            let disk_gone = || std::io::Error::other("the disk writer stopped");
-            let mut blocks = match spare.pop() {
-                Some(blocks) => blocks,
-                None => written.recv().map_err(|_| disk_gone())?,
-            };
-            let total = carried.len() + texts.iter().map(Vec::len).sum::<usize>();
-            let needed = total.div_ceil(DIRECT_BLOCK);
-            if needed > blocks.len() {
-                blocks.resize(needed, Block([0; DIRECT_BLOCK]));
-            }
-            let bytes = block_bytes(&mut blocks);
-            bytes[..carried.len()].copy_from_slice(carried);
-            let mut at = carried.len();
-            for text in texts {
-                bytes[at..at + text.len()].copy_from_slice(text);
-                at += text.len();
-            }
-            let whole = total / DIRECT_BLOCK * DIRECT_BLOCK;
-            carried.clear();
-            carried.extend_from_slice(&bytes[whole..total]);
-            to_disk
-                .send((blocks, whole, *written_to))
-                .map_err(|_| disk_gone())?;
-            *written_to += whole as u64;
-            Ok(())
-        };
-        let formatted = write_text(&mut send);
-        // The sender goes with `send`, which ends the disk thread's loop.
-        drop(send);
-        let disk = disk.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        disk?;
-        formatted?;
-        // The bytes of the last partial block, padded (the padding is cut off below).
-        if !carry.is_empty() {
-            let mut last = [Block([0; DIRECT_BLOCK])];
-            block_bytes(&mut last)[..carry.len()].copy_from_slice(&carry);
-            file.write_all_at(block_bytes(&mut last), offset)?;
-        }
-        file.set_len(offset + carry.len() as u64)
-    })
-}
-
-fn block_bytes(blocks: &mut [Block]) -> &mut [u8] {
-    let len = std::mem::size_of_val(blocks);
-    // SAFETY: `Block` is a plain byte array whose size equals its alignment, so the blocks are
-    // `len` contiguous initialized bytes, borrowed mutably for as long as `blocks` is.
-    unsafe { std::slice::from_raw_parts_mut(blocks.as_mut_ptr().cast::<u8>(), len) }
 }
 
 /// Whether `id` is one that [`check_run_line`] accepts without looking further: not empty, all

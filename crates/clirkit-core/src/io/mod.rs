@@ -2,6 +2,7 @@
 //! the common binary file header, JSONL corpora and queries, TREC runs and qrels.
 
 pub mod atomic;
+pub mod batch_writer;
 pub mod bytes;
 pub mod checksum;
 pub mod format;

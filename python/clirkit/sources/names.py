@@ -1,12 +1,14 @@
-"""Collection names (``irds:<id>``, ``hf:<org>/<name>[@revision][#options]``) and the BEIR-layout files
-a named collection is exported to, and the cache they live in: what every part of :mod:`clirkit.sources` builds on."""
+"""What every part of :mod:`clirkit.sources` shares: collection names, the exported layout, the cache."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from clirkit import _cache
 from clirkit._native import InvalidInputError
 
 SCHEMES = ("irds", "hf")
@@ -61,9 +63,10 @@ def parse_name(text: str) -> SourceName:
 
 
 def cache_root() -> str:
-    """Where exports live: ``$CLIRKIT_CACHE``, else ``$XDG_CACHE_HOME/clirkit`` or ``~/.cache/clirkit``."""
-    root = os.environ.get("CLIRKIT_CACHE")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "clirkit")
-    return os.path.abspath(root)
+    """clirkit's cache directory (:func:`clirkit._cache.cache_root`), where exports live."""
+    return str(_cache.cache_root())
+
+
+def digest(value: Any) -> str:
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:24]
