@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from clirkit.commands.common import add_threads, positive_int
+from clirkit.commands.common import add_command, add_threads, picked, positive_int
 from clirkit.fusion import fuse
 
 
@@ -19,10 +19,11 @@ def _weights(text: str) -> List[float]:
 
 
 def register(top, groups) -> None:
-    p = top.add_parser(
+    p = add_command(
+        top,
         "fuse",
-        help="fuse runs (rrf | combsum | combmnz | interpolate)",
-        description="Fuse TREC run files into one, in canonical order (score descending, then doc "
+        "fuse runs (rrf | combsum | combmnz | interpolate)",
+        "Fuse TREC run files into one, in canonical order (score descending, then doc "
         "id descending). RRF: sum_i w_i / (k + rank_i) with 1-based canonical ranks.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files")
@@ -51,17 +52,6 @@ def register(top, groups) -> None:
 
 
 def _fuse(args: argparse.Namespace) -> int:
-    fuse(
-        args.runs,
-        method=args.method,
-        k=args.k,
-        weights=args.weights,
-        depth=args.depth,
-        norm=args.norm,
-        alpha=args.alpha,
-        top=args.top,
-        output=args.output,
-        tag=args.tag,
-        threads=args.threads,
-    )
+    options = ("method", "k", "weights", "depth", "norm", "alpha", "top", "output", "tag", "threads")
+    fuse(args.runs, **picked(args, *options))
     return 0
