@@ -84,6 +84,11 @@ def add_ray_option(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def picked(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The named command-line options, as keyword arguments of the same names."""
+    return {name: getattr(args, name) for name in names}
+
+
 def report(args: argparse.Namespace, message: str) -> None:
     """Say what a command did on stderr, unless ``--quiet`` asked for silence."""
     if not args.quiet:

@@ -14,6 +14,7 @@ from clirkit.commands.common import (
     add_search_parser,
     add_worker_options,
     non_negative_int,
+    picked,
     positive_int,
     report_timed,
     seed_int,
@@ -148,12 +149,7 @@ def run_index(args: argparse.Namespace) -> int:
 def _training(args: argparse.Namespace) -> dict[str, Any]:
     """The index kind and training options of ``clirkit index dense``."""
     return {
-        "pq": args.pq,
-        "nbits": args.nbits,
-        "ivf": args.ivf,
-        "metric": args.metric,
-        "train_size": args.train_size,
-        "seed": args.seed,
+        **picked(args, "pq", "nbits", "ivf", "metric", "train_size", "seed"),
         "keep_vectors": not args.no_vectors,
     }
 
@@ -188,7 +184,7 @@ def run_search(args: argparse.Namespace) -> int:
     if sharded_kind(args.index) == "dense":
         if args.maxp:
             raise InvalidInputError("--maxp is not supported on a sharded index")
-        options = {"k": args.k, "tag": args.tag, "nprobe": args.nprobe, "refine": args.refine}
+        options = picked(args, "k", "tag", "nprobe", "refine")
         if args.ray is None:
             with ShardedDenseIndex.open(args.index, threads=args.threads) as sharded:
                 sharded.search_trec(queries, qids, args.output, **options)
@@ -200,17 +196,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.ray is not None:
         raise InvalidInputError(f"--ray searches a sharded index; {args.index} is not one")
     index = DenseIndex.open(args.index)
-    index.search_trec(
-        queries,
-        qids,
-        args.output,
-        k=args.k,
-        tag=args.tag,
-        nprobe=args.nprobe,
-        refine=args.refine,
-        threads=args.threads,
-        maxp=args.maxp,
-        separator=args.separator,
-    )
+    search_options = ("k", "tag", "nprobe", "refine", "threads", "maxp", "separator")
+    index.search_trec(queries, qids, args.output, **picked(args, *search_options))
     by_maxp = " documents by MaxP" if args.maxp else ""
     return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)

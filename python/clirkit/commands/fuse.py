@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from clirkit.commands.common import add_command, add_threads, positive_int
+from clirkit.commands.common import add_command, add_threads, picked, positive_int
 from clirkit.fusion import fuse
 
 
@@ -52,17 +52,6 @@ def register(top, groups) -> None:
 
 
 def _fuse(args: argparse.Namespace) -> int:
-    fuse(
-        args.runs,
-        method=args.method,
-        k=args.k,
-        weights=args.weights,
-        depth=args.depth,
-        norm=args.norm,
-        alpha=args.alpha,
-        top=args.top,
-        output=args.output,
-        tag=args.tag,
-        threads=args.threads,
-    )
+    options = ("method", "k", "weights", "depth", "norm", "alpha", "top", "output", "tag", "threads")
+    fuse(args.runs, **picked(args, *options))
     return 0
