@@ -23,6 +23,17 @@ def sample_experiment_head(name: str, languages) -> str:
     )
 
 
+def bm25_system(name: str, **params: float) -> str:
+    """A ``[systems.NAME]`` table of an experiment file: BM25 over the ``text`` field, with PARAMS (k1, b)."""
+    settings = [f"{key} = {value}" for key, value in params.items()]
+    return "\n".join([f"[systems.{name}]", 'kind = "bm25"', *settings, 'fields = ["text"]']) + "\n"
+
+
+def search_command(kind: str, index: Path, queries: Path, output: Path) -> list[str]:
+    """The ``cli`` arguments of ``clirkit search KIND``: INDEX searched for QUERIES into the run OUTPUT."""
+    return ["search", kind, "--index", str(index), "--queries", str(queries), "--output", str(output)]
+
+
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     import clirkit

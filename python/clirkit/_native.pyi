@@ -34,6 +34,8 @@ __all__ = [
     "SearchResults",
     "ImpactIndex",
     "NativeRun",
+    "FUSION_METHODS",
+    "NORMALIZATIONS",
     "fuse",
     "fuse_to_file",
     "RerankState",
@@ -46,6 +48,7 @@ __all__ = [
     "position_bias",
     "paired_t_test",
     "randomization_test",
+    "CORRECTIONS",
     "adjust_p_values",
     "spearman",
     "kendall_tau",
@@ -242,6 +245,11 @@ class ImpactIndex:
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Sequence, Union  # noqa: E402
 
+#: Fusion method names, as ``fuse`` takes them (the core's list).
+FUSION_METHODS: Tuple[str, ...]
+#: Per-query score normalizations of the score-based fusion methods (the core's list).
+NORMALIZATIONS: Tuple[str, ...]
+
 @final
 class NativeRun:
     """A run held in Rust: queries in first-appearance order, documents in canonical order."""
@@ -349,6 +357,10 @@ def paired_t_test(a: List[float], b: List[float]) -> Tuple[float, float, float, 
 def randomization_test(
     a: List[float], b: List[float], permutations: int = 10000, seed: int = 0
 ) -> Tuple[float, float, float, int]: ...
+
+#: Corrections for multiple comparisons, as ``adjust_p_values`` takes them (the core's list).
+CORRECTIONS: Tuple[str, ...]
+
 def adjust_p_values(p: List[float], method: str) -> List[float]: ...
 def spearman(x: List[float], y: List[float]) -> Tuple[float, float, int]: ...
 def kendall_tau(x: List[float], y: List[float]) -> Tuple[float, float, int]: ...

@@ -15,7 +15,7 @@ from clirkit.sources import resolve_names
 
 # Modules under clirkit.commands, each with `register(top, groups)`.
 COMMAND_MODULES = [
-    "clirkit.commands.runs",
+    "clirkit.commands.canonicalize",
     "clirkit.commands.analyze",
     "clirkit.commands.bm25",
     "clirkit.commands.impact",

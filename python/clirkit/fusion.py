@@ -24,13 +24,13 @@ import os
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from clirkit import _native
-from clirkit._native import NativeRun
+from clirkit._native import FUSION_METHODS, NORMALIZATIONS, NativeRun
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict, RunInput
 
 RunSource = Union[RunInput, NativeRun]
 
-__all__ = ["NativeRun", "fuse", "fuse_native", "load_run"]
+__all__ = ["FUSION_METHODS", "NORMALIZATIONS", "NativeRun", "fuse", "fuse_native", "load_run"]
 
 
 def load_run(source: RunSource, threads: int = 0) -> NativeRun:
@@ -112,11 +112,13 @@ def fuse(
     Args:
         runs: run-file paths (parsed in Rust), ``dict[qid, dict[docid, score]]`` or
             :class:`NativeRun` objects, in any mix.
-        method: ``"rrf"``, ``"combsum"``, ``"combmnz"`` or ``"interpolate"``.
+        method: one of :data:`FUSION_METHODS` (``"rrf"``, ``"combsum"``, ``"combmnz"``,
+            ``"interpolate"``).
         k: the RRF constant.
         weights: one weight per run (not with ``interpolate``, which uses ``alpha``).
         depth: only the top ``depth`` documents of each run take part.
-        norm: ``"minmax"``, ``"zscore"`` or ``"none"`` (score-based methods).
+        norm: one of :data:`NORMALIZATIONS` (``"minmax"``, ``"zscore"``, ``"none"``; score-based
+            methods).
         alpha: the weight of the first run for ``interpolate``.
         top: keep the top ``top`` fused documents per query.
         output: if given, write the fused run there (atomically) and return None.

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clirkit import _native
+from clirkit._atomic import atomic_binary_output
 from clirkit._types import RunInput
 from clirkit.evaluation import is_path, warn_no_overlap
 
@@ -166,13 +167,8 @@ def plot(tables: Sequence[PositionTable], path: str | os.PathLike, title: str | 
     ax.legend(loc="best", fontsize=8)
     ax.set_title(title or f"{measure} by answer position")
     fig.tight_layout()
-    # Written beside the target and renamed, so a crash never leaves a truncated PNG behind.
-    target = os.fspath(path)
-    tmp = f"{target}.tmp-{os.getpid()}"
-    try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, target)
+    try:  # written whole, so a crash never leaves a truncated PNG behind
+        with atomic_binary_output(path) as f:
+            fig.savefig(f, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)

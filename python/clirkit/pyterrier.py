@@ -186,7 +186,7 @@ class RRF(Fuse):
 
 class Rerank(pt.Transformer):
     """clirkit's reranking driver on a result frame: a listwise or pointwise ``backend`` (a
-    :class:`~clirkit.rerank.backends.Backend`, e.g. :class:`~clirkit.rerankers.PointwiseBackend`, or a
+    :class:`~clirkit.rerank.backends.Backend`, e.g. :class:`~clirkit.rerank.PointwiseBackend`, or a
     callable) over the top ``depth`` of each query, ``window``/``stride`` as :func:`clirkit.rerank.rerank`.
     Document texts come from ``corpus`` (a JSONL path, a collection name or ``{docno: text}``), else from
     the frame's ``text`` column."""

@@ -12,12 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clirkit import _native
-from clirkit._native import InvalidInputError
+from clirkit._native import CORRECTIONS, InvalidInputError
 from clirkit._types import QrelsInput, RunInput
 from clirkit.evaluation import evaluate, measure_keys
 
 TESTS = ("t", "perm")
-CORRECTIONS = ("holm", "bonferroni", "none")
 
 
 @dataclass(frozen=True)

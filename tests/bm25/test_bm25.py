@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from clirkit import BM25Index
 from clirkit.cli import main as cli
+from conftest import search_command
 
 F32 = np.float32
 
@@ -254,16 +255,7 @@ def test_cli_end_to_end_english(tmp_path, capsys):
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "zorp"}, {"_id": "q2", "text": "t7"}])
     assert cli(["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "idx"), "--quiet"]) == 0
     run = tmp_path / "run.trec"
-    args = [
-        "search",
-        "bm25",
-        "--index",
-        str(tmp_path / "idx"),
-        "--queries",
-        str(queries),
-        "--output",
-        str(run),
-    ]
+    args = search_command("bm25", tmp_path / "idx", queries, run)
     assert cli(args + ["--k", "5", "--k1", "1.2", "--b", "0.75", "--threads", "2", "--quiet"]) == 0
     lines = run.read_text().splitlines()
     assert len(lines) == 6 and lines[-1].split()[:3] == ["q2", "Q0", "d7"]

@@ -12,6 +12,7 @@ import pytest
 from clirkit import ClirkitError, ImpactIndex, MultiVectorIndex
 from clirkit.cli import main as cli
 from clirkit.encoders.tokens import load_tokens
+from conftest import search_command
 
 
 def tokens(rows: int, dim: int = 8) -> np.ndarray:
@@ -77,21 +78,8 @@ def test_impact_ids_follow_the_one_id_rule(tmp_path, capsys):
     queries.write_text("q1\tapple\n")
     assert cli(["index", "impact", "--vectors", str(vectors), "--index", str(tmp_path / "i"), "--quiet"]) == 0
     out = tmp_path / "r.trec"
-    assert (
-        cli(
-            [
-                "search",
-                "impact",
-                "--index",
-                str(tmp_path / "i"),
-                "--queries",
-                str(queries),
-                "--output",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    search = search_command("impact", tmp_path / "i", queries, out)
+    assert cli(search) == 0
     assert out.read_text().split()[2] == "123456789012345678901234567890"
     for bad in ["1.5", '"a b"', '""', '"a\\u0000b"']:
         vectors.write_text(f'{{"id": {bad}, "vector": {{"apple": 1}}}}\n')
@@ -101,21 +89,7 @@ def test_impact_ids_follow_the_one_id_rule(tmp_path, capsys):
         )
         assert f"{vectors}:1:" in capsys.readouterr().err
     queries.write_text("q 1\tapple\n")
-    assert (
-        cli(
-            [
-                "search",
-                "impact",
-                "--index",
-                str(tmp_path / "i"),
-                "--queries",
-                str(queries),
-                "--output",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert cli(search) == 2
     assert "q.tsv:1:" in capsys.readouterr().err
 
 

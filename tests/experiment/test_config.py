@@ -7,20 +7,15 @@ from pathlib import Path
 
 import pytest
 from clirkit.experiment import Experiment, ExperimentError, load_config
-from conftest import SAMPLE, sample_experiment_head
+from conftest import SAMPLE, bm25_system, sample_experiment_head
 
 GOOD = (
     sample_experiment_head("t", ["en", "de"])
+    + "\n"
+    + bm25_system("bm25")
+    + "\n"
+    + bm25_system("bm25-k12", k1=1.2)
     + """
-[systems.bm25]
-kind = "bm25"
-fields = ["text"]
-
-[systems.bm25-k12]
-kind = "bm25"
-k1 = 1.2
-fields = ["text"]
-
 [fusion.rrf]
 inputs = ["bm25", "bm25-k12"]
 k = 60

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from clirkit.cli import main as cli
 from clirkit.experiment import Experiment, load_results
-from conftest import SAMPLE, sample_experiment_head
+from conftest import SAMPLE, bm25_system, sample_experiment_head
 
 LANGS = ("en", "de", "zh")
 
@@ -28,16 +28,8 @@ def _experiment_file(tmp_path: Path, fusion_k: int = 60, extra: str = "", langs=
         + f"""
 {"" if not mono else f'[[tasks]]{chr(10)}collection = "sample"{chr(10)}setting = "mono"{chr(10)}languages = {json.dumps(list(mono))}'}
 
-[systems.bm25]
-kind = "bm25"
-fields = ["text"]
-
-[systems.bm25-lucene]
-kind = "bm25"
-k1 = 1.2
-b = 0.75
-fields = ["text"]
-
+{bm25_system("bm25")}
+{bm25_system("bm25-lucene", k1=1.2, b=0.75)}
 [fusion.rrf]
 inputs = ["bm25", "bm25-lucene"]
 k = {fusion_k}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -15,12 +14,13 @@ import pytest
 from clirkit import ClirkitError
 from clirkit.experiment import Experiment
 from conftest import sample_experiment_head
+from local_server import LocalServer
 
 # One query's window answered HTTP 400, another's HTTP 500 (matched on the query line of the prompt).
 FAILING = ("Search Query: How many points did the Panthers", "Search Query: How many career sacks")
 
 
-class ChatServer:
+class ChatServer(LocalServer):
     """A fake ``/chat/completions`` server answering "[1] > [2]", or failing windows whose prompt
     holds one of ``failing``; counts the requests per query text."""
 
@@ -51,13 +51,7 @@ class ChatServer:
         class Server(ThreadingHTTPServer):
             daemon_threads = True
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Server(("127.0.0.1", 0), Handler))
 
 
 def experiment_file(tmp_path: Path, url: str, extra: str = "") -> Path:

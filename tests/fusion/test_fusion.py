@@ -231,3 +231,30 @@ def test_errors_are_clear(tmp_path):
         fuse([{"q": {"a": float("nan")}}])
     with pytest.raises(TypeError):
         fuse("run.trec")
+
+
+def test_option_names_come_from_the_core_and_each_is_accepted(tmp_path):
+    from clirkit import _native, fusion, significance
+    from clirkit.commands import fuse as fuse_command
+    from clirkit.experiment.config import model
+
+    assert fusion.FUSION_METHODS == ("rrf", "combsum", "combmnz", "interpolate") == _native.FUSION_METHODS
+    assert fusion.NORMALIZATIONS == ("minmax", "zscore", "none") == _native.NORMALIZATIONS
+    assert significance.CORRECTIONS == ("holm", "bonferroni", "none") == _native.CORRECTIONS
+    assert model.FUSION_METHODS is _native.FUSION_METHODS and model.NORMALIZATIONS is _native.NORMALIZATIONS
+    run_a, run_b = {"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 3.0, "d3": 1.0}}
+    for method in fusion.FUSION_METHODS:
+        for norm in fusion.NORMALIZATIONS:
+            alpha = 0.5 if method == "interpolate" else None
+            assert fusion.fuse([run_a, run_b], method=method, norm=norm, alpha=alpha)["q1"]
+    for correction in significance.CORRECTIONS:
+        assert len(significance.adjust_p_values([0.01, 0.2], correction)) == 2
+    assert significance.adjust_p_values([0.01, 0.2], "none") == [0.01, 0.2]
+    # The CLI offers exactly the core's names.
+    import argparse
+
+    top = argparse.ArgumentParser().add_subparsers()
+    fuse_command.register(top, {})
+    parser = top.choices["fuse"]
+    choices = {a.dest: tuple(a.choices) for a in parser._actions if a.choices}
+    assert choices["method"] == fusion.FUSION_METHODS and choices["norm"] == fusion.NORMALIZATIONS

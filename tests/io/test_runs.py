@@ -1,6 +1,3 @@
-import subprocess
-import sys
-
 import clirkit
 import pytest
 
@@ -32,16 +29,6 @@ def test_qrels_beir_and_trec(tmp_path):
 def test_missing_file_is_oserror(tmp_path):
     with pytest.raises(OSError, match="nope.trec"):
         clirkit.read_run(tmp_path / "nope.trec")
-
-
-def test_cli_canonicalize(tmp_path):
-    src = tmp_path / "r.trec"
-    src.write_text("q1 Q0 a 9 1 x\nq1 Q0 b 1 2 x\n")
-    out = tmp_path / "o.trec"
-    subprocess.run(
-        [sys.executable, "-m", "clirkit.cli", "canonicalize", str(src), "--output", str(out)], check=True
-    )
-    assert out.read_text().splitlines()[0] == "q1 Q0 b 1 2 clirkit"
 
 
 @pytest.mark.parametrize(

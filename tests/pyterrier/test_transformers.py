@@ -13,7 +13,7 @@ pytest.importorskip("pandas")
 from clirkit import BM25Index, DenseIndex, ImpactIndex, InvalidInputError, evaluate, write_run  # noqa: E402
 from clirkit import pyterrier as ck  # noqa: E402
 from clirkit.multivector import MultiVectorIndex  # noqa: E402
-from clirkit.rerankers import PointwiseBackend  # noqa: E402
+from clirkit.rerank import PointwiseBackend  # noqa: E402
 
 
 class FixedEncoder:

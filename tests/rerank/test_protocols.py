@@ -31,6 +31,7 @@ from clirkit.rerank import (
 from clirkit.rerank.likelihood import query_likelihood_prompt, qwen3_reranker_prompt
 from clirkit.rerank.templates import split_reasoning
 from conftest import shared_path
+from local_server import LocalServer
 
 SECRET = "sk-test-SECRET-0123456789"
 
@@ -42,7 +43,7 @@ class Request:
         self.path, self.headers, self.body = path, headers, body
 
 
-class RawServer:
+class RawServer(LocalServer):
     """A threaded HTTP/1.1 server on 127.0.0.1 writing raw bytes: ``respond(conn, request, n)``
     (``n``: the request's number, from 0) writes whatever answer a test needs, well-formed or not."""
 
@@ -82,13 +83,7 @@ class RawServer:
             allow_reuse_address = True
             request_queue_size = 64
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Server(("127.0.0.1", 0), Handler))
 
 
 def send(conn: socket.socket, payload: object, status: str = "200 OK", headers: str = "") -> None:

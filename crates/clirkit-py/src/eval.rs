@@ -2,7 +2,6 @@
 //! position-bias tables and paired significance tests. Conversion only; the work is in
 //! `clirkit_core::eval`.
 
-use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::eval::position::{self, PositionTable};
 use clirkit_core::eval::qrels_file::read_qrels_index;
@@ -12,7 +11,7 @@ use clirkit_core::eval::{
 };
 use clirkit_core::Error;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -303,7 +302,7 @@ fn randomization_test(
     Ok((r.mean_difference, r.statistic, r.p_value, r.queries))
 }
 
-/// Adjust p-values for multiple comparisons: method "holm" or "bonferroni".
+/// Adjust p-values for multiple comparisons: method "holm", "bonferroni" or "none".
 #[pyfunction]
 fn adjust_p_values(p: Vec<f64>, method: &str) -> PyResult<Vec<f64>> {
     let correction: significance::Correction = method.parse().py_err()?;
@@ -324,7 +323,19 @@ fn kendall_tau(x: Vec<f64>, y: Vec<f64>) -> PyResult<(f64, f64, usize)> {
     Ok((r.coefficient, r.p_value, r.items))
 }
 
-define_register!(classes: [PyEvaluator], functions: [
-    measure_keys, evaluate_files, position_bias, paired_t_test, randomization_test, adjust_p_values,
-    spearman, kendall_tau
-]);
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add(
+        "CORRECTIONS",
+        PyTuple::new(m.py(), significance::Correction::NAMES)?,
+    )?;
+    m.add_class::<PyEvaluator>()?;
+    m.add_function(wrap_pyfunction!(measure_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate_files, m)?)?;
+    m.add_function(wrap_pyfunction!(position_bias, m)?)?;
+    m.add_function(wrap_pyfunction!(paired_t_test, m)?)?;
+    m.add_function(wrap_pyfunction!(randomization_test, m)?)?;
+    m.add_function(wrap_pyfunction!(adjust_p_values, m)?)?;
+    m.add_function(wrap_pyfunction!(spearman, m)?)?;
+    m.add_function(wrap_pyfunction!(kendall_tau, m)?)?;
+    Ok(())
+}

@@ -1,9 +1,9 @@
 //! Fusion bindings: `NativeRun` (a run held in Rust, read from a file without building Python
 //! objects), `fuse` and `fuse_to_file`.
 
-use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
+use clirkit_core::fusion::method_name::MethodName;
 use clirkit_core::fusion::normalize::Norm;
 use clirkit_core::fusion::run_file::{read_run_lists, write_run_lists};
 use clirkit_core::fusion::{
@@ -12,7 +12,7 @@ use clirkit_core::fusion::{
 };
 use clirkit_core::parallel::drop_in_background;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -237,4 +237,12 @@ fn fuse_to_file(
     })
 }
 
-define_register!(classes: [NativeRun], functions: [fuse, fuse_to_file]);
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeRun>()?;
+    m.add_function(wrap_pyfunction!(fuse, m)?)?;
+    m.add_function(wrap_pyfunction!(fuse_to_file, m)?)?;
+    // The option names, listed once in the core: Python validates and documents with these.
+    m.add("FUSION_METHODS", PyTuple::new(m.py(), MethodName::NAMES)?)?;
+    m.add("NORMALIZATIONS", PyTuple::new(m.py(), Norm::NAMES)?)?;
+    Ok(())
+}

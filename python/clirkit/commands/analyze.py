@@ -6,13 +6,15 @@ import argparse
 import sys
 
 from clirkit.analysis import analyze, supported_languages
+from clirkit.commands.common import add_command
 
 
 def register(top, groups) -> None:
-    p = top.add_parser(
+    p = add_command(
+        top,
         "analyze",
-        help="print the terms a language's analyzer makes of some text",
-        description="Print the index terms of each TEXT (or of each line of standard input when "
+        "print the terms a language's analyzer makes of some text",
+        "Print the index terms of each TEXT (or of each line of standard input when "
         "no TEXT is given), space-separated, one line per text.",
     )
     p.add_argument(

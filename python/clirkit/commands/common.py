@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from clirkit._threads import MAX_THREADS, worker_count
@@ -57,6 +58,11 @@ def add_worker_options(p: argparse.ArgumentParser, func: Any) -> None:
     p.set_defaults(func=func)
 
 
+def add_command(parent: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand NAME of PARENT (a subparsers action) with its one-line help and its description."""
+    return parent.add_parser(name, help=help, description=description)
+
+
 def add_search_parser(
     groups: Any, name: str, queries_help: str, *, queries_metavar: str | None = None, **parser_args: Any
 ) -> argparse.ArgumentParser:
@@ -78,10 +84,23 @@ def add_ray_option(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def picked(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The named command-line options, as keyword arguments of the same names."""
+    return {name: getattr(args, name) for name in names}
+
+
 def report(args: argparse.Namespace, message: str) -> None:
     """Say what a command did on stderr, unless ``--quiet`` asked for silence."""
     if not args.quiet:
         print(message, file=sys.stderr)
+
+
+def report_timed(args: argparse.Namespace, start: float, done: str, output: str | None = None) -> int:
+    """Report ``DONE in N.Ns`` (time since START, a ``time.perf_counter()``), then `` -> OUTPUT`` when
+    given, unless ``--quiet``; return the command's exit status, 0."""
+    arrow = f" -> {output}" if output is not None else ""
+    report(args, f"{done} in {time.perf_counter() - start:.1f}s{arrow}")
+    return 0
 
 
 def threads(args: argparse.Namespace) -> int:

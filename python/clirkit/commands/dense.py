@@ -9,21 +9,24 @@ from typing import Any
 
 from clirkit._native import InvalidInputError
 from clirkit.commands.common import (
+    add_command,
     add_ray_option,
     add_search_parser,
     add_worker_options,
     non_negative_int,
+    picked,
     positive_int,
-    report,
+    report_timed,
     seed_int,
 )
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
-    p = groups["index"].add_parser(
+    p = add_command(
+        groups["index"],
         "dense",
-        help="index embeddings (.npy) for exact or PQ fast-scan search",
-        description="Index embeddings from a .npy file (float32 or float16), read and encoded a chunk at a time "
+        "index embeddings (.npy) for exact or PQ fast-scan search",
+        "Index embeddings from a .npy file (float32 or float16), read and encoded a chunk at a time "
         "so memory stays near --memory-mb whatever the collection size. Without --pq the index is exact "
         "(flat); with --pq M it stores 4-bit (or 8-bit) PQ codes. --append adds the vectors to an existing "
         "index with its codebook; --codebook-from encodes them with another index's codebook (to merge later).",
@@ -138,23 +141,15 @@ def run_index(args: argparse.Namespace) -> int:
         index = DenseIndex.build_file(
             args.embeddings, ids, args.index, **_training(args), vector_dtype=args.vector_dtype, **grow
         )
-    report(
-        args,
-        f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index} "
-        f"in {time.perf_counter() - start:.1f}s",
+    return report_timed(
+        args, start, f"indexed {index.ntotal} vectors (d={index.dim}, {index.kind}) into {args.index}"
     )
-    return 0
 
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
     """The index kind and training options of ``clirkit index dense``."""
     return {
-        "pq": args.pq,
-        "nbits": args.nbits,
-        "ivf": args.ivf,
-        "metric": args.metric,
-        "train_size": args.train_size,
-        "seed": args.seed,
+        **picked(args, "pq", "nbits", "ivf", "metric", "train_size", "seed"),
         "keep_vectors": not args.no_vectors,
     }
 
@@ -173,12 +168,8 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
     else:
         parts = parts_from_files(args.embeddings, args.ids, args.shards or 1)
     index = build_sharded_dense(parts, args.index, **_training(args), threads=args.threads, ray=args.ray)
-    report(
-        args,
-        f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index} "
-        f"in {time.perf_counter() - start:.1f}s",
-    )
-    return 0
+    done = f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index}"
+    return report_timed(args, start, done)
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -193,37 +184,19 @@ def run_search(args: argparse.Namespace) -> int:
     if sharded_kind(args.index) == "dense":
         if args.maxp:
             raise InvalidInputError("--maxp is not supported on a sharded index")
-        options = {"k": args.k, "tag": args.tag, "nprobe": args.nprobe, "refine": args.refine}
+        options = picked(args, "k", "tag", "nprobe", "refine")
         if args.ray is None:
             with ShardedDenseIndex.open(args.index, threads=args.threads) as sharded:
                 sharded.search_trec(queries, qids, args.output, **options)
         else:
             with connected(args.ray), ShardedDenseIndex.open(args.index, ray=True) as sharded:
                 sharded.search_trec(queries, qids, args.output, **options)
-        report(
-            args,
-            f"searched {len(qids)} queries (k={args.k}) through {len(sharded.offsets)} shards "
-            f"in {time.perf_counter() - start:.1f}s -> {args.output}",
-        )
-        return 0
+        done = f"searched {len(qids)} queries (k={args.k}) through {len(sharded.offsets)} shards"
+        return report_timed(args, start, done, args.output)
     if args.ray is not None:
         raise InvalidInputError(f"--ray searches a sharded index; {args.index} is not one")
     index = DenseIndex.open(args.index)
-    index.search_trec(
-        queries,
-        qids,
-        args.output,
-        k=args.k,
-        tag=args.tag,
-        nprobe=args.nprobe,
-        refine=args.refine,
-        threads=args.threads,
-        maxp=args.maxp,
-        separator=args.separator,
-    )
+    search_options = ("k", "tag", "nprobe", "refine", "threads", "maxp", "separator")
+    index.search_trec(queries, qids, args.output, **picked(args, *search_options))
     by_maxp = " documents by MaxP" if args.maxp else ""
-    report(
-        args,
-        f"searched {len(qids)} queries (k={args.k}{by_maxp}) in {time.perf_counter() - start:.1f}s -> {args.output}",
-    )
-    return 0
+    return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)

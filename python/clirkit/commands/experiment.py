@@ -6,16 +6,17 @@ import argparse
 import json
 import sys
 
-from clirkit.commands.common import add_quiet, thread_count
+from clirkit.commands.common import add_command, add_quiet, thread_count
 
 FORMATS = ("text", "markdown", "csv", "json")
 
 
 def register(top, groups) -> None:
-    p = top.add_parser(
+    p = add_command(
+        top,
         "experiment",
-        help="run, plan or tabulate an experiment file (collections x systems x fusion x rerank x eval)",
-        description="Experiments: a TOML file names collections, tasks, systems, fusion and rerank nodes "
+        "run, plan or tabulate an experiment file (collections x systems x fusion x rerank x eval)",
+        "Experiments: a TOML file names collections, tasks, systems, fusion and rerank nodes "
         "and the evaluation; every stage's output is kept under a key of its inputs and parameters, so "
         "a rerun recomputes only what changed and a killed run resumes.",
     )

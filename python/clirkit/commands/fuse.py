@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import List
 
-from clirkit.commands.common import add_threads, positive_int
-from clirkit.fusion import fuse
+from clirkit.commands.common import add_command, add_threads, picked, positive_int
+from clirkit.fusion import FUSION_METHODS, NORMALIZATIONS, fuse
 
 
 def _weights(text: str) -> List[float]:
@@ -19,17 +19,16 @@ def _weights(text: str) -> List[float]:
 
 
 def register(top, groups) -> None:
-    p = top.add_parser(
+    p = add_command(
+        top,
         "fuse",
-        help="fuse runs (rrf | combsum | combmnz | interpolate)",
-        description="Fuse TREC run files into one, in canonical order (score descending, then doc "
+        "fuse runs (rrf | combsum | combmnz | interpolate)",
+        "Fuse TREC run files into one, in canonical order (score descending, then doc "
         "id descending). RRF: sum_i w_i / (k + rank_i) with 1-based canonical ranks.",
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files")
     p.add_argument("--output", required=True, help="where to write the fused run")
-    p.add_argument(
-        "--method", choices=["rrf", "combsum", "combmnz", "interpolate"], default="rrf", help="(default: rrf)"
-    )
+    p.add_argument("--method", choices=FUSION_METHODS, default="rrf", help="(default: rrf)")
     p.add_argument("--k", type=float, default=60.0, help="RRF constant (default: 60)")
     p.add_argument("--weights", type=_weights, help="one weight per run, e.g. 1,0.5,0.5 (default: all 1)")
     p.add_argument(
@@ -37,7 +36,7 @@ def register(top, groups) -> None:
     )
     p.add_argument(
         "--norm",
-        choices=["minmax", "zscore", "none"],
+        choices=NORMALIZATIONS,
         default="minmax",
         help="per-query score normalization for combsum/combmnz/interpolate (default: minmax)",
     )
@@ -51,17 +50,6 @@ def register(top, groups) -> None:
 
 
 def _fuse(args: argparse.Namespace) -> int:
-    fuse(
-        args.runs,
-        method=args.method,
-        k=args.k,
-        weights=args.weights,
-        depth=args.depth,
-        norm=args.norm,
-        alpha=args.alpha,
-        top=args.top,
-        output=args.output,
-        tag=args.tag,
-        threads=args.threads,
-    )
+    options = ("method", "k", "weights", "depth", "norm", "alpha", "top", "output", "tag", "threads")
+    fuse(args.runs, **picked(args, *options))
     return 0

@@ -7,14 +7,15 @@ import time
 
 from clirkit._native import merge_indexes
 from clirkit._threads import checked_threads
-from clirkit.commands.common import add_worker_options, non_negative_int, report
+from clirkit.commands.common import add_command, add_worker_options, non_negative_int, report_timed
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
-    p = groups["index"].add_parser(
+    p = add_command(
+        groups["index"],
         "merge",
-        help="merge BM25 indexes, or dense indexes with one codebook, into one",
-        description="Merge indexes of one kind, in order, into a new index. BM25: the files equal one build "
+        "merge BM25 indexes, or dense indexes with one codebook, into one",
+        "Merge indexes of one kind, in order, into a new index. BM25: the files equal one build "
         "over the inputs' corpora concatenated (global statistics recomputed). Dense: the inputs must share "
         "one codebook (see `clirkit index dense --codebook-from`).",
     )
@@ -36,8 +37,4 @@ def run_merge(args: argparse.Namespace) -> int:
     _, count = merge_indexes(
         args.inputs, args.index, memory_mb=args.memory_mb, threads=checked_threads(args.threads)
     )
-    report(
-        args,
-        f"merged {len(args.inputs)} indexes ({count} items) into {args.index} in {time.perf_counter() - start:.1f}s",
-    )
-    return 0
+    return report_timed(args, start, f"merged {len(args.inputs)} indexes ({count} items) into {args.index}")

@@ -7,20 +7,24 @@ import argparse
 import time
 
 from clirkit.commands.common import (
+    add_command,
     add_search_parser,
     add_worker_options,
+    picked,
     positive_int,
     report,
+    report_timed,
     seed_int,
     threads,
 )
 
 
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
-    p = groups["index"].add_parser(
+    p = add_command(
+        groups["index"],
         "multivector",
-        help="index token matrices (clirkit encode --multivector) for PLAID-style late interaction",
-        description="Index the token vectors PREFIX.tokens.npy / PREFIX.offsets.npy / PREFIX.ids.txt written "
+        "index token matrices (clirkit encode --multivector) for PLAID-style late interaction",
+        "Index the token vectors PREFIX.tokens.npy / PREFIX.offsets.npy / PREFIX.ids.txt written "
         "by `clirkit encode --multivector --corpus ... --output PREFIX`: centroids by k-means over a seeded "
         "token sample, each token stored as its centroid plus an NBITS-per-dimension residual.",
     )
@@ -95,11 +99,6 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     add_worker_options(s, run_search)
 
 
-def _picked(args: argparse.Namespace, *names: str) -> dict:
-    """The named command-line options, as keyword arguments of the same names."""
-    return {name: getattr(args, name) for name in names}
-
-
 def run_index(args: argparse.Namespace) -> int:
     from clirkit.multivector import MultiVectorIndex, load_tokens
 
@@ -110,7 +109,7 @@ def run_index(args: argparse.Namespace) -> int:
         offsets,
         ids,
         args.index,
-        **_picked(
+        **picked(
             args,
             "nbits",
             "centroids",
@@ -121,13 +120,12 @@ def run_index(args: argparse.Namespace) -> int:
             "keep_vectors",
         ),
     )
-    report(
-        args,
+    done = (
         f"indexed {index.ndocs} items, {index.ntokens} tokens (d={index.dim}, {index.ncentroids} centroids, "
         f"{index.nbits}-bit residuals, {index.compressed_bytes() / index.ntokens:.1f} bytes/token) into "
-        f"{args.index} in {time.perf_counter() - start:.1f}s",
+        f"{args.index}"
     )
-    return 0
+    return report_timed(args, start, done)
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -138,14 +136,10 @@ def run_search(args: argparse.Namespace) -> int:
     tokens, offsets, qids = load_tokens(args.queries)
     search_options = ("ncells", "centroid_score_threshold", "ndocs", "rerank", "refine", "exact", "threads")
     index.search_trec(
-        tokens, offsets, qids, args.output, **_picked(args, "k", "tag", "maxp", "separator", *search_options)
+        tokens, offsets, qids, args.output, **picked(args, "k", "tag", "maxp", "separator", *search_options)
     )
-    report(
-        args,
-        f"searched {len(qids)} queries (k={args.k}{' documents by MaxP' if args.maxp else ''}) in "
-        f"{time.perf_counter() - start:.1f}s -> {args.output}",
-    )
-    return 0
+    by_maxp = " documents by MaxP" if args.maxp else ""
+    return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)
 
 
 def run_encode_multivector(args: argparse.Namespace) -> int:
@@ -155,7 +149,7 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
 
     encoder = OnnxEncoder(
         args.model,
-        **_picked(args, "query_prefix", "passage_prefix", "max_length", "device"),
+        **picked(args, "query_prefix", "passage_prefix", "max_length", "device"),
         batch_size=args.batch_size or 32,
         threads=threads(args),
     )
@@ -167,7 +161,7 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
         kind="queries" if args.queries else "passages",
         fields=fields,
         chunk_size=args.chunk_size or 1000,
-        **_picked(args, "passages", "separator", "dtype", "restart", "quiet"),
+        **picked(args, "passages", "separator", "dtype", "restart", "quiet"),
     )
     resumed = f" (resumed after {result.resumed_items} items)" if result.resumed_items else ""
     report(

@@ -10,7 +10,7 @@ import sys
 from typing import Optional, Tuple
 
 from clirkit._native import InvalidInputError
-from clirkit.commands.common import add_quiet, non_negative_int, positive_int
+from clirkit.commands.common import add_command, add_quiet, non_negative_int, positive_int
 from clirkit.rerank import (
     TEMPLATES,
     Backend,
@@ -34,10 +34,11 @@ _SERVER_SCORERS = ("query-likelihood", "yes-no")
 
 
 def register(top, groups) -> None:
-    p = top.add_parser(
+    p = add_command(
+        top,
         "rerank",
-        help="rerank a run: listwise (sliding windows over a chat model) or pointwise (full sort)",
-        description="Rerank each query's top DEPTH. Listwise (--backend openai): windows of WINDOW sliding "
+        "rerank a run: listwise (sliding windows over a chat model) or pointwise (full sort)",
+        "Rerank each query's top DEPTH. Listwise (--backend openai): windows of WINDOW sliding "
         "bottom-up with stride STRIDE (RankGPT's partial sort: 9 model calls per query for 100/20/10), prompt "
         "family --template. Pointwise (cross-encoder, query-likelihood, yes-no, pointwise): every candidate "
         "scored, the whole depth sorted. Output: the reranked top followed by the rest of the run, scored "

@@ -11,7 +11,6 @@ its id; a shard is written, in input order, as soon as all its rows are back, an
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from clirkit import _native
+from clirkit._atomic import write_bytes_atomic
 from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import BOM, CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, parse_line
@@ -123,16 +123,8 @@ def _write_shard(out_dir: Path, shard: int, ids: list[str], vectors: np.ndarray,
     """Write one shard's ``.npy`` and ids atomically (each beside, then renamed)."""
     npy, ids_path = shard_files(out_dir, shard)
     rows = np.ascontiguousarray(vectors, dtype=dtype)
-    for path, payload in (
-        (npy, npy_header(dtype, rows.shape[0], rows.shape[1]) + rows.tobytes()),
-        (ids_path, id_lines(ids)),
-    ):
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+    write_bytes_atomic(npy, npy_header(dtype, rows.shape[0], rows.shape[1]) + rows.tobytes())
+    write_bytes_atomic(ids_path, id_lines(ids))
 
 
 def _plan(

@@ -24,6 +24,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, TextIO
 
+from clirkit._atomic import fsync_directory, write_json_atomic
 from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl_from
@@ -118,13 +119,8 @@ def input_identity(path: Path) -> dict[str, Any]:
 
 
 def write_state(path: Path, state: dict[str, Any]) -> None:
-    """Write a state file through a synced temporary file and a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(state, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write a state file whole (:mod:`clirkit._atomic`)."""
+    write_json_atomic(path, state, indent=1)
 
 
 def check_dtype(dtype: str) -> None:
@@ -262,22 +258,13 @@ def mark_complete(paths: dict[str, Path], state: dict[str, Any]) -> None:
     write_state(paths["state"], state)
 
 
-def _fsync_directory(path: Path) -> None:
-    """Make renames inside ``path`` durable (a rename lives in the directory, not in the file)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _move_into_place(paths: dict[str, Path], outputs: Sequence[str]) -> None:
     """Rename the completed partial files to their final names (each only if not done already: a run
     killed between two renames is finished by the next), then drop the state."""
     for name in outputs:
         if paths[f"{name}_partial"].exists():
             os.replace(paths[f"{name}_partial"], paths[name])
-    _fsync_directory(paths["state"].parent)
+    fsync_directory(paths["state"].parent)
     paths["state"].unlink()
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from clirkit._atomic import write_text_atomic
 from clirkit.experiment.config import ExperimentConfig, load_config
 from clirkit.experiment.data import Task, build_tasks
 from clirkit.experiment.plan import Plan, build_plan, node_order
@@ -25,13 +26,7 @@ from clirkit.experiment.results import (
 )
 from clirkit.experiment.stage import RUN_FILE, RunContext
 from clirkit.experiment.stages import read_eval
-from clirkit.experiment.store import (
-    WORKDIR_MARKER,
-    ArtifactStore,
-    claim_directory,
-    write_json_atomic,
-    write_text_atomic,
-)
+from clirkit.experiment.store import WORKDIR_MARKER, ArtifactStore, claim_directory
 from clirkit.experiment.toml_source import ExperimentError
 
 RESULTS_FILE = "results.json"  # rows {system, task, measure, value}
@@ -255,13 +250,13 @@ class Experiment:
 
     def _write(self, results: Results) -> None:
         w = self.workdir
-        write_json_atomic(w / RESULTS_FILE, results.rows)
-        write_json_atomic(w / REPORT_FILE, results.to_json())
+        _write_json(w / RESULTS_FILE, results.rows)
+        _write_json(w / REPORT_FILE, results.to_json())
         write_text_atomic(w / "table.md", results.markdown())
         write_text_atomic(w / "table.csv", results.csv())
-        write_json_atomic(w / "table.json", results.table_json())
+        _write_json(w / "table.json", results.table_json())
         if results.significance:
-            write_json_atomic(w / "significance.json", results.significance)
+            _write_json(w / "significance.json", results.significance)
         else:  # a table of the last run is never left beside another one's significance
             (w / "significance.json").unlink(missing_ok=True)
         self._link_runs()
@@ -323,7 +318,7 @@ class Experiment:
             spec.length_unit,
         )
         aggregated = [posir.table_record(t) for t in tables]
-        write_json_atomic(self.workdir / "posir.json", {"aggregated": aggregated, **details})
+        _write_json(self.workdir / "posir.json", {"aggregated": aggregated, **details})
         write_text_atomic(
             self.workdir / "posir.txt",
             posir.format_languages(details, tables) + "\n" + format_tables(tables),
@@ -368,3 +363,8 @@ def load_results(workdir: str | os.PathLike) -> Results:
         raise ExperimentError(
             f"{path}: not a report clirkit wrote ({type(err).__name__}: {err}); run `clirkit experiment run` again"
         ) from None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """A report's JSON file (indented, UTF-8 kept, a final newline), written whole."""
+    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")

@@ -11,7 +11,6 @@ from clirkit.experiment.config import FusionSpec, RerankSpec
 from clirkit.experiment.data import DocSet, Task, file_identity, iter_documents
 from clirkit.experiment.stage import EVAL_FILE, RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.toml_source import ExperimentError
-from clirkit.rerankers import Backend
 
 
 def write_documents(docs: DocSet):
@@ -85,7 +84,7 @@ def fuse_stage(spec: FusionSpec, task: Task, inputs: tuple[Stage, ...]) -> Stage
 
 class _EmbeddingScorer:
     """Cosine similarity (the dot product of L2-normalized vectors) from an encoder, as
-    :meth:`PointwiseBackend.from_encoder` computes it, memoizing every embedding; embeddings a dense
+    :meth:`CallableScorer.from_encoder` computes it, memoizing every embedding; embeddings a dense
     system already computed with the same model and settings are fed in instead of re-encoded."""
 
     def __init__(self, encoder) -> None:
@@ -114,7 +113,8 @@ class _EmbeddingScorer:
 
 
 def _rerank_backend(spec: RerankSpec, ctx: RunContext):
-    from clirkit.rerankers import OpenAIChatBackend, PointwiseBackend
+    """The listwise backend (``openai``), or the pointwise scorer with its embedding memo."""
+    from clirkit.rerank import CallableScorer, OpenAIChatBackend
 
     if spec.backend == "openai":
         return OpenAIChatBackend(
@@ -128,21 +128,10 @@ def _rerank_backend(spec: RerankSpec, ctx: RunContext):
             spec.options["model"], max_length=spec.options["max_length"], threads=ctx.threads or None
         )
         scorer = _EmbeddingScorer(encoder)
-        return PointwiseBackend(scorer, name=spec.options["model"]), scorer
+        return CallableScorer(scorer, f"cosine:{spec.options['model']}"), scorer
 
-    # One backend per model for the whole run: its embeddings carry over between tasks.
+    # One scorer per model for the whole run: its embeddings carry over between tasks.
     return ctx.cached(("pointwise", spec.options["model"], spec.options["max_length"]), make)
-
-
-class _SharedBackend(Backend):
-    """A backend that stays open after one task's reranking, so the next task reuses it."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.identity = backend.identity
-
-    def rank(self, requests):
-        return self.backend.rank(requests)
 
 
 def warn_empty_documents(path: Path, fields: list[str], system: str) -> int:
@@ -197,7 +186,7 @@ def reusable_embeddings(stages: list[Stage], spec: RerankSpec, task: Task) -> li
 def _seed(scorer: _EmbeddingScorer, seeds: list[Stage], task: Task, doc_text: dict[str, str]) -> None:
     import numpy as np
 
-    from clirkit.encode_corpus import load_embeddings
+    from clirkit.encoders.corpus import load_embeddings
 
     for stage in seeds:
         if stage.kind == "encode-queries":
@@ -234,33 +223,43 @@ def rerank_stage(
         "backend": spec.backend,
         "model": model_identity(model) if spec.backend == "pointwise" else model,
         "depth": spec.depth,
-        "window": spec.window,
-        "stride": spec.stride,
     }
+    # A pointwise backend scores every candidate and sorts the whole depth, as ``clirkit rerank`` does;
+    # windows are a listwise backend's (RankGPT's partial sort).
+    if spec.backend == "pointwise":
+        params["sort"] = "full"
+    else:
+        params.update(window=spec.window, stride=spec.stride)
     inputs = (source,) if docs_stage is None else (source, docs_stage)
     identity = {"queries": task.queries_digest, "docs": task.docs.identity()}
 
     def action(stage: Stage, out: Path, ctx: RunContext) -> None:
-        from clirkit.rerank import rerank
+        from clirkit.rerank import rerank, rerank_pointwise
         from clirkit.runs import write_run
 
-        backend, scorer = _rerank_backend(spec, ctx)
+        backend, memo = _rerank_backend(spec, ctx)
         doc_text = _document_texts(docs_path, spec.options["fields"])
-        if scorer is not None:
-            _seed(scorer, seeds, task, doc_text)
+        queries = {q: text for q, text, _ in task.queries}
         cache = ctx.store.partial(stage.digest) / "answers.sqlite"
-        run, stats = rerank(
-            str(source.output / RUN_FILE),
-            {q: text for q, text, _ in task.queries},
-            doc_text,
-            backend if spec.backend == "openai" else _SharedBackend(backend),
-            depth=spec.depth,
-            window=spec.window,
-            stride=spec.stride,
-            cache=cache,
-            retry_failed=True,  # a stage is committed only when every window was answered
-            progress=not ctx.quiet,
-        )
+        if memo is not None:
+            _seed(memo, seeds, task, doc_text)
+            run, stats = rerank_pointwise(
+                str(source.output / RUN_FILE), queries, doc_text, backend, depth=spec.depth, cache=cache,
+                progress=not ctx.quiet,
+            )  # fmt: skip
+        else:
+            run, stats = rerank(
+                str(source.output / RUN_FILE),
+                queries,
+                doc_text,
+                backend,
+                depth=spec.depth,
+                window=spec.window,
+                stride=spec.stride,
+                cache=cache,
+                retry_failed=True,  # a stage is committed only when every window was answered
+                progress=not ctx.quiet,
+            )
         if stats.failed_windows:
             raise ExperimentError(failed_rerank_message(stage.label, stats, cache))
         write_run(out / RUN_FILE, run, "clirkit-rerank")

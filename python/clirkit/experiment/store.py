@@ -28,8 +28,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from clirkit._atomic import atomic_text_output
-
 MANIFEST = "stage.json"
 #: Marks a directory as an experiment store made by clirkit.
 STORE_MARKER = ".clirkit-store"
@@ -185,15 +183,3 @@ class ArtifactStore:
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-
-
-def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and a rename."""
-    with atomic_text_output(path) as f:
-        json.dump(data, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    with atomic_text_output(path) as f:
-        f.write(text)

@@ -214,6 +214,8 @@ crate::options::option_enum! {
     pub enum Correction("correction") {
         Holm = "holm",
         Bonferroni = "bonferroni",
+        /// The p-values as they are.
+        None = "none",
     }
 }
 
@@ -223,6 +225,7 @@ impl Correction {
         match self {
             Correction::Holm => holm(p),
             Correction::Bonferroni => bonferroni(p),
+            Correction::None => p.to_vec(),
         }
     }
 }
@@ -298,5 +301,8 @@ mod tests {
         for (x, y) in h.iter().zip(want) {
             assert!((x - y).abs() < 1e-12, "{h:?}");
         }
+        let none: Correction = "none".parse().unwrap();
+        assert_eq!(none.adjust(&p), p);
+        assert_eq!(Correction::NAMES, ["holm", "bonferroni", "none"]);
     }
 }

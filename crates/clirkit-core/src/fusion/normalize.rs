@@ -7,12 +7,12 @@
 crate::options::option_enum! {
     /// A normalization of one query's scores.
     pub enum Norm("normalization") {
-        /// Raw scores.
-        None = "none",
         /// (s - min) / (max - min).
         MinMax = "minmax" | "min-max",
         /// (s - mean) / std (population standard deviation).
         ZScore = "zscore" | "z-score" | "zmuv",
+        /// Raw scores.
+        None = "none",
     }
 }
 

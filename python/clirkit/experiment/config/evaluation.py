@@ -7,6 +7,7 @@ from typing import Optional
 
 from clirkit.experiment.config.model import (
     AVERAGES,
+    CORRECTIONS,
     LENGTH_UNITS,
     AverageSpec,
     Collection,
@@ -68,7 +69,7 @@ def read_evaluation(
         measures,
         baseline,
         ev.choice("test", ("t", "perm"), "t"),
-        ev.choice("correction", ("holm", "bonferroni", "none"), "holm"),
+        ev.choice("correction", CORRECTIONS, "holm"),
         float(alpha),
         averages,
         tuple(pairs),

@@ -8,13 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from clirkit import _native
 from clirkit.experiment.toml_source import TomlSource
 
 COLLECTION_FORMATS = ("beir", "beir-group", "neuclir")
 #: Settings of a task: which documents are searched with which queries (see :mod:`.data`).
 BEIR_SETTINGS = ("all", "mono", "clir", "mlir")
 NEUCLIR_SETTINGS = ("mono", "clir-qt", "clir-dt", "clir", "mlir-dt", "mlir")
-FUSION_METHODS = ("rrf", "combsum", "combmnz", "interpolate")
+#: Fusion methods, score normalizations and p-value corrections: the core's lists, as bound.
+FUSION_METHODS = _native.FUSION_METHODS
+NORMALIZATIONS = _native.NORMALIZATIONS
+CORRECTIONS = _native.CORRECTIONS
 RERANK_BACKENDS = ("pointwise", "openai")
 AVERAGES = ("macro", "query-weighted")
 #: NeuCLIR topic entries written by people (the English original and human translations).

@@ -9,6 +9,7 @@ from clirkit.experiment.config.model import (
     BEIR_SETTINGS,
     FUSION_METHODS,
     NEUCLIR_SETTINGS,
+    NORMALIZATIONS,
     RERANK_BACKENDS,
     FusionSpec,
     RerankSpec,
@@ -71,7 +72,7 @@ def read_fusion(source: TomlSource, top: TableReader, names_seen: dict[str, str]
             float(r.get("k", NUMBER, 60.0)),
             weights,
             r.positive("depth"),
-            r.choice("norm", ("minmax", "zscore", "none"), "minmax"),
+            r.choice("norm", NORMALIZATIONS, "minmax"),
             None if alpha is None else float(alpha),
             r.positive("top"),
         )

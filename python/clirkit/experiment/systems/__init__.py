@@ -16,6 +16,7 @@ BUILTIN_KINDS = (
     "clirkit.experiment.systems.dense",
     "clirkit.experiment.systems.multivector",
     "clirkit.experiment.systems.impact",
+    "clirkit.experiment.systems.run",
 )
 
 _KINDS: dict[str, SystemKind] = {}

@@ -170,7 +170,7 @@ class DenseKind:
         for source in task.docs.sources:
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.encode_corpus import encode_file, output_paths
+                from clirkit.encoders.corpus import encode_file, output_paths
 
                 def written(prefix: Path) -> list[Path]:
                     return [output_paths(prefix)[kind] for kind in ("npy", "ids")]
@@ -185,7 +185,7 @@ class DenseKind:
             import numpy as np
 
             from clirkit.dense import DenseIndex
-            from clirkit.encode_corpus import load_embeddings
+            from clirkit.encoders.corpus import load_embeddings
 
             matrices, all_ids = [], []
             for source, encoded in zip(task.docs.sources, encodes):

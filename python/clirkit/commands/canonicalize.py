@@ -1,4 +1,4 @@
-"""`clirkit convert-run`: re-write a run file in canonical order (score descending, then doc id
+"""`clirkit canonicalize`: re-write a run file in canonical order (score descending, then doc id
 descending) with fresh ranks, optionally cut to the top k."""
 
 from __future__ import annotations
