@@ -1,0 +1,82 @@
+"""Same-minute A/B of two clirkit builds: one workload per process, builds alternated.
+Run each build's ``python/`` first on the path (``PYTHONPATH=<checkout>/python``):
+
+    python benches/architecture_ab.py prepare    # indexes and inputs under benches/.work/ab (either build)
+    python benches/architecture_ab.py WORKLOAD   # bm25 | impact | dense | fusion: seconds and a digest
+
+The fusion workload reads ``rrf_1000x1000_run*.trec`` in the work folder, as written by
+``benches/fusion/fusion_vs_ranx.py``'s ``make_runs``.
+"""
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import clirkit._native as native
+import numpy as np
+
+W = Path(__file__).resolve().parent / ".work" / "ab"
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact"
+
+
+def prepare():
+    W.mkdir(parents=True, exist_ok=True)
+    if not (W / "bm25").exists():
+        native.Bm25Index.build(str(SCIFACT / "corpus.jsonl"), str(W / "bm25"), lang="en", quiet=True)
+    rng = np.random.default_rng(7)
+    if not (W / "impact").exists():
+        vocab = [f"t{i}" for i in range(30000)]
+        zipf = np.minimum(rng.zipf(1.3, size=100_000 * 40), 30000) - 1
+        with open(W / "impact.jsonl", "w") as f:
+            for d in range(100_000):
+                terms = zipf[d * 40 : (d + 1) * 40]
+                vec = {vocab[t]: round(float(rng.random() * 3), 2) + 0.01 for t in terms}
+                f.write(json.dumps({"id": f"d{d}", "contents": "", "vector": vec}) + "\n")
+        native.ImpactIndex.build(str(W / "impact.jsonl"), str(W / "impact"), quiet=True)
+        qs = []
+        for q in range(300):
+            terms = rng.choice(2000, size=8, replace=False)
+            qs.append((f"q{q}", [(vocab[t], 1.0 + float(rng.random())) for t in terms]))
+        (W / "impact_queries.json").write_text(json.dumps(qs))
+    if not (W / "dense").exists():
+        docs = rng.standard_normal((200_000, 64)).astype(np.float32)
+        ids = [f"d{i}" for i in range(len(docs))]
+        native.DenseIndex.build(docs, ids, pq=16, keep_vectors=False, quiet=True).save(str(W / "dense"))
+        np.save(W / "queries.npy", rng.standard_normal((1000, 64)).astype(np.float32))
+
+
+def digest(x):
+    return hashlib.sha256(repr(x).encode()).hexdigest()[:12]
+
+
+def run(workload):
+    t = time.perf_counter()
+    if workload == "bm25":
+        index = native.Bm25Index.open(str(W / "bm25"))
+        for _ in range(3):
+            r = index.search_file(str(SCIFACT / "queries.jsonl"), k=1000, threads=1, quiet=True)
+        out = [(q, r[q]) for q in r.qids()][:20]
+    elif workload == "impact":
+        index = native.ImpactIndex.open(str(W / "impact"))
+        qs = [(q, [tuple(p) for p in v]) for q, v in json.loads((W / "impact_queries.json").read_text())]
+        for _ in range(3):
+            r = index.batch_search(qs, k=1000, threads=1, quiet=True)
+        out = [(q, r[q]) for q in r.qids()][:20]
+    elif workload == "dense":
+        index = native.DenseIndex.open(str(W / "dense"))
+        queries = np.load(W / "queries.npy")
+        for _ in range(3):
+            scores, ids = index.search(queries, k=100, threads=1)
+        out = (scores.tobytes(), ids.tobytes())
+    elif workload == "fusion":
+        paths = sorted(str(p) for p in W.glob("rrf_1000x1000_run*.trec"))
+        for _ in range(1):
+            native.fuse_to_file(paths, str(W / "fused.trec"), threads=1)
+        out = (W / "fused.trec").read_bytes()
+    print(f"{workload} {time.perf_counter() - t:.3f} s {digest(out)}")
+
+
+if __name__ == "__main__":
+    prepare() if sys.argv[1] == "prepare" else run(sys.argv[1])
