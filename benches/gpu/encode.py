@@ -101,6 +101,9 @@ def main() -> int:
     gpu = OnnxEncoder(
         args.model, device=args.device, fp16=args.fp16 or None, batch_tokens=args.batch_tokens, batch_size=256
     )
+    if args.device == "cuda" and gpu.session.get_providers()[0] != "CUDAExecutionProvider":
+        print(f"the CUDA provider did not start (providers {gpu.session.get_providers()}): no GPU figure")
+        return 4
     dequantized = gpu.fp16 and is_dynamically_quantized(args.model / "model.onnx")
     reference_scratch = tempfile.TemporaryDirectory(prefix="gpu-encode-reference-")
     reference_dir = float_model_dir(args.model, Path(reference_scratch.name)) if dequantized else args.model

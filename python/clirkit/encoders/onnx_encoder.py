@@ -168,6 +168,7 @@ class OnnxEncoder:
         )
         # What the session settled on (fingerprint() digests these).
         self.session = self._onnx.session
+        self.device = self._onnx.device
         self.workers = self._onnx.workers
         self.one_text_per_call = self._onnx.one_text_per_call
         self.graph_optimization = self._onnx.graph_optimization

@@ -239,6 +239,14 @@ def open_session(
             session = ort.InferenceSession(
                 str(Path(model.name) / "model.onnx"), sess_options=options, providers=providers
             )
+    if device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
+        # onnxruntime falls back to the CPU when the CUDA provider's libraries fail to load.
+        warnings.warn(
+            "device 'cuda' requested but onnxruntime could not start its CUDA provider (CUDA or cuDNN "
+            "libraries not found; onnxruntime's log says which): encoding on CPU",
+            stacklevel=3,
+        )
+        device = "cpu"
     return OnnxSession(
         session=session,
         device=device,
