@@ -168,6 +168,9 @@ def float_weights(model: Any) -> Any | None:
             raise InvalidInputError(f"quantized weight input {name!r} is not a constant initializer")
         return numpy_helper.to_array(initializers[name])
 
+    def gather_axis(node: Any) -> dict[str, int]:
+        return {a.name: a.i for a in node.attribute if a.name == "axis"}
+
     def float_activation(user: Any) -> tuple[str, str]:
         """The float tensor a MatMulInteger's quantized input stands for, and that input's scale: the
         input of its DynamicQuantizeLinear, or the output of the DequantizeLinear already reading it
@@ -210,10 +213,35 @@ def float_weights(model: Any) -> Any | None:
             "MatMul", [activation, name], [rescale.output[0]], name=f"{rescale.output[0]}_float"
         )
         dropped.update((id(cast), id(rescale), id(scale_product)))
+    for node in graph.node:
+        # An int8 embedding table: Gather rows, then DequantizeLinear them. Its float16 conversion would
+        # give DequantizeLinear a float16 scale, which opsets before 19 refuse: gather float rows instead.
+        table = producers.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if table is None or table.op_type != "Gather" or table.input[0] not in initializers:
+            continue
+        rows = constant(table.input[0]).astype(np.float32)
+        if len(node.input) > 2 and node.input[2]:
+            rows = rows - constant(node.input[2]).astype(np.float32)
+        rows = rows * constant(node.input[1]).astype(np.float32)
+        name = f"{table.input[0]}_float"
+        graph.initializer.append(numpy_helper.from_array(rows, name))
+        replacement[id(node)] = helper.make_node(
+            "Gather",
+            [name, table.input[1]],
+            [node.output[0]],
+            name=f"{node.output[0]}_float",
+            **gather_axis(table),
+        )
     kept = [replacement.get(id(n), n) for n in graph.node if id(n) not in dropped]
     # A quantizer whose outputs no node reads any more goes too.
     used = {name for node in kept for name in node.input}
-    kept = [n for n in kept if n.op_type != "DynamicQuantizeLinear" or any(o in used for o in n.output)]
+    graph_outputs = {o.name for o in graph.output}
+    kept = [
+        n
+        for n in kept
+        if n.op_type not in ("DynamicQuantizeLinear", "Gather")
+        or any(o in used or o in graph_outputs for o in n.output)
+    ]
     used = {name for node in kept for name in node.input}
     unused = [t for t in graph.initializer if t.name not in used]
     for tensor in unused:
