@@ -9,7 +9,8 @@ alternate (clirkit, peer, peer, clirkit). With ``--device cpu`` everything runs 
 script's CI-sized form (a few documents), which a test runs so the script is known to work where no GPU
 is.
 
-    python benches/gpu/encode.py --model ../shared/models/all-MiniLM-L6-v2-int8 --docs 2000 --fp16
+    python benches/gpu/encode.py --model ../shared/models/all-MiniLM-L6-v2-int8 --docs 5183 --fp16
+    python benches/gpu/encode.py --model ../shared/models/multilingual-e5-small-int8 --docs 2000 --fp16
     python benches/gpu/encode.py --device cpu --docs 4 --peer none          # CI form, no GPU
 
 Prints one line per run and a JSON summary (also written to ``--json``): documents per second per
