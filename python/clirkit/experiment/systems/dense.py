@@ -17,6 +17,13 @@ from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import (
+    INSTRUCTION_KEYS,
+    encoder_instructions,
+    instructions_key,
+    read_instructions,
+    role_instructions,
+)
 
 EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
 QUERY_EMBEDDINGS = "queries.npy"
@@ -25,7 +32,7 @@ SEPARATOR = "#"
 
 def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict[str, Any], threads: Any):
     """One ``encoder_class`` per model and settings for the whole run (loading a model is slow)."""
-    key = (name, options["model"], options["max_length"], options["batch_size"])
+    key = (name, options["model"], options["max_length"], options["batch_size"], instructions_key(options))
     return ctx.cached(
         key,
         lambda: encoder_class(
@@ -33,6 +40,7 @@ def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict
             max_length=options["max_length"],
             batch_size=options["batch_size"],
             threads=threads,
+            **encoder_instructions(options),
         ),
     )
 
@@ -79,6 +87,7 @@ def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any
         "fields": options["fields"],
         "passages": options["passages"],
         "max_length": options["max_length"],
+        **role_instructions(options, "passage"),
     }
 
 
@@ -109,7 +118,7 @@ def add_query_stage(
         Stage(
             name,
             f"{verb} {len(task.queries)} queries of {task.label}{suffix}",
-            {"model": model, "max_length": options[max_length_option]},
+            {"model": model, "max_length": options[max_length_option], **role_instructions(options, "query")},
             (),
             {"queries": task.queries_digest},
             encode,
@@ -148,12 +157,13 @@ def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
         "batch_size": r.positive("batch_size", batch_size),
         "fields": list(r.strings("fields", ("title", "text"))),
         "hits": r.positive("hits"),
+        **read_instructions(r),
     }
 
 
 class DenseKind:
     name = "dense"
-    options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits")
+    options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits", *INSTRUCTION_KEYS)
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         passages = r.get("passages", list)

@@ -17,6 +17,7 @@ from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS, encoder_instructions, role_instructions
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
@@ -30,7 +31,16 @@ def _encoder(ctx: RunContext, options: dict[str, Any]):
 
 class ImpactKind:
     name = "impact"
-    options = ("model", "quantize", "max_length", "query_max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "quantize",
+        "max_length",
+        "query_max_length",
+        "batch_size",
+        "fields",
+        "hits",
+        *INSTRUCTION_KEYS,
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         return {
@@ -42,7 +52,12 @@ class ImpactKind:
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
         model = model_identity(options["model"])
-        encode_params = {"model": model, "fields": options["fields"], "max_length": options["max_length"]}
+        encode_params = {
+            "model": model,
+            "fields": options["fields"],
+            "max_length": options["max_length"],
+            **role_instructions(options, "passage"),
+        }
         encodes, prefixes = [], []
         for source in task.docs.sources:
             shared = heads_encode_stage(plan, "sparse", source, {**options, "passages": None}, model)
@@ -98,6 +113,7 @@ class ImpactKind:
                     max_length=options["query_max_length"],
                     batch_size=options["batch_size"],
                     threads=ctx.threads or 0,
+                    **encoder_instructions(options),
                 )
             vectors = encoder.encode_queries([text for _, text, _ in task.queries])
             qids = [q for q, _, _ in task.queries]

@@ -24,6 +24,7 @@ from clirkit.experiment.systems.dense import (
     write_search_run,
 )
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS
 
 TOKENS = "tokens"  # prefix of the token files in an encode artifact
 QUERY_TOKENS = "queries"
@@ -31,7 +32,17 @@ QUERY_TOKENS = "queries"
 
 class MultiVectorKind:
     name = "multivector"
-    options = ("model", "passages", "nbits", "centroids", "max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "passages",
+        "nbits",
+        "centroids",
+        "max_length",
+        "batch_size",
+        "fields",
+        "hits",
+        *INSTRUCTION_KEYS,
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         options = DenseKind().validate(r, base)
