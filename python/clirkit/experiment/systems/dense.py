@@ -17,6 +17,7 @@ from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -223,8 +224,13 @@ class DenseKind:
             return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = document_encode_params(model, options)
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "dense", source, options, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.corpus import encode_file, output_paths
@@ -237,17 +243,18 @@ class DenseKind:
             label = f"encode {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("encode", label, encode_params, (), identity, encode)))
+            prefixes.append(EMBEDDINGS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.dense import read_ids
 
             parts = []
-            for source, encoded in zip(task.docs.sources, encodes):
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
                 wanted = None
                 if source.lang_filter is not None:
                     wanted = frozenset(doc_id for doc_id, *_ in iter_documents(source))
-                npy = encoded.output / f"{EMBEDDINGS}.npy"
-                parts.append((npy, read_ids(encoded.output / f"{EMBEDDINGS}.ids.txt"), wanted))
+                npy = encoded.output / f"{prefix}.npy"
+                parts.append((npy, read_ids(encoded.output / f"{prefix}.ids.txt"), wanted))
             build_dense(parts, out / "index", options, ctx, passages=options["passages"] is not None)
 
         index = add_index_stage(
@@ -257,7 +264,12 @@ class DenseKind:
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            vectors = dense_encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            encoder = (
+                head_query_encoder(ctx, options, "dense", options["max_length"])
+                if "dense" in declared_families(options["model"])
+                else dense_encoder(ctx, options)
+            )
+            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)

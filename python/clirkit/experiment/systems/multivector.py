@@ -25,6 +25,7 @@ from clirkit.experiment.systems.dense import (
     encode_documents_resumably,
     write_search_run,
 )
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -123,8 +124,13 @@ class MultiVectorKind:
             return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = {**document_encode_params(model, options), "tokens": True}
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "multivector", source, options, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.tokens import encode_tokens_file, token_paths
@@ -139,16 +145,17 @@ class MultiVectorKind:
             label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("encode-tokens", label, encode_params, (), identity, encode)))
+            prefixes.append(TOKENS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             parts = []
-            for source, encoded in zip(task.docs.sources, encodes):
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
                 wanted = None
                 if source.lang_filter is not None:
                     docs = frozenset(doc_id for doc_id, *_ in iter_documents(source))
                     doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
                     wanted = lambda i, docs=docs, doc_of=doc_of: doc_of(i) in docs  # noqa: E731
-                parts.append((encoded.output / TOKENS, wanted))
+                parts.append((encoded.output / prefix, wanted))
             index_token_parts(parts, out, options, ctx)
 
         index = add_index_stage(
@@ -166,9 +173,11 @@ class MultiVectorKind:
 
             from clirkit.encoders.tokens import TokenEncoder, token_paths
 
-            matrices = TokenEncoder(dense_encoder(ctx, options)).encode_queries(
-                [text for _, text, _ in task.queries]
-            )
+            if "multivector" in declared_families(options["model"]):
+                encoder = head_query_encoder(ctx, options, "multivector", options["max_length"])
+            else:
+                encoder = TokenEncoder(dense_encoder(ctx, options))
+            matrices = encoder.encode_queries([text for _, text, _ in task.queries])
             paths = token_paths(out / QUERY_TOKENS)
             np.save(paths["tokens"], np.concatenate(matrices))
             np.save(
