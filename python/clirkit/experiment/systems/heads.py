@@ -73,6 +73,7 @@ def encoding_key(options: dict[str, Any]) -> tuple[Any, ...]:
         passages,
         options["max_length"],
         instructions_key(options),
+        options.get("dtype", "float32"),
     )
 
 
@@ -123,6 +124,7 @@ def heads_encode_stage(
         "max_length": options["max_length"],
         "heads": families,
         **role_instructions(options, "passage"),
+        **({"dtype": options["dtype"]} if options.get("dtype", "float32") != "float32" else {}),
     }
     path = source.path
 
@@ -153,7 +155,15 @@ def heads_encode_stage(
         )
         prefix = ctx.store.partial(stage.digest) / PREFIX
         passages = tuple(options["passages"]) if options["passages"] else None
-        encode_heads_file(encoder, path, prefix, fields=options["fields"], passages=passages, quiet=ctx.quiet)
+        encode_heads_file(
+            encoder,
+            path,
+            prefix,
+            fields=options["fields"],
+            passages=passages,
+            dtype=options.get("dtype", "float32"),
+            quiet=ctx.quiet,
+        )
         written: list[Path] = []
         for name in families:
             part = Path(f"{prefix}.{name}")
