@@ -21,6 +21,7 @@ from clirkit.experiment.systems.heads import declared_families, head_query_encod
 from clirkit.experiment.systems.instructions import (
     INSTRUCTION_KEYS,
     encoder_instructions,
+    file_encoding_options,
     instructions_key,
     read_instructions,
     role_instructions,
@@ -75,16 +76,7 @@ def encode_documents_resumably(
     ``written(prefix)`` into ``out``."""
     warn_empty_documents(Path(path), options["fields"], stage.label)
     prefix = ctx.store.partial(stage.digest) / name
-    passages = tuple(options["passages"]) if options["passages"] else None
-    encode_file(
-        dense_encoder(ctx, options),
-        path,
-        prefix,
-        fields=options["fields"],
-        passages=passages,
-        dtype=options.get("dtype", "float32"),
-        quiet=ctx.quiet,
-    )
+    encode_file(dense_encoder(ctx, options), path, prefix, **file_encoding_options(options, ctx.quiet))
     for done in written(prefix):
         done.rename(out / done.name)
 

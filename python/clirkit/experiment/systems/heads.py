@@ -26,7 +26,12 @@ from typing import Any, Optional
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RunContext, Stage
 from clirkit.experiment.stages import warn_empty_documents
-from clirkit.experiment.systems.instructions import encoder_instructions, instructions_key, role_instructions
+from clirkit.experiment.systems.instructions import (
+    encoder_instructions,
+    file_encoding_options,
+    instructions_key,
+    role_instructions,
+)
 
 #: The head family each system kind reads.
 FAMILY_OF_KIND = {"dense": "dense", "impact": "sparse", "multivector": "multivector"}
@@ -154,16 +159,7 @@ def heads_encode_stage(
             ),
         )
         prefix = ctx.store.partial(stage.digest) / PREFIX
-        passages = tuple(options["passages"]) if options["passages"] else None
-        encode_heads_file(
-            encoder,
-            path,
-            prefix,
-            fields=options["fields"],
-            passages=passages,
-            dtype=options.get("dtype", "float32"),
-            quiet=ctx.quiet,
-        )
+        encode_heads_file(encoder, path, prefix, **file_encoding_options(options, ctx.quiet))
         written: list[Path] = []
         for name in families:
             part = Path(f"{prefix}.{name}")

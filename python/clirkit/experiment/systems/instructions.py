@@ -56,6 +56,18 @@ def role_instructions(options: dict[str, Any], role: str) -> dict[str, Any]:
     return out
 
 
+def file_encoding_options(options: dict[str, Any], quiet: bool) -> dict[str, Any]:
+    """How a system's documents file is encoded, as the resumable writers take it (``fields``,
+    ``passages``, the storage ``dtype``, ``quiet``)."""
+    passages = tuple(options["passages"]) if options.get("passages") else None
+    return {
+        "fields": options["fields"],
+        "passages": passages,
+        "dtype": options.get("dtype", "float32"),
+        "quiet": quiet,
+    }
+
+
 def instructions_key(options: dict[str, Any]) -> str:
     """The instructions as one hashable text (for caches of loaded encoders)."""
     return json.dumps(encoder_instructions(options), sort_keys=True)
