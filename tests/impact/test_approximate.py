@@ -98,7 +98,16 @@ def test_calibration_reaches_its_target(collection):
 
 def test_cli_is_exact_unless_asked_and_audits(collection, capsys):
     index, _, tmp = collection
-    base = ["search", "impact", "--index", str(tmp / "idx"), "--queries", str(tmp / "queries.jsonl"), "--k", "20"]
+    base = [
+        "search",
+        "impact",
+        "--index",
+        str(tmp / "idx"),
+        "--queries",
+        str(tmp / "queries.jsonl"),
+        "--k",
+        "20",
+    ]
     assert cli([*base, "--output", str(tmp / "exact.trec"), "--quiet"]) == 0
     exact = (tmp / "exact.trec").read_bytes()
     with pytest.raises(SystemExit, match="--audit need --approximate"):
@@ -110,7 +119,17 @@ def test_cli_is_exact_unless_asked_and_audits(collection, capsys):
     assert "audit: 7 of 60 queries re-run exactly" in err and "Accuracy@10 1.0000" in err
     sidecar = json.loads((tmp / "approx.trec.audit.json").read_text())
     assert sidecar["audited"] == 7 and sidecar["accuracy_at_10"] == 1.0 and sidecar["postings_per_term"] == 0
-    hard = ["--approximate", "--postings-per-term", "10", "--query-terms", "2", "--candidates", "12", "--audit", "60"]
+    hard = [
+        "--approximate",
+        "--postings-per-term",
+        "10",
+        "--query-terms",
+        "2",
+        "--candidates",
+        "12",
+        "--audit",
+        "60",
+    ]
     assert cli([*base, "--output", str(tmp / "hard.trec"), *hard, "--quiet"]) == 0
     sidecar = json.loads((tmp / "hard.trec.audit.json").read_text())
     assert sidecar["accuracy_at_10"] < 1.0 and sidecar["settings"] == {"query_terms": 2, "candidates": 12}

@@ -111,6 +111,7 @@ impl PyApproximateImpactIndex {
 
     /// Search queries (a file or pairs) on `threads` threads.
     #[pyo3(signature = (queries, k, query_terms, candidates, threads, quiet))]
+    #[allow(clippy::too_many_arguments)]
     fn batch_search(
         &self,
         py: Python<'_>,
