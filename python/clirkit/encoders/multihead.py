@@ -37,7 +37,7 @@ import numpy as np
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 from clirkit.encoders.corpus import encode_file, encode_sparse_file
-from clirkit.encoders.heads import token_vector_matrices, token_weight_vectors
+from clirkit.encoders.heads import token_state_heads_problem, token_vector_matrices, token_weight_vectors
 from clirkit.encoders.onnx_encoder import OnnxEncoder
 from clirkit.encoders.pooling import POOLINGS, pool
 from clirkit.encoders.tokenization import encode_truncated, map_batches, padded_batch
@@ -71,11 +71,36 @@ def configured_heads(config: dict[str, Any], where: Path) -> dict[str, dict[str,
 
 class MultiHeadEncoder(OnnxEncoder):
     """The heads ``outputs`` (default: every family ``config.json`` declares) of one model from one
-    forward pass per batch. Other options as for :class:`OnnxEncoder`."""
+    forward pass per batch. Other options as for :class:`OnnxEncoder`.
 
-    def __init__(self, model_dir: PathLike, *, outputs: Sequence[str] | None = None, **options: Any) -> None:
+    ``token_states``: for a model that declares no heads, its per-token output (the graph's first) gives
+    two families from one pass: ``dense`` (pooled and normalized as :class:`OnnxEncoder` pools it) and
+    ``multivector`` (every token's state, L2-normalized, as :class:`~clirkit.encoders.tokens.TokenEncoder`
+    stores it). Refused for a sparse model, a ``"colbert"`` configuration or a ``projection.npy``, whose
+    multi-vector encoding is not the token states."""
+
+    def __init__(
+        self,
+        model_dir: PathLike,
+        *,
+        outputs: Sequence[str] | None = None,
+        token_states: bool = False,
+        **options: Any,
+    ) -> None:
         super().__init__(model_dir, **options)
-        declared = configured_heads(self.config, self.model_dir / "config.json")
+        if token_states:
+            problem = token_state_heads_problem(self.model_dir, self.config)
+            if problem is not None:
+                raise InvalidInputError(
+                    f"{self.model_dir}: token_states needs a plain per-token model, but {problem}"
+                )
+            state = self._onnx.output_name
+            declared = {
+                "dense": {"output": state, "pooling": self.pooling, "normalize": self.normalize},
+                "multivector": {"output": state},
+            }
+        else:
+            declared = configured_heads(self.config, self.model_dir / "config.json")
         wanted = list(outputs) if outputs else list(declared)
         missing = [family for family in wanted if family not in declared]
         if missing or not wanted:
@@ -104,12 +129,16 @@ class MultiHeadEncoder(OnnxEncoder):
         self._chunks: OrderedDict[str, tuple[dict[str, list[Any]], int]] = OrderedDict()
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
+        if "heads" not in self.config:  # the token states' dense family pools as OnnxEncoder does
+            super()._configure_output(pooling, normalize)
+            return
         dense = (self.config.get("heads") or {}).get("dense") or {}
         self.pooling = pooling or dense.get("pooling", "cls")
         self.normalize = bool(normalize if normalize is not None else dense.get("normalize", True))
 
     def _vector_settings(self) -> list[Any]:
-        return [*super()._vector_settings(), "heads", json.dumps(self.config.get("heads"), sort_keys=True)]
+        heads = self.config.get("heads", "token states")  # the same for any choice of outputs
+        return [*super()._vector_settings(), "heads", json.dumps(heads, sort_keys=True)]
 
     def encode_heads(self, texts: Sequence[str], prefix: str = "") -> dict[str, list[Any]]:
         """``prefix + text`` for each text through one forward pass per batch: family -> one result per

@@ -45,7 +45,8 @@ requantization amplifies to cosine ~0.999 (as any change of kernels does); ``opt
 runs the shipped graph at onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
 (onnxruntime's intra-op thread pool spends much of its time synchronizing on matrices this small).
 Results come back in input order. On CUDA the session uses IO binding and, with ``fp16=True``, a float16
-copy of the model's float weights.
+copy of the model's float weights; a dynamically int8-quantized model is then dequantized first
+(:func:`clirkit.encoders.quantization.float_weights`), since a GPU runs float16 faster than that int8 path.
 """
 
 from __future__ import annotations
@@ -163,9 +164,11 @@ class OnnxEncoder:
             batch_invariant,
             self.fp16,
             optimize_graph,
+            pooling=self.pooling,
         )
         # What the session settled on (fingerprint() digests these).
         self.session = self._onnx.session
+        self.device = self._onnx.device
         self.workers = self._onnx.workers
         self.one_text_per_call = self._onnx.one_text_per_call
         self.graph_optimization = self._onnx.graph_optimization

@@ -28,6 +28,7 @@ import numpy as np
 
 from clirkit._native import InvalidInputError
 from clirkit._threads import worker_count
+from clirkit.encoders.graph_pooling import GRAPH_POOLINGS, pool_in_graph
 
 DEVICES = ("auto", "cuda", "cpu")
 
@@ -177,15 +178,19 @@ def open_session(
     batch_invariant: bool,
     fp16: bool,
     optimize_graph: bool = True,
+    pooling: str | None = None,
 ) -> OnnxSession:
     """A session for ``model_path`` on ``device`` (``cuda`` or ``cpu``) with ``threads`` workers (0: all
     cores). On CPU with ``optimize_graph`` the graph run is the prepared one of
     :mod:`clirkit.encoders.graph_cache` (attention fused, cached); otherwise the shipped graph at
-    onnxruntime's default level, bit for bit what a plain onnxruntime loop gives."""
+    onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CUDA a dense
+    encoder's ``pooling`` is done in the graph where :mod:`clirkit.encoders.graph_pooling` can."""
     options = ort.SessionOptions()
     if not model_path.is_file():
         raise FileNotFoundError(f"model file {model_path} does not exist")
-    model, rewritten, one_text_per_call, fp16 = _prepared_model(model_path, device, batch_invariant, fp16)
+    model, rewritten, one_text_per_call, fp16 = _prepared_model(
+        model_path, device, batch_invariant, fp16, pooling
+    )
     # onnxruntime's extended fusions change int8 rounding (up to 1e-2 cosine on degenerate
     # inputs), so a rewritten quantized graph gets the basic optimizations only: its vectors then
     # equal the original model's run one text at a time at that level.
@@ -234,6 +239,14 @@ def open_session(
             session = ort.InferenceSession(
                 str(Path(model.name) / "model.onnx"), sess_options=options, providers=providers
             )
+    if device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
+        # onnxruntime falls back to the CPU when the CUDA provider's libraries fail to load.
+        warnings.warn(
+            "device 'cuda' requested but onnxruntime could not start its CUDA provider (CUDA or cuDNN "
+            "libraries not found; onnxruntime's log says which): encoding on CPU",
+            stacklevel=3,
+        )
+        device = "cpu"
     return OnnxSession(
         session=session,
         device=device,
@@ -247,29 +260,31 @@ def open_session(
 
 
 def _prepared_model(
-    path: Path, device: str, batch_invariant: bool, fp16: bool
+    path: Path, device: str, batch_invariant: bool, fp16: bool, pooling: str | None
 ) -> tuple[Path | tempfile.TemporaryDirectory[str], bool, bool, bool]:
     """The model to run: ``path`` itself, or a temporary directory holding model.onnx rewritten for
     per-sequence int8 activation quantization when it is dynamically quantized and batched on CUDA (see
-    :mod:`clirkit.encoders.quantization`) and with float16 weights when ``fp16`` is on; whether it was
+    :mod:`clirkit.encoders.quantization`), or dequantized to float weights when ``fp16`` is asked for such
+    a model on CUDA, with float16 weights when ``fp16`` is on and pooling in the graph on CUDA; whether it was
     rewritten for quantization; whether it runs one text per call (a dynamically quantized model on CPU);
     and whether float16 stays on."""
-    dynamic = _is_dynamically_quantized(path)
+    dynamic = is_dynamically_quantized(path)
     # On CPU such a model runs one text per call instead (see clirkit.encoders.onnx_encoder).
     one_text_per_call = batch_invariant and dynamic and device != "cuda"
-    quantized = batch_invariant and dynamic and device == "cuda"
-    if fp16 and dynamic:
-        warnings.warn(
-            "fp16 applies to float models; this model is dynamically int8-quantized, so its float "
-            "parts stay float32",
-            stacklevel=4,
-        )
-        fp16 = False
-    if not (quantized or fp16):
+    # float16 on a dynamically quantized model: its weights are dequantized, so nothing is quantized
+    # per batch any more (GPUs run the float16 graph on tensor cores; their int8 path is slower).
+    dequantize = fp16 and dynamic and device == "cuda"
+    quantized = batch_invariant and dynamic and device == "cuda" and not dequantize
+    graph_pooling = device == "cuda" and pooling in GRAPH_POOLINGS
+    if not (quantized or fp16 or graph_pooling):
         return path, False, one_text_per_call, fp16
     onnx = _import_onnx()
     model = onnx.load(str(path))  # external data, if any, is read from beside the graph
     rewritten = False
+    if dequantize:
+        from clirkit.encoders.quantization import float_weights
+
+        float_weights(model)
     if quantized:
         from clirkit.encoders.quantization import per_sequence_quantization
 
@@ -278,6 +293,8 @@ def _prepared_model(
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         model = convert_float_to_float16(model, keep_io_types=True)
+    if graph_pooling:
+        pool_in_graph(model, pooling)
     return _resaved(model), rewritten, one_text_per_call, fp16
 
 
@@ -316,7 +333,7 @@ def _has_external_tensors(path: Path) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer)
 
 
-def _is_dynamically_quantized(path: Path) -> bool:
+def is_dynamically_quantized(path: Path) -> bool:
     """Whether the graph holds DynamicQuantizeLinear nodes: operator types are plain strings in the
     protobuf, so the file is scanned, not parsed (mapped: it can be large)."""
     with path.open("rb") as f:

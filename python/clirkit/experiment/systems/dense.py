@@ -16,6 +16,7 @@ from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
 
 EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
 QUERY_EMBEDDINGS = "queries.npy"
@@ -166,8 +167,13 @@ class DenseKind:
         options = spec.options
         model = model_identity(options["model"])
         encode_params = document_encode_params(model, options)
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "dense", source, options, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.corpus import encode_file, output_paths
@@ -180,6 +186,7 @@ class DenseKind:
             label = f"encode {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("encode", label, encode_params, (), identity, encode)))
+            prefixes.append(EMBEDDINGS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
@@ -188,8 +195,8 @@ class DenseKind:
             from clirkit.encoders.corpus import load_embeddings
 
             matrices, all_ids = [], []
-            for source, encoded in zip(task.docs.sources, encodes):
-                matrix, ids = load_embeddings(encoded.output / EMBEDDINGS)
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
+                matrix, ids = load_embeddings(encoded.output / prefix)
                 if source.lang_filter is not None:
                     wanted = {doc_id for doc_id, *_ in iter_documents(source)}
                     doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
@@ -210,7 +217,12 @@ class DenseKind:
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            vectors = dense_encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            encoder = (
+                head_query_encoder(ctx, options, "dense", options["max_length"])
+                if "dense" in declared_families(options["model"])
+                else dense_encoder(ctx, options)
+            )
+            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)

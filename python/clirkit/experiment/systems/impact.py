@@ -23,6 +23,7 @@ from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
@@ -121,8 +122,13 @@ class ImpactKind:
         options = spec.options
         model = model_identity(options["model"])
         encode_params = {"model": model, "fields": options["fields"], "max_length": options["max_length"]}
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "sparse", source, {**options, "passages": None}, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders import encode_sparse_file
@@ -136,17 +142,18 @@ class ImpactKind:
             label = f"sparse-encode {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("sparse-encode", label, encode_params, (), identity, encode)))
+            prefixes.append(VECTORS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.impact import ImpactIndex
 
             vectors = out / "docs.vectors.jsonl"
             with open(vectors, "w", encoding="utf-8") as joined:
-                for source, encoded in zip(task.docs.sources, encodes):
+                for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
                     wanted = None
                     if source.lang_filter is not None:
                         wanted = {doc_id for doc_id, *_ in iter_documents(source)}
-                    with open(encoded.output / f"{VECTORS}.vectors.jsonl", encoding="utf-8") as part:
+                    with open(encoded.output / f"{prefix}.vectors.jsonl", encoding="utf-8") as part:
                         for line in part:
                             if wanted is None or str(json.loads(line)["id"]) in wanted:
                                 joined.write(line)
@@ -162,12 +169,15 @@ class ImpactKind:
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.encoders import SparseEncoder
 
-            encoder = SparseEncoder(
-                options["model"],
-                max_length=options["query_max_length"],
-                batch_size=options["batch_size"],
-                threads=ctx.threads or 0,
-            )
+            if "sparse" in declared_families(options["model"]):
+                encoder = head_query_encoder(ctx, options, "sparse", options["query_max_length"])
+            else:
+                encoder = SparseEncoder(
+                    options["model"],
+                    max_length=options["query_max_length"],
+                    batch_size=options["batch_size"],
+                    threads=ctx.threads or 0,
+                )
             vectors = encoder.encode_queries([text for _, text, _ in task.queries])
             qids = [q for q, _, _ in task.queries]
             (out / QUERY_VECTORS).write_text(json.dumps(list(zip(qids, vectors))), encoding="utf-8")

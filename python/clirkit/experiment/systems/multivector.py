@@ -23,6 +23,7 @@ from clirkit.experiment.systems.dense import (
     encode_documents_resumably,
     write_search_run,
 )
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
 
 TOKENS = "tokens"  # prefix of the token files in an encode artifact
 QUERY_TOKENS = "queries"
@@ -44,8 +45,13 @@ class MultiVectorKind:
         options = spec.options
         model = model_identity(options["model"])
         encode_params = {**document_encode_params(model, options), "tokens": True}
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "multivector", source, options, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.tokens import encode_tokens_file, token_paths
@@ -60,6 +66,7 @@ class MultiVectorKind:
             label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("encode-tokens", label, encode_params, (), identity, encode)))
+            prefixes.append(TOKENS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
@@ -67,8 +74,8 @@ class MultiVectorKind:
             from clirkit.multivector import MultiVectorIndex, load_tokens
 
             parts, lengths, all_ids = [], [], []
-            for source, encoded in zip(task.docs.sources, encodes):
-                tokens, offsets, ids = load_tokens(encoded.output / TOKENS)
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
+                tokens, offsets, ids = load_tokens(encoded.output / prefix)
                 keep = range(len(ids))
                 if source.lang_filter is not None:
                     wanted = {doc_id for doc_id, *_ in iter_documents(source)}
@@ -104,9 +111,11 @@ class MultiVectorKind:
 
             from clirkit.encoders.tokens import TokenEncoder, token_paths
 
-            matrices = TokenEncoder(dense_encoder(ctx, options)).encode_queries(
-                [text for _, text, _ in task.queries]
-            )
+            if "multivector" in declared_families(options["model"]):
+                encoder = head_query_encoder(ctx, options, "multivector", options["max_length"])
+            else:
+                encoder = TokenEncoder(dense_encoder(ctx, options))
+            matrices = encoder.encode_queries([text for _, text, _ in task.queries])
             paths = token_paths(out / QUERY_TOKENS)
             np.save(paths["tokens"], np.concatenate(matrices))
             np.save(

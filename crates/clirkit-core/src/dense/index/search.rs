@@ -4,10 +4,12 @@
 
 use super::scan::ScanTask;
 use super::{DenseIndex, Hits, PqPart, SearchOptions, StoredVectors};
-use crate::dense::fastscan::{rescore, select, Isa, BLOCK};
+use crate::dense::fastscan::{rescore, Isa, BLOCK};
 use crate::dense::{check_matrix, flat};
 use crate::error::{Error, Result};
 use crate::parallel;
+use crate::topk::reservoir;
+use crate::topk::Score;
 use rayon::prelude::*;
 
 /// Shortlist size over k for re-scoring 4-bit fast-scan candidates with the float table.
@@ -198,7 +200,7 @@ impl DenseIndex {
                         .iter()
                         .map(|heap| {
                             heap.iter()
-                                .map(|hit| select::key(order_key(hit.score), hit.id))
+                                .map(|hit| reservoir::key(hit.score.order_bits(), hit.id))
                                 .collect()
                         })
                         .collect()
@@ -210,7 +212,7 @@ impl DenseIndex {
             .enumerate()
             .map(|(qi, mut keys)| {
                 best_keys(&mut keys, shortlist);
-                let slots: Vec<u32> = keys.iter().map(|&key| select::slot_of(key)).collect();
+                let slots: Vec<u32> = keys.iter().map(|&key| reservoir::slot_of(key)).collect();
                 let scores: Vec<f32> = if p.pq.nbits == 4 {
                     // The float PQ scores, in SIMD (the same bits as `adc_score`).
                     let lut = &luts[qi * m * ksub..(qi + 1) * m * ksub];
@@ -219,14 +221,14 @@ impl DenseIndex {
                     scores
                 } else {
                     keys.iter()
-                        .map(|&key| from_order_key(select::score_of(key)))
+                        .map(|&key| f32::from_order_bits(reservoir::score_of(key)))
                         .collect()
                 };
                 keys.iter()
                     .zip(slots)
                     .zip(scores)
                     .map(|((&key, slot), score)| ShortlistHit {
-                        key: select::score_of(key),
+                        key: reservoir::score_of(key),
                         slot,
                         score,
                     })
@@ -269,24 +271,4 @@ pub(super) struct ShortlistHit {
     pub key: u32,
     pub slot: u32,
     pub score: f32,
-}
-
-/// A float score as an unsigned key of the same order (`total_cmp`), so quantized and float
-/// selections share one integer order.
-pub fn order_key(score: f32) -> u32 {
-    let bits = score.to_bits();
-    if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 1 << 31
-    }
-}
-
-/// The float score of an [`order_key`].
-pub fn from_order_key(key: u32) -> f32 {
-    f32::from_bits(if key >> 31 == 1 {
-        key & !(1 << 31)
-    } else {
-        !key
-    })
 }

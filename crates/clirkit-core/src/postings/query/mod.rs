@@ -21,7 +21,7 @@ pub use cost::Strategy;
 pub use selection::Hit;
 
 use crate::postings::{Cursor, PostingScorer};
-use selection::{BufferTopK, HeapTopK, Selection, EXACT_THRESHOLD_MAX_K};
+use selection::{BufferSelection, HeapSelection, Selection, EXACT_THRESHOLD_MAX_K};
 
 /// The top `k` documents of the query whose terms `cursors` walk, by `strategy`.
 pub fn top_k<S: PostingScorer>(
@@ -38,9 +38,9 @@ pub fn top_k<S: PostingScorer>(
         Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
         _ if k == 0 || cursors.is_empty() => Vec::new(),
         _ if k <= EXACT_THRESHOLD_MAX_K => {
-            document_at_a_time(strategy, cursors, HeapTopK::new(k, ranks))
+            document_at_a_time(strategy, cursors, HeapSelection::new(k, ranks))
         }
-        _ => document_at_a_time(strategy, cursors, BufferTopK::new(k, ranks)),
+        _ => document_at_a_time(strategy, cursors, BufferSelection::new(k, ranks)),
     }
 }
 
