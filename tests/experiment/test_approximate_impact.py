@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from pathlib import Path
 
 import pytest
+from clirkit.cli import main as cli
 from clirkit.experiment import Experiment
 from clirkit.experiment.toml_source import ExperimentError
+from conftest import sample_experiment_head
 
 SAMPLE = Path(__file__).resolve().parents[2] / "python" / "clirkit" / "data" / "sample"
 
@@ -81,3 +84,51 @@ def test_a_bad_approximate_table_names_its_key(tmp_path, shared):
     ):
         with pytest.raises(ExperimentError, match=key):
             Experiment(_config(tmp_path, model, table), tmp_path / "work", quiet=True)
+
+
+def test_precomputed_vectors_approximate_run_and_audit_equal_the_cli(tmp_path):
+    rng = random.Random(3)
+    vocab = [f"t{n}" for n in range(40)]
+
+    def vectors(ids: list[str]) -> str:
+        rows = [
+            {"id": i, "vector": {t: rng.randint(1, 300) / 100 for t in rng.sample(vocab, 6)}} for i in ids
+        ]
+        return "".join(json.dumps(r) + "\n" for r in rows)
+
+    docs = [json.loads(line)["_id"] for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()]
+    queries = [
+        r["_id"]
+        for r in map(json.loads, (SAMPLE / "queries.jsonl").read_text().splitlines())
+        if r["lang"] == "en"
+    ]
+    (tmp_path / "docs.vectors.jsonl").write_text(vectors(docs), encoding="utf-8")
+    (tmp_path / "queries.vectors.jsonl").write_text(vectors(queries), encoding="utf-8")
+    systems = """
+[systems.splade]
+kind = "impact"
+vectors = "docs.vectors.jsonl"
+query_vectors = "queries.vectors.jsonl"
+hits = 50
+approximate = { postings_per_term = 4, candidates = 60, audit = 12, seed = 9 }
+"""
+    path = tmp_path / "pre.toml"
+    path.write_text(
+        sample_experiment_head("pre", ["en"]) + systems + '\n[evaluation]\nmeasures = ["nDCG@10"]\n'
+    )
+    exp = Experiment(path, tmp_path / "work", quiet=True)
+    exp.run(log=io.StringIO())
+    stage = exp.plan.runs["splade"]["mlir/en"]
+    index, run = tmp_path / "cli-index", tmp_path / "cli.trec"
+    assert (
+        cli(["index", "impact", "--vectors", str(tmp_path / "docs.vectors.jsonl"), "--index", str(index)])
+        == 0
+    )
+    assert cli(["search", "impact", "--index", str(index), "--queries", str(tmp_path / "queries.vectors.jsonl"),
+                "--output", str(run), "--k", "50", "--quiet", "--approximate", "--postings-per-term", "4",
+                "--candidates", "60", "--audit", "12", "--audit-seed", "9"]) == 0  # fmt: skip
+    assert (stage.output / "run.trec").read_bytes() == run.read_bytes()
+    audit = json.loads((stage.output / "audit.json").read_text())
+    sidecar = json.loads(Path(f"{run}.audit.json").read_text())
+    assert {k: sidecar[k] for k in audit} == audit
+    assert audit["accuracy_at_10"] < 1.0

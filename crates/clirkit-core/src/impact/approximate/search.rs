@@ -21,6 +21,8 @@ const EXACT_SCORE_LIMIT: u64 = 1 << 24;
 struct Scratch {
     partial: Vec<u32>,
     touched: Vec<u32>,
+    /// The touched documents as packed (partial score, !document) keys, for the selection.
+    keyed: Vec<u64>,
     weights: Vec<u32>,
     /// Set while a query runs: a query that stopped half-way (a panic) left it dirty.
     busy: bool,
@@ -124,6 +126,7 @@ impl ApproximateIndex {
             let Scratch {
                 partial,
                 touched,
+                keyed,
                 weights,
                 ..
             } = &mut *s;
@@ -137,15 +140,17 @@ impl ApproximateIndex {
                     *p += q * impact;
                 }
             }
-            if touched.len() > candidates {
-                // Partial score descending, then document number: a total order, so the
-                // candidates are the same whatever order the documents were touched in.
-                let order = |a: &u32, b: &u32| {
-                    partial[*b as usize]
-                        .cmp(&partial[*a as usize])
-                        .then(a.cmp(b))
-                };
-                touched.select_nth_unstable_by(candidates - 1, order);
+            // Partial score descending, then document number ascending: a total order, so the
+            // candidates are the same whatever order the documents were touched in.
+            keyed.clear();
+            keyed.extend(
+                touched
+                    .iter()
+                    .map(|&d| ((partial[d as usize] as u64) << 32) | (!d) as u64),
+            );
+            if keyed.len() > candidates {
+                keyed.select_nth_unstable_by(candidates - 1, |a, b| b.cmp(a));
+                keyed.truncate(candidates);
             }
             for &(term, q) in &query {
                 weights[term] = q;
@@ -153,7 +158,8 @@ impl ApproximateIndex {
             let shift = self.impact_bits;
             let mask = (1u32 << shift) - 1;
             let mut top: TopK<f32, HigherKeyFirst> = TopK::new(k);
-            for &doc in touched.iter().take(candidates) {
+            for &key in keyed.iter() {
+                let doc = !(key as u32);
                 let mut score = 0u64;
                 for &e in self.doc_entries(doc) {
                     score += weights[(e >> shift) as usize] as u64 * (e & mask) as u64;

@@ -1,8 +1,9 @@
 //! The approximate search's structure, built in memory from an opened impact index:
 //! - a forward index: each document's (term number, impact) pairs packed in one `u32` each
 //!   (`term << impact_bits | impact`), documents one after another;
-//! - per term, its `postings_per_term` postings of highest impact, impact descending (ties by
-//!   document number), as parallel arrays of documents and impacts;
+//! - per term, its `postings_per_term` postings of highest impact (ties to the lower document
+//!   number), in document order (a walk then sweeps the partial scores in one direction), as
+//!   parallel arrays of documents and impacts;
 //! - per term, its largest impact over the whole list (the exact-score bound check).
 //!
 //! Both passes read each posting once (blocks checked as they are read, as search reads them).
@@ -35,7 +36,7 @@ fn bits_for(value: u64) -> u32 {
     64 - value.leading_zeros()
 }
 
-/// One term's pruned list (impact descending, then document ascending), its largest impact.
+/// One term's pruned list (in document order), its largest impact.
 struct Pruned {
     docs: Vec<u32>,
     impacts: Vec<u32>,
@@ -132,7 +133,7 @@ impl ApproximateIndex {
         }
     }
 
-    /// Term `term`'s pruned list: documents and impacts, impact descending.
+    /// Term `term`'s pruned list: documents (ascending) and their impacts.
     #[inline]
     pub(super) fn list(&self, term: usize) -> (&[u32], &[u32]) {
         let (a, b) = (
@@ -163,8 +164,8 @@ fn prune(index: &ImpactIndex, term: usize, keep: usize, lengths: &[AtomicU32]) -
     if postings.len() > keep {
         postings.select_nth_unstable_by(keep - 1, order);
         postings.truncate(keep);
+        postings.sort_unstable_by_key(|p| p.1);
     }
-    postings.sort_unstable_by(order);
     Ok(Pruned {
         docs: postings.iter().map(|p| p.1).collect(),
         impacts: postings.iter().map(|p| p.0).collect(),
