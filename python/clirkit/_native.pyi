@@ -194,12 +194,13 @@ class Bm25Index:
 class ImpactIndex:
     @staticmethod
     def build(
-        vectors: str,
+        vectors: list[str],
         index: str,
         *,
         quantize: int = ...,  # clirkit.impact.DEFAULT_QUANTIZE
         threads: int = 0,
         quiet: bool = False,
+        memory_budget_mb: int = 1024,
     ) -> ImpactIndex: ...
     @staticmethod
     def open(index: str) -> ImpactIndex: ...
@@ -393,7 +394,7 @@ class DenseIndex:
     ) -> DenseIndex: ...
     @staticmethod
     def build_npy(
-        npy: os.PathLike[str] | str,
+        npy: list[tuple[os.PathLike[str] | str, list[int] | None]],
         ids: list[str],
         dir: os.PathLike[str] | str,
         pq: int | None = None,

@@ -53,25 +53,30 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
 
     @staticmethod
     def build(
-        vectors: PathLike,
+        vectors: PathLike | Sequence[PathLike],
         index: PathLike,
         *,
         quantize: int = DEFAULT_QUANTIZE,
         threads: int = 0,
         quiet: bool = False,
+        memory_budget_mb: int = 1024,
     ) -> ImpactIndex:
         """Index JSONL vectors into directory ``index`` (written atomically) and open it.
 
         A negative, NaN or non-numeric weight, an empty vector, a term over 32766 bytes or a
         repeated id is an error naming the file and line. Terms whose impact rounds to 0 are left
-        out (counted in the manifest)."""
+        out (counted in the manifest). Several files are indexed one after another, as their
+        concatenation (ids unique across them). Postings beyond ``memory_budget_mb`` are spilled to
+        disk as sorted runs and merged: the files are the same whatever the budget."""
+        files = [vectors] if isinstance(vectors, (str, os.PathLike)) else list(vectors)
         return ImpactIndex(
             _native.ImpactIndex.build(
-                os.fspath(vectors),
+                [os.fspath(f) for f in files],
                 os.fspath(index),
                 quantize=checked_int("quantize", quantize, 1, 2**32 - 1),
                 threads=checked_threads(threads),
                 quiet=quiet,
+                memory_budget_mb=checked_int("memory_budget_mb", memory_budget_mb, 1, 2**40),
             )
         )
 

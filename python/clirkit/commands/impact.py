@@ -23,6 +23,9 @@ def register(top, groups) -> None:
         default=DEFAULT_QUANTIZE,
         help="impacts are round(weight * QUANTIZE) (default 100; 1 keeps integer weights as they are)",
     )
+    p.add_argument(
+        "--memory-mb", type=positive_int, default=1024, help="postings memory before spilling to disk"
+    )
     add_worker_options(p, _index)
 
     s = add_search_parser(
@@ -49,7 +52,12 @@ def register(top, groups) -> None:
 
 def _index(args: argparse.Namespace) -> int:
     index = ImpactIndex.build(
-        args.vectors, args.index, quantize=args.quantize, threads=args.threads, quiet=args.quiet
+        args.vectors,
+        args.index,
+        quantize=args.quantize,
+        threads=args.threads,
+        quiet=args.quiet,
+        memory_budget_mb=args.memory_mb,
     )
     if not args.quiet:
         print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)

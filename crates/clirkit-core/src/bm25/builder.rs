@@ -633,7 +633,7 @@ fn build_in_pool(
     super::block_maxima::write(out.path(), &norms, k1, b, avgdl)?;
     IdTable::write_unique(out.path().join(format::IDS_FILE), &ids, &sorted)?;
     if opts.store_docvectors {
-        super::docvectors::write(out.path(), ids.len())?;
+        super::docvectors::write(out.path(), ids.len(), opts.memory_budget_bytes)?;
     }
     progress.finish_and_clear();
 

@@ -11,10 +11,11 @@
 
 pub mod builder;
 pub mod format;
+mod spill;
 pub mod vectors;
 
 pub use crate::postings::query::{Hit, Strategy};
-pub use builder::{build, BuildOptions};
+pub use builder::{build, build_files, BuildOptions};
 pub use vectors::{read_queries, WeightedVector, DEFAULT_QUANTIZE};
 
 use crate::error::{Error, Result};
