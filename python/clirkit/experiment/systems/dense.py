@@ -314,18 +314,9 @@ class DenseKind:
             qids = [q for q, _, _ in task.queries]
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
-            write_search_run(
-                opened,
-                (vectors, qids),
-                out,
-                hits,
-                "clirkit-dense",
-                task,
-                maxp=maxp,
-                threads=ctx.threads,
-                refine=options["refine"],
-                nprobe=options.get("nprobe", 1),
-            )
+            searching = {"refine": options["refine"], "nprobe": options.get("nprobe", 1)}
+            write_search_run(opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads,
+                             **searching)  # fmt: skip
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
 
