@@ -5,8 +5,8 @@
 //!
 //!     cargo bench -p clirkit-benches --bench pq_scan
 
-use clirkit_core::dense::fastscan::select::Reservoir;
 use clirkit_core::dense::fastscan::{layout, lut, rescore, Isa, QUERY_GROUP};
+use clirkit_core::topk::Reservoir;
 use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,

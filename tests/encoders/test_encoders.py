@@ -270,12 +270,23 @@ def test_cuda_requested_without_provider_warns_and_uses_cpu():
 @pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime-gpu with a CUDA device")
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("fp16", [False, True])
-def test_cuda_matches_cpu(model, fp16):
+def test_cuda_matches_cpu(model, fp16, tmp_path):
+    from clirkit.encoders.quantization import write_float_model
+    from clirkit.encoders.session import is_dynamically_quantized
+
     model_dir = shared_path("models", model)
-    cpu = OnnxEncoder(model_dir, device="cpu").encode_passages(TEXTS)
+    reference_dir = model_dir
+    if fp16 and is_dynamically_quantized(model_dir / "model.onnx"):
+        # float16 on CUDA dequantizes the int8 weights: the CPU reference holds the same float weights.
+        pytest.importorskip("onnx")
+        reference_dir = write_float_model(model_dir, tmp_path / "float")
+    # The shipped graph on CPU (the prepared one fuses attention, which rounds differently again).
+    cpu = OnnxEncoder(reference_dir, device="cpu", optimize_graph=False).encode_passages(TEXTS)
     gpu_enc = OnnxEncoder(model_dir, device="cuda", fp16=fp16, batch_size=5)
     assert gpu_enc.device == "cuda"
     gpu = gpu_enc.encode_passages(TEXTS)
-    # CUDA kernels round differently from CPU ones; int8 requantization amplifies that.
+    # CUDA kernels round differently from CPU ones; int8 requantization amplifies that (on an H200,
+    # multilingual-e5-small-int8 batched in int8 gave cosines 0.9965-1.0, median 0.9989).
+    int8_on_gpu = not fp16 and is_dynamically_quantized(model_dir / "model.onnx")
     assert cosines(gpu, cpu).min() > 1 - 1e-2
-    assert np.median(cosines(gpu, cpu)) > 1 - 1e-3
+    assert np.median(cosines(gpu, cpu)) > 1 - (2e-3 if int8_on_gpu else 1e-3)

@@ -16,15 +16,21 @@ One home for the head computations, used by the one-pass multi-output encoder
 ``token_vectors`` (multi-vector)
     every non-padding token's vector, L2-normalized, as :class:`clirkit.encoders.tokens.TokenEncoder`
     stores them without a ColBERT configuration.
+
+A model that declares no heads gives the dense and the multi-vector family from its per-token states
+(:func:`token_state_heads_problem` says when it cannot).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from clirkit._native import InvalidInputError
+from clirkit.encoders.pooling import is_sparse_config
 
 
 def float32_terms(weights: np.ndarray, ids: np.ndarray, vocabulary: Sequence[str]) -> dict[str, float]:
@@ -76,3 +82,17 @@ def token_vector_matrices(output: np.ndarray, mask: np.ndarray) -> list[np.ndarr
         norms = np.linalg.norm(tokens, axis=1, keepdims=True)
         matrices.append(np.ascontiguousarray(tokens / np.maximum(norms, 1e-12), dtype=np.float32))
     return matrices
+
+
+def token_state_heads_problem(model_dir: Path, config: dict[str, Any]) -> str | None:
+    """Why the per-token output of the model in ``model_dir`` cannot serve both the dense and the
+    multi-vector family (None when it can; see :class:`MultiHeadEncoder`'s ``token_states``)."""
+    if "heads" in config:
+        return "config.json declares heads"
+    if is_sparse_config(config):
+        return "config.json declares a learned-sparse model"
+    if config.get("colbert"):
+        return "config.json's 'colbert' settings change the multi-vector inputs"
+    if (model_dir / "projection.npy").is_file():
+        return "projection.npy projects the multi-vector tokens"
+    return None

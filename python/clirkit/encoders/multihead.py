@@ -37,7 +37,7 @@ import numpy as np
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 from clirkit.encoders.corpus import encode_file, encode_sparse_file
-from clirkit.encoders.heads import token_vector_matrices, token_weight_vectors
+from clirkit.encoders.heads import token_state_heads_problem, token_vector_matrices, token_weight_vectors
 from clirkit.encoders.onnx_encoder import OnnxEncoder
 from clirkit.encoders.pooling import POOLINGS, pool
 from clirkit.encoders.tokenization import encode_truncated, map_batches, padded_batch
@@ -71,11 +71,36 @@ def configured_heads(config: dict[str, Any], where: Path) -> dict[str, dict[str,
 
 class MultiHeadEncoder(OnnxEncoder):
     """The heads ``outputs`` (default: every family ``config.json`` declares) of one model from one
-    forward pass per batch. Other options as for :class:`OnnxEncoder`."""
+    forward pass per batch. Other options as for :class:`OnnxEncoder`.
 
-    def __init__(self, model_dir: PathLike, *, outputs: Sequence[str] | None = None, **options: Any) -> None:
+    ``token_states``: for a model that declares no heads, its per-token output (the graph's first) gives
+    two families from one pass: ``dense`` (pooled and normalized as :class:`OnnxEncoder` pools it) and
+    ``multivector`` (every token's state, L2-normalized, as :class:`~clirkit.encoders.tokens.TokenEncoder`
+    stores it). Refused for a sparse model, a ``"colbert"`` configuration or a ``projection.npy``, whose
+    multi-vector encoding is not the token states."""
+
+    def __init__(
+        self,
+        model_dir: PathLike,
+        *,
+        outputs: Sequence[str] | None = None,
+        token_states: bool = False,
+        **options: Any,
+    ) -> None:
         super().__init__(model_dir, **options)
-        declared = configured_heads(self.config, self.model_dir / "config.json")
+        if token_states:
+            problem = token_state_heads_problem(self.model_dir, self.config)
+            if problem is not None:
+                raise InvalidInputError(
+                    f"{self.model_dir}: token_states needs a plain per-token model, but {problem}"
+                )
+            state = self._onnx.output_name
+            declared = {
+                "dense": {"output": state, "pooling": self.pooling, "normalize": self.normalize},
+                "multivector": {"output": state},
+            }
+        else:
+            declared = configured_heads(self.config, self.model_dir / "config.json")
         wanted = list(outputs) if outputs else list(declared)
         missing = [family for family in wanted if family not in declared]
         if missing or not wanted:
@@ -104,20 +129,26 @@ class MultiHeadEncoder(OnnxEncoder):
         self._chunks: OrderedDict[str, tuple[dict[str, list[Any]], int]] = OrderedDict()
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
+        if "heads" not in self.config:  # the token states' dense family pools as OnnxEncoder does
+            super()._configure_output(pooling, normalize)
+            return
         dense = (self.config.get("heads") or {}).get("dense") or {}
         self.pooling = pooling or dense.get("pooling", "cls")
         self.normalize = bool(normalize if normalize is not None else dense.get("normalize", True))
 
     def _vector_settings(self) -> list[Any]:
-        return [*super()._vector_settings(), "heads", json.dumps(self.config.get("heads"), sort_keys=True)]
+        heads = self.config.get("heads", "token states")  # the same for any choice of outputs
+        return [*super()._vector_settings(), "heads", json.dumps(heads, sort_keys=True)]
 
-    def encode_heads(self, texts: Sequence[str], prefix: str = "") -> dict[str, list[Any]]:
+    def encode_heads(
+        self, texts: Sequence[str], prefix: str = "", role: str | None = None
+    ) -> dict[str, list[Any]]:
         """``prefix + text`` for each text through one forward pass per batch: family -> one result per
         text in input order (dense: a float32 vector; sparse: ``{term: weight}``; multivector: a
-        ``(tokens, dim)`` matrix)."""
-        return self._heads_of(list(texts), prefix)[0]
+        ``(tokens, dim)`` matrix), with the ``input_values`` of ``role``."""
+        return self._heads_of(list(texts), prefix, role)[0]
 
-    def _heads_of(self, texts: list[str], prefix: str) -> tuple[dict[str, list[Any]], int]:
+    def _heads_of(self, texts: list[str], prefix: str, role: str | None) -> tuple[dict[str, list[Any]], int]:
         full = [prefix + (t if t is not None else "") for t in texts]
         results: dict[str, list[Any]] = {family: [None] * len(full) for family in self.heads}
         if not full:
@@ -131,7 +162,7 @@ class MultiHeadEncoder(OnnxEncoder):
             outputs = dict(
                 zip(
                     self.output_names,
-                    self._onnx.run_outputs(self._inputs.feeds(ids, mask), self.output_names),
+                    self._onnx.run_outputs(self._inputs.feeds(ids, mask, role=role), self.output_names),
                 )
             )
             made: dict[str, list[Any]] = {}
@@ -155,14 +186,16 @@ class MultiHeadEncoder(OnnxEncoder):
                     results[family][position] = value
         return results, truncated
 
-    def shared_chunk(self, texts: Sequence[str], prefix: str, family: str) -> tuple[list[Any], int]:
+    def shared_chunk(
+        self, texts: Sequence[str], prefix: str, family: str, role: str | None = None
+    ) -> tuple[list[Any], int]:
         """One family's results for ``texts``, from the forward pass another family's writer already ran
         for the same texts when there was one (kept for :data:`KEPT_CHUNKS` chunks), else from a new
         one; and the number of truncated inputs among them."""
-        key = hashlib.sha256(json.dumps([prefix, list(texts)]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([prefix, role, list(texts)]).encode()).hexdigest()
         with self._lock:
             if key not in self._chunks:
-                self._chunks[key] = self._heads_of(list(texts), prefix)
+                self._chunks[key] = self._heads_of(list(texts), prefix, role)
                 while len(self._chunks) > KEPT_CHUNKS:
                     self._chunks.popitem(last=False)
             results, truncated = self._chunks[key]
@@ -204,18 +237,18 @@ class HeadView:
     def token_windows(self, text: str, size: int, stride: int) -> list[str]:
         return self.source.token_windows(text, size, stride)
 
-    def encode(self, texts: Sequence[str], prefix: str = "") -> Any:
-        values, truncated = self.source.shared_chunk(texts, prefix, self.family)
+    def encode(self, texts: Sequence[str], prefix: str = "", role: str | None = None) -> Any:
+        values, truncated = self.source.shared_chunk(texts, prefix, self.family, role)
         self.truncated += truncated
         if self.family == "dense":
             return np.array(values, dtype=np.float32).reshape(len(values), -1)
         return values
 
     def encode_queries(self, texts: Sequence[str]) -> Any:
-        return self.encode(texts, self.source.query_prefix)
+        return self.encode(texts, self.source.query_prefix, "query")
 
     def encode_passages(self, texts: Sequence[str]) -> Any:
-        return self.encode(texts, self.source.passage_prefix)
+        return self.encode(texts, self.source.passage_prefix, "passage")
 
 
 class HeadTokenEncoder(TokenEncoder):

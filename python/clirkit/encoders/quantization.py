@@ -14,6 +14,8 @@ batched results then equal one-text-at-a-time results. The int8 matrix products 
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,3 +131,160 @@ def per_sequence_quantization(model: Any, mask_input: str = "attention_mask") ->
     del graph.node[:]
     graph.node.extend(nodes)
     return model
+
+
+def float_weights(model: Any) -> Any | None:
+    """Rewrite a dynamically quantized ``onnx.ModelProto`` in place into a float one: each
+    ``DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale)`` chain becomes one ``MatMul`` by the
+    dequantized weights, ``(W - W_zero_point) * W_scale``. Returns the model, or ``None`` when it has no
+    ``MatMulInteger``.
+
+    This is for GPUs: there the dynamic int8 path runs its quantization on the CPU provider, while a float
+    graph converts to float16 and runs on tensor cores. The vectors are those of the float model the int8
+    one approximates, not bit for bit the int8 model's. Raises :class:`InvalidInputError` for a quantized
+    pattern it does not recognize, rather than guess.
+    """
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    if not any(n.op_type == "MatMulInteger" for n in graph.node):
+        return None
+    initializers = {t.name: t for t in graph.initializer}
+    producers = {output: node for node in graph.node for output in node.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+
+    def only_consumer(name: str, op_type: str, user: Any) -> Any:
+        found = consumers.get(name, [])
+        if len(found) != 1 or found[0].op_type != op_type:
+            raise InvalidInputError(
+                f"MatMulInteger '{user.name}': expected its output to feed one {op_type}, "
+                f"found {[n.op_type for n in found]}"
+            )
+        return found[0]
+
+    def constant(name: str) -> np.ndarray:
+        if name not in initializers:
+            raise InvalidInputError(f"quantized weight input {name!r} is not a constant initializer")
+        return numpy_helper.to_array(initializers[name])
+
+    def gather_axis(node: Any) -> dict[str, int]:
+        return {a.name: a.i for a in node.attribute if a.name == "axis"}
+
+    def float_activation(user: Any) -> tuple[str, str]:
+        """The float tensor a MatMulInteger's quantized input stands for, and that input's scale: the
+        input of its DynamicQuantizeLinear, or the output of the DequantizeLinear already reading it
+        (an int8 embedding table's rows)."""
+        quantized = user.input[0]
+        quantize = producers.get(quantized)
+        if quantize is not None and quantize.op_type == "DynamicQuantizeLinear":
+            return quantize.input[0], quantize.output[1]
+        for reader in consumers.get(quantized, []):
+            if reader.op_type == "DequantizeLinear" and reader.input[0] == quantized:
+                return reader.output[0], reader.input[1]
+        raise InvalidInputError(f"MatMulInteger '{user.name}': its input is not dynamically quantized")
+
+    dropped: set[int] = set()
+    replacement: dict[int, Any] = {}
+    for node in graph.node:
+        if node.op_type != "MatMulInteger":
+            continue
+        activation, activation_scale = float_activation(node)
+        cast = only_consumer(node.output[0], "Cast", node)
+        rescale = only_consumer(cast.output[0], "Mul", node)
+        scale_name = next(name for name in rescale.input if name != cast.output[0])
+        scale_product = producers.get(scale_name)
+        if (
+            scale_product is None
+            or scale_product.op_type != "Mul"
+            or activation_scale not in scale_product.input
+        ):
+            raise InvalidInputError(
+                f"MatMulInteger '{node.name}': its rescaling is not activation x weight scale"
+            )
+        weight_scale = next(n for n in scale_product.input if n != activation_scale)
+        weight = constant(node.input[1]).astype(np.float32)
+        if len(node.input) > 3 and node.input[3]:
+            weight = weight - constant(node.input[3]).astype(np.float32)
+        weight = weight * constant(weight_scale).astype(np.float32)
+        name = f"{node.input[1]}_float"
+        graph.initializer.append(numpy_helper.from_array(weight.astype(np.float32), name))
+        replacement[id(node)] = helper.make_node(
+            "MatMul", [activation, name], [rescale.output[0]], name=f"{rescale.output[0]}_float"
+        )
+        dropped.update((id(cast), id(rescale), id(scale_product)))
+    for node in graph.node:
+        # An int8 embedding table: Gather rows, then DequantizeLinear them. Its float16 conversion would
+        # give DequantizeLinear a float16 scale, which opsets before 19 refuse: gather float rows instead.
+        table = producers.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if table is None or table.op_type != "Gather" or table.input[0] not in initializers:
+            continue
+        rows = constant(table.input[0]).astype(np.float32)
+        if len(node.input) > 2 and node.input[2]:
+            rows = rows - constant(node.input[2]).astype(np.float32)
+        rows = rows * constant(node.input[1]).astype(np.float32)
+        name = f"{table.input[0]}_float"
+        graph.initializer.append(numpy_helper.from_array(rows, name))
+        replacement[id(node)] = helper.make_node(
+            "Gather",
+            [name, table.input[1]],
+            [node.output[0]],
+            name=f"{node.output[0]}_float",
+            **gather_axis(table),
+        )
+    kept = [replacement.get(id(n), n) for n in graph.node if id(n) not in dropped]
+    # A quantizer whose outputs no node reads any more goes too.
+    used = {name for node in kept for name in node.input}
+    graph_outputs = {o.name for o in graph.output}
+    kept = [
+        n
+        for n in kept
+        if n.op_type not in ("DynamicQuantizeLinear", "Gather")
+        or any(o in used or o in graph_outputs for o in n.output)
+    ]
+    used = {name for node in kept for name in node.input}
+    unused = [t for t in graph.initializer if t.name not in used]
+    for tensor in unused:
+        graph.initializer.remove(tensor)
+    del graph.node[:]
+    graph.node.extend(topological(kept, {i.name for i in graph.input} | {t.name for t in graph.initializer}))
+    return model
+
+
+def topological(nodes: list[Any], available: set[str]) -> list[Any]:
+    """``nodes`` in an order where each reads only what ``available`` or an earlier node gives (ONNX's
+    rule), keeping the given order where it already holds: a float product reading a dequantized embedding
+    must follow the ``DequantizeLinear`` that the int8 graph placed after it."""
+    produced = {output for node in nodes for output in node.output}
+    ready = set(available)
+    pending = list(nodes)
+    ordered: list[Any] = []
+    while pending:
+        waiting = []
+        for node in pending:
+            if all(not name or name in ready or name not in produced for name in node.input):
+                ordered.append(node)
+                ready.update(node.output)
+            else:
+                waiting.append(node)
+        if len(waiting) == len(pending):
+            raise InvalidInputError(f"the graph has a cycle through {waiting[0].op_type} '{waiting[0].name}'")
+        pending = waiting
+    return ordered
+
+
+def write_float_model(model_dir: Path, target: Path) -> Path:
+    """Write into the new directory ``target`` the model of ``model_dir`` with its int8 weights dequantized
+    (:func:`float_weights`), beside copies of its ``config.json`` and ``tokenizer.json``: the float model a
+    GPU's float16 run holds, e.g. as the CPU reference for such a run. Returns ``target``."""
+    import onnx
+
+    target.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(model_dir / name, target / name)
+    model = onnx.load(str(model_dir / "model.onnx"))
+    float_weights(model)
+    onnx.save(model, str(target / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    return target

@@ -7,7 +7,9 @@ over protobuf's 2 GB limit) load as they are. Inputs are cast to the types the g
 float16 masks) and outputs come back as float32, so float16 and float32 exports are used alike.
 
 Inputs other than the tokenizer's are fed from ``config.json``'s ``"input_values"`` object, input name to value
-(a number or nested list), e.g. ``{"input_values": {"task_id": 2}}`` for a model with a task-adapter input. A
+(a number or nested list), e.g. ``{"input_values": {"task_id": 2}}`` for a model with a task-adapter input,
+or per role, ``{"input_values": {"query": {"task_id": 0}, "passage": {"task_id": 1}}}``; an encoder's
+``input_values`` argument adds to or replaces them. A
 value is cast to the input's declared type and broadcast to its shape: fixed dimensions as declared, a
 symbolic first dimension to the batch and a symbolic second one to the sequence length. Without an entry,
 ``token_type_ids`` is fed the tokenizer's type ids (zeros for single texts) and ``position_ids`` the
@@ -28,6 +30,7 @@ import numpy as np
 
 from clirkit._native import InvalidInputError
 from clirkit._threads import worker_count
+from clirkit.encoders.graph_pooling import GRAPH_POOLINGS, pool_in_graph
 
 DEVICES = ("auto", "cuda", "cpu")
 
@@ -113,41 +116,85 @@ _INPUT_TYPES = {
 }
 
 
+#: The roles a text is encoded in; ``input_values`` may give an input a value per role.
+ROLES = ("query", "passage")
+
+
+def role_input_values(values: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``{role: {input name: value}}`` from an ``input_values`` object: ``{name: value}`` for both roles,
+    ``{"query": {name: value}, "passage": {name: value}}`` per role (Jina v3's task ids), or both (a
+    role's table wins for its role). ``where`` names the object in errors."""
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"{where} must be an object of input names, got {values!r}")
+    common = {k: v for k, v in values.items() if not (k in ROLES and isinstance(v, Mapping))}
+    out = {role: dict(common) for role in ROLES}
+    for role in ROLES:
+        own = values.get(role)
+        if isinstance(own, Mapping):
+            out[role].update(own)
+    for role, named in out.items():
+        for name, value in named.items():
+            try:
+                array = np.asarray(value)
+            except (TypeError, ValueError):
+                array = None
+            if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+                raise InvalidInputError(
+                    f"{where}: {role} input {name!r} must be a number or an array of numbers"
+                )
+    return out
+
+
 class ModelInputs:
     """Builds a session's feeds from token ids, attention mask and type ids (see the module docstring for
-    ``config.json``'s ``"input_values"`` and the defaults)."""
+    ``config.json``'s ``"input_values"`` and the defaults). ``input_values`` (the encoder's argument)
+    adds to or replaces config.json's, role by role (:func:`role_input_values`); a text encoded with no
+    role (a probe, a cross-encoder pair) gets the passage values."""
 
-    def __init__(self, session: Any, config: Mapping[str, Any], model_path: Path) -> None:
-        configured = config.get("input_values", {})
-        if not isinstance(configured, dict):
-            raise InvalidInputError(
-                f"{model_path}: config.json 'input_values' must be an object, got {configured!r}"
-            )
+    def __init__(
+        self,
+        session: Any,
+        config: Mapping[str, Any],
+        model_path: Path,
+        input_values: Mapping[str, Any] | None = None,
+    ) -> None:
+        configured = role_input_values(
+            config.get("input_values", {}), f"{model_path}: config.json 'input_values'"
+        )
+        for role, named in role_input_values(input_values or {}, "input_values").items():
+            configured[role].update(named)
         self._inputs: list[tuple[str, Any, list[Any], Any]] = []
         for node in session.get_inputs():
             dtype = _INPUT_TYPES.get(node.type)
             if dtype is None:
                 raise InvalidInputError(f"{model_path}: input {node.name!r} has unsupported type {node.type}")
             shape = list(node.shape) if node.shape is not None else []
-            if node.name in configured:
-                value = np.asarray(configured[node.name])
-            elif node.name in ("input_ids", "attention_mask", "token_type_ids", "position_ids"):
+            given = [role for role in ROLES if node.name in configured[role]]
+            if len(given) == len(ROLES):
+                value = {role: np.asarray(configured[role][node.name]) for role in ROLES}
+            elif node.name in ("input_ids", "attention_mask", "token_type_ids", "position_ids") and not given:
                 value = None
             else:
+                missing = f" for {', '.join(r for r in ROLES if r not in given)} texts" if given else ""
                 raise InvalidInputError(
-                    f"{model_path}: the model needs input {node.name!r}, which the tokenizer does not give: "
-                    f'set it in config.json, e.g. "input_values": {{"{node.name}": 0}}'
+                    f"{model_path}: the model needs input {node.name!r}{missing}, which the tokenizer does "
+                    f'not give: set it in config.json, e.g. "input_values": {{"{node.name}": 0}}, or per '
+                    f'role, e.g. {{"query": {{"{node.name}": 0}}, "passage": {{"{node.name}": 1}}}}'
                 )
             self._inputs.append((node.name, dtype, shape, value))
+        self.values = {
+            role: {name: value[role].tolist() for name, _, _, value in self._inputs if value is not None}
+            for role in ROLES
+        }
 
     def feeds(
-        self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None = None
+        self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None = None, role: str | None = None
     ) -> dict[str, np.ndarray]:
-        """The session's feeds for a padded batch (``type_ids`` default to zeros)."""
+        """The session's feeds for a padded batch of ``role`` texts (``type_ids`` default to zeros)."""
         feeds = {}
         for name, dtype, shape, value in self._inputs:
             if value is not None:
-                array = np.broadcast_to(value, _concrete_shape(shape, ids.shape))
+                array = np.broadcast_to(value[role or "passage"], _concrete_shape(shape, ids.shape))
             elif name == "input_ids":
                 array = ids
             elif name == "attention_mask":
@@ -177,15 +224,20 @@ def open_session(
     batch_invariant: bool,
     fp16: bool,
     optimize_graph: bool = True,
+    pooling: str | None = None,
+    nonempty: bool = False,
 ) -> OnnxSession:
     """A session for ``model_path`` on ``device`` (``cuda`` or ``cpu``) with ``threads`` workers (0: all
     cores). On CPU with ``optimize_graph`` the graph run is the prepared one of
     :mod:`clirkit.encoders.graph_cache` (attention fused, cached); otherwise the shipped graph at
-    onnxruntime's default level, bit for bit what a plain onnxruntime loop gives."""
+    onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CUDA a dense
+    encoder's ``pooling`` is done in the graph where :mod:`clirkit.encoders.graph_pooling` can."""
     options = ort.SessionOptions()
     if not model_path.is_file():
         raise FileNotFoundError(f"model file {model_path} does not exist")
-    model, rewritten, one_text_per_call, fp16 = _prepared_model(model_path, device, batch_invariant, fp16)
+    model, rewritten, one_text_per_call, fp16 = _prepared_model(
+        model_path, device, batch_invariant, fp16, pooling
+    )
     # onnxruntime's extended fusions change int8 rounding (up to 1e-2 cosine on degenerate
     # inputs), so a rewritten quantized graph gets the basic optimizations only: its vectors then
     # equal the original model's run one text at a time at that level.
@@ -200,7 +252,7 @@ def open_session(
         from clirkit.encoders.graph_cache import DISABLED_OPTIMIZERS, PREPARATION_VERSION, prepared_graph
 
         try:
-            model = prepared_graph(ort, model, masked=not one_text_per_call)
+            model = prepared_graph(ort, model, masked=not one_text_per_call, nonempty=nonempty)
         except ImportError:  # no onnx package: onnxruntime's own optimizations only
             pass
         disabled = list(DISABLED_OPTIMIZERS)
@@ -234,6 +286,14 @@ def open_session(
             session = ort.InferenceSession(
                 str(Path(model.name) / "model.onnx"), sess_options=options, providers=providers
             )
+    if device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
+        # onnxruntime falls back to the CPU when the CUDA provider's libraries fail to load.
+        warnings.warn(
+            "device 'cuda' requested but onnxruntime could not start its CUDA provider (CUDA or cuDNN "
+            "libraries not found; onnxruntime's log says which): encoding on CPU",
+            stacklevel=3,
+        )
+        device = "cpu"
     return OnnxSession(
         session=session,
         device=device,
@@ -247,29 +307,31 @@ def open_session(
 
 
 def _prepared_model(
-    path: Path, device: str, batch_invariant: bool, fp16: bool
+    path: Path, device: str, batch_invariant: bool, fp16: bool, pooling: str | None
 ) -> tuple[Path | tempfile.TemporaryDirectory[str], bool, bool, bool]:
     """The model to run: ``path`` itself, or a temporary directory holding model.onnx rewritten for
     per-sequence int8 activation quantization when it is dynamically quantized and batched on CUDA (see
-    :mod:`clirkit.encoders.quantization`) and with float16 weights when ``fp16`` is on; whether it was
+    :mod:`clirkit.encoders.quantization`), or dequantized to float weights when ``fp16`` is asked for such
+    a model on CUDA, with float16 weights when ``fp16`` is on and pooling in the graph on CUDA; whether it was
     rewritten for quantization; whether it runs one text per call (a dynamically quantized model on CPU);
     and whether float16 stays on."""
-    dynamic = _is_dynamically_quantized(path)
+    dynamic = is_dynamically_quantized(path)
     # On CPU such a model runs one text per call instead (see clirkit.encoders.onnx_encoder).
     one_text_per_call = batch_invariant and dynamic and device != "cuda"
-    quantized = batch_invariant and dynamic and device == "cuda"
-    if fp16 and dynamic:
-        warnings.warn(
-            "fp16 applies to float models; this model is dynamically int8-quantized, so its float "
-            "parts stay float32",
-            stacklevel=4,
-        )
-        fp16 = False
-    if not (quantized or fp16):
+    # float16 on a dynamically quantized model: its weights are dequantized, so nothing is quantized
+    # per batch any more (GPUs run the float16 graph on tensor cores; their int8 path is slower).
+    dequantize = fp16 and dynamic and device == "cuda"
+    quantized = batch_invariant and dynamic and device == "cuda" and not dequantize
+    graph_pooling = device == "cuda" and pooling in GRAPH_POOLINGS
+    if not (quantized or fp16 or graph_pooling):
         return path, False, one_text_per_call, fp16
     onnx = _import_onnx()
     model = onnx.load(str(path))  # external data, if any, is read from beside the graph
     rewritten = False
+    if dequantize:
+        from clirkit.encoders.quantization import float_weights
+
+        float_weights(model)
     if quantized:
         from clirkit.encoders.quantization import per_sequence_quantization
 
@@ -278,6 +340,8 @@ def _prepared_model(
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         model = convert_float_to_float16(model, keep_io_types=True)
+    if graph_pooling:
+        pool_in_graph(model, pooling)
     return _resaved(model), rewritten, one_text_per_call, fp16
 
 
@@ -316,7 +380,7 @@ def _has_external_tensors(path: Path) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer)
 
 
-def _is_dynamically_quantized(path: Path) -> bool:
+def is_dynamically_quantized(path: Path) -> bool:
     """Whether the graph holds DynamicQuantizeLinear nodes: operator types are plain strings in the
     protobuf, so the file is scanned, not parsed (mapped: it can be large)."""
     with path.open("rb") as f:

@@ -6,7 +6,7 @@ changing a parameter changes the digest of that stage and of everything downstre
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from clirkit.experiment import stages as st
 from clirkit.experiment.config import ExperimentConfig
@@ -29,6 +29,9 @@ class Plan:
         self.runs: dict[str, dict[str, Stage]] = {}
         self.evals: dict[str, dict[str, Stage]] = {}
         self.qrels_paths: dict[str, Path] = {}
+        # What system kinds work out once per plan when they plan stages shared across systems
+        # (e.g. :mod:`.systems.heads`: which systems read one multi-head encoding), by topic.
+        self.shared: dict[str, Any] = {}
 
     def add(self, stage: Stage) -> Stage:
         """Add ``stage`` unless an identical one is planned; return the planned one."""

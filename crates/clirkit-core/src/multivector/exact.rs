@@ -3,9 +3,9 @@
 
 use super::matmul::dot_rows;
 use super::tokens::TokenMatrix;
-use super::topk::TopK;
 use crate::error::{Error, Result};
 use crate::parallel;
+use crate::topk::TopK;
 use rayon::prelude::*;
 
 /// Per query, the best hits: (score, internal id), best first.

@@ -25,9 +25,6 @@ pub mod search;
 mod tests;
 pub mod tokens;
 
-/// The shared bounded top-k (score descending, then lower internal id).
-use crate::topk;
-
 pub use build::BuildOptions;
 pub use exact::Hits;
 pub use format::MultiVectorIndex;

@@ -17,13 +17,13 @@ use super::exact::{self, check_dims, maxsim, Hits};
 use super::format::{MultiVectorIndex, StoredVectors};
 use super::matmul::dot_rows;
 use super::tokens::TokenMatrix;
-use super::topk::TopK;
 use crate::error::{Error, Result};
 use crate::ids::check_query_ids;
 use crate::io::trec;
 use crate::parallel;
 use crate::passages;
 use crate::ranking::Run;
+use crate::topk::TopK;
 use rayon::prelude::*;
 use std::path::Path;
 

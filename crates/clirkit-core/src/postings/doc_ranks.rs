@@ -2,6 +2,8 @@
 //! inverted index's `docs.bin`): the top-k's tie key, so that exact score ties come out in
 //! canonical order (doc id descending) by a number comparison.
 
+use crate::topk::TieKeys;
+
 /// The ranks of a mapped `docs.bin`, read in place.
 #[derive(Clone, Copy)]
 pub struct DocRanks<'a> {
@@ -21,6 +23,13 @@ impl<'a> DocRanks<'a> {
     pub fn rank(&self, doc: u32) -> u32 {
         let at = doc as usize * 4;
         u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
+    }
+}
+
+impl TieKeys for DocRanks<'_> {
+    #[inline(always)]
+    fn key(&self, doc: u32) -> u32 {
+        self.rank(doc)
     }
 }
 

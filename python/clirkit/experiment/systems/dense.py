@@ -6,9 +6,10 @@ files together), and its search encodes the task's queries."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
@@ -16,6 +17,22 @@ from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import (
+    INSTRUCTION_KEYS,
+    encoder_instructions,
+    file_encoding_options,
+    instructions_key,
+    read_instructions,
+    role_instructions,
+)
+from clirkit.experiment.systems.precomputed import (
+    document_parts,
+    input_identity,
+    query_input,
+    query_rows,
+    read_inputs,
+)
 
 EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
 QUERY_EMBEDDINGS = "queries.npy"
@@ -24,7 +41,7 @@ SEPARATOR = "#"
 
 def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict[str, Any], threads: Any):
     """One ``encoder_class`` per model and settings for the whole run (loading a model is slow)."""
-    key = (name, options["model"], options["max_length"], options["batch_size"])
+    key = (name, options["model"], options["max_length"], options["batch_size"], instructions_key(options))
     return ctx.cached(
         key,
         lambda: encoder_class(
@@ -32,6 +49,7 @@ def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict
             max_length=options["max_length"],
             batch_size=options["batch_size"],
             threads=threads,
+            **encoder_instructions(options),
         ),
     )
 
@@ -58,15 +76,7 @@ def encode_documents_resumably(
     ``written(prefix)`` into ``out``."""
     warn_empty_documents(Path(path), options["fields"], stage.label)
     prefix = ctx.store.partial(stage.digest) / name
-    passages = tuple(options["passages"]) if options["passages"] else None
-    encode_file(
-        dense_encoder(ctx, options),
-        path,
-        prefix,
-        fields=options["fields"],
-        passages=passages,
-        quiet=ctx.quiet,
-    )
+    encode_file(dense_encoder(ctx, options), path, prefix, **file_encoding_options(options, ctx.quiet))
     for done in written(prefix):
         done.rename(out / done.name)
 
@@ -78,6 +88,9 @@ def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any
         "fields": options["fields"],
         "passages": options["passages"],
         "max_length": options["max_length"],
+        **role_instructions(options, "passage"),
+        # float16 storage (``clirkit encode --dtype``) only when asked, so float32 encodings keep their key
+        **({"dtype": options["dtype"]} if options.get("dtype", "float32") != "float32" else {}),
     }
 
 
@@ -108,7 +121,7 @@ def add_query_stage(
         Stage(
             name,
             f"{verb} {len(task.queries)} queries of {task.label}{suffix}",
-            {"model": model, "max_length": options[max_length_option]},
+            {"model": model, "max_length": options[max_length_option], **role_instructions(options, "query")},
             (),
             {"queries": task.queries_digest},
             encode,
@@ -126,17 +139,19 @@ def write_search_run(
     *,
     maxp: bool,
     threads: int,
+    **options: Any,
 ) -> None:
     """Searches ``index`` (dense or multi-vector: both take ``queries`` then ``qids`` last) and
-    writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``."""
+    writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``.
+    ``options`` (e.g. dense ``refine``) go to the search as given."""
     if task.drop_self_hits:
         from clirkit.runs import write_run
 
-        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads)
+        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads, **options)
         run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
         write_run(out / RUN_FILE, run, tag)
     else:
-        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads)
+        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads, **options)
 
 
 def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
@@ -147,27 +162,100 @@ def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
         "batch_size": r.positive("batch_size", batch_size),
         "fields": list(r.strings("fields", ("title", "text"))),
         "hits": r.positive("hits"),
+        **read_instructions(r),
     }
+
+
+#: Keys that only apply to encoding documents and queries with a model.
+ENCODING_KEYS = ("passages", "dtype", "max_length", "batch_size", "fields", *INSTRUCTION_KEYS)
+
+#: ``clirkit index dense``'s index options as dense system keys (besides ``pq``), with its defaults;
+#: ``nprobe`` is ``clirkit search dense``'s.
+INDEX_DEFAULTS: dict[str, Any] = {
+    "nbits": 4,
+    "ivf": None,
+    "metric": "ip",
+    "train_size": None,
+    "seed": 0,
+    "no_vectors": False,
+    "vector_dtype": "float32",
+}
+INDEX_KEYS = tuple(INDEX_DEFAULTS)
+
+
+def embedding_files(prefix: str) -> list[str]:
+    """The files of precomputed embeddings: ``PREFIX.npy`` and ``PREFIX.ids.txt`` (as ``clirkit encode``
+    writes them), or every shard's of a sharded (Ray Data) encoding directory."""
+    if os.path.isdir(prefix):
+        from clirkit.distributed.encode import encoded_shard_files
+
+        return [os.fspath(f) for pair in encoded_shard_files(prefix) for f in pair]
+    from clirkit.encoders.corpus import output_paths
+
+    paths = output_paths(prefix)
+    return [os.fspath(paths["npy"]), os.fspath(paths["ids"])]
+
+
+def embedding_pairs(prefix: str) -> list[tuple[str, str]]:
+    """``(.npy, ids)`` file pairs of :func:`embedding_files`, in row order."""
+    files = embedding_files(prefix)
+    return list(zip(files[::2], files[1::2]))
 
 
 class DenseKind:
     name = "dense"
-    options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "embeddings",
+        "query_embeddings",
+        "passages",
+        "pq",
+        "refine",
+        *INDEX_KEYS,
+        "nprobe",
+        "dtype",
+        "max_length",
+        "batch_size",
+        "fields",
+        "hits",
+        *INSTRUCTION_KEYS,
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
+        refine = r.positive("refine", allow_zero=True)
+        given = read_inputs(
+            r, base, ("embeddings", "query_embeddings"), embedding_files, embedding_files, ENCODING_KEYS
+        )
+        index = read_index_options(r, refine)
+        if given is not None:
+            return {**given, "passages": None, "refine": refine, **index}
+        return {**self.encoding_options(r, base), "refine": refine, **index}
+
+    @staticmethod
+    def encoding_options(r: Any, base: str) -> dict[str, Any]:
+        """The options of a system encoding its documents with an ONNX model, ``passages`` included
+        (dense and multi-vector alike)."""
         passages = r.get("passages", list)
         if passages is not None and (
             len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)
         ):
             raise r.error("passages", "must be [size, stride] in tokens")
-        return {**encoder_options(r, base, 32), "passages": passages, "pq": r.positive("pq")}
+        dtype = r.choice("dtype", ("float32", "float16"), "float32")
+        return {**encoder_options(r, base, 32), "passages": passages, "dtype": dtype}
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
+        if options["model"] is None:
+            return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = document_encode_params(model, options)
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "dense", source, options, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.corpus import encode_file, output_paths
@@ -180,37 +268,31 @@ class DenseKind:
             label = f"encode {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("encode", label, encode_params, (), identity, encode)))
+            prefixes.append(EMBEDDINGS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
-            import numpy as np
+            from clirkit.dense import read_ids
 
-            from clirkit.dense import DenseIndex
-            from clirkit.encoders.corpus import load_embeddings
-
-            matrices, all_ids = [], []
-            for source, encoded in zip(task.docs.sources, encodes):
-                matrix, ids = load_embeddings(encoded.output / EMBEDDINGS)
+            parts = []
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
+                wanted = None
                 if source.lang_filter is not None:
-                    wanted = {doc_id for doc_id, *_ in iter_documents(source)}
-                    doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
-                    rows = [n for n, i in enumerate(ids) if doc_of(i) in wanted]
-                    matrix, ids = matrix[rows], [ids[n] for n in rows]
-                matrices.append(np.asarray(matrix))
-                all_ids.extend(ids)
-            embeddings = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
-            index = DenseIndex.build(
-                embeddings, all_ids, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet
-            )
-            index.save(out / "index")
+                    wanted = frozenset(doc_id for doc_id, *_ in iter_documents(source))
+                npy = encoded.output / f"{prefix}.npy"
+                parts.append((npy, read_ids(encoded.output / f"{prefix}.ids.txt"), wanted))
+            build_dense(parts, out / "index", options, ctx, passages=options["passages"] is not None)
 
-        index = add_index_stage(
-            plan, "dense-index", "dense index", {"pq": options["pq"]}, encodes, task, build
-        )
+        index = add_index_stage(plan, "dense-index", "dense index", index_key(options), encodes, task, build)
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            vectors = dense_encoder(ctx, options).encode_queries([text for _, text, _ in task.queries])
+            encoder = (
+                head_query_encoder(ctx, options, "dense", options["max_length"])
+                if "dense" in declared_families(options["model"])
+                else dense_encoder(ctx, options)
+            )
+            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)
@@ -218,6 +300,8 @@ class DenseKind:
         params = {
             "hits": hits,
             "maxp": options["passages"] is not None,
+            "refine": options["refine"],
+            **({"nprobe": options["nprobe"]} if options.get("nprobe", 1) != 1 else {}),
             "drop_self_hits": task.drop_self_hits,
         }
 
@@ -230,11 +314,153 @@ class DenseKind:
             qids = [q for q, _, _ in task.queries]
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
-            write_search_run(
-                opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads
-            )
+            searching = {"refine": options["refine"], "nprobe": options.get("nprobe", 1)}
+            write_search_run(opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads,
+                             **searching)  # fmt: skip
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+    def _plan_precomputed(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        """The index of the task's rows of precomputed embeddings, read in place, and its search
+        with the task's rows of precomputed query embeddings: ``clirkit index dense`` then
+        ``clirkit search dense`` on those files."""
+        options = spec.options
+        doc_parts = document_parts(plan, spec.name, "embeddings", options["embeddings"], task)
+        files = [f for part in doc_parts for f in embedding_files(part.path)]
+        selected = any(part.wanted is not None for part in doc_parts)
+        identity: dict[str, Any] = {"embeddings": input_identity(files)}
+        if selected:
+            identity["docs"] = task.docs.identity()
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            from clirkit.dense import read_ids
+
+            parts = [
+                (npy, read_ids(ids), part.wanted)
+                for part in doc_parts
+                for npy, ids in embedding_pairs(part.path)
+            ]
+            build_dense(parts, out / "index", options, ctx, passages=False)
+
+        index = plan.add(
+            Stage(
+                "dense-index",
+                f"dense index {task.docs.describe()}",
+                index_key(options),
+                (),
+                identity,
+                build,
+            )
+        )
+        query_prefix = query_input(plan, spec.name, "query_embeddings", options["query_embeddings"], task)
+        hits = options["hits"] or plan.config.hits
+        params = {"hits": hits, "refine": options["refine"], "drop_self_hits": task.drop_self_hits}
+        if options.get("nprobe", 1) != 1:
+            params["nprobe"] = options["nprobe"]
+        query_identity = {
+            "query_embeddings": input_identity(embedding_files(query_prefix)),
+            "queries": task.queries_digest,
+        }
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            from clirkit.dense import DenseIndex, load_matrix, read_ids
+
+            pairs = embedding_pairs(query_prefix)
+            matrices = [load_matrix(npy) for npy, _ in pairs]
+            qids = [q for _, ids in pairs for q in read_ids(ids)]
+            vectors = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+            rows = query_rows(qids, task, query_prefix)
+            if len(rows) != len(qids):
+                vectors, qids = vectors[rows], [qids[n] for n in rows]
+            write_search_run(
+                DenseIndex.open(index.output / "index"),
+                (vectors, qids),
+                out,
+                hits,
+                "clirkit-dense",
+                task,
+                maxp=False,
+                threads=ctx.threads,
+                refine=options["refine"],
+                nprobe=options.get("nprobe", 1),
+            )
+
+        return plan.add(
+            Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
+        )
+
+
+def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
+    """``pq``, :data:`INDEX_KEYS` and ``nprobe``, checked as ``clirkit index/search dense`` checks them."""
+    pq = r.positive("pq")
+    options: dict[str, Any] = {
+        "pq": pq,
+        "nbits": r.get("nbits", int, 4),
+        "ivf": r.positive("ivf"),
+        "metric": r.choice("metric", ("ip", "l2"), "ip"),
+        "train_size": r.positive("train_size"),
+        "seed": r.positive("seed", 0, allow_zero=True),
+        "no_vectors": r.get("no_vectors", bool, False),
+        "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
+        "nprobe": r.positive("nprobe", 1),
+    }
+    if options["nbits"] not in (4, 8):
+        raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
+    if options["seed"] >= 2**64:
+        raise r.error("seed", "must be below 2^64")
+    if pq is None:
+        for key in ("nbits", "no_vectors", "vector_dtype"):
+            if key in r.table and options[key] != INDEX_DEFAULTS[key]:
+                raise r.error(key, "applies to a PQ index (pq = M)")
+    if options["no_vectors"] and refine:
+        raise r.error("refine", "re-scores with the stored vectors, which no_vectors = true leaves out")
+    if options["ivf"] is None and "nprobe" in r.table:
+        raise r.error("nprobe", "applies to an IVF index (ivf = NLIST)")
+    return options
+
+
+def index_key(options: dict[str, Any]) -> dict[str, Any]:
+    """What a dense index stage depends on: ``pq`` and every index option given another value than the
+    CLI's default (an index built with the defaults keeps its key)."""
+    changed = {k: options[k] for k in INDEX_KEYS if options.get(k, INDEX_DEFAULTS[k]) != INDEX_DEFAULTS[k]}
+    return {"pq": options["pq"], **changed}
+
+
+def index_build_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :meth:`~clirkit.dense.DenseIndex.build_file` for ``options``."""
+    built = {k: options.get(k, INDEX_DEFAULTS[k]) for k in INDEX_KEYS if k != "no_vectors"}
+    return {"pq": options["pq"], **built, "keep_vectors": not options.get("no_vectors", False)}
+
+
+def build_dense(
+    parts: list[tuple[Path | str, list[str], Optional[frozenset[str]]]],
+    index_dir: Path,
+    options: dict[str, Any],
+    ctx: RunContext,
+    *,
+    passages: bool,
+) -> None:
+    """Index the rows of ``parts`` (``.npy`` file, its ids, the ids kept or None for all) one part after
+    another, streamed from the files as ``clirkit index dense`` reads its file: no matrix is copied.
+    With ``passages`` a row is kept when its document (the id before the last ``#``) is."""
+    from clirkit.dense import DenseIndex
+
+    files, rows, ids = [], [], []
+    for npy, part_ids, wanted in parts:
+        files.append(npy)
+        if wanted is None:
+            rows.append(None)
+            ids.extend(part_ids)
+            continue
+        doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if passages else (lambda i: i)
+        kept = [n for n, i in enumerate(part_ids) if doc_of(i) in wanted]
+        rows.append(kept)
+        ids.extend(part_ids[n] for n in kept)
+    DenseIndex.build_file(
+        files, ids, index_dir, rows=rows, **index_build_options(options), threads=ctx.threads, quiet=ctx.quiet
+    )
 
 
 register_system_kind(DenseKind())

@@ -6,6 +6,7 @@ subset, or several files together), and its search encodes the task's queries pe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.dense import (
+    ENCODING_KEYS,
     SEPARATOR,
     DenseKind,
     add_index_stage,
@@ -23,29 +25,175 @@ from clirkit.experiment.systems.dense import (
     encode_documents_resumably,
     write_search_run,
 )
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS
+from clirkit.experiment.systems.precomputed import (
+    document_parts,
+    input_identity,
+    query_input,
+    query_rows,
+    read_inputs,
+)
 
 TOKENS = "tokens"  # prefix of the token files in an encode artifact
 QUERY_TOKENS = "queries"
 
 
+def token_files(prefix: str) -> list[str]:
+    """The files of precomputed token vectors: ``PREFIX.tokens.npy``, ``PREFIX.offsets.npy`` and
+    ``PREFIX.ids.txt``, as ``clirkit encode --multivector`` writes them."""
+    from clirkit.encoders.tokens import token_paths
+
+    return [os.fspath(p) for p in token_paths(prefix).values()]
+
+
+def select_items(tokens: Any, offsets: Any, ids: list[str], keep: list[bool]) -> tuple[Any, Any, list[str]]:
+    """The items of a token matrix whose ``keep`` is true, in order, copied at once (no per-item copy)."""
+    import numpy as np
+
+    mask = np.asarray(keep, dtype=bool)
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    rows = np.repeat(mask, lengths)
+    kept = np.concatenate([[0], np.cumsum(lengths[mask])]).astype(np.uint64)
+    return tokens[rows], kept, [i for i, k in zip(ids, keep) if k]
+
+
+def index_token_parts(
+    parts: list[tuple[Any, Any]], out: Path, options: dict[str, Any], ctx: RunContext
+) -> None:
+    """Index the items of ``parts`` (a token prefix, and the ids kept, None for all) one part after
+    another, as ``clirkit index multivector`` indexes its files; a single whole part is indexed as read."""
+    import numpy as np
+
+    from clirkit.multivector import MultiVectorIndex, load_tokens
+
+    matrices, lengths, all_ids = [], [], []
+    for prefix, wanted in parts:
+        tokens, offsets, ids = load_tokens(prefix)
+        if wanted is not None:
+            tokens, offsets, ids = select_items(tokens, offsets, ids, [wanted(i) for i in ids])
+        matrices.append(tokens)
+        lengths.append(np.diff(offsets.astype(np.int64)))
+        all_ids.extend(ids)
+    if len(matrices) == 1:
+        tokens, offsets = matrices[0], np.concatenate([[0], np.cumsum(lengths[0])]).astype(np.uint64)
+    else:
+        tokens = np.concatenate(matrices)
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.uint64)
+    del matrices
+    MultiVectorIndex.build(
+        tokens,
+        offsets,
+        all_ids,
+        out / "index",
+        **{k: options.get(k, v) for k, v in BUILD_DEFAULTS.items()},
+        threads=ctx.threads,
+    )
+
+
+#: ``clirkit index multivector``'s build options as keys, with its defaults (``nbits`` 2, ``centroids``
+#: from the collection's size), and ``clirkit search multivector``'s search options (None: PLAID's
+#: budgets for k).
+BUILD_DEFAULTS: dict[str, Any] = {
+    "nbits": 2,
+    "centroids": None,
+    "kmeans_sample": None,
+    "kmeans_iterations": 4,
+    "seed": 0,
+    "keep_vectors": False,
+}
+SEARCH_DEFAULTS: dict[str, Any] = {
+    "ncells": None,
+    "centroid_score_threshold": None,
+    "ndocs": None,
+    "rerank": None,
+    "refine": False,
+    "exact": False,
+}
+
+
+def read_index_options(r: Any, nbits: int) -> dict[str, Any]:
+    """The build and search keys of a multi-vector system, checked as the CLI checks them."""
+    threshold = r.get("centroid_score_threshold", (int, float))
+    options = {
+        "nbits": nbits,
+        "centroids": r.positive("centroids"),
+        "kmeans_sample": r.positive("kmeans_sample"),
+        "kmeans_iterations": r.positive("kmeans_iterations", 4),
+        "seed": r.positive("seed", 0, allow_zero=True),
+        "keep_vectors": r.get("keep_vectors", bool, False),
+        "ncells": r.positive("ncells"),
+        "centroid_score_threshold": None if threshold is None else float(threshold),
+        "ndocs": r.positive("ndocs"),
+        "rerank": r.positive("rerank"),
+        "refine": r.get("refine", bool, False),
+        "exact": r.get("exact", bool, False),
+    }
+    for key in ("refine", "exact"):
+        if options[key] and not options["keep_vectors"]:
+            raise r.error(key, "needs the full vectors: set keep_vectors = true")
+    return options
+
+
+def build_key(options: dict[str, Any]) -> dict[str, Any]:
+    """The index stage's key: ``nbits``, ``centroids`` and every other build option given another value
+    than the default (an index built with the defaults keeps its key)."""
+    return {
+        "nbits": options["nbits"],
+        "centroids": options["centroids"],
+        **{
+            k: options[k]
+            for k, v in BUILD_DEFAULTS.items()
+            if options.get(k, v) != v and k not in ("nbits", "centroids")
+        },
+    }
+
+
+def search_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The search options given (the others keep the search's defaults)."""
+    return {k: options[k] for k, v in SEARCH_DEFAULTS.items() if options.get(k, v) != v}
+
+
 class MultiVectorKind:
     name = "multivector"
-    options = ("model", "passages", "nbits", "centroids", "max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "tokens",
+        "query_tokens",
+        "passages",
+        "dtype",
+        *BUILD_DEFAULTS,
+        *SEARCH_DEFAULTS,
+        "max_length",
+        "batch_size",
+        "fields",
+        "hits",
+        *INSTRUCTION_KEYS,
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
-        options = DenseKind().validate(r, base)
-        del options["pq"]
         nbits = r.positive("nbits", 2)
         if nbits not in (1, 2, 4):
             raise r.error("nbits", "must be 1, 2 or 4")
-        return {**options, "nbits": nbits, "centroids": r.positive("centroids")}
+        index_options = read_index_options(r, nbits)
+        given = read_inputs(r, base, ("tokens", "query_tokens"), token_files, token_files, ENCODING_KEYS)
+        if given is not None:
+            return {**given, "passages": None, **index_options}
+        return {**DenseKind.encoding_options(r, base), **index_options}
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
+        if options["model"] is None:
+            return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = {**document_encode_params(model, options), "tokens": True}
-        encodes = []
+        encodes, prefixes = [], []
         for source in task.docs.sources:
+            shared = heads_encode_stage(plan, "multivector", source, options, model)
+            if shared is not None:
+                encodes.append(shared[0])
+                prefixes.append(shared[1])
+                continue
 
             def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
                 from clirkit.encoders.tokens import encode_tokens_file, token_paths
@@ -60,40 +208,24 @@ class MultiVectorKind:
             label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
             identity = {"file": source.identity()["file"]}
             encodes.append(plan.add(Stage("encode-tokens", label, encode_params, (), identity, encode)))
+            prefixes.append(TOKENS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
-            import numpy as np
-
-            from clirkit.multivector import MultiVectorIndex, load_tokens
-
-            parts, lengths, all_ids = [], [], []
-            for source, encoded in zip(task.docs.sources, encodes):
-                tokens, offsets, ids = load_tokens(encoded.output / TOKENS)
-                keep = range(len(ids))
+            parts = []
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
+                wanted = None
                 if source.lang_filter is not None:
-                    wanted = {doc_id for doc_id, *_ in iter_documents(source)}
+                    docs = frozenset(doc_id for doc_id, *_ in iter_documents(source))
                     doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
-                    keep = [n for n, i in enumerate(ids) if doc_of(i) in wanted]
-                for n in keep:
-                    parts.append(np.asarray(tokens[offsets[n] : offsets[n + 1]]))
-                    lengths.append(int(offsets[n + 1] - offsets[n]))
-                    all_ids.append(ids[n])
-            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint64)
-            MultiVectorIndex.build(
-                np.concatenate(parts),
-                offsets,
-                all_ids,
-                out / "index",
-                nbits=options["nbits"],
-                centroids=options["centroids"],
-                threads=ctx.threads,
-            )
+                    wanted = lambda i, docs=docs, doc_of=doc_of: doc_of(i) in docs  # noqa: E731
+                parts.append((encoded.output / prefix, wanted))
+            index_token_parts(parts, out, options, ctx)
 
         index = add_index_stage(
             plan,
             "multivector-index",
             "multi-vector index",
-            {"nbits": options["nbits"], "centroids": options["centroids"]},
+            build_key(options),
             encodes,
             task,
             build,
@@ -104,9 +236,11 @@ class MultiVectorKind:
 
             from clirkit.encoders.tokens import TokenEncoder, token_paths
 
-            matrices = TokenEncoder(dense_encoder(ctx, options)).encode_queries(
-                [text for _, text, _ in task.queries]
-            )
+            if "multivector" in declared_families(options["model"]):
+                encoder = head_query_encoder(ctx, options, "multivector", options["max_length"])
+            else:
+                encoder = TokenEncoder(dense_encoder(ctx, options))
+            matrices = encoder.encode_queries([text for _, text, _ in task.queries])
             paths = token_paths(out / QUERY_TOKENS)
             np.save(paths["tokens"], np.concatenate(matrices))
             np.save(
@@ -120,7 +254,12 @@ class MultiVectorKind:
         )
         hits = options["hits"] or plan.config.hits
         maxp = options["passages"] is not None
-        params = {"hits": hits, "maxp": maxp, "drop_self_hits": task.drop_self_hits}
+        params = {
+            "hits": hits,
+            "maxp": maxp,
+            "drop_self_hits": task.drop_self_hits,
+            **search_options(options),
+        }
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.multivector import MultiVectorIndex, load_tokens
@@ -136,9 +275,67 @@ class MultiVectorKind:
                 task,
                 maxp=maxp,
                 threads=ctx.threads,
+                **search_options(options),
             )
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+    def _plan_precomputed(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        """The index of the task's items of precomputed token files and its search with the task's
+        rows of precomputed query tokens: ``clirkit index multivector`` then ``clirkit search
+        multivector`` on those files."""
+        options = spec.options
+        doc_parts = document_parts(plan, spec.name, "tokens", options["tokens"], task)
+        identity: dict[str, Any] = {
+            "tokens": input_identity([f for part in doc_parts for f in token_files(part.path)])
+        }
+        if any(part.wanted is not None for part in doc_parts):
+            identity["docs"] = task.docs.identity()
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            parts = [(p.path, None if p.wanted is None else p.wanted.__contains__) for p in doc_parts]
+            index_token_parts(parts, out, options, ctx)
+
+        index_params = build_key(options)
+        label = f"multi-vector index {task.docs.describe()}"
+        index = plan.add(Stage("multivector-index", label, index_params, (), identity, build))
+        query_prefix = query_input(plan, spec.name, "query_tokens", options["query_tokens"], task)
+        hits = options["hits"] or plan.config.hits
+        params = {
+            "hits": hits,
+            "maxp": False,
+            "drop_self_hits": task.drop_self_hits,
+            **search_options(options),
+        }
+        query_identity = {
+            "query_tokens": input_identity(token_files(query_prefix)),
+            "queries": task.queries_digest,
+        }
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            from clirkit.multivector import MultiVectorIndex, load_tokens
+
+            tokens, offsets, qids = load_tokens(query_prefix)
+            rows = set(query_rows(qids, task, query_prefix))
+            if len(rows) != len(qids):
+                tokens, offsets, qids = select_items(
+                    tokens, offsets, qids, [n in rows for n in range(len(qids))]
+                )
+            write_search_run(
+                MultiVectorIndex.open(index.output / "index"),
+                (tokens, offsets, qids),
+                out,
+                hits,
+                "clirkit-multivector",
+                task,
+                maxp=False,
+                threads=ctx.threads,
+                **search_options(options),
+            )
+
+        return plan.add(
+            Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
+        )
 
 
 register_system_kind(MultiVectorKind())

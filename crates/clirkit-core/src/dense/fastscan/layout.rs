@@ -7,6 +7,8 @@
 
 /// Vectors per packed block.
 pub const BLOCK: usize = 32;
+// A block's hits reach the top-k reservoir as one `u32` mask and one array of scores.
+const _: () = assert!(BLOCK == crate::topk::reservoir::BLOCK);
 /// Queries per kernel call; LUTs of a query group are interleaved per chunk of 4 sub-quantizers.
 pub const QUERY_GROUP: usize = 8;
 

@@ -1,8 +1,8 @@
 //! 4-bit PQ fast-scan: codes of 32 vectors packed together ([`layout`]), per-query look-up
 //! tables quantized to 8 bits ([`lut`]), and SIMD kernels that look the tables up in registers
 //! and accumulate integer scores ([`scalar`], [`avx2`], [`avx512`], chosen by [`dispatch`]);
-//! for small collections, [`select`] keeps the best slots of a scan and [`rescore`] computes the
-//! float scores of the chosen vectors.
+//! [`rescore`] computes the float scores of the slots a scan kept (in `crate::topk`'s
+//! reservoir).
 //!
 //! Every kernel computes the same integers: the sum over sub-quantizers of the quantized table
 //! entries of each vector's codes. The quantization keeps that sum <= 65535, so 16-bit
@@ -17,7 +17,6 @@ pub mod layout;
 pub mod lut;
 pub mod rescore;
 pub mod scalar;
-pub mod select;
 pub mod tables;
 
 pub use dispatch::Isa;

@@ -2,9 +2,9 @@
 //! super-blocks of codes for groups of queries, and the 8-bit table scan.
 
 use super::{DenseIndex, PqPart};
-use crate::dense::fastscan::select::Reservoir;
 use crate::dense::fastscan::{layout, lut, Isa, BLOCK, QUERY_GROUP};
 use crate::dense::ivf::EMPTY_SLOT;
+use crate::topk::Reservoir;
 use crate::topk::TopK;
 
 /// One work item: a chunk of queries against a slice of the code blocks.
@@ -88,7 +88,7 @@ impl DenseIndex {
 
     /// The 4-bit fast-scan of `task` with the `isa` kernel: per query, the `shortlist` best
     /// slots by quantized score as reservoir keys
-    /// ([`key`](crate::dense::fastscan::select::key)), in no order. A query's slots
+    /// ([`key`](crate::topk::reservoir::key)), in no order. A query's slots
     /// reach its reservoir in increasing order (lists, then blocks, in order), as it requires.
     pub(super) fn scan4(&self, p: &PqPart, task: &ScanTask, isa: Isa) -> Vec<Vec<u64>> {
         let luts = task.luts;

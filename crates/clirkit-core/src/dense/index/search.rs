@@ -4,10 +4,12 @@
 
 use super::scan::ScanTask;
 use super::{DenseIndex, Hits, PqPart, SearchOptions, StoredVectors};
-use crate::dense::fastscan::{rescore, select, Isa, BLOCK};
+use crate::dense::fastscan::{rescore, Isa, BLOCK};
 use crate::dense::{check_matrix, flat};
 use crate::error::{Error, Result};
 use crate::parallel;
+use crate::topk::reservoir;
+use crate::topk::Score;
 use rayon::prelude::*;
 
 /// Shortlist size over k for re-scoring 4-bit fast-scan candidates with the float table.
@@ -120,15 +122,21 @@ impl DenseIndex {
     /// float16 rows are widened as they are read.
     pub(super) fn exact_score(&self, q: &[f32], id: u32) -> Result<f32> {
         let (d, id) = (self.dim, id as usize);
+        // Re-scoring touches a few scattered rows of a file that may be far larger than memory:
+        // each row's pages are released after use, so the resident set does not grow with every
+        // row ever re-scored (and the kernel's fault-around) but stays at the rows being read.
         Ok(match self.vectors_checked(id..id + 1)? {
             StoredVectors::Float32(v) => {
-                flat::score(self.metric, q, &v.as_slice()[id * d..(id + 1) * d])
+                let score = flat::score(self.metric, q, &v.as_slice()[id * d..(id + 1) * d]);
+                v.release_values_around(id * d..(id + 1) * d);
+                score
             }
             StoredVectors::Float16(v) => {
                 let row: Vec<f32> = v.as_slice()[id * d..(id + 1) * d]
                     .iter()
                     .map(|&bits| half::f16::from_bits(bits).to_f32())
                     .collect();
+                v.release_values_around(id * d..(id + 1) * d);
                 flat::score(self.metric, q, &row)
             }
         })
@@ -198,7 +206,7 @@ impl DenseIndex {
                         .iter()
                         .map(|heap| {
                             heap.iter()
-                                .map(|hit| select::key(order_key(hit.score), hit.id))
+                                .map(|hit| reservoir::key(hit.score.order_bits(), hit.id))
                                 .collect()
                         })
                         .collect()
@@ -210,7 +218,7 @@ impl DenseIndex {
             .enumerate()
             .map(|(qi, mut keys)| {
                 best_keys(&mut keys, shortlist);
-                let slots: Vec<u32> = keys.iter().map(|&key| select::slot_of(key)).collect();
+                let slots: Vec<u32> = keys.iter().map(|&key| reservoir::slot_of(key)).collect();
                 let scores: Vec<f32> = if p.pq.nbits == 4 {
                     // The float PQ scores, in SIMD (the same bits as `adc_score`).
                     let lut = &luts[qi * m * ksub..(qi + 1) * m * ksub];
@@ -219,14 +227,14 @@ impl DenseIndex {
                     scores
                 } else {
                     keys.iter()
-                        .map(|&key| from_order_key(select::score_of(key)))
+                        .map(|&key| f32::from_order_bits(reservoir::score_of(key)))
                         .collect()
                 };
                 keys.iter()
                     .zip(slots)
                     .zip(scores)
                     .map(|((&key, slot), score)| ShortlistHit {
-                        key: select::score_of(key),
+                        key: reservoir::score_of(key),
                         slot,
                         score,
                     })
@@ -269,24 +277,4 @@ pub(super) struct ShortlistHit {
     pub key: u32,
     pub slot: u32,
     pub score: f32,
-}
-
-/// A float score as an unsigned key of the same order (`total_cmp`), so quantized and float
-/// selections share one integer order.
-pub fn order_key(score: f32) -> u32 {
-    let bits = score.to_bits();
-    if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 1 << 31
-    }
-}
-
-/// The float score of an [`order_key`].
-pub fn from_order_key(key: u32) -> f32 {
-    f32::from_bits(if key >> 31 == 1 {
-        key & !(1 << 31)
-    } else {
-        !key
-    })
 }

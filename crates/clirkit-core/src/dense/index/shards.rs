@@ -10,13 +10,13 @@
 //! that shortlist with the stored vectors ([`DenseIndex::rescore`]). [`top_hits`] then orders
 //! them as the single index does (score, then the lower global row) and keeps `k`.
 
-use super::search::order_key;
 use super::{BuildOptions, DenseIndex, PqPart, SearchOptions};
 use crate::dense::check_matrix;
 use crate::dense::fastscan::{Isa, BLOCK};
 use crate::error::{Error, Result};
 use crate::parallel;
 use crate::rng::SplitMix64;
+use crate::topk::Score;
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
@@ -24,7 +24,8 @@ use std::cmp::Ordering;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Candidate {
     /// What the shortlist is selected by, higher first: the quantized fast-scan score (4-bit
-    /// PQ), else the float score as [`order_key`].
+    /// PQ), else the float score
+    /// as its order bits ([`Score::order_bits`]).
     pub key: u32,
     /// The IVF list holding the row (0 without IVF): at equal keys the lower list, then the
     /// lower row, goes first (the single index's slot order).
@@ -70,7 +71,7 @@ impl DenseIndex {
                 .map(|hs| {
                     hs.into_iter()
                         .map(|(score, row)| Candidate {
-                            key: order_key(score),
+                            key: score.order_bits(),
                             list: 0,
                             row,
                             score,
@@ -343,22 +344,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn order_keys_sort_like_floats() {
-        let mut xs = [-3.5f32, -0.0, 0.0, 1e-30, -1e30, 2.0, f32::MIN, f32::MAX];
-        let keys: Vec<u32> = xs.iter().map(|&x| order_key(x)).collect();
-        for (x, &k) in xs.iter().zip(&keys) {
-            assert_eq!(
-                super::super::search::from_order_key(k).to_bits(),
-                x.to_bits()
-            );
-        }
-        let mut by_key = xs.to_vec();
-        by_key.sort_by_key(|&x| order_key(x));
-        xs.sort_by(|a, b| a.total_cmp(b));
-        assert_eq!(by_key, xs);
     }
 
     #[test]

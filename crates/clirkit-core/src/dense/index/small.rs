@@ -9,12 +9,11 @@
 //! `shortlist_len_of` slots by quantized score, ties to the lower slot), the same float sums in
 //! sub-quantizer order (or the same exact scores with refine), the same final order.
 
-use super::search::{from_order_key, order_key};
 use super::{DenseIndex, Hits, PqPart, SearchOptions};
-use crate::dense::fastscan::select::Reservoir;
 use crate::dense::fastscan::tables::FloatTables;
 use crate::dense::fastscan::{layout, lut, rescore, Isa, BLOCK, QUERY_GROUP};
 use crate::error::Result;
+use crate::topk::{pack, score_bits_of, LowerIdFirst, Reservoir, Score, TieRule};
 use rayon::prelude::*;
 
 /// Collections up to this many vectors take the small-collection path, where a thread's group
@@ -165,11 +164,11 @@ impl DenseIndex {
 }
 
 /// A hit as one integer, smaller = better (higher score first, ties to the lower id): the
-/// complement of the score's [`order_key`] above the id's complement, so the selection and sort
-/// compare integers.
+/// complement of the packed hit (`crate::topk::order`: the score's order bits above the id's
+/// complement), so the selection and sort compare integers.
 #[inline]
 fn hit_key(score: f32, id: u32) -> u64 {
-    !((order_key(score) as u64) << 32 | (u32::MAX - id) as u64)
+    !pack(score.order_bits(), LowerIdFirst::tie_bits(id, ()))
 }
 
 /// The best `k` of the hits `keys` stands for, sorted, in a vector of just their length (one
@@ -181,7 +180,12 @@ fn best_first(keys: &mut Vec<u64>, spare: &mut Vec<u64>, k: usize) -> Vec<(f32, 
     }
     radix_sort(keys, spare);
     keys.iter()
-        .map(|&key| (from_order_key((!key >> 32) as u32), u32::MAX - !key as u32))
+        .map(|&key| {
+            (
+                f32::from_order_bits(score_bits_of(!key)),
+                LowerIdFirst::id_of(!key),
+            )
+        })
         .collect()
 }
 

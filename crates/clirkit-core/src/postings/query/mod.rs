@@ -3,9 +3,9 @@
 //! [`maxscore`] (block-max MaxScore, document at a time), [`windowed`] (the same over windows
 //! of documents, each with its own essential terms, passing over whole windows), [`bmw`]
 //! (block-max WAND) and [`exhaustive`] (every posting scored, the reference the others must
-//! equal), with the cost model that picks between them beside them (`cost.rs`). The algorithms walk [`Cursor`]s over [`crate::postings`] and read
-//! scores through the cursors' scorer; selection is [`crate::topk`]'s, ties to the higher
-//! doc-id rank.
+//! equal), with the cost model that picks between them beside them (`cost.rs`). The
+//! algorithms walk [`Cursor`]s over [`crate::postings`] and read scores through the cursors'
+//! scorer; selection is [`crate::topk`]'s, ties to the higher doc-id rank.
 //!
 //! Exactness. Each term's contribution is an f32 score; a document's contributions are summed
 //! in f64 (exact for the handful of positive terms of a query, so the order of addition cannot
@@ -23,7 +23,7 @@ pub use cost::Strategy;
 pub use selection::Hit;
 
 use crate::postings::{Cursor, PostingScorer};
-use selection::{BufferTopK, HeapTopK, Selection, EXACT_THRESHOLD_MAX_K};
+use selection::{BufferSelection, HeapSelection, Selection, EXACT_THRESHOLD_MAX_K};
 
 /// The top `k` documents of the query whose terms `cursors` walk, by `strategy`.
 pub fn top_k<S: PostingScorer>(
@@ -40,9 +40,9 @@ pub fn top_k<S: PostingScorer>(
         Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
         _ if k == 0 || cursors.is_empty() => Vec::new(),
         _ if k <= EXACT_THRESHOLD_MAX_K => {
-            document_at_a_time(strategy, cursors, HeapTopK::new(k, ranks), k)
+            document_at_a_time(strategy, cursors, HeapSelection::new(k, ranks), k)
         }
-        _ => document_at_a_time(strategy, cursors, BufferTopK::new(k, ranks), k),
+        _ => document_at_a_time(strategy, cursors, BufferSelection::new(k, ranks), k),
     }
 }
 

@@ -1,28 +1,34 @@
-//! The best `count` slots of a scan, kept without a heap (FAISS's reservoir idea): hits above
-//! the threshold are appended to a buffer of a few counts; a full buffer is cut back
-//! to its best `count` in linear time, and the `count`-th best score becomes the kernel's
-//! threshold. Slots arrive in increasing order, so a later slot scoring no more than that
-//! threshold ranks after the kept ones and can never enter. The order is the heap's: higher
-//! score first, ties to the lower slot, so the set chosen is the one a
-//! [`TopK`](crate::topk::TopK) keeps.
+//! The reservoir ([`Reservoir`]): the best `count` slots of a scan, kept without a heap (FAISS's
+//! `ReservoirTopN`): hits above the threshold are appended to a buffer of a few counts; a full
+//! buffer is cut back to its best `count` in linear time, and the `count`-th best score becomes
+//! the kernel's threshold. Slots arrive in increasing order, so a later slot scoring no more
+//! than that threshold ranks after the kept ones and can never enter. The order is the heap's:
+//! higher score first, ties to the lower slot ([`LowerIdFirst`]), so the set chosen is the one
+//! a [`TopK`](super::TopK) keeps (tested). Used by dense search's 4-bit fast-scan paths.
+
+use super::order::{pack, score_bits_of, LowerIdFirst, TieRule};
+
+/// The most slots one block offers at once ([`Reservoir::push_block`]): one bit of a `u32` mask
+/// each (a fast-scan block).
+pub const BLOCK: usize = 32;
 
 /// A hit as one integer, larger = better: the score above, the slot's complement below (so the
-/// lower slot wins a tie).
+/// lower slot wins a tie): a [`Hit`](super::Hit)`<u32, LowerIdFirst>` packed.
 #[inline(always)]
 pub fn key(score: u32, slot: u32) -> u64 {
-    (score as u64) << 32 | (u32::MAX - slot) as u64
+    pack(score, LowerIdFirst::tie_bits(slot, ()))
 }
 
 /// The score of a [`key`].
 #[inline]
 pub fn score_of(key: u64) -> u32 {
-    (key >> 32) as u32
+    score_bits_of(key)
 }
 
 /// The slot of a [`key`].
 #[inline]
 pub fn slot_of(key: u64) -> u32 {
-    u32::MAX - key as u32
+    LowerIdFirst::id_of(key)
 }
 
 /// The best slots of a stream of quantized scores arriving in slot order.
@@ -50,7 +56,7 @@ impl Reservoir {
         self.count = count;
         self.buffer_len = buffer_counts * count;
         self.keys.clear();
-        self.keys.reserve(self.buffer_len + super::BLOCK);
+        self.keys.reserve(self.buffer_len + BLOCK);
         self.threshold = -1;
     }
 
@@ -73,7 +79,7 @@ impl Reservoir {
     /// than every slot offered before), with their scores; the buffer is cut at most once, after
     /// the whole block, which keeps the same best slots as pushing them one by one.
     #[inline]
-    pub fn push_block(&mut self, first_slot: u32, mask: u32, scores: &[u32; super::BLOCK]) {
+    pub fn push_block(&mut self, first_slot: u32, mask: u32, scores: &[u32; BLOCK]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: AVX-512F was just detected.
@@ -116,7 +122,7 @@ impl Reservoir {
 
 /// The keys of the slots `first_slot + v` for each bit `v` of `mask`, appended in slot order.
 #[inline]
-fn append_block(keys: &mut Vec<u64>, first_slot: u32, mask: u32, scores: &[u32; super::BLOCK]) {
+fn append_block(keys: &mut Vec<u64>, first_slot: u32, mask: u32, scores: &[u32; BLOCK]) {
     let start = keys.len();
     // Sized in one step and filled by index: per-slot pushes' capacity checks cost more.
     keys.resize(start + mask.count_ones() as usize, 0);
@@ -136,15 +142,15 @@ unsafe fn append_block_avx512(
     keys: &mut Vec<u64>,
     first_slot: u32,
     mask: u32,
-    scores: &[u32; super::BLOCK],
+    scores: &[u32; BLOCK],
 ) {
     use std::arch::x86_64::*;
     let start = keys.len();
-    keys.reserve(super::BLOCK);
+    keys.reserve(BLOCK);
     let dst = keys.as_mut_ptr().add(start);
     let lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
     let mut added = 0;
-    for part in 0..super::BLOCK / 8 {
+    for part in 0..BLOCK / 8 {
         let wide =
             _mm512_cvtepu32_epi64(_mm256_loadu_si256(scores.as_ptr().add(8 * part) as *const _));
         // The low half: u32::MAX - slot, as `key` has it.
@@ -163,7 +169,6 @@ unsafe fn append_block_avx512(
 
 #[cfg(test)]
 mod tests {
-    use super::super::BLOCK;
     use super::*;
     use crate::rng::SplitMix64;
     use crate::topk::TopK;
