@@ -52,8 +52,7 @@ pub fn top_k(terms: &[QueryTerm<'_>], k: usize, ranks: DocRanks<'_>) -> Vec<Hit>
     }
     // Pass 2: every other block that can still reach the k-th score, in document order.
     readers.iter_mut().for_each(Reader::rewind);
-    for b in 0..bounds.len() {
-        let bound = bounds[b];
+    for (b, &bound) in bounds.iter().enumerate() {
         if bound != 0 && top.admits(bound) {
             score_block(&mut readers, b, num_docs, &mut acc, &mut top);
         }
