@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "encoders"))
 
 from clirkit.encoders import OnnxEncoder  # noqa: E402
-from clirkit.encoders.quantization import float_weights  # noqa: E402
+from clirkit.encoders.quantization import write_float_model  # noqa: E402
 from clirkit.encoders.session import is_dynamically_quantized  # noqa: E402
 
 
@@ -45,23 +45,6 @@ def read_texts(corpus: Path, docs: int) -> list[str]:
             rec = json.loads(line)
             texts.append(f"{rec.get('title', '')} {rec.get('text', '')}".strip())
     return texts
-
-
-def float_model_dir(model_dir: Path, scratch: Path) -> Path:
-    """A copy of ``model_dir`` whose dynamically quantized graph is dequantized to float weights: the CPU
-    reference for a GPU run that dequantized it (``--fp16``), so both sides hold the same weights."""
-    import shutil
-
-    import onnx
-
-    local = scratch / f"{model_dir.name}-float"
-    local.mkdir()
-    for name in ("config.json", "tokenizer.json"):
-        shutil.copy(model_dir / name, local / name)
-    model = onnx.load(str(model_dir / "model.onnx"))
-    float_weights(model)
-    onnx.save(model, str(local / "model.onnx"))
-    return local
 
 
 def fastembed_runner(model_dir: Path, scratch: Path, device: str, dim: int, prefix: str) -> Callable:
@@ -107,7 +90,9 @@ def main() -> int:
         return 4
     dequantized = gpu.fp16 and is_dynamically_quantized(args.model / "model.onnx")
     reference_scratch = tempfile.TemporaryDirectory(prefix="gpu-encode-reference-")
-    reference_dir = float_model_dir(args.model, Path(reference_scratch.name)) if dequantized else args.model
+    reference_dir = (
+        write_float_model(args.model, Path(reference_scratch.name) / "float") if dequantized else args.model
+    )
     cpu = OnnxEncoder(reference_dir, device="cpu")
     runners: dict[str, Callable[[list[str]], np.ndarray]] = {"clirkit": gpu.encode_passages}
     with tempfile.TemporaryDirectory(prefix="gpu-encode-") as scratch:

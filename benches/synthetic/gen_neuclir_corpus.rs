@@ -11,6 +11,14 @@
 //! Chunks of documents are generated and compressed as independent zstd frames on `--threads` workers and
 //! written in order, so the file is identical at any thread count.
 //!
+//! With `--split-langs` each language's documents go to their own `docs-zh.jsonl.zst`, `docs-fa.jsonl.zst`,
+//! `docs-ru.jsonl.zst` (a NeuCLIR collection's layout; the same documents, in the same order within a
+//! language), their ids to `docs-LANG.ids.txt`. `--sparse N` writes SPLADE-like vectors beside them
+//! (`vectors-LANG.jsonl.zst`, or `vectors.jsonl.zst`): each document's own words, at most N, weighted
+//! log(1 + tf) times a random factor, from a stream of their own (the documents do not change).
+//! `--seed-every P` lists every P-th document in `seeds.tsv` (id, language, row in its language's
+//! file, title) for the bench's synthetic topics and qrels.
+//!
 //! `cargo run --release -p clirkit-benches --bin gen_neuclir_corpus -- --out DIR --docs 10000000`
 
 use std::collections::BTreeMap;
@@ -166,39 +174,100 @@ impl Model {
         }
     }
 
-    /// Documents `first..first + n` as JSON lines, and their token count.
-    fn chunk(
-        &self,
-        seed: u64,
-        chunk: usize,
-        first: usize,
-        n: usize,
-        width: usize,
-    ) -> (Vec<u8>, u64) {
+    /// Documents `first..first + n` as JSON lines (see [`Chunk`]).
+    fn chunk(&self, seed: u64, chunk: usize, first: usize, n: usize, args: &Args) -> Chunk {
+        let width = (args.docs - 1).to_string().len();
         let mut rng = Rng::new(seed ^ (chunk as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
-        let mut out = Vec::with_capacity(n * 3000);
-        let mut tokens = 0u64;
+        // the vectors' own stream, so the documents never depend on whether vectors are written
+        let mut weights = Rng::new(seed ^ (chunk as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let outs_n = if args.split { LANGS.len() } else { 1 };
+        let mut c = Chunk {
+            outs: (0..outs_n).map(|_| Vec::with_capacity(n * 3000)).collect(),
+            vectors: vec![Vec::new(); if args.sparse > 0 { outs_n } else { 0 }],
+            ids: vec![Vec::new(); if args.split { outs_n } else { 0 }],
+            tokens: 0,
+            counts: [0; 3],
+            seeds: Vec::new(),
+        };
+        let mut tf: Vec<u32> = Vec::new();
         for id in first..first + n {
             let lang = self.langs.draw(&mut rng);
+            let slot = if args.split { lang } else { 0 };
+            let out = &mut c.outs[slot];
             let text_len = (self.doc_median.ln() + DOC_SIGMA * rng.normal())
                 .exp()
                 .round()
                 .clamp(DOC_MIN, DOC_MAX) as usize;
             let title_len = 2 + rng.below(7);
-            tokens += (text_len + title_len) as u64;
+            c.tokens += (text_len + title_len) as u64;
             write!(
                 out,
                 "{{\"_id\": \"d{id:0width$}\", \"lang\": \"{}\", \"title\": \"",
                 LANGS[lang]
             )
             .unwrap();
-            self.push_tokens(&mut rng, lang, title_len, &mut out);
+            let title_at = out.len();
+            self.push_tokens(&mut rng, lang, title_len, out);
+            let title_end = out.len();
             out.extend_from_slice(b"\", \"text\": \"");
-            self.push_tokens(&mut rng, lang, text_len, &mut out);
+            let text_at = out.len();
+            self.push_tokens(&mut rng, lang, text_len, out);
+            let text_end = out.len();
             out.extend_from_slice(b"\"}\n");
+            if args.seed_every > 0 && id % args.seed_every == 0 {
+                let title = String::from_utf8(out[title_at..title_end].to_vec()).unwrap();
+                c.seeds.push((id, lang, c.counts[lang], title));
+            }
+            c.counts[lang] += 1;
+            if args.split {
+                writeln!(c.ids[slot], "d{id:0width$}").unwrap();
+            }
+            if args.sparse > 0 {
+                // SPLADE-like: the document's own words (title and text, first occurrences first, at
+                // most `sparse` of them), each weighted log(1 + tf) times a random factor in [0.5, 2.5).
+                tf.clear();
+                let words = out[title_at..title_end]
+                    .split(|&b| b == b' ')
+                    .chain(out[text_at..text_end].split(|&b| b == b' '));
+                let mut seen: std::collections::HashMap<&[u8], usize> = Default::default();
+                for word in words {
+                    let next = seen.len();
+                    let at = *seen.entry(word).or_insert(next);
+                    if at == tf.len() {
+                        tf.push(0);
+                    }
+                    tf[at] += 1;
+                }
+                let mut order: Vec<(&[u8], usize)> = seen.into_iter().collect();
+                order.sort_unstable_by_key(|&(_, at)| at);
+                let v = &mut c.vectors[slot];
+                write!(v, "{{\"id\": \"d{id:0width$}\", \"vector\": {{").unwrap();
+                for (i, (word, at)) in order.iter().take(args.sparse).enumerate() {
+                    let w = ((1.0 + tf[*at] as f64).ln() * (0.5 + 2.0 * weights.unit()) * 1000.0)
+                        .round()
+                        / 1000.0;
+                    let sep = if i > 0 { ", " } else { "" };
+                    write!(v, "{sep}\"{}\": {w}", std::str::from_utf8(word).unwrap()).unwrap();
+                }
+                v.extend_from_slice(b"}}\n");
+            }
         }
-        (out, tokens)
+        c
     }
+}
+
+/// What one chunk of documents produced: the JSON lines (one buffer, or with `--split-langs` one per
+/// language in `LANGS` order; the same documents in the same order either way), their vectors' lines
+/// laid out alike (with `--sparse`), the token count, each language's document count, and the seed
+/// documents (`--seed-every`): (id, language, row in the chunk's part of its language, title).
+struct Chunk {
+    outs: Vec<Vec<u8>>,
+    vectors: Vec<Vec<u8>>,
+    /// With `--split-langs`, each language's document ids, one a line (`docs-LANG.ids.txt`).
+    ids: Vec<Vec<u8>>,
+    tokens: u64,
+    counts: [usize; 3],
+    seeds: Vec<(usize, usize, usize, String)>,
 }
 
 struct Args {
@@ -210,6 +279,14 @@ struct Args {
     doc_median: f64,
     threads: usize,
     level: i32,
+    /// Write `docs-zh.jsonl.zst`, `docs-fa.jsonl.zst`, `docs-ru.jsonl.zst` (a NeuCLIR collection's
+    /// layout) instead of one `corpus.jsonl.zst`.
+    split: bool,
+    /// Terms per document of SPLADE-like vectors written beside the documents (0: none).
+    sparse: usize,
+    /// Every `seed_every`-th document is a seed (0: none), listed in `seeds.tsv`: the bench makes
+    /// topics from seeds' titles and judges them relevant.
+    seed_every: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -222,9 +299,16 @@ fn parse_args() -> Result<Args, String> {
         doc_median: 300.0,
         threads: 2,
         level: 1,
+        split: false,
+        sparse: 0,
+        seed_every: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--split-langs" {
+            args.split = true;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let bad = |e: &dyn std::fmt::Display| format!("{flag} {value}: {e}");
         match flag.as_str() {
@@ -236,7 +320,9 @@ fn parse_args() -> Result<Args, String> {
             "--doc-median" => args.doc_median = value.parse().map_err(|e| bad(&e))?,
             "--threads" => args.threads = value.parse().map_err(|e| bad(&e))?,
             "--zstd-level" => args.level = value.parse().map_err(|e| bad(&e))?,
-            _ => return Err(format!("unknown flag {flag} (--out --docs --queries --seed --vocab --doc-median --threads --zstd-level)")),
+            "--sparse" => args.sparse = value.parse().map_err(|e| bad(&e))?,
+            "--seed-every" => args.seed_every = value.parse().map_err(|e| bad(&e))?,
+            _ => return Err(format!("unknown flag {flag} (--out --docs --queries --seed --vocab --doc-median --threads --zstd-level --split-langs --sparse --seed-every)")),
         }
     }
     if args.out.as_os_str().is_empty()
@@ -272,11 +358,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let width = (args.docs - 1).to_string().len();
     let n_chunks = args.docs.div_ceil(DOCS_PER_CHUNK);
     let next_chunk = AtomicUsize::new(0);
-    let corpus_tmp = args.out.join("corpus.jsonl.zst.tmp");
-    let mut corpus = BufWriter::new(File::create(&corpus_tmp)?);
+    let parts: Vec<&str> = if args.split { LANGS.to_vec() } else { vec![""] };
+    let mut names: Vec<String> = parts
+        .iter()
+        .map(|l| {
+            if l.is_empty() {
+                "corpus.jsonl.zst".into()
+            } else {
+                format!("docs-{l}.jsonl.zst")
+            }
+        })
+        .collect();
+    if args.sparse > 0 {
+        names.extend(parts.iter().map(|l| {
+            if l.is_empty() {
+                "vectors.jsonl.zst".into()
+            } else {
+                format!("vectors-{l}.jsonl.zst")
+            }
+        }));
+    }
+    let mut files = Vec::new();
+    for name in &names {
+        files.push(BufWriter::new(File::create(
+            args.out.join(format!("{name}.tmp")),
+        )?));
+    }
+    let mut id_files = Vec::new();
+    if args.split {
+        for l in LANGS {
+            id_files.push(BufWriter::new(File::create(
+                args.out.join(format!("docs-{l}.ids.txt")),
+            )?));
+        }
+    }
     let (mut raw_bytes, mut tokens) = (0u64, 0u64);
+    let mut rows = [0usize; 3];
+    let mut seeds = String::new();
     std::thread::scope(|scope| -> std::io::Result<()> {
-        let (send, receive) = mpsc::sync_channel::<(usize, Vec<u8>, u64, u64)>(args.threads * 2);
+        let (send, receive) = mpsc::sync_channel::<(usize, Chunk, Vec<Vec<u8>>)>(args.threads * 2);
         for _ in 0..args.threads {
             let (send, model, next_chunk, args) = (send.clone(), &model, &next_chunk, &args);
             scope.spawn(move || loop {
@@ -286,13 +406,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 let first = chunk * DOCS_PER_CHUNK;
                 let n = DOCS_PER_CHUNK.min(args.docs - first);
-                let (lines, chunk_tokens) = model.chunk(args.seed, chunk, first, n, width);
-                let frame = zstd::bulk::compress(&lines, args.level)
-                    .expect("zstd compression of a memory buffer");
-                if send
-                    .send((chunk, frame, lines.len() as u64, chunk_tokens))
-                    .is_err()
-                {
+                let mut c = model.chunk(args.seed, chunk, first, n, args);
+                let frames = c
+                    .outs
+                    .iter()
+                    .chain(&c.vectors)
+                    .map(|lines| {
+                        zstd::bulk::compress(lines, args.level)
+                            .expect("zstd compression of a memory buffer")
+                    })
+                    .collect();
+                c.vectors = Vec::new();
+                if send.send((chunk, c, frames)).is_err() {
                     return;
                 }
             });
@@ -301,22 +426,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Frames arrive out of order from the workers; a concatenation of zstd frames is one zstd stream.
         let mut pending = BTreeMap::new();
         let mut next_to_write = 0;
-        for (chunk, frame, raw, chunk_tokens) in receive {
-            pending.insert(chunk, frame);
-            raw_bytes += raw;
-            tokens += chunk_tokens;
-            while let Some(frame) = pending.remove(&next_to_write) {
-                corpus.write_all(&frame)?;
+        for (chunk, c, frames) in receive {
+            pending.insert(chunk, (c, frames));
+            while let Some((c, frames)) = pending.remove(&next_to_write) {
+                raw_bytes += c.outs.iter().map(|o| o.len() as u64).sum::<u64>();
+                tokens += c.tokens;
+                for (file, frame) in files.iter_mut().zip(frames) {
+                    file.write_all(&frame)?;
+                }
+                for (file, ids) in id_files.iter_mut().zip(&c.ids) {
+                    file.write_all(ids)?;
+                }
+                for (id, lang, row, title) in &c.seeds {
+                    let row = if args.split { rows[*lang] + row } else { *id };
+                    seeds.push_str(&format!(
+                        "d{id:0width$}\t{}\t{row}\t{title}\n",
+                        LANGS[*lang]
+                    ));
+                }
+                for (total, n) in rows.iter_mut().zip(c.counts) {
+                    *total += n;
+                }
                 next_to_write += 1;
             }
         }
         Ok(())
     })?;
-    corpus
-        .into_inner()
-        .map_err(|e| e.into_error())?
-        .sync_all()?;
-    std::fs::rename(&corpus_tmp, args.out.join("corpus.jsonl.zst"))?;
+    for file in id_files {
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    }
+    for (file, name) in files.into_iter().zip(&names) {
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(args.out.join(format!("{name}.tmp")), args.out.join(name))?;
+    }
+    if args.seed_every > 0 {
+        std::fs::write(args.out.join("seeds.tsv"), &seeds)?;
+    }
 
     let mut rng = Rng::new(args.seed ^ 0x5155_4552_5953); // the queries' own stream
     let qwidth = (args.queries - 1).to_string().len();
@@ -337,8 +482,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{{\n  \"generator\": \"benches/synthetic/gen_neuclir_corpus.rs\",\n  \"seed\": {},\n  \"docs\": {},\n  \"queries\": {},\n  \
          \"languages\": \"zh,fa,ru (shares 3.18/2.23/4.63)\",\n  \"vocab_content_words_per_language\": {},\n  \
          \"zipf_exponent\": {ZIPF_EXPONENT},\n  \"zipf_offset\": {ZIPF_OFFSET},\n  \"doc_median_tokens\": {},\n  \
-         \"doc_sigma\": {DOC_SIGMA},\n  \"tokens\": {tokens},\n  \"uncompressed_bytes\": {raw_bytes},\n  \"seconds\": {:.1}\n}}\n",
-        args.seed, args.docs, args.queries, args.vocab, args.doc_median, started.elapsed().as_secs_f64()
+         \"doc_sigma\": {DOC_SIGMA},\n  \"tokens\": {tokens},\n  \"docs_per_language\": \"zh={} fa={} ru={}\",\n  \"uncompressed_bytes\": {raw_bytes},\n  \"seconds\": {:.1}\n}}\n",
+        args.seed, args.docs, args.queries, args.vocab, args.doc_median, rows[0], rows[1], rows[2],
+        started.elapsed().as_secs_f64()
     );
     std::fs::write(args.out.join("meta.json"), &meta)?;
     print!("{meta}");

@@ -271,21 +271,15 @@ def test_cuda_requested_without_provider_warns_and_uses_cpu():
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("fp16", [False, True])
 def test_cuda_matches_cpu(model, fp16, tmp_path):
-    from clirkit.encoders.quantization import float_weights
+    from clirkit.encoders.quantization import write_float_model
     from clirkit.encoders.session import is_dynamically_quantized
 
     model_dir = shared_path("models", model)
     reference_dir = model_dir
     if fp16 and is_dynamically_quantized(model_dir / "model.onnx"):
         # float16 on CUDA dequantizes the int8 weights: the CPU reference holds the same float weights.
-        onnx = pytest.importorskip("onnx")
-        reference_dir = tmp_path / "float"
-        reference_dir.mkdir()
-        for name in ("config.json", "tokenizer.json"):
-            shutil.copy(model_dir / name, reference_dir / name)
-        graph = onnx.load(str(model_dir / "model.onnx"))
-        float_weights(graph)
-        onnx.save(graph, str(reference_dir / "model.onnx"))
+        pytest.importorskip("onnx")
+        reference_dir = write_float_model(model_dir, tmp_path / "float")
     # The shipped graph on CPU (the prepared one fuses attention, which rounds differently again).
     cpu = OnnxEncoder(reference_dir, device="cpu", optimize_graph=False).encode_passages(TEXTS)
     gpu_enc = OnnxEncoder(model_dir, device="cuda", fp16=fp16, batch_size=5)

@@ -69,3 +69,22 @@ def test_a_float_graph_is_left_alone_and_an_unknown_pattern_refused(tmp_path):
     first.input[0] = "input_ids"
     with pytest.raises(InvalidInputError, match="not dynamically quantized"):
         float_weights(model)
+
+
+def test_a_float_model_directory_encodes_like_the_int8_one_and_is_never_overwritten(tmp_path):
+    from clirkit.encoders import OnnxEncoder
+    from clirkit.encoders.quantization import write_float_model
+
+    source = tmp_path / "int8"
+    tiny_transformer.build(source)
+    quantized_tiny(tmp_path)  # tmp_path/int8.onnx
+    (source / "model.onnx").write_bytes((tmp_path / "int8.onnx").read_bytes())
+    target = write_float_model(source, tmp_path / "dequantized")
+    graph = onnx.load(str(target / "model.onnx"))
+    assert "MatMulInteger" not in {n.op_type for n in graph.graph.node}
+    texts = tiny_transformer.texts(5)
+    int8 = OnnxEncoder(source, device="cpu", optimize_graph=False).encode_passages(texts)
+    dequantized = OnnxEncoder(target, device="cpu", optimize_graph=False).encode_passages(texts)
+    assert ((int8 * dequantized).sum(axis=1) > 0.99).all()
+    with pytest.raises(FileExistsError):
+        write_float_model(source, target)

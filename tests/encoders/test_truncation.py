@@ -69,3 +69,13 @@ def test_fallback_counts_words_in_spaced_scripts():
     assert truncate_text("Der Hund bellt laut im Garten", 3) == "Der Hund bellt"
     assert truncate_text("كم نقطة تخلى عنها دفاع", 2) == "كم نقطة"
     assert truncate_text("Ein 超级碗 test", 3) == "Ein 超级"
+
+
+def test_a_tokenizer_that_pads_is_cut_by_its_real_tokens(e5_tokenizer):
+    """A tokenizer.json asking for padding (all-MiniLM's pads to 128) gives padding offsets too: they are
+    not tokens of the text, so the cut is the unpadded tokenizer's (counting them never ended)."""
+    padded = tokenizers.Tokenizer.from_str(e5_tokenizer.to_str())
+    padded.enable_padding(length=128)
+    text = "黑豹队的防守只丢了 308分，在联赛中排名第六"
+    assert truncate_text(text, 5, padded) == truncate_text(text, 5, e5_tokenizer) != text
+    assert truncate_text("短い文", 10, padded) == "短い文"

@@ -28,7 +28,7 @@ class ReversingEncoder:
 
     ranks: dict[str, dict[str, int]] = {}  # query text -> {passage text: first-stage rank}
 
-    def __init__(self, model_dir, max_length=None, threads=None) -> None:
+    def __init__(self, model_dir, **settings) -> None:
         self.queries = {text: j for j, text in enumerate(sorted(self.ranks))}
 
     def encode_queries(self, texts):

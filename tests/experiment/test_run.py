@@ -144,7 +144,7 @@ def test_rerun_recomputes_nothing_and_table_reprints(tmp_path, capsys):
 
 def test_changing_fusion_k_recomputes_only_fusion_rerank_and_evaluation(tmp_path, shared):
     model = shared("models", "all-MiniLM-L6-v2-int8")
-    rerank = f'\n[rerank.rrf-minilm]\ninput = "rrf"\nmodel = "{model}"\ndepth = 10\nwindow = 5\nstride = 5\n'
+    rerank = f'\n[rerank.rrf-minilm]\ninput = "rrf"\nmodel = "{model}"\ndepth = 10\n'
     langs = ("en", "de")
     first = _run(_experiment_file(tmp_path, 60, rerank, langs, mono=()), tmp_path / "work")
     kinds_before = {s.digest: s.kind for s in first.plan.stages}

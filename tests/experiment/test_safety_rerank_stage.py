@@ -14,7 +14,7 @@ import pytest
 from clirkit import ClirkitError
 from clirkit.experiment import Experiment
 from conftest import sample_experiment_head
-from local_server import LocalServer
+from local_server import LocalServer, send_json
 
 # One query's window answered HTTP 400, another's HTTP 500 (matched on the query line of the prompt).
 FAILING = ("Search Query: How many points did the Panthers", "Search Query: How many career sacks")
@@ -42,11 +42,7 @@ class ChatServer(LocalServer):
                     status = 400
                 elif server.failing and server.failing[1] in prompt:
                     status = 500
-                data = json.dumps({"choices": [{"message": {"content": "[2] > [1]"}}]}).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, {"choices": [{"message": {"content": "[2] > [1]"}}]}, status)
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True

@@ -27,6 +27,7 @@ import clirkit
 import pytest
 from clirkit import _native
 from clirkit.rerank import OpenAIChatBackend, WindowRequest, WindowResult, rankgpt_messages, rerank
+from local_server import send_json
 
 # Honest answers take milliseconds: seconds of margin even on a loaded 2-core machine. Only the
 # windows meant to time out wait this long, all in one step, so the suite waits for them once.
@@ -123,12 +124,7 @@ class FakeServer:
             "choices": [{"message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 7},
         }
-        data = json.dumps(reply).encode()
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
+        send_json(handler, reply)
         with self.lock:
             self.answered += 1
 

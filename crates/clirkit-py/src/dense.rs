@@ -6,7 +6,7 @@ use crate::dense_shards::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::passages::DenseSearch;
-use clirkit_core::dense::source::{NpyFile, SliceSource, VectorSource};
+use clirkit_core::dense::source::{Concat, ConcatPart, NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions, VectorDtype};
 use clirkit_core::io::trec::RUN_WINDOW;
 use clirkit_core::Error;
@@ -116,8 +116,9 @@ impl PyDenseIndex {
         Ok(PyDenseIndex { inner })
     }
 
-    /// Build into `dir` from a float32 or float16 `.npy` file read a chunk at a time, with
-    /// about `memory_mb` MB for the chunks; returns the index opened from `dir`.
+    /// Build into `dir` from float32 or float16 `.npy` files read a chunk at a time, with
+    /// about `memory_mb` MB for the chunks: `npy` lists (file, rows kept or None for all), whose rows
+    /// are indexed one file after another; returns the index opened from `dir`.
     #[staticmethod]
     #[pyo3(signature = (npy, ids, dir, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
                         seed=0, threads=0, keep_vectors=true, quiet=false, memory_mb=256,
@@ -125,7 +126,7 @@ impl PyDenseIndex {
     #[allow(clippy::too_many_arguments)]
     fn build_npy(
         py: Python<'_>,
-        npy: PathBuf,
+        npy: Vec<(PathBuf, Option<Vec<usize>>)>,
         ids: Vec<String>,
         dir: PathBuf,
         pq: Option<usize>,
@@ -150,7 +151,12 @@ impl PyDenseIndex {
         )?;
         let inner = py
             .detach_caught(|| {
-                let source = NpyFile::open(&npy)?;
+                let mut parts = Vec::with_capacity(npy.len());
+                for (path, rows) in npy {
+                    let source: Box<dyn VectorSource + Send> = Box::new(NpyFile::open(&path)?);
+                    parts.push(ConcatPart { source, rows });
+                }
+                let source = Concat::new(parts, "embeddings")?;
                 DenseIndex::build_streaming(&source, &ids, &opts, memory_mb << 20, &dir)?;
                 DenseIndex::open(&dir)
             })

@@ -19,28 +19,34 @@ impl DocIds for ImpactIndex {
 /// A memory-mapped impact index (quantized term weights, block-max MaxScore top-k).
 #[pyclass(name = "ImpactIndex", module = "clirkit._native", frozen)]
 pub struct PyImpactIndex {
-    inner: Arc<ImpactIndex>,
+    pub(crate) inner: Arc<ImpactIndex>,
 }
 
 #[pymethods]
 impl PyImpactIndex {
-    /// Build an index from JSONL term-weight vectors (atomically) and open it.
+    /// Build an index from JSONL term-weight vectors (atomically) and open it; several files are
+    /// indexed one after another, as their concatenation. Postings beyond `memory_budget_mb` are
+    /// spilled to disk (the files are the same).
     #[staticmethod]
-    #[pyo3(signature = (vectors, index, *, quantize=impact::DEFAULT_QUANTIZE, threads=0, quiet=false))]
+    #[pyo3(signature = (vectors, index, *, quantize=impact::DEFAULT_QUANTIZE, threads=0, quiet=false,
+                        memory_budget_mb=1024))]
     fn build(
         py: Python<'_>,
-        vectors: PathBuf,
+        vectors: Vec<PathBuf>,
         index: PathBuf,
         quantize: u32,
         threads: usize,
         quiet: bool,
+        memory_budget_mb: usize,
     ) -> PyResult<Self> {
         let opts = BuildOptions {
             quantize,
             threads,
             quiet,
+            memory_budget_bytes: memory_budget_mb.saturating_mul(1 << 20),
         };
-        py.detach_caught(|| impact::build(&vectors, &index, &opts))
+        let files: Vec<&std::path::Path> = vectors.iter().map(PathBuf::as_path).collect();
+        py.detach_caught(|| impact::build_files(&files, &index, &opts))
             .py_err()?;
         Self::open(py, index)
     }

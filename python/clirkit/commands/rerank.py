@@ -7,30 +7,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from typing import Optional, Tuple
 
 from clirkit._native import InvalidInputError
-from clirkit.commands.common import add_command, add_quiet, non_negative_int, positive_int
-from clirkit.rerank import (
-    TEMPLATES,
-    Backend,
-    CallableScorer,
-    OpenAIChatBackend,
-    QueryLikelihoodScorer,
-    Scorer,
-    YesNoScorer,
-    rerank,
-    rerank_pointwise,
-)
+from clirkit.commands.common import add_command, add_quiet, non_negative_int, picked, positive_int
+from clirkit.rerank import TEMPLATES, Backend, Scorer, rerank, rerank_pointwise
 from clirkit.rerank.http import scrub
-from clirkit.rerank.prompt_budget import prompt_truncation
+from clirkit.rerank.settings import (
+    BACKENDS,
+    CROSS_ENCODER_MAX_LENGTH,
+    ONNX_BACKENDS,
+    SERVER_BACKENDS,
+    RerankerSettings,
+    make_reranker,
+)
 from clirkit.runs import write_run
 
 #: Exit status of a run that wrote its output but some windows kept their order.
 EXIT_WINDOWS_FAILED = 3
-
-_LISTWISE = ("openai",)
-_SERVER_SCORERS = ("query-likelihood", "yes-no")
 
 
 def register(top, groups) -> None:
@@ -52,7 +47,7 @@ def register(top, groups) -> None:
     p.add_argument("--output", required=True, help="where to write the reranked run")
     p.add_argument(
         "--backend",
-        choices=["openai", "cross-encoder", "query-likelihood", "yes-no", "pointwise"],
+        choices=list(BACKENDS),
         default="openai",
         help="openai: listwise chat completions; cross-encoder: ONNX cross-encoder (--model-dir); "
         "query-likelihood: UPR log P(query|passage) over /completions; yes-no: Qwen3-Reranker's yes/no "
@@ -95,10 +90,16 @@ def register(top, groups) -> None:
     )
     p.add_argument("--tokenizer", help="the model's tokenizer.json, for --passage-tokens/--query-tokens")
     p.add_argument(
-        "--max-length", type=positive_int, default=512, help="cross-encoder pair length (default: 512)"
+        "--max-length",
+        type=positive_int,
+        help=f"cross-encoder pair length (default: {CROSS_ENCODER_MAX_LENGTH}); pointwise: the bi-encoder's "
+        "input length (default: the model's limit)",
     )
     p.add_argument(
-        "--batch-size", type=positive_int, default=32, help="cross-encoder batch size (default: 32)"
+        "--batch-size",
+        type=positive_int,
+        default=32,
+        help="texts per model call, ONNX backends (default: 32)",
     )
     p.add_argument("--stats", help="also write the statistics as JSON here")
     p.add_argument("--tag", default="clirkit-rerank", help="run tag (6th column)")
@@ -118,59 +119,21 @@ def _extra_body(text: Optional[str]) -> dict:
     return value
 
 
-def _onnx_model_dir(args: argparse.Namespace) -> str:
-    if not args.model_dir:
-        raise InvalidInputError(f"--backend {args.backend} needs --model-dir (an ONNX model directory)")
-    return args.model_dir
-
-
 def _reranker(args: argparse.Namespace) -> Tuple[Optional[Backend], Optional[Scorer]]:
     """The listwise backend or the pointwise scorer the arguments ask for."""
+    if args.backend in ONNX_BACKENDS and not args.model_dir:
+        raise InvalidInputError(f"--backend {args.backend} needs --model-dir (an ONNX model directory)")
+    if args.backend in SERVER_BACKENDS and (not args.base_url or not args.model):
+        raise InvalidInputError(f"--backend {args.backend} needs --base-url and --model")
     if args.max_response_mb <= 0:
         raise InvalidInputError("--max-response-mb must be positive")
-    truncate, truncate_identity = prompt_truncation(args.passage_tokens, args.query_tokens, args.tokenizer)
-    server = dict(
-        api_key=args.api_key,
-        timeout=args.timeout,
-        retries=args.retries,
-        concurrency=args.concurrency,
-        truncate=truncate,
-        truncate_identity=truncate_identity,
-        extra_body=_extra_body(args.extra_body),
-        max_response_bytes=int(args.max_response_mb * 1024 * 1024),
-    )
-    if args.backend in _LISTWISE or args.backend in _SERVER_SCORERS:
-        if not args.base_url or not args.model:
-            raise InvalidInputError(f"--backend {args.backend} needs --base-url and --model")
-    if args.backend == "openai":
-        listwise = dict(
-            template=args.template,
-            max_words=args.max_words,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-        )
-        return OpenAIChatBackend(args.base_url, args.model, **listwise, **server), None  # type: ignore[arg-type]
-    if args.backend == "query-likelihood":
-        return None, QueryLikelihoodScorer(args.base_url, args.model, **server)  # type: ignore[arg-type]
-    if args.backend == "yes-no":
-        instruction = {} if args.instruction is None else {"instruction": args.instruction}
-        return None, YesNoScorer(args.base_url, args.model, **server, **instruction)  # type: ignore[arg-type]
-    if truncate is not None:
+    if args.backend in ONNX_BACKENDS and (args.passage_tokens or args.query_tokens):
         raise InvalidInputError(f"--backend {args.backend} truncates with its own tokenizer (--max-length)")
-    model_dir = _onnx_model_dir(args)
-    try:
-        if args.backend == "cross-encoder":
-            from clirkit.encoders.cross_encoder import CrossEncoder
-
-            model = CrossEncoder(model_dir, max_length=args.max_length, batch_size=args.batch_size)
-            identity = f"cross-encoder:{model_dir}:max_length={args.max_length}"
-            return None, CallableScorer(model.score, identity)
-        from clirkit.encoders import OnnxEncoder
-    except ImportError as err:
-        raise InvalidInputError(
-            f"--backend {args.backend} needs clirkit.encoders (ONNX models): {err}"
-        ) from err
-    return None, CallableScorer.from_encoder(OnnxEncoder(model_dir), identity=f"cosine:{model_dir}")
+    settings = RerankerSettings(
+        extra_body=_extra_body(args.extra_body),
+        **picked(args, *(f.name for f in fields(RerankerSettings) if f.name != "extra_body")),
+    )
+    return make_reranker(settings)
 
 
 def _rerank(args: argparse.Namespace) -> int:

@@ -156,10 +156,11 @@ class DenseIndex(NativeIndex):
 
     @staticmethod
     def build_file(
-        embeddings: PathLike,
+        embeddings: PathLike | Sequence[PathLike],
         ids: Iterable[str],
         index_dir: PathLike,
         *,
+        rows: Sequence[Sequence[int] | None] | None = None,
         pq: int | None = None,
         nbits: int = 4,
         ivf: int | None = None,
@@ -179,6 +180,11 @@ class DenseIndex(NativeIndex):
         training sample and the ids, whatever the collection size (with ``ivf`` the codes, ``M``
         bytes per vector, are also held). The files equal those of :meth:`build` then :meth:`save`
         on the same vectors. Returns the index opened from ``index_dir``.
+
+        ``embeddings`` may list several ``.npy`` files, whose rows are indexed one file after another
+        (``ids`` then names the rows of all of them in that order), and ``rows`` may give, per file,
+        the rows kept (in the order given; None keeps every row): so a collection encoded in several
+        files, or part of one, is indexed without first copying its rows into one matrix.
         """
         options: dict[str, Any] = {
             "pq": pq,
@@ -193,14 +199,22 @@ class DenseIndex(NativeIndex):
             "vector_dtype": vector_dtype,
         }
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        dtype, fortran_order, compressed = npy_header(embeddings)
-        if dtype not in (np.dtype("<f4"), np.dtype("<f2")) or fortran_order or compressed:
+        files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
+        kept = [None] * len(files) if rows is None else [None if r is None else list(r) for r in rows]
+        if len(kept) != len(files):
+            raise InvalidInputError(f"rows: {len(kept)} row lists for {len(files)} embedding files")
+        streamable = True
+        for path in files:
+            dtype, fortran_order, compressed = npy_header(path)
+            streamable &= dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
+        if not streamable:
             # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
-            DenseIndex.build(load_matrix(embeddings), id_list, **options).save(index_dir)
+            matrices = [load_matrix(p) if r is None else load_matrix(p)[r] for p, r in zip(files, kept)]
+            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+            DenseIndex.build(matrix, id_list, **options).save(index_dir)
             return DenseIndex.open(index_dir)
-        native = _native.DenseIndex.build_npy(
-            Path(embeddings), id_list, Path(index_dir), memory_mb=memory_mb, **options
-        )
+        parts = [(Path(p), r) for p, r in zip(files, kept)]
+        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), memory_mb=memory_mb, **options)
         return DenseIndex(native)
 
     def add(

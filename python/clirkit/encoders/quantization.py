@@ -14,6 +14,8 @@ batched results then equal one-text-at-a-time results. The int8 matrix products 
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -271,3 +273,18 @@ def topological(nodes: list[Any], available: set[str]) -> list[Any]:
             raise InvalidInputError(f"the graph has a cycle through {waiting[0].op_type} '{waiting[0].name}'")
         pending = waiting
     return ordered
+
+
+def write_float_model(model_dir: Path, target: Path) -> Path:
+    """Write into the new directory ``target`` the model of ``model_dir`` with its int8 weights dequantized
+    (:func:`float_weights`), beside copies of its ``config.json`` and ``tokenizer.json``: the float model a
+    GPU's float16 run holds, e.g. as the CPU reference for such a run. Returns ``target``."""
+    import onnx
+
+    target.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(model_dir / name, target / name)
+    model = onnx.load(str(model_dir / "model.onnx"))
+    float_weights(model)
+    onnx.save(model, str(target / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    return target

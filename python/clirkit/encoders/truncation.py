@@ -46,13 +46,16 @@ def truncate_text(text: str, max_tokens: int, tokenizer: Any = None) -> str:
 def _token_offsets(tokenizer: Any, text: str, budget: int) -> list[tuple[int, int]]:
     """Offsets of ``text``'s tokens, at least the first ``budget + 1`` of them when there are that many.
     A tokenizer.json may carry its own truncation: when it keeps more than ``budget`` tokens its output
-    serves, otherwise an untruncated copy counts (copying a large vocabulary takes a while)."""
+    serves, otherwise an untruncated copy counts (copying a large vocabulary takes a while). Padding a
+    tokenizer.json asks for is not counted: only tokens of the text (attention mask 1) are."""
     truncation = tokenizer.truncation
     if truncation is None or truncation["max_length"] > budget:
-        return tokenizer.encode(text, add_special_tokens=False).offsets
-    untruncated = type(tokenizer).from_str(tokenizer.to_str())
-    untruncated.no_truncation()
-    return untruncated.encode(text, add_special_tokens=False).offsets
+        encoding = tokenizer.encode(text, add_special_tokens=False)
+    else:
+        untruncated = type(tokenizer).from_str(tokenizer.to_str())
+        untruncated.no_truncation()
+        encoding = untruncated.encode(text, add_special_tokens=False)
+    return [offset for offset, real in zip(encoding.offsets, encoding.attention_mask) if real]
 
 
 def _truncate_by_script(text: str, max_tokens: int) -> str:

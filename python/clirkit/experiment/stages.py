@@ -113,25 +113,60 @@ class _EmbeddingScorer:
 
 
 def _rerank_backend(spec: RerankSpec, ctx: RunContext):
-    """The listwise backend (``openai``), or the pointwise scorer with its embedding memo."""
-    from clirkit.rerank import CallableScorer, OpenAIChatBackend
+    """``(listwise backend or pointwise scorer, embedding memo or None)``: made by
+    :func:`clirkit.rerank.settings.make_reranker` from the node's options, as ``clirkit rerank`` makes
+    it; the bi-encoder (``pointwise``) scorer keeps an embedding memo a dense system can seed."""
+    from clirkit.rerank import CallableScorer
+    from clirkit.rerank.settings import RerankerSettings, make_reranker
 
-    if spec.backend == "openai":
-        return OpenAIChatBackend(
-            spec.options["base_url"], spec.options["model"], max_words=spec.options["max_words"]
-        ), None
+    options = spec.options
+    if spec.backend == "pointwise":
 
-    def make():
-        from clirkit.encoders import OnnxEncoder
+        def make():
+            from clirkit.encoders import OnnxEncoder
 
-        encoder = OnnxEncoder(
-            spec.options["model"], max_length=spec.options["max_length"], threads=ctx.threads or None
-        )
-        scorer = _EmbeddingScorer(encoder)
-        return CallableScorer(scorer, f"cosine:{spec.options['model']}"), scorer
+            encoder = OnnxEncoder(
+                options["model"],
+                max_length=options["max_length"],
+                batch_size=options["batch_size"],
+                threads=ctx.threads or None,
+            )
+            scorer = _EmbeddingScorer(encoder)
+            return CallableScorer(scorer, f"cosine:{options['model']}"), scorer
 
-    # One scorer per model for the whole run: its embeddings carry over between tasks.
-    return ctx.cached(("pointwise", spec.options["model"], spec.options["max_length"]), make)
+        # One scorer per model for the whole run: its embeddings carry over between tasks.
+        return ctx.cached(("pointwise", options["model"], options["max_length"], options["batch_size"]), make)
+    settings = {k: v for k, v in options.items() if k != "fields"}
+    if spec.backend == "cross-encoder":
+        settings["model_dir"] = settings.pop("model")
+        made = ctx.cached(("cross-encoder", *sorted(settings.items())), lambda: make_reranker(
+            RerankerSettings(backend=spec.backend, **settings)
+        ))  # fmt: skip
+        return made[1], None
+    backend, scorer = make_reranker(RerankerSettings(backend=spec.backend, **settings))
+    return (backend if backend is not None else scorer), None
+
+
+def rerank_key(spec: RerankSpec) -> dict:
+    """What a rerank node's run depends on: every option but how a server is asked
+    (:data:`~clirkit.experiment.config.nodes.RERANK_TRANSPORT_KEYS`), models and tokenizers by their
+    content."""
+    from clirkit.experiment.config.nodes import RERANK_TRANSPORT_KEYS
+    from clirkit.rerank.settings import LISTWISE_BACKENDS, ONNX_BACKENDS
+
+    params = {k: v for k, v in spec.options.items() if k not in RERANK_TRANSPORT_KEYS}
+    params.update(backend=spec.backend, depth=spec.depth)
+    if spec.backend in ONNX_BACKENDS:
+        params["model"] = model_identity(spec.options["model"])
+    if params.get("tokenizer") is not None:
+        params["tokenizer"] = file_identity(params["tokenizer"])
+    # A pointwise backend scores every candidate and sorts the whole depth, as ``clirkit rerank`` does;
+    # windows are a listwise backend's (RankGPT's partial sort).
+    if spec.backend in LISTWISE_BACKENDS:
+        params.update(window=spec.window, stride=spec.stride)
+    else:
+        params["sort"] = "full"
+    return params
 
 
 def warn_empty_documents(path: Path, fields: list[str], system: str) -> int:
@@ -216,25 +251,12 @@ def rerank_stage(
     docs_stage: Optional[Stage],
     seeds: list[Stage],
 ) -> Stage:
-    model = spec.options["model"]
-    # Every option of the node reaches the backend or the passages, so every one is in the key.
-    params = {
-        **spec.options,
-        "backend": spec.backend,
-        "model": model_identity(model) if spec.backend == "pointwise" else model,
-        "depth": spec.depth,
-    }
-    # A pointwise backend scores every candidate and sorts the whole depth, as ``clirkit rerank`` does;
-    # windows are a listwise backend's (RankGPT's partial sort).
-    if spec.backend == "pointwise":
-        params["sort"] = "full"
-    else:
-        params.update(window=spec.window, stride=spec.stride)
+    params = rerank_key(spec)
     inputs = (source,) if docs_stage is None else (source, docs_stage)
     identity = {"queries": task.queries_digest, "docs": task.docs.identity()}
 
     def action(stage: Stage, out: Path, ctx: RunContext) -> None:
-        from clirkit.rerank import rerank, rerank_pointwise
+        from clirkit.rerank import Scorer, rerank, rerank_pointwise
         from clirkit.runs import write_run
 
         backend, memo = _rerank_backend(spec, ctx)
@@ -243,6 +265,7 @@ def rerank_stage(
         cache = ctx.store.partial(stage.digest) / "answers.sqlite"
         if memo is not None:
             _seed(memo, seeds, task, doc_text)
+        if isinstance(backend, Scorer):
             run, stats = rerank_pointwise(
                 str(source.output / RUN_FILE), queries, doc_text, backend, depth=spec.depth, cache=cache,
                 progress=not ctx.quiet,

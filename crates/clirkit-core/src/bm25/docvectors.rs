@@ -5,14 +5,15 @@
 //! data. A record is LEB128 varints: the number of distinct terms, then the term numbers as
 //! gaps (ascending, the first from 0), then the frequencies.
 //!
-//! Written after the postings by inverting them once, so the builder's memory bound holds for
-//! the inverted index; the inversion itself holds one (term, tf) pair per posting.
+//! Written after the postings by inverting them a slice of documents at a time, so the inversion
+//! holds at most the build's memory budget of (term, tf) pairs, whatever the collection size.
 
 use super::format;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::io::format::{read_u64, FileWriter, MappedFile};
 use crate::postings::termdict::{self, TermEntry, TERM_ENTRY_LEN};
 use crate::postings::{BlockMeta, Cursor, PostingScorer};
+use std::io::{Read, Write};
 use std::path::Path;
 
 pub const DOCVECTORS_FILE: &str = "docvectors.bin";
@@ -54,8 +55,11 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u32> {
 }
 
 /// Invert the postings of the index being written in `dir` (its `terms.bin` and
-/// `postings.bin`) into `docvectors.bin`.
-pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
+/// `postings.bin`) into `docvectors.bin`, holding about `budget` bytes of (term, tf) pairs at a
+/// time: documents are inverted a slice at a time, each slice a pass over every term's postings
+/// from its first document on, and past one slice the records go to a temporary file until the
+/// offsets before them are known. The file does not depend on the budget (tested byte for byte).
+pub fn write(dir: &Path, num_docs: usize, budget: usize) -> Result<()> {
     let (terms, postings) = termdict::open_term_files(dir, format::BM25_TERM_FILES, false)?;
     let t = terms.payload();
     let num_terms = read_u64(t, 0) as usize;
@@ -64,8 +68,7 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
         e.postings(&postings, num_docs)
             .map(|p| Cursor::new(p, FrequencyOnly))
     };
-    // Pass 1 counts each document's terms, pass 2 places them: terms come in dictionary order,
-    // so every document's list fills in ascending term order.
+    // Each document's number of terms, then where its pairs start.
     let mut starts = vec![0usize; num_docs + 1];
     for term in 0..num_terms {
         cursor(term)?.drain(|doc, _| starts[doc as usize + 1] += 1);
@@ -73,32 +76,67 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
     for d in 0..num_docs {
         starts[d + 1] += starts[d];
     }
-    let mut fill = starts.clone();
-    let mut pairs = vec![(0u32, 0u32); starts[num_docs]];
-    for term in 0..num_terms {
-        cursor(term)?.drain(|doc, tf| {
-            let slot = &mut fill[doc as usize];
-            pairs[*slot] = (term as u32, tf);
-            *slot += 1;
-        });
+    let pair_bytes = std::mem::size_of::<(u32, u32)>();
+    let mut slices = Vec::new();
+    let mut first = 0;
+    while first < num_docs {
+        let mut end = first + 1;
+        while end < num_docs && (starts[end + 1] - starts[first]) * pair_bytes <= budget {
+            end += 1;
+        }
+        slices.push(first..end);
+        first = end;
     }
+    let spill = dir.join("docvectors.data.tmp");
+    let mut spilled = None;
     let mut data = Vec::new();
+    let mut written = 0u64; // bytes of records already in the temporary file
     let mut offsets = Vec::with_capacity(8 * (num_docs + 2));
     offsets.extend_from_slice(&(num_docs as u64).to_le_bytes());
-    for d in 0..num_docs {
-        offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        let doc = &pairs[starts[d]..starts[d + 1]];
-        push_varint(&mut data, doc.len() as u32);
-        let mut prev = 0u32;
-        for &(term, _) in doc {
-            push_varint(&mut data, term - prev);
-            prev = term;
+    let mut pairs = Vec::new();
+    for slice in &slices {
+        let base = starts[slice.start];
+        // Terms come in dictionary order, so every document's list fills in ascending term order.
+        let mut fill: Vec<usize> = starts[slice.start..slice.end]
+            .iter()
+            .map(|s| s - base)
+            .collect();
+        pairs.clear();
+        pairs.resize(starts[slice.end] - base, (0u32, 0u32));
+        for term in 0..num_terms {
+            let mut c = cursor(term)?;
+            c.advance(slice.start as u32);
+            c.drain_until(slice.end as u32, |doc, tf| {
+                let slot = &mut fill[doc as usize - slice.start];
+                pairs[*slot] = (term as u32, tf);
+                *slot += 1;
+            });
         }
-        for &(_, tf) in doc {
-            push_varint(&mut data, tf);
+        for d in slice.clone() {
+            offsets.extend_from_slice(&(written + data.len() as u64).to_le_bytes());
+            let doc = &pairs[starts[d] - base..starts[d + 1] - base];
+            push_varint(&mut data, doc.len() as u32);
+            let mut prev = 0u32;
+            for &(term, _) in doc {
+                push_varint(&mut data, term - prev);
+                prev = term;
+            }
+            for &(_, tf) in doc {
+                push_varint(&mut data, tf);
+            }
+        }
+        if slices.len() > 1 {
+            let file = match &mut spilled {
+                Some(file) => file,
+                None => spilled.insert(std::fs::File::create(&spill).at(&spill)?),
+            };
+            file.write_all(&data).at(&spill)?;
+            written += data.len() as u64;
+            data.clear();
         }
     }
-    offsets.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    drop(pairs);
+    offsets.extend_from_slice(&(written + data.len() as u64).to_le_bytes());
     crate::postings::postings_intact(&postings)?;
     let mut out = FileWriter::create(
         dir.join(DOCVECTORS_FILE),
@@ -106,6 +144,20 @@ pub fn write(dir: &Path, num_docs: usize) -> Result<()> {
         format::FILE_VERSION,
     )?;
     out.write(&offsets)?;
+    if let Some(file) = spilled {
+        drop(file);
+        let mut file = std::fs::File::open(&spill).at(&spill)?;
+        let mut buffer = vec![0u8; 8 << 20];
+        loop {
+            let n = file.read(&mut buffer).at(&spill)?;
+            if n == 0 {
+                break;
+            }
+            out.write(&buffer[..n])?;
+        }
+        drop(file);
+        std::fs::remove_file(&spill).at(&spill)?;
+    }
     out.write(&data)?;
     out.finish()
 }

@@ -211,8 +211,11 @@ fn spilled_build_is_identical_to_in_memory_build() {
     let many = dir.path().join("many");
     // One thread: one in-memory shard, never spilled. Three threads: three shards, each spilled
     // many times. The files must not depend on either.
+    // With document vectors: the forward index is inverted in slices of documents that fit the
+    // budget (many with the small one, a few with the medium one), and its file must not change either.
     let single = BuildOptions {
         threads: 1,
+        store_docvectors: true,
         ..quiet()
     };
     let a = build(&corpus, &one, &single).unwrap();
@@ -220,6 +223,7 @@ fn spilled_build_is_identical_to_in_memory_build() {
         memory_budget_bytes: 20_000,
         batch_lines: 100,
         threads: 3,
+        store_docvectors: true,
         ..quiet()
     };
     let b = build(&corpus, &many, &small).unwrap();
@@ -240,6 +244,7 @@ fn spilled_build_is_identical_to_in_memory_build() {
         format::DOCS_FILE,
         format::IDS_FILE,
         block_maxima::BLOCK_MAXIMA_FILE,
+        super::docvectors::DOCVECTORS_FILE,
     ]
     .into_iter()
     .flat_map(|f| [(f, &many), (f, &few)])
@@ -251,8 +256,8 @@ fn spilled_build_is_identical_to_in_memory_build() {
             other.display()
         );
     }
-    // No run files are left behind.
-    assert_eq!(std::fs::read_dir(&many).unwrap().count(), 6);
+    // No run files (nor the forward index's records) are left behind.
+    assert_eq!(std::fs::read_dir(&many).unwrap().count(), 7);
     let idx = Bm25Index::open(&many).unwrap();
     let hits = idx.search("zorp", None, 10, Bm25Params::default()).unwrap();
     let found: Vec<&str> = hits.iter().map(|h| idx.doc_id(h.doc)).collect();

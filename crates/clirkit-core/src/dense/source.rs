@@ -205,6 +205,101 @@ impl VectorSource for NpyFile {
     }
 }
 
+/// One part of a [`Concat`]: a source, whole or only some of its rows.
+pub struct ConcatPart {
+    pub source: Box<dyn VectorSource + Send>,
+    /// The rows kept, in the order they are read (each below the source's row count); None: all.
+    pub rows: Option<Vec<usize>>,
+}
+
+/// The rows of several sources one after another as one source (a task's documents spread over
+/// several encoded files, or a language's rows of one), read from the parts a chunk at a time: runs
+/// of consecutive kept rows are read with one call, so nothing is copied into a matrix first.
+pub struct Concat {
+    parts: Vec<ConcatPart>,
+    /// Row of the whole at which each part starts, then the total.
+    starts: Vec<usize>,
+    dim: usize,
+}
+
+impl Concat {
+    /// `what` names the source in errors; parts must share their dimension.
+    pub fn new(parts: Vec<ConcatPart>, what: &str) -> Result<Self> {
+        let Some(first) = parts.first() else {
+            return Err(Error::invalid(format!("{what}: no vector files given")));
+        };
+        let dim = first.source.dim();
+        let mut starts = vec![0usize];
+        for (i, part) in parts.iter().enumerate() {
+            if part.source.dim() != dim {
+                return Err(Error::invalid(format!(
+                    "{what}: part {} has vectors of dimension {}, part 1 has {dim}",
+                    i + 1,
+                    part.source.dim()
+                )));
+            }
+            let rows = match &part.rows {
+                None => part.source.rows(),
+                Some(kept) => {
+                    if let Some(&bad) = kept.iter().find(|&&r| r >= part.source.rows()) {
+                        return Err(Error::invalid(format!(
+                            "{what}: part {} has {} rows; row {bad} was asked for",
+                            i + 1,
+                            part.source.rows()
+                        )));
+                    }
+                    kept.len()
+                }
+            };
+            starts.push(starts[i] + rows);
+        }
+        Ok(Concat { parts, starts, dim })
+    }
+}
+
+impl VectorSource for Concat {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn rows(&self) -> usize {
+        *self.starts.last().unwrap_or(&0)
+    }
+    fn read_rows(&self, first: usize, out: &mut [f32]) -> Result<()> {
+        let dim = self.dim;
+        let (mut row, end) = (first, first + out.len() / dim);
+        while row < end {
+            // the part holding `row`: the last one starting at or before it
+            let p = self.starts.partition_point(|&s| s <= row) - 1;
+            let part = &self.parts[p];
+            let (local, stop) = (
+                row - self.starts[p],
+                end.min(self.starts[p + 1]) - self.starts[p],
+            );
+            let dst = &mut out[(row - first) * dim..];
+            match &part.rows {
+                None => part
+                    .source
+                    .read_rows(local, &mut dst[..(stop - local) * dim])?,
+                Some(kept) => {
+                    let mut i = local;
+                    while i < stop {
+                        let mut j = i + 1;
+                        while j < stop && kept[j] == kept[j - 1] + 1 {
+                            j += 1;
+                        }
+                        let at = (i - local) * dim;
+                        part.source
+                            .read_rows(kept[i], &mut dst[at..at + (j - i) * dim])?;
+                        i = j;
+                    }
+                }
+            }
+            row = self.starts[p] + stop;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +336,48 @@ mod tests {
             src.read_rows(1, &mut out).unwrap();
             assert_eq!(out, values[2..6]);
         }
+    }
+
+    #[test]
+    fn concat_reads_parts_and_kept_rows_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, values: &[f32]| {
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let p = dir.path().join(name);
+            let shape = format!("({}, 2)", values.len() / 2);
+            std::fs::write(&p, npy("<f4", &shape, &bytes)).unwrap();
+            Box::new(NpyFile::open(&p).unwrap()) as Box<dyn VectorSource + Send>
+        };
+        let a: Vec<f32> = (0..10).map(|v| v as f32).collect(); // rows 0..5
+        let b: Vec<f32> = (100..108).map(|v| v as f32).collect(); // rows 0..4
+        let parts = vec![
+            ConcatPart {
+                source: write("a.npy", &a),
+                rows: Some(vec![1, 2, 4]),
+            },
+            ConcatPart {
+                source: write("b.npy", &b),
+                rows: None,
+            },
+        ];
+        let all = Concat::new(parts, "test").unwrap();
+        assert_eq!((all.rows(), all.dim()), (7, 2));
+        let want = [
+            2.0, 3.0, 4.0, 5.0, 8.0, 9.0, 100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0,
+        ];
+        for first in 0..7 {
+            for n in 1..=7 - first {
+                let mut out = vec![0f32; n * 2];
+                all.read_rows(first, &mut out).unwrap();
+                assert_eq!(out, want[first * 2..(first + n) * 2], "rows {first}+{n}");
+            }
+        }
+        let bad = vec![ConcatPart {
+            source: write("c.npy", &a),
+            rows: Some(vec![5]),
+        }];
+        let e = Concat::new(bad, "emb").err().unwrap().to_string();
+        assert!(e.contains("emb: part 1 has 5 rows; row 5"), "{e}");
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! Building an impact index: vectors are read in blocks of lines, parsed and quantized in
-//! parallel, and appended to in-memory postings in document order; terms are then encoded in
-//! parallel and written in byte order. Postings are held in memory (8 bytes each).
+//! parallel, and appended to in-memory postings in document order (8 bytes each); past the memory
+//! budget they are spilled to disk as a run (`spill.rs`). Terms are then encoded in parallel and
+//! written in byte order, each term's list gathered from the runs and memory a bounded slice of
+//! terms at a time; the files do not depend on the budget (nor on the thread count).
 
 use super::format;
 use super::format::{ImpactBuildRecord, ImpactManifest};
+use super::spill::{Postings, Runs, POSTING_BYTES};
 use super::vectors::{parse_vector_line, quantize_terms};
 use crate::error::{Error, Result};
 use crate::ids::{IdTable, UniqueIds};
@@ -13,7 +16,6 @@ use crate::io::jsonl::{LineBlock, LineReader};
 use crate::io::manifest::{self, Manifest};
 use crate::postings::{encode_postings, POSTINGS_PADDING};
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 use std::path::Path;
 
 /// How to build an impact index.
@@ -24,6 +26,9 @@ pub struct BuildOptions {
     /// Worker threads (0 = all cores).
     pub threads: usize,
     pub quiet: bool,
+    /// Postings held in memory before a run is spilled to disk (and the bound of the postings
+    /// gathered at once by the final merge).
+    pub memory_budget_bytes: usize,
 }
 
 impl Default for BuildOptions {
@@ -32,29 +37,8 @@ impl Default for BuildOptions {
             quantize: super::vectors::DEFAULT_QUANTIZE,
             threads: 0,
             quiet: false,
+            memory_budget_bytes: 1 << 30,
         }
-    }
-}
-
-/// Postings of the terms seen so far, in document order.
-#[derive(Default)]
-struct Postings {
-    term_ids: FxHashMap<String, u32>,
-    lists: Vec<Vec<(u32, u32)>>,
-}
-
-impl Postings {
-    fn add(&mut self, term: &str, doc: u32, impact: u32) {
-        let id = match self.term_ids.get(term) {
-            Some(&id) => id,
-            None => {
-                let id = self.lists.len() as u32;
-                self.term_ids.insert(term.to_string(), id);
-                self.lists.push(Vec::new());
-                id
-            }
-        };
-        self.lists[id as usize].push((doc, impact));
     }
 }
 
@@ -69,75 +53,101 @@ struct ParsedDoc {
 
 /// Index the JSONL vectors at `vectors` into directory `index`, atomically.
 pub fn build(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<ImpactManifest> {
+    build_files(&[vectors], index, opts)
+}
+
+/// Index the JSONL vectors of several files, one after another (document numbers in that order,
+/// ids unique across them), into directory `index`, atomically: the index of their concatenation.
+pub fn build_files(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<ImpactManifest> {
     if opts.quantize == 0 {
         return Err(Error::invalid("--quantize must be at least 1"));
     }
-    crate::parallel::install(opts.threads, |_| build_in_pool(vectors, index, opts))?
+    if files.is_empty() {
+        return Err(Error::invalid("no vector files given"));
+    }
+    crate::parallel::install(opts.threads, |_| build_in_pool(files, index, opts))?
 }
 
-fn build_in_pool(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<ImpactManifest> {
+fn build_in_pool(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<ImpactManifest> {
     let out = AtomicDir::create(index)?;
-    let mut reader = LineReader::open(vectors)?;
-    let mut block = LineBlock::default();
     let mut ids = UniqueIds::default();
-    let mut lines: Vec<u64> = Vec::new();
+    // where each document was read: (file, line), for the duplicate-id error
+    let mut lines: Vec<(u32, u64)> = Vec::new();
     let mut postings = Postings::default();
+    let mut runs = Runs::default();
     let mut num_postings = 0u64;
     let mut dropped_zero = 0u64;
     let progress = crate::progress::bar(None, "indexing vectors", opts.quiet);
-    loop {
-        reader.next_block(8192, &mut block)?;
-        if block.is_empty() {
-            break;
-        }
-        let parsed: Vec<Result<ParsedDoc>> = (0..block.len())
-            .into_par_iter()
-            .map(|i| {
-                let (line, bytes) = block.line(i);
-                let v = parse_vector_line(vectors, line, bytes)?;
-                let at = |m: String| Error::parse(vectors, line, format!("'{}': {m}", v.id));
-                let terms = quantize_terms(&v.terms, opts.quantize, at)?;
-                Ok(ParsedDoc {
-                    weighted: v.terms.len(),
-                    id: v.id,
+    for (file, &vectors) in files.iter().enumerate() {
+        let mut reader = LineReader::open(vectors)?;
+        let mut block = LineBlock::default();
+        loop {
+            reader.next_block(8192, &mut block)?;
+            if block.is_empty() {
+                break;
+            }
+            let parsed: Vec<Result<ParsedDoc>> = (0..block.len())
+                .into_par_iter()
+                .map(|i| {
+                    let (line, bytes) = block.line(i);
+                    let v = parse_vector_line(vectors, line, bytes)?;
+                    let at = |m: String| Error::parse(vectors, line, format!("'{}': {m}", v.id));
+                    let terms = quantize_terms(&v.terms, opts.quantize, at)?;
+                    Ok(ParsedDoc {
+                        weighted: v.terms.len(),
+                        id: v.id,
+                        line,
+                        terms,
+                    })
+                })
+                .collect();
+            for record in parsed {
+                let ParsedDoc {
+                    id,
                     line,
                     terms,
-                })
-            })
-            .collect();
-        for record in parsed {
-            let ParsedDoc {
-                id,
-                line,
-                terms,
-                weighted,
-            } = record?;
-            let doc = match ids.insert(&id) {
-                Ok(doc) => doc,
-                Err(first) => {
-                    return Err(Error::duplicate_id(
-                        vectors,
-                        id,
-                        line,
-                        lines[first as usize],
-                    ))
+                    weighted,
+                } = record?;
+                let doc = match ids.insert(&id) {
+                    Ok(doc) => doc,
+                    Err(first) => {
+                        let (first_file, first_line) = lines[first as usize];
+                        if first_file as usize != file {
+                            return Err(Error::invalid(format!(
+                                "{}:{line}: duplicate id '{id}' (first at {}:{first_line})",
+                                vectors.display(),
+                                files[first_file as usize].display()
+                            )));
+                        }
+                        return Err(Error::duplicate_id(vectors, id, line, first_line));
+                    }
+                };
+                lines.push((file as u32, line));
+                dropped_zero += (weighted - terms.len()) as u64;
+                num_postings += terms.len() as u64;
+                for (term, impact) in &terms {
+                    postings.add(term, doc, *impact);
                 }
-            };
-            lines.push(line);
-            dropped_zero += (weighted - terms.len()) as u64;
-            num_postings += terms.len() as u64;
-            for (term, impact) in &terms {
-                postings.add(term, doc, *impact);
+            }
+            progress.inc(block.len() as u64);
+            if postings.held_bytes() > opts.memory_budget_bytes {
+                runs.spill(out.path(), &mut postings)?;
             }
         }
-        progress.inc(block.len() as u64);
     }
     progress.finish_and_clear();
     if ids.len() >= u32::MAX as usize {
         return Err(Error::invalid("more than 2^32 - 2 documents"));
     }
     let num_docs = ids.len();
-    let (num_terms, max_impact) = write_postings(out.path(), postings, num_docs)?;
+    let (num_terms, max_impact) = write_postings(
+        out.path(),
+        postings,
+        &runs,
+        num_docs,
+        opts.memory_budget_bytes,
+    )?;
+    runs.remove()?;
     let sorted = ids.sorted_positions();
     write_docs(out.path(), &sorted)?;
     IdTable::write_unique(out.path().join(format::IDS_FILE), &ids, &sorted)?;
@@ -150,7 +160,11 @@ fn build_in_pool(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<Im
         quantize: opts.quantize,
         max_impact,
         build: ImpactBuildRecord {
-            vectors: vectors.display().to_string(),
+            vectors: files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + "),
             zero_impact_terms_dropped: dropped_zero,
         },
     };
@@ -158,12 +172,24 @@ fn build_in_pool(vectors: &Path, index: &Path, opts: &BuildOptions) -> Result<Im
     Ok(manifest)
 }
 
+/// A term's encoded postings, block count, document frequency and largest impact.
+type EncodedTerm = (Vec<u8>, u32, u32, u32);
+
 /// Encode every term's postings (in parallel) and write them and the term dictionary in term
-/// byte order; returns the number of terms and the largest impact.
-fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u64, u32)> {
+/// byte order; returns the number of terms and the largest impact. A term's list is its pieces in
+/// `runs`, then its postings in memory; terms are gathered and encoded in slices of at most 4096
+/// terms and about half of `budget` bytes of postings (one term at least).
+fn write_postings(
+    dir: &Path,
+    postings: Postings,
+    runs: &Runs,
+    num_docs: usize,
+    budget: usize,
+) -> Result<(u64, u32)> {
     let Postings {
         term_ids,
         mut lists,
+        ..
     } = postings;
     let mut terms: Vec<(String, u32)> = term_ids.into_iter().collect();
     terms.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -173,21 +199,43 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
     let mut entries = Vec::with_capacity(terms.len() * crate::postings::termdict::TERM_ENTRY_LEN);
     let mut texts = Vec::new();
     let mut max_impact = 0u32;
-    // Encoded a slice of terms at a time, bounding the memory of encoded postings.
-    for chunk in terms.chunks(4096) {
-        let encoded: Vec<(Vec<u8>, u32, u32, u32)> = chunk
+    let mut start = 0;
+    while start < terms.len() {
+        let (mut end, mut bytes) = (start, 0usize);
+        while end < terms.len() && end - start < 4096 {
+            let id = terms[end].1;
+            let df = runs.count(id) + lists[id as usize].len();
+            if end > start && bytes + df * POSTING_BYTES > budget / 2 {
+                break;
+            }
+            bytes += df * POSTING_BYTES;
+            end += 1;
+        }
+        let chunk = &terms[start..end];
+        let encoded: Vec<Result<EncodedTerm>> = chunk
             .par_iter()
             .map(|(_, id)| {
-                let list = &lists[*id as usize];
+                let held = &lists[*id as usize];
+                let gathered;
+                let list: &[(u32, u32)] = if runs.len() == 0 {
+                    held
+                } else {
+                    let mut all = Vec::with_capacity(runs.count(*id) + held.len());
+                    runs.read(*id, &mut all)?;
+                    all.extend_from_slice(held);
+                    gathered = all;
+                    &gathered
+                };
                 let docs: Vec<u32> = list.iter().map(|p| p.0).collect();
                 let impacts: Vec<u32> = list.iter().map(|p| p.1).collect();
                 let mut bytes = Vec::new();
                 let blocks = encode_postings(&docs, &impacts, &norms, &mut bytes);
                 let max = impacts.iter().copied().max().unwrap_or(0);
-                (bytes, blocks, docs.len() as u32, max)
+                Ok((bytes, blocks, docs.len() as u32, max))
             })
             .collect();
-        for ((term, id), (bytes, blocks, doc_freq, max)) in chunk.iter().zip(encoded) {
+        for ((term, id), encoded) in chunk.iter().zip(encoded) {
+            let (bytes, blocks, doc_freq, max) = encoded?;
             crate::postings::termdict::TermEntry {
                 text_offset: texts.len() as u64,
                 text_len: term.len() as u32,
@@ -201,6 +249,7 @@ fn write_postings(dir: &Path, postings: Postings, num_docs: usize) -> Result<(u6
             max_impact = max_impact.max(max);
             lists[*id as usize] = Vec::new();
         }
+        start = end;
     }
     postings_file.write(&[0u8; POSTINGS_PADDING])?;
     postings_file.finish()?;

@@ -34,11 +34,11 @@ fn vector_line(id: &str, terms: &[(String, f64)]) -> String {
     serde_json::json!({"id": id, "contents": "", "vector": vector}).to_string()
 }
 
-struct Collection {
+pub(super) struct Collection {
     _dir: tempfile::TempDir,
-    index: ImpactIndex,
+    pub(super) index: ImpactIndex,
     /// Each document's id and quantized vector.
-    docs: Vec<(String, HashMap<String, u64>)>,
+    pub(super) docs: Vec<(String, HashMap<String, u64>)>,
 }
 
 fn quantized(terms: &[(String, f64)]) -> HashMap<String, u64> {
@@ -49,7 +49,7 @@ fn quantized(terms: &[(String, f64)]) -> HashMap<String, u64> {
         .collect()
 }
 
-fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
+pub(super) fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
     let mut rng = SplitMix64::new(seed);
     let docs: Vec<(String, Vec<(String, f64)>)> = (0..num_docs)
         .map(|i| {
@@ -77,7 +77,7 @@ fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
 }
 
 /// `n` queries `q{i}` of `len` random terms from a vocabulary of `vocab`.
-fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVector> {
+pub(super) fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVector> {
     let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|i| WeightedVector {
@@ -89,7 +89,7 @@ fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVe
 }
 
 /// The top k by an exact integer dot product of the quantized vectors, canonical ties.
-fn exact_top_k(c: &Collection, query: &[(String, f64)], k: usize) -> Vec<(String, f64)> {
+pub(super) fn exact_top_k(c: &Collection, query: &[(String, f64)], k: usize) -> Vec<(String, f64)> {
     assert_eq!(c.index.quantize(), DEFAULT_QUANTIZE);
     let query = quantized(query);
     let mut scored: Vec<(String, u64)> = c
@@ -344,4 +344,93 @@ fn block_max_and_integer_exhaustive_equal_the_exact_dot_product_and_maxscore() {
             }
         }
     }
+}
+
+/// Every file of the index directory `dir`, by name.
+fn index_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn spilled_builds_and_several_files_equal_the_in_memory_build_byte_for_byte() {
+    let mut rng = SplitMix64::new(21);
+    let lines: Vec<String> = (0..3000)
+        .map(|i| {
+            let len = 1 + rng.below(60);
+            vector_line(&format!("d{i}"), &random_vector(&mut rng, 500, len))
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("docs.jsonl");
+    std::fs::write(&whole, lines.join("\n")).unwrap();
+    let reference = dir.path().join("memory");
+    build(&whole, &reference, &quiet()).unwrap();
+    let expected = index_files(&reference);
+    // tiny budgets: a run spilled after every block of lines, slices of a term or a few
+    for budget in [1usize, 4096, 1 << 16] {
+        let out = dir.path().join(format!("spilled-{budget}"));
+        let opts = BuildOptions {
+            memory_budget_bytes: budget,
+            ..quiet()
+        };
+        // blocks are 8192 lines: split the input so that several runs are spilled
+        let parts: Vec<std::path::PathBuf> = lines
+            .chunks(700)
+            .enumerate()
+            .map(|(n, chunk)| {
+                let p = dir.path().join(format!("part-{budget}-{n}.jsonl"));
+                std::fs::write(&p, chunk.join("\n")).unwrap();
+                p
+            })
+            .collect();
+        let files: Vec<&std::path::Path> = parts.iter().map(|p| p.as_path()).collect();
+        build_files(&files, &out, &opts).unwrap();
+        let mut got = index_files(&out);
+        let mut want = expected.clone();
+        // the manifest names its input files; every other file is the same
+        got.retain(|(n, _)| n != "meta.json");
+        want.retain(|(n, _)| n != "meta.json");
+        assert_eq!(got, want, "budget {budget}");
+        assert!(!std::fs::read_dir(&out).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("spill")));
+    }
+    // the same file with a tiny budget: the whole directory, manifest included, is the same
+    let out = dir.path().join("same-input");
+    let opts = BuildOptions {
+        memory_budget_bytes: 1,
+        ..quiet()
+    };
+    build(&whole, &out, &opts).unwrap();
+    assert_eq!(index_files(&out), expected);
+}
+
+#[test]
+fn an_id_repeated_across_files_names_both_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    std::fs::write(&a, "{\"id\": \"x\", \"vector\": {\"t\": 1}}\n").unwrap();
+    std::fs::write(
+        &b,
+        "{\"id\": \"y\", \"vector\": {\"t\": 1}}\n{\"id\": \"x\", \"vector\": {\"t\": 2}}\n",
+    )
+    .unwrap();
+    let e = build_files(&[&a, &b], &dir.path().join("idx"), &quiet())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("b.jsonl:2: duplicate id 'x' (first at") && e.contains("a.jsonl:1"),
+        "{e}"
+    );
 }

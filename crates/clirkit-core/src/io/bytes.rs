@@ -69,6 +69,70 @@ impl Bytes {
         matches!(self.storage, Storage::Mapped(_))
     }
 
+    /// Drop the pages wholly inside bytes `range` of a mapping from this process's resident set;
+    /// they are read again from the file (the page cache) when next touched. A no-op for owned
+    /// bytes and off Linux. What a reader that checks far more bytes than it keeps calls after
+    /// checking them (the stored vectors' chunk CRCs, each 64 KiB for one re-scored row).
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        #[cfg(target_os = "linux")]
+        if let Storage::Mapped(_) = self.storage {
+            let end = range.end.min(self.len());
+            if range.start >= end {
+                return;
+            }
+            let page = 4096usize;
+            let base = self.as_slice().as_ptr() as usize;
+            let (first, last) = (
+                (base + range.start).next_multiple_of(page),
+                (base + end) / page * page,
+            );
+            if first < last {
+                // SAFETY: [first, last) is page-aligned and inside a live read-only shared mapping of
+                // a file clirkit never writes in place (see `map`): MADV_DONTNEED only unmaps those
+                // pages, and the next access maps the file's same bytes again, so every slice of
+                // these bytes stays valid and unchanged.
+                unsafe {
+                    libc::madvise(
+                        first as *mut libc::c_void,
+                        last - first,
+                        libc::MADV_DONTNEED,
+                    );
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = range;
+    }
+
+    /// [`Bytes::release`] of every page of the 64 KiB-aligned windows (within the mapping) that
+    /// hold bytes `range`: a page fault on a mapped file also maps the cached pages around it (the
+    /// kernel's fault-around, 64 KiB), so a reader that touches a few scattered bytes (one stored
+    /// vector) and releases them after use keeps its resident set at what it is reading now.
+    pub fn release_around(&self, range: std::ops::Range<usize>) {
+        #[cfg(target_os = "linux")]
+        if let Storage::Mapped(map) = &self.storage {
+            let window = 64usize << 10;
+            let (base, at) = (map.as_ptr() as usize, self.as_slice().as_ptr() as usize);
+            let first = (at + range.start).saturating_sub(base) / window * window;
+            let last = ((at + range.end.min(self.len())).saturating_sub(base))
+                .next_multiple_of(window)
+                .min(map.len());
+            if first < last {
+                // SAFETY: as in `release`: whole pages of this live read-only shared file mapping
+                // (`first` and `last` are offsets in the mapping, page multiples or its end).
+                unsafe {
+                    libc::madvise(
+                        (base + first) as *mut libc::c_void,
+                        last - first,
+                        libc::MADV_DONTNEED,
+                    );
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = range;
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         let all: &[u8] = match &self.storage {
             Storage::Owned(v) => v,
@@ -173,6 +237,21 @@ impl<T: Plain> Array<T> {
     pub fn as_bytes(&self) -> &[u8] {
         as_byte_slice(self.as_slice())
     }
+
+    /// [`Bytes::release`] of bytes `range` of a mapped view; a no-op for owned values.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        if let Elements::View(bytes) = &self.elements {
+            bytes.release(range);
+        }
+    }
+
+    /// [`Bytes::release_around`] of values `range` of a mapped view; a no-op for owned values.
+    pub fn release_values_around(&self, range: std::ops::Range<usize>) {
+        if let Elements::View(bytes) = &self.elements {
+            let size = std::mem::size_of::<T>();
+            bytes.release_around(range.start * size..range.end * size);
+        }
+    }
 }
 
 /// The bytes of plain numbers (little endian on the hosts clirkit runs on), as stored in a file.
@@ -235,5 +314,26 @@ mod tests {
         std::fs::write(&p, b"").unwrap();
         assert!(Bytes::map(&p, true).unwrap().is_empty());
         assert_eq!(&Bytes::from(b"header+body".to_vec()).skip(7)[..], b"body");
+    }
+
+    /// Released pages come back with the file's bytes (the resident set itself is measured by
+    /// `benches/experiment/dense_precomputed.py`).
+    #[test]
+    fn released_pages_read_back_the_same_bytes() {
+        let data: Vec<u8> = (0..5 * 4096 + 123).map(|i| (i * 7 % 251) as u8).collect();
+        let (_dir, p) = temp_file("pages.bin", &data);
+        let mapped = Bytes::map(&p, false).unwrap().skip(10);
+        assert_eq!(&mapped[..], &data[10..]);
+        mapped.release(100..3 * 4096 + 5);
+        mapped.release(0..mapped.len());
+        mapped.release_around(5000..5001);
+        mapped.release_around(0..mapped.len());
+        assert_eq!(&mapped[..], &data[10..]);
+        let owned = Bytes::from(data.clone());
+        owned.release(0..owned.len()); // owned bytes are never dropped
+        assert_eq!(&owned[..], &data[..]);
+        let array: Array<u32> = vec![1u32, 2, 3].into();
+        array.release(0..12);
+        assert_eq!(&array[..], &[1, 2, 3]);
     }
 }

@@ -256,6 +256,17 @@ impl ChunkChecks {
     /// Check the chunk CRCs of the bytes of `payload` (the file's) in `range`, clamped to the
     /// payload, each chunk once for the life of the mapping: the read path's corruption check.
     pub fn check(&self, payload: &[u8], range: Range<usize>) -> Result<()> {
+        self.check_each(payload, range, |_| {})
+    }
+
+    /// [`ChunkChecks::check`], handing `checked` the byte range of each chunk found intact now
+    /// (not those checked before).
+    pub fn check_each(
+        &self,
+        payload: &[u8],
+        range: Range<usize>,
+        mut checked: impl FnMut(Range<usize>),
+    ) -> Result<()> {
         let end = range.end.min(payload.len());
         if range.start >= end {
             return Ok(());
@@ -274,6 +285,7 @@ impl ChunkChecks {
                 ));
             }
             word.fetch_or(bit, Ordering::Relaxed);
+            checked(start..start + bytes.len());
         }
         Ok(())
     }

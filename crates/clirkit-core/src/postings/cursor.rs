@@ -243,13 +243,29 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
     /// Hand every remaining posting to `visit` as (doc, value), a block at a time, and end the
     /// cursor: the traversal of term-at-a-time scoring.
     #[inline]
-    pub fn drain(&mut self, mut visit: impl FnMut(u32, u32)) {
-        while self.doc != END {
-            let meta = self.meta(self.block);
-            decode_values(self.postings.data, &meta, &mut self.values);
-            let range = self.pos..self.len;
-            for (&doc, &value) in self.docs[range.clone()].iter().zip(&self.values[range]) {
-                visit(doc, value);
+    pub fn drain(&mut self, visit: impl FnMut(u32, u32)) {
+        self.drain_until(END, visit)
+    }
+
+    /// Hand every posting before document `end` to `visit` as (doc, value), a block at a time,
+    /// leaving the cursor on the first posting at or after `end` (or ended): a slice of documents
+    /// at a time, as the forward index's bounded inversion walks them.
+    #[inline]
+    pub fn drain_until(&mut self, end: u32, mut visit: impl FnMut(u32, u32)) {
+        while self.doc != END && self.doc < end {
+            if !self.values_ready {
+                let meta = self.meta(self.block);
+                decode_values(self.postings.data, &meta, &mut self.values);
+                self.values_ready = true;
+            }
+            for i in self.pos..self.len {
+                let doc = self.docs[i];
+                if doc >= end {
+                    self.pos = i;
+                    self.doc = doc;
+                    return;
+                }
+                visit(doc, self.values[i]);
             }
             if self.block + 1 < self.postings.blocks {
                 self.load_block(self.block + 1);

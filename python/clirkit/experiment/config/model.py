@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from clirkit import _native
 from clirkit.experiment.toml_source import TomlSource
+from clirkit.rerank.settings import BACKENDS
 
 COLLECTION_FORMATS = ("beir", "beir-group", "neuclir")
 #: Settings of a task: which documents are searched with which queries (see :mod:`.data`).
@@ -19,11 +20,12 @@ NEUCLIR_SETTINGS = ("mono", "clir-qt", "clir-dt", "clir", "mlir-dt", "mlir")
 FUSION_METHODS = _native.FUSION_METHODS
 NORMALIZATIONS = _native.NORMALIZATIONS
 CORRECTIONS = _native.CORRECTIONS
-RERANK_BACKENDS = ("pointwise", "openai")
 AVERAGES = ("macro", "query-weighted")
 #: NeuCLIR topic entries written by people (the English original and human translations).
 HUMAN_SOURCES = ("original", "human translation")
 LENGTH_UNITS = ("tokens", "chars")
+#: ``clirkit rerank``'s backends (:mod:`clirkit.rerank.settings`).
+RERANK_BACKENDS = BACKENDS
 
 
 @dataclass(frozen=True)

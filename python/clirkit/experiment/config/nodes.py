@@ -17,6 +17,7 @@ from clirkit.experiment.config.model import (
 )
 from clirkit.experiment.config.reader import NUMBER, TableReader, named_tables
 from clirkit.experiment.toml_source import KeyPath, TomlSource
+from clirkit.rerank.templates import TEMPLATES
 
 
 def read_systems(
@@ -79,43 +80,122 @@ def read_fusion(source: TomlSource, top: TableReader, names_seen: dict[str, str]
     return fusion
 
 
+#: ``[rerank.NAME]`` keys every backend takes.
+RERANK_COMMON_KEYS = ("input", "backend", "depth", "fields")
+#: How a server is asked: these change no answer, so they are left out of the stage's key (changing
+#: them keeps the answers cached in the stage's partial directory).
+RERANK_TRANSPORT_KEYS = ("concurrency", "timeout", "retries", "max_response_mb")
+_SERVER_KEYS = ("model", "base_url", "extra_body", "passage_tokens", "query_tokens", "tokenizer")
+#: The keys of each backend beyond :data:`RERANK_COMMON_KEYS` (``clirkit rerank``'s options).
+RERANK_BACKEND_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": (
+        *_SERVER_KEYS,
+        "template",
+        "temperature",
+        "max_tokens",
+        "max_words",
+        "window",
+        "stride",
+        *RERANK_TRANSPORT_KEYS,
+    ),
+    "query-likelihood": (*_SERVER_KEYS, *RERANK_TRANSPORT_KEYS),
+    "yes-no": (*_SERVER_KEYS, "instruction", *RERANK_TRANSPORT_KEYS),
+    "cross-encoder": ("model", "max_length", "batch_size"),
+    "pointwise": ("model", "max_length", "batch_size"),
+}
+
+
 def read_rerank(
     source: TomlSource, top: TableReader, base: str, names_seen: dict[str, str]
 ) -> dict[str, RerankSpec]:
-    """Each ``[rerank.NAME]``: its input node, a backend and that backend's options."""
+    """Each ``[rerank.NAME]``: its input node, a backend (:data:`RERANK_BACKENDS`, default
+    ``pointwise``) and that backend's options, with ``clirkit rerank``'s defaults
+    (:class:`~clirkit.rerank.settings.RerankerSettings`). ``model`` is the server's model name for the
+    server backends and an ONNX model directory for ``cross-encoder`` and ``pointwise``."""
+    from clirkit.rerank.settings import LISTWISE_BACKENDS, ONNX_BACKENDS, RerankerSettings
+
+    defaults = RerankerSettings()
+    every_key = tuple(dict.fromkeys(k for keys in RERANK_BACKEND_KEYS.values() for k in keys))
     rerank: dict[str, RerankSpec] = {}
-    rerank_keys = (
-        "input",
-        "backend",
-        "model",
-        "base_url",
-        "depth",
-        "window",
-        "stride",
-        "max_words",
-        "fields",
-        "max_length",
-    )
-    for rname, r in named_tables(source, top, "rerank", rerank_keys, names_seen):
+    for rname, r in named_tables(source, top, "rerank", (*RERANK_COMMON_KEYS, *every_key), names_seen):
         backend = r.choice("backend", RERANK_BACKENDS, "pointwise")
+        allowed = RERANK_BACKEND_KEYS[backend]
+        for key in r.table:
+            if key not in RERANK_COMMON_KEYS and key not in allowed:
+                takers = [b for b, keys in RERANK_BACKEND_KEYS.items() if key in keys]
+                raise r.error(key, f"does not apply to backend '{backend}' (only to {', '.join(takers)})")
         options: dict[str, Any] = {"fields": list(r.strings("fields", ("title", "text")))}
-        if backend == "pointwise":
+        if backend in ONNX_BACKENDS:
             options["model"] = r.file("model", base, directory=True)
             options["max_length"] = r.positive("max_length")
+            options["batch_size"] = r.positive("batch_size", defaults.batch_size)
         else:
             options["model"] = r.get("model", str, required=True)
             options["base_url"] = r.get("base_url", str, required=True)
-            options["max_words"] = r.positive("max_words", 300)
+            options["extra_body"] = json_table(r, "extra_body")
+            options["passage_tokens"] = r.positive("passage_tokens")
+            options["query_tokens"] = r.positive("query_tokens")
+            options["tokenizer"] = r.file("tokenizer", base, required=False)
+            if options["tokenizer"] is not None and not (
+                options["passage_tokens"] or options["query_tokens"]
+            ):
+                raise r.error("tokenizer", "is used only with passage_tokens or query_tokens")
+            options["concurrency"] = r.positive("concurrency", defaults.concurrency)
+            options["retries"] = r.positive("retries", defaults.retries, allow_zero=True)
+            options["timeout"] = finite_positive(r, "timeout", defaults.timeout)
+            options["max_response_mb"] = finite_positive(r, "max_response_mb", defaults.max_response_mb)
+        if backend == "openai":
+            options["template"] = r.choice("template", tuple(sorted(TEMPLATES)), defaults.template)
+            temperature = float(r.get("temperature", NUMBER, defaults.temperature))
+            if not 0.0 <= temperature < float("inf"):
+                raise r.error("temperature", f"must be a finite number >= 0, got {temperature}")
+            options["temperature"] = temperature
+            options["max_tokens"] = r.positive("max_tokens")
+            options["max_words"] = r.positive("max_words", defaults.max_words)
+        if backend == "yes-no":
+            options["instruction"] = r.get("instruction", str)
+        listwise = backend in LISTWISE_BACKENDS
         rerank[rname] = RerankSpec(
             rname,
             r.get("input", str, required=True),
             backend,
             options,
             r.positive("depth", 100),
-            r.positive("window", 20),
-            r.positive("stride", 10),
+            r.positive("window", 20) if listwise else 20,
+            r.positive("stride", 10) if listwise else 10,
         )
     return rerank
+
+
+def json_table(r: TableReader, key: str) -> dict[str, Any]:
+    """A table sent as JSON (``extra_body``): strings, numbers, booleans, arrays and tables only."""
+    import json
+
+    value = r.get(key, dict, {})
+
+    def plain(v: Any) -> bool:
+        if isinstance(v, dict):
+            return all(plain(x) for x in v.values())
+        if isinstance(v, list):
+            return all(plain(x) for x in v)
+        return isinstance(v, (str, int, float, bool))
+
+    if not plain(value):
+        raise r.error(
+            key, "must hold only strings, numbers, booleans, arrays and tables (it is sent as JSON)"
+        )
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError as err:
+        raise r.error(key, f"cannot be sent as JSON: {err}") from None
+    return value
+
+
+def finite_positive(r: TableReader, key: str, default: float) -> float:
+    value = float(r.get(key, NUMBER, default))
+    if not 0.0 < value < float("inf"):
+        raise r.error(key, f"must be a finite number > 0, got {value}")
+    return value
 
 
 def check_graph(source: TomlSource, config: dict[str, Any]) -> None:

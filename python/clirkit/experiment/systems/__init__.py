@@ -53,3 +53,14 @@ def system_kind(name: str) -> SystemKind:
 def system_kinds() -> list[str]:
     _load_builtins()
     return sorted(_KINDS)
+
+
+def system_error(plan: Any, system: str, key: tuple, message: str) -> Exception:
+    """An error at ``[systems.SYSTEM]``'s ``key`` (a key path), found while planning."""
+    config = plan.config
+    where = ("systems", system, *key)
+    if config.source is not None:
+        return config.source.error(where, message)
+    from clirkit.experiment.toml_source import ExperimentError
+
+    return ExperimentError(f"{config.path}: {'.'.join(where)}: {message}")

@@ -6,9 +6,10 @@ files together), and its search encodes the task's queries."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
@@ -17,6 +18,13 @@ from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.precomputed import (
+    document_parts,
+    input_identity,
+    query_input,
+    query_rows,
+    read_inputs,
+)
 
 EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
 QUERY_EMBEDDINGS = "queries.npy"
@@ -127,17 +135,19 @@ def write_search_run(
     *,
     maxp: bool,
     threads: int,
+    **options: Any,
 ) -> None:
     """Searches ``index`` (dense or multi-vector: both take ``queries`` then ``qids`` last) and
-    writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``."""
+    writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``.
+    ``options`` (e.g. dense ``refine``) go to the search as given."""
     if task.drop_self_hits:
         from clirkit.runs import write_run
 
-        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads)
+        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads, **options)
         run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
         write_run(out / RUN_FILE, run, tag)
     else:
-        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads)
+        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads, **options)
 
 
 def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
@@ -151,20 +161,67 @@ def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
     }
 
 
+#: Keys that only apply to encoding documents and queries with a model.
+ENCODING_KEYS = ("passages", "max_length", "batch_size", "fields")
+
+
+def embedding_files(prefix: str) -> list[str]:
+    """The files of precomputed embeddings: ``PREFIX.npy`` and ``PREFIX.ids.txt`` (as ``clirkit encode``
+    writes them), or every shard's of a sharded (Ray Data) encoding directory."""
+    if os.path.isdir(prefix):
+        from clirkit.distributed.encode import encoded_shard_files
+
+        return [os.fspath(f) for pair in encoded_shard_files(prefix) for f in pair]
+    from clirkit.encoders.corpus import output_paths
+
+    paths = output_paths(prefix)
+    return [os.fspath(paths["npy"]), os.fspath(paths["ids"])]
+
+
+def embedding_pairs(prefix: str) -> list[tuple[str, str]]:
+    """``(.npy, ids)`` file pairs of :func:`embedding_files`, in row order."""
+    files = embedding_files(prefix)
+    return list(zip(files[::2], files[1::2]))
+
+
 class DenseKind:
     name = "dense"
-    options = ("model", "passages", "pq", "max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "embeddings",
+        "query_embeddings",
+        "passages",
+        "pq",
+        "refine",
+        "max_length",
+        "batch_size",
+        "fields",
+        "hits",
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
+        refine = r.positive("refine", allow_zero=True)
+        given = read_inputs(
+            r, base, ("embeddings", "query_embeddings"), embedding_files, embedding_files, ENCODING_KEYS
+        )
+        if given is not None:
+            return {**given, "passages": None, "pq": r.positive("pq"), "refine": refine}
         passages = r.get("passages", list)
         if passages is not None and (
             len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)
         ):
             raise r.error("passages", "must be [size, stride] in tokens")
-        return {**encoder_options(r, base, 32), "passages": passages, "pq": r.positive("pq")}
+        return {
+            **encoder_options(r, base, 32),
+            "passages": passages,
+            "pq": r.positive("pq"),
+            "refine": refine,
+        }
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
+        if options["model"] is None:
+            return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = document_encode_params(model, options)
         encodes, prefixes = [], []
@@ -189,26 +246,16 @@ class DenseKind:
             prefixes.append(EMBEDDINGS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
-            import numpy as np
+            from clirkit.dense import read_ids
 
-            from clirkit.dense import DenseIndex
-            from clirkit.encoders.corpus import load_embeddings
-
-            matrices, all_ids = [], []
+            parts = []
             for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
-                matrix, ids = load_embeddings(encoded.output / prefix)
+                wanted = None
                 if source.lang_filter is not None:
-                    wanted = {doc_id for doc_id, *_ in iter_documents(source)}
-                    doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
-                    rows = [n for n, i in enumerate(ids) if doc_of(i) in wanted]
-                    matrix, ids = matrix[rows], [ids[n] for n in rows]
-                matrices.append(np.asarray(matrix))
-                all_ids.extend(ids)
-            embeddings = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
-            index = DenseIndex.build(
-                embeddings, all_ids, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet
-            )
-            index.save(out / "index")
+                    wanted = frozenset(doc_id for doc_id, *_ in iter_documents(source))
+                npy = encoded.output / f"{prefix}.npy"
+                parts.append((npy, read_ids(encoded.output / f"{prefix}.ids.txt"), wanted))
+            build_dense(parts, out / "index", options, ctx, passages=options["passages"] is not None)
 
         index = add_index_stage(
             plan, "dense-index", "dense index", {"pq": options["pq"]}, encodes, task, build
@@ -230,6 +277,7 @@ class DenseKind:
         params = {
             "hits": hits,
             "maxp": options["passages"] is not None,
+            "refine": options["refine"],
             "drop_self_hits": task.drop_self_hits,
         }
 
@@ -243,10 +291,115 @@ class DenseKind:
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
             write_search_run(
-                opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads
+                opened,
+                (vectors, qids),
+                out,
+                hits,
+                "clirkit-dense",
+                task,
+                maxp=maxp,
+                threads=ctx.threads,
+                refine=options["refine"],
             )
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+    def _plan_precomputed(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        """The index of the task's rows of precomputed embeddings, read in place, and its search
+        with the task's rows of precomputed query embeddings: ``clirkit index dense`` then
+        ``clirkit search dense`` on those files."""
+        options = spec.options
+        doc_parts = document_parts(plan, spec.name, "embeddings", options["embeddings"], task)
+        files = [f for part in doc_parts for f in embedding_files(part.path)]
+        selected = any(part.wanted is not None for part in doc_parts)
+        identity: dict[str, Any] = {"embeddings": input_identity(files)}
+        if selected:
+            identity["docs"] = task.docs.identity()
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            from clirkit.dense import read_ids
+
+            parts = [
+                (npy, read_ids(ids), part.wanted)
+                for part in doc_parts
+                for npy, ids in embedding_pairs(part.path)
+            ]
+            build_dense(parts, out / "index", options, ctx, passages=False)
+
+        index = plan.add(
+            Stage(
+                "dense-index",
+                f"dense index {task.docs.describe()}",
+                {"pq": options["pq"]},
+                (),
+                identity,
+                build,
+            )
+        )
+        query_prefix = query_input(plan, spec.name, "query_embeddings", options["query_embeddings"], task)
+        hits = options["hits"] or plan.config.hits
+        params = {"hits": hits, "refine": options["refine"], "drop_self_hits": task.drop_self_hits}
+        query_identity = {
+            "query_embeddings": input_identity(embedding_files(query_prefix)),
+            "queries": task.queries_digest,
+        }
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            import numpy as np
+
+            from clirkit.dense import DenseIndex, load_matrix, read_ids
+
+            pairs = embedding_pairs(query_prefix)
+            matrices = [load_matrix(npy) for npy, _ in pairs]
+            qids = [q for _, ids in pairs for q in read_ids(ids)]
+            vectors = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+            rows = query_rows(qids, task, query_prefix)
+            if len(rows) != len(qids):
+                vectors, qids = vectors[rows], [qids[n] for n in rows]
+            write_search_run(
+                DenseIndex.open(index.output / "index"),
+                (vectors, qids),
+                out,
+                hits,
+                "clirkit-dense",
+                task,
+                maxp=False,
+                threads=ctx.threads,
+                refine=options["refine"],
+            )
+
+        return plan.add(
+            Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
+        )
+
+
+def build_dense(
+    parts: list[tuple[Path | str, list[str], Optional[frozenset[str]]]],
+    index_dir: Path,
+    options: dict[str, Any],
+    ctx: RunContext,
+    *,
+    passages: bool,
+) -> None:
+    """Index the rows of ``parts`` (``.npy`` file, its ids, the ids kept or None for all) one part after
+    another, streamed from the files as ``clirkit index dense`` reads its file: no matrix is copied.
+    With ``passages`` a row is kept when its document (the id before the last ``#``) is."""
+    from clirkit.dense import DenseIndex
+
+    files, rows, ids = [], [], []
+    for npy, part_ids, wanted in parts:
+        files.append(npy)
+        if wanted is None:
+            rows.append(None)
+            ids.extend(part_ids)
+            continue
+        doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if passages else (lambda i: i)
+        kept = [n for n, i in enumerate(part_ids) if doc_of(i) in wanted]
+        rows.append(kept)
+        ids.extend(part_ids[n] for n in kept)
+    DenseIndex.build_file(
+        files, ids, index_dir, rows=rows, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet
+    )
 
 
 register_system_kind(DenseKind())

@@ -83,6 +83,8 @@ def sharing_systems(plan: Plan, source_path: str, key: tuple[Any, ...]) -> list[
                 if family is None or (spec.settings and task.setting not in spec.settings):
                     continue
                 options = spec.options
+                if options["model"] is None:  # encodings made elsewhere (precomputed.py)
+                    continue
                 if family in one_pass_families(options["model"]) and encoding_key(options) == key:
                     found.setdefault(name, (family, options))
         memo[(source_path, key)] = list(found.values())

@@ -2,14 +2,23 @@
 
 Each documents file is encoded once per model and settings (resumably); a task's index holds the vectors
 of its documents (a language's subset, or several files together), quantized with ``quantize`` (default
-100), and its search encodes the task's queries with the same model."""
+100), and its search encodes the task's queries with the same model.
+
+Search is exact unless the system has an ``approximate = { ... }`` table (``postings_per_term``,
+``query_terms``, ``candidates``, ``target_accuracy``, ``calibration_sample``, ``audit``, ``seed``: the
+options of ``clirkit search impact --approximate``), which is part of the search stage's key. With
+``audit = N`` the search stage writes ``audit.json`` beside its run, and the experiment's results carry
+its Accuracy@10 and score gap."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from clirkit.datasets import ID_FIELDS, record_id
+from clirkit.experiment.config.reader import NUMBER, TableReader
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
@@ -17,9 +26,79 @@ from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.precomputed import (
+    document_parts,
+    input_identity,
+    query_input,
+    query_rows,
+    read_inputs,
+)
+from clirkit.experiment.toml_source import ExperimentError
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
+AUDIT_FILE = "audit.json"  # an approximate search's audit, beside its run
+APPROXIMATE_KEYS = (
+    "postings_per_term",
+    "query_terms",
+    "candidates",
+    "target_accuracy",
+    "calibration_sample",
+    "audit",
+    "seed",
+)
+
+
+def approximate_options(r: Any) -> Optional[dict[str, Any]]:
+    """The ``approximate`` table of an impact system, checked (None: exact search)."""
+    from clirkit.impact import DEFAULT_CANDIDATES, DEFAULT_POSTINGS_PER_TERM
+
+    table = r.get("approximate", dict)
+    if table is None:
+        return None
+    a = TableReader(r.source, (*r.path, "approximate"), table, APPROXIMATE_KEYS)
+    target = a.get("target_accuracy", NUMBER)
+    if target is not None and not 0 < target <= 1:
+        raise a.error("target_accuracy", f"must be in (0, 1], got {target}")
+    return {
+        "postings_per_term": a.positive("postings_per_term", DEFAULT_POSTINGS_PER_TERM, allow_zero=True),
+        "query_terms": a.positive("query_terms", 0, allow_zero=True),
+        "candidates": a.positive("candidates", DEFAULT_CANDIDATES),
+        "target_accuracy": None if target is None else float(target),
+        "calibration_sample": a.positive("calibration_sample", 50),
+        "audit": a.positive("audit"),
+        "seed": a.positive("seed", 0, allow_zero=True),
+    }
+
+
+#: The measures an audited approximate search adds to the experiment's results (not averaged).
+AUDIT_MEASURES = {"audit Accuracy@10": "accuracy_at_10", "audit score gap": "score_gap"}
+
+
+def audit_rows(
+    evals: dict[str, dict[str, Stage]], nodes: list[str], tasks: list[Any]
+) -> list[dict[str, Any]]:
+    """Result rows (system, task, measure, value) of every audited approximate search among the runs
+    that ``evals`` (node -> task label -> eval stage, whose first input is the run) evaluated."""
+    rows = []
+    for task in tasks:
+        for node in nodes:
+            stage = evals[node].get(task.label)
+            audit = None if stage is None else read_audit(stage.inputs[0])
+            if audit is not None:
+                for measure, field in AUDIT_MEASURES.items():
+                    rows.append(
+                        {"system": node, "task": task.label, "measure": measure, "value": audit[field]}
+                    )
+    return rows
+
+
+def read_audit(run_stage: Stage) -> Optional[dict[str, Any]]:
+    """The audit an approximate search stage wrote beside its run, if any."""
+    path = run_stage.output / AUDIT_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _encoder(ctx: RunContext, options: dict[str, Any]):
@@ -28,19 +107,99 @@ def _encoder(ctx: RunContext, options: dict[str, Any]):
     return cached_encoder(ctx, "sparse-encoder", SparseEncoder, options, ctx.threads or 0)
 
 
+def write_kept_vectors(path: str, out: Path, keep: Any) -> Path:
+    """The lines of the vectors file ``path`` (read through the one input layer: gzip or zstd, a
+    byte-order mark skipped) whose document id passes ``keep``, written unchanged to ``out``."""
+    from clirkit.datasets import BOM, open_input
+
+    with open_input(path) as lines, open(out, "wb") as kept:
+        for number, raw in enumerate(lines, 1):
+            if number == 1:
+                raw = raw.removeprefix(BOM)
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError as err:
+                raise ExperimentError(f"{path}:{number}: not a JSON object ({err})") from None
+            if not isinstance(record, dict):
+                raise ExperimentError(f"{path}:{number}: not a JSON object")
+            if keep(record_id(path, number, record, ID_FIELDS)):
+                kept.write(raw if raw.endswith(b"\n") else raw + b"\n")
+    return out
+
+
+def build_impact(parts: list[tuple[str, Any]], out: Path, options: dict[str, Any], ctx: RunContext) -> None:
+    """Index the documents of ``parts`` (a vectors file, and the test a kept id passes, None for all)
+    one file after another, as ``clirkit index impact`` indexes a file; only a part that keeps some of
+    its documents is written (to ``out``, deleted once indexed), the others are read in place."""
+    from clirkit.impact import ImpactIndex
+
+    files, written = [], []
+    for n, (path, keep) in enumerate(parts):
+        if keep is None:
+            files.append(path)
+        else:
+            written.append(write_kept_vectors(path, out / f"part-{n}.vectors.jsonl", keep))
+            files.append(os.fspath(written[-1]))
+    ImpactIndex.build(
+        files, out / "index", quantize=options["quantize"], threads=ctx.threads, quiet=ctx.quiet
+    )
+    for path in written:
+        path.unlink()
+
+
+def write_impact_run(results: Any, rows: list[int], out: Path, hits: int, task: Any) -> None:
+    """The task's run from the results of a whole queries file: as searched when the task asks every
+    query of it, else its queries' results (``rows``), without self hits when the task drops them."""
+    from clirkit._native import write_run_pairs
+
+    qids = results.qids()
+    if len(rows) == len(qids) and not task.drop_self_hits:
+        results.to_trec(out / RUN_FILE)
+        return
+    run = []
+    for n in rows:  # in the file's order, as the CLI writes them
+        q = qids[n]
+        run.append((q, drop_self_hits(results[q], q, hits) if task.drop_self_hits else results[q]))
+    write_run_pairs(out / RUN_FILE, run, "clirkit-impact")
+
+
+#: Keys that only apply to encoding with a model.
+ENCODING_KEYS = ("max_length", "query_max_length", "batch_size", "fields")
+
+
 class ImpactKind:
     name = "impact"
-    options = ("model", "quantize", "max_length", "query_max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "vectors",
+        "query_vectors",
+        "quantize",
+        "max_length",
+        "query_max_length",
+        "batch_size",
+        "fields",
+        "hits",
+        "approximate",
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
+        quantize = r.positive("quantize", 100)
+        given = read_inputs(r, base, ("vectors", "query_vectors"), _one, _one, ENCODING_KEYS)
+        if given is not None:
+            return {**given, "quantize": quantize, "approximate": approximate_options(r)}
         return {
             **encoder_options(r, base, 8),
-            "quantize": r.positive("quantize", 100),
+            "quantize": quantize,
             "query_max_length": r.positive("query_max_length"),
+            "approximate": approximate_options(r),
         }
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
+        if options["model"] is None:
+            return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = {"model": model, "fields": options["fields"], "max_length": options["max_length"]}
         encodes, prefixes = [], []
@@ -66,22 +225,13 @@ class ImpactKind:
             prefixes.append(VECTORS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
-            from clirkit.impact import ImpactIndex
-
-            vectors = out / "docs.vectors.jsonl"
-            with open(vectors, "w", encoding="utf-8") as joined:
-                for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
-                    wanted = None
-                    if source.lang_filter is not None:
-                        wanted = {doc_id for doc_id, *_ in iter_documents(source)}
-                    with open(encoded.output / f"{prefix}.vectors.jsonl", encoding="utf-8") as part:
-                        for line in part:
-                            if wanted is None or str(json.loads(line)["id"]) in wanted:
-                                joined.write(line)
-            ImpactIndex.build(
-                vectors, out / "index", quantize=options["quantize"], threads=ctx.threads, quiet=ctx.quiet
-            )
-            vectors.unlink()
+            parts = []
+            for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
+                keep = None
+                if source.lang_filter is not None:
+                    keep = frozenset(doc_id for doc_id, *_ in iter_documents(source)).__contains__
+                parts.append((os.fspath(encoded.output / f"{prefix}.vectors.jsonl"), keep))
+            build_impact(parts, out, options, ctx)
 
         index = add_index_stage(
             plan, "impact-index", "impact index", {"quantize": options["quantize"]}, encodes, task, build
@@ -116,6 +266,9 @@ class ImpactKind:
         )
         hits = options["hits"] or plan.config.hits
         params = {"hits": hits, "drop_self_hits": task.drop_self_hits}
+        approximate = options["approximate"]
+        if approximate is not None:  # exact searches keep their keys
+            params["approximate"] = approximate
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.impact import ImpactIndex
@@ -128,7 +281,10 @@ class ImpactKind:
             # A query none of whose terms is weighted (an empty vector) finds nothing.
             vectors = [(q, v) for q, v in vectors if v]
             k = hits + 1 if task.drop_self_hits else hits
-            results = opened.batch_search(vectors, k, threads=ctx.threads, quiet=ctx.quiet)
+            if approximate is None:
+                results = opened.batch_search(vectors, k, threads=ctx.threads, quiet=ctx.quiet)
+            else:
+                results = _search_approximate(opened, vectors, k, approximate, out, ctx)
             if task.drop_self_hits:
                 run = {q: dict(drop_self_hits(results[q], q, hits)) for q in results.qids()}
                 write_run(out / RUN_FILE, run, "clirkit-impact")
@@ -136,6 +292,77 @@ class ImpactKind:
                 results.to_trec(out / RUN_FILE)
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+    def _plan_precomputed(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        """The index of the task's documents of precomputed vectors files (read in place) and its
+        search with the task's queries of a precomputed query vectors file: ``clirkit index impact``
+        then ``clirkit search impact`` on those files."""
+        options = spec.options
+        doc_parts = document_parts(plan, spec.name, "vectors", options["vectors"], task)
+        identity: dict[str, Any] = {"vectors": input_identity([p.path for p in doc_parts])}
+        if any(p.wanted is not None for p in doc_parts):
+            identity["docs"] = task.docs.identity()
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            parts = [(p.path, None if p.wanted is None else p.wanted.__contains__) for p in doc_parts]
+            build_impact(parts, out, options, ctx)
+
+        label = f"impact index {task.docs.describe()}"
+        index = plan.add(Stage("impact-index", label, {"quantize": options["quantize"]}, (), identity, build))
+        query_path = query_input(plan, spec.name, "query_vectors", options["query_vectors"], task)
+        hits = options["hits"] or plan.config.hits
+        params = {"hits": hits, "drop_self_hits": task.drop_self_hits}
+        approximate = options["approximate"]
+        if approximate is not None:  # exact searches keep their keys
+            params["approximate"] = approximate
+        query_identity = {"query_vectors": input_identity([query_path]), "queries": task.queries_digest}
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            from clirkit.impact import ImpactIndex
+
+            opened = ImpactIndex.open(index.output / "index")
+            k = hits + 1 if task.drop_self_hits else hits
+            if approximate is None:
+                results = opened.search_file(query_path, k, threads=ctx.threads, quiet=ctx.quiet)
+            else:
+                results = _search_approximate(opened, query_path, k, approximate, out, ctx)
+            write_impact_run(results, query_rows(results.qids(), task, query_path), out, hits, task)
+
+        return plan.add(
+            Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
+        )
+
+
+def _one(path: str) -> list[str]:
+    return [path]
+
+
+def _search_approximate(
+    index: Any, vectors: Any, k: int, options: dict[str, Any], out: Path, ctx: RunContext
+):
+    """An approximate search of ``vectors`` (``(qid, vector)`` pairs or a query vectors file), calibrated
+    when a target is set, audited when asked."""
+    from clirkit._atomic import write_json_atomic
+    from clirkit.impact import ApproximateSettings
+
+    approx = index.approximate(postings_per_term=options["postings_per_term"], threads=ctx.threads)
+    settings = ApproximateSettings(query_terms=options["query_terms"], candidates=options["candidates"])
+    if options["target_accuracy"] is not None and vectors:
+        settings = approx.calibrate(
+            vectors,
+            options["target_accuracy"],
+            sample=options["calibration_sample"],
+            seed=options["seed"],
+            k=k,
+            threads=ctx.threads,
+        )
+    results = approx.batch_search(vectors, k, settings=settings, threads=ctx.threads, quiet=ctx.quiet)
+    if options["audit"] is not None and vectors:
+        report = approx.audit(
+            vectors, options["audit"], seed=options["seed"], k=k, settings=settings, threads=ctx.threads
+        )
+        write_json_atomic(out / AUDIT_FILE, report.to_dict())
+    return results
 
 
 register_system_kind(ImpactKind())

@@ -6,6 +6,7 @@ subset, or several files together), and its search encodes the task's queries pe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.dense import (
+    ENCODING_KEYS,
     SEPARATOR,
     DenseKind,
     add_index_stage,
@@ -24,25 +26,102 @@ from clirkit.experiment.systems.dense import (
     write_search_run,
 )
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.precomputed import (
+    document_parts,
+    input_identity,
+    query_input,
+    query_rows,
+    read_inputs,
+)
 
 TOKENS = "tokens"  # prefix of the token files in an encode artifact
 QUERY_TOKENS = "queries"
 
 
+def token_files(prefix: str) -> list[str]:
+    """The files of precomputed token vectors: ``PREFIX.tokens.npy``, ``PREFIX.offsets.npy`` and
+    ``PREFIX.ids.txt``, as ``clirkit encode --multivector`` writes them."""
+    from clirkit.encoders.tokens import token_paths
+
+    return [os.fspath(p) for p in token_paths(prefix).values()]
+
+
+def select_items(tokens: Any, offsets: Any, ids: list[str], keep: list[bool]) -> tuple[Any, Any, list[str]]:
+    """The items of a token matrix whose ``keep`` is true, in order, copied at once (no per-item copy)."""
+    import numpy as np
+
+    mask = np.asarray(keep, dtype=bool)
+    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
+    rows = np.repeat(mask, lengths)
+    kept = np.concatenate([[0], np.cumsum(lengths[mask])]).astype(np.uint64)
+    return tokens[rows], kept, [i for i, k in zip(ids, keep) if k]
+
+
+def index_token_parts(
+    parts: list[tuple[Any, Any]], out: Path, options: dict[str, Any], ctx: RunContext
+) -> None:
+    """Index the items of ``parts`` (a token prefix, and the ids kept, None for all) one part after
+    another, as ``clirkit index multivector`` indexes its files; a single whole part is indexed as read."""
+    import numpy as np
+
+    from clirkit.multivector import MultiVectorIndex, load_tokens
+
+    matrices, lengths, all_ids = [], [], []
+    for prefix, wanted in parts:
+        tokens, offsets, ids = load_tokens(prefix)
+        if wanted is not None:
+            tokens, offsets, ids = select_items(tokens, offsets, ids, [wanted(i) for i in ids])
+        matrices.append(tokens)
+        lengths.append(np.diff(offsets.astype(np.int64)))
+        all_ids.extend(ids)
+    if len(matrices) == 1:
+        tokens, offsets = matrices[0], np.concatenate([[0], np.cumsum(lengths[0])]).astype(np.uint64)
+    else:
+        tokens = np.concatenate(matrices)
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.uint64)
+    del matrices
+    MultiVectorIndex.build(
+        tokens,
+        offsets,
+        all_ids,
+        out / "index",
+        nbits=options["nbits"],
+        centroids=options["centroids"],
+        threads=ctx.threads,
+    )
+
+
 class MultiVectorKind:
     name = "multivector"
-    options = ("model", "passages", "nbits", "centroids", "max_length", "batch_size", "fields", "hits")
+    options = (
+        "model",
+        "tokens",
+        "query_tokens",
+        "passages",
+        "nbits",
+        "centroids",
+        "max_length",
+        "batch_size",
+        "fields",
+        "hits",
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
-        options = DenseKind().validate(r, base)
-        del options["pq"]
         nbits = r.positive("nbits", 2)
         if nbits not in (1, 2, 4):
             raise r.error("nbits", "must be 1, 2 or 4")
-        return {**options, "nbits": nbits, "centroids": r.positive("centroids")}
+        index_options = {"nbits": nbits, "centroids": r.positive("centroids")}
+        given = read_inputs(r, base, ("tokens", "query_tokens"), token_files, token_files, ENCODING_KEYS)
+        if given is not None:
+            return {**given, "passages": None, **index_options}
+        options = DenseKind().validate(r, base)
+        del options["pq"], options["refine"]
+        return {**options, **index_options}
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
+        if options["model"] is None:
+            return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = {**document_encode_params(model, options), "tokens": True}
         encodes, prefixes = [], []
@@ -69,32 +148,15 @@ class MultiVectorKind:
             prefixes.append(TOKENS)
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
-            import numpy as np
-
-            from clirkit.multivector import MultiVectorIndex, load_tokens
-
-            parts, lengths, all_ids = [], [], []
+            parts = []
             for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
-                tokens, offsets, ids = load_tokens(encoded.output / prefix)
-                keep = range(len(ids))
+                wanted = None
                 if source.lang_filter is not None:
-                    wanted = {doc_id for doc_id, *_ in iter_documents(source)}
+                    docs = frozenset(doc_id for doc_id, *_ in iter_documents(source))
                     doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
-                    keep = [n for n, i in enumerate(ids) if doc_of(i) in wanted]
-                for n in keep:
-                    parts.append(np.asarray(tokens[offsets[n] : offsets[n + 1]]))
-                    lengths.append(int(offsets[n + 1] - offsets[n]))
-                    all_ids.append(ids[n])
-            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.uint64)
-            MultiVectorIndex.build(
-                np.concatenate(parts),
-                offsets,
-                all_ids,
-                out / "index",
-                nbits=options["nbits"],
-                centroids=options["centroids"],
-                threads=ctx.threads,
-            )
+                    wanted = lambda i, docs=docs, doc_of=doc_of: doc_of(i) in docs  # noqa: E731
+                parts.append((encoded.output / prefix, wanted))
+            index_token_parts(parts, out, options, ctx)
 
         index = add_index_stage(
             plan,
@@ -148,6 +210,57 @@ class MultiVectorKind:
             )
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
+
+    def _plan_precomputed(self, plan: Plan, spec: Any, task: Any) -> Stage:
+        """The index of the task's items of precomputed token files and its search with the task's
+        rows of precomputed query tokens: ``clirkit index multivector`` then ``clirkit search
+        multivector`` on those files."""
+        options = spec.options
+        doc_parts = document_parts(plan, spec.name, "tokens", options["tokens"], task)
+        identity: dict[str, Any] = {
+            "tokens": input_identity([f for part in doc_parts for f in token_files(part.path)])
+        }
+        if any(part.wanted is not None for part in doc_parts):
+            identity["docs"] = task.docs.identity()
+
+        def build(stage: Stage, out: Path, ctx: RunContext) -> None:
+            parts = [(p.path, None if p.wanted is None else p.wanted.__contains__) for p in doc_parts]
+            index_token_parts(parts, out, options, ctx)
+
+        index_params = {"nbits": options["nbits"], "centroids": options["centroids"]}
+        label = f"multi-vector index {task.docs.describe()}"
+        index = plan.add(Stage("multivector-index", label, index_params, (), identity, build))
+        query_prefix = query_input(plan, spec.name, "query_tokens", options["query_tokens"], task)
+        hits = options["hits"] or plan.config.hits
+        params = {"hits": hits, "maxp": False, "drop_self_hits": task.drop_self_hits}
+        query_identity = {
+            "query_tokens": input_identity(token_files(query_prefix)),
+            "queries": task.queries_digest,
+        }
+
+        def search(stage: Stage, out: Path, ctx: RunContext) -> None:
+            from clirkit.multivector import MultiVectorIndex, load_tokens
+
+            tokens, offsets, qids = load_tokens(query_prefix)
+            rows = set(query_rows(qids, task, query_prefix))
+            if len(rows) != len(qids):
+                tokens, offsets, qids = select_items(
+                    tokens, offsets, qids, [n in rows for n in range(len(qids))]
+                )
+            write_search_run(
+                MultiVectorIndex.open(index.output / "index"),
+                (tokens, offsets, qids),
+                out,
+                hits,
+                "clirkit-multivector",
+                task,
+                maxp=False,
+                threads=ctx.threads,
+            )
+
+        return plan.add(
+            Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
+        )
 
 
 register_system_kind(MultiVectorKind())

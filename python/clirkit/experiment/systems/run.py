@@ -14,7 +14,7 @@ from typing import Any
 from clirkit.experiment.data import file_identity
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage
-from clirkit.experiment.systems import register_system_kind
+from clirkit.experiment.systems import register_system_kind, system_error
 
 
 class RunKind:
@@ -47,16 +47,10 @@ class RunKind:
     @staticmethod
     def _path(plan: Plan, spec: Any, task: Any) -> str:
         """The file serving ``task``; an error at the system's key when none or an unknown label is named."""
-        config = plan.config
         applies = [t.label for t in plan.tasks if not spec.settings or t.setting in spec.settings]
 
         def error(key: tuple, message: str) -> Exception:
-            where = ("systems", spec.name, *key)
-            if config.source is not None:
-                return config.source.error(where, message)
-            from clirkit.experiment.toml_source import ExperimentError
-
-            return ExperimentError(f"{config.path}: {'.'.join(where)}: {message}")
+            return system_error(plan, spec.name, key, message)
 
         if spec.options["run"] is not None:
             if len(applies) != 1:

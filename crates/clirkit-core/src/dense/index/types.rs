@@ -142,6 +142,14 @@ impl StoredVectors {
         }
     }
 
+    /// Release the pages of bytes `range` of mapped vectors ([`crate::io::bytes::Bytes::release`]).
+    pub(super) fn release(&self, range: std::ops::Range<usize>) {
+        match self {
+            StoredVectors::Float32(v) => v.release(range),
+            StoredVectors::Float16(v) => v.release(range),
+        }
+    }
+
     pub(super) fn value_bytes(&self) -> usize {
         match self {
             StoredVectors::Float32(_) => 4,
@@ -192,8 +200,18 @@ impl DenseIndex {
     }
 
     /// The stored vectors, once the chunks holding rows `rows` check out (a mapped index's
-    /// corruption is an error where search reads it).
+    /// corruption is an error where search reads it). Re-scoring reads a row or two per 64 KiB
+    /// chunk it checks, so the chunks' pages are released once checked (`Bytes::release`): the
+    /// resident set holds the rows read, not every chunk around them.
     pub(super) fn vectors_checked(&self, rows: std::ops::Range<usize>) -> Result<&StoredVectors> {
+        self.vectors_checked_keeping(rows, false)
+    }
+
+    fn vectors_checked_keeping(
+        &self,
+        rows: std::ops::Range<usize>,
+        keep: bool,
+    ) -> Result<&StoredVectors> {
         let vectors = self.vectors.as_ref().ok_or_else(|| {
             crate::Error::invalid(
                 "this search needs the full vectors, but the index was built with keep_vectors=False",
@@ -201,17 +219,19 @@ impl DenseIndex {
         })?;
         if let Some(checks) = &self.vector_checks {
             let row_bytes = self.dim * vectors.value_bytes();
-            checks.check(
-                vectors.as_bytes(),
-                rows.start * row_bytes..rows.end * row_bytes,
-            )?;
+            let range = rows.start * row_bytes..rows.end * row_bytes;
+            checks.check_each(vectors.as_bytes(), range, |chunk| {
+                if !keep {
+                    vectors.release(chunk);
+                }
+            })?;
         }
         Ok(vectors)
     }
 
-    /// The float32 vectors (flat search), once every chunk checks out.
+    /// The float32 vectors (flat search, which reads them all), once every chunk checks out.
     pub(super) fn float32_vectors_checked(&self) -> Result<&[f32]> {
-        match self.vectors_checked(0..self.ntotal)? {
+        match self.vectors_checked_keeping(0..self.ntotal, true)? {
             StoredVectors::Float32(v) => Ok(v.as_slice()),
             StoredVectors::Float16(_) => Err(crate::Error::invalid(
                 "flat search needs float32 vectors; float16 vectors only re-score a PQ index",
