@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension module ``clirkit._native``."""
 
-from typing import Dict, List, Optional, Tuple, final
+from typing import Dict, List, Optional, Tuple, Union, final
 
 __all__ = [
     "__version__",
@@ -33,6 +33,7 @@ __all__ = [
     "Bm25Index",
     "SearchResults",
     "ImpactIndex",
+    "ApproximateImpactIndex",
     "NativeRun",
     "FUSION_METHODS",
     "NORMALIZATIONS",
@@ -242,6 +243,66 @@ class ImpactIndex:
         threads: int = 0,
         quiet: bool = False,
     ) -> int: ...
+
+_ImpactQueries = Union[str, List[Tuple[str, List[Tuple[str, float]]]]]
+
+@final
+class ApproximateImpactIndex:
+    @staticmethod
+    def build(
+        index: ImpactIndex,
+        *,
+        postings_per_term: int = ...,  # clirkit.impact.DEFAULT_POSTINGS_PER_TERM
+        threads: int = 0,
+    ) -> ApproximateImpactIndex: ...
+    @property
+    def postings_per_term(self) -> int: ...
+    @property
+    def kept_postings(self) -> int: ...
+    @property
+    def memory_bytes(self) -> int: ...
+    def search(
+        self, query: List[Tuple[str, float]], k: int, query_terms: int, candidates: int
+    ) -> List[Tuple[str, float]]: ...
+    def batch_search(
+        self,
+        queries: _ImpactQueries,
+        k: int,
+        query_terms: int,
+        candidates: int,
+        threads: int,
+        quiet: bool,
+    ) -> SearchResults: ...
+    def search_file_to_trec(
+        self,
+        path: str,
+        output: str,
+        k: int,
+        tag: str,
+        query_terms: int,
+        candidates: int,
+        threads: int,
+        quiet: bool,
+    ) -> int: ...
+    def audit(
+        self,
+        queries: _ImpactQueries,
+        n: int,
+        seed: int,
+        k: int,
+        query_terms: int,
+        candidates: int,
+        threads: int,
+    ) -> str: ...
+    def calibrate(
+        self,
+        queries: _ImpactQueries,
+        target: float,
+        n: int,
+        seed: int,
+        k: int,
+        threads: int,
+    ) -> Tuple[int, int]: ...
 
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Sequence, Union  # noqa: E402

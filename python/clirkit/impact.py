@@ -11,13 +11,26 @@ thread count.
 >>> index = ImpactIndex.build("docs.vectors.jsonl", "idx")                  # doctest: +SKIP
 >>> index.search({"rain": 1.3, "cause": 0.4}, k=5)                           # doctest: +SKIP
 >>> index.search_file("queries.vectors.jsonl", k=1000).to_trec("run.trec")   # doctest: +SKIP
+
+Search is exact unless asked otherwise. :meth:`ImpactIndex.approximate` builds an approximate search
+(statically pruned posting lists and a forward index, in memory) whose returned scores are exact but
+which may miss documents of the exact top k; :meth:`ApproximateImpactIndex.audit` says how many, by
+re-running a seeded sample of queries exactly, and :meth:`ApproximateImpactIndex.calibrate` picks the
+cheapest settings that reach a target Accuracy@10 on such a sample.
+
+>>> approx = index.approximate(postings_per_term=4000)                       # doctest: +SKIP
+>>> settings = approx.calibrate("queries.vectors.jsonl", target_accuracy=0.99)  # doctest: +SKIP
+>>> approx.search_file("queries.vectors.jsonl", settings=settings)           # doctest: +SKIP
+>>> approx.audit("queries.vectors.jsonl", 50, settings=settings).accuracy_at_10  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from clirkit import _native
@@ -30,6 +43,8 @@ from clirkit.bm25 import SearchResults
 
 DEFAULT_QUANTIZE = 100
 RUN_TAG = "clirkit-impact"
+DEFAULT_POSTINGS_PER_TERM = 4000
+DEFAULT_CANDIDATES = 400
 
 Vector = Union[Mapping[str, float], Sequence[tuple[str, float]]]
 VectorQueries = Union[Mapping[str, Vector], Sequence[tuple[str, Vector]]]
@@ -130,5 +145,214 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
             os.fspath(queries_path), os.fspath(output), k, tag, threads, quiet
         )
 
+    def approximate(
+        self, *, postings_per_term: int = DEFAULT_POSTINGS_PER_TERM, threads: int = 0
+    ) -> ApproximateImpactIndex:
+        """An approximate search over this index (built in memory; exact search stays what
+        :meth:`search` does). Each term keeps its ``postings_per_term`` postings of highest impact
+        (0 keeps all): more costs memory and time and misses less."""
+        native = _native.ApproximateImpactIndex.build(
+            self._native,
+            postings_per_term=checked_int("postings_per_term", postings_per_term, 0, 2**63 - 1),
+            threads=checked_threads(threads),
+        )
+        return ApproximateImpactIndex(native)
+
     def __repr__(self) -> str:
         return f"ImpactIndex(num_docs={self.num_docs}, num_terms={self.num_terms}, quantize={self.quantize})"
+
+
+@dataclass(frozen=True)
+class ApproximateSettings:
+    """How an approximate query is searched; each knob trades speed against recall of the exact top k
+    (returned scores are always exact).
+
+    ``query_terms``: the query's heaviest terms whose pruned lists are walked for candidates (0: all).
+    ``candidates``: documents of highest partial score re-scored exactly with the whole query (at least
+    k are)."""
+
+    query_terms: int = 0
+    candidates: int = DEFAULT_CANDIDATES
+
+    def __post_init__(self) -> None:
+        checked_int("query_terms", self.query_terms, 0, 2**63 - 1)
+        checked_int("candidates", self.candidates, 1, 2**63 - 1)
+
+
+@dataclass(frozen=True)
+class QueryAudit:
+    """One audited query: the share of its exact top 10 the approximate top 10 holds, and the relative
+    shortfall of the approximate top 10's score sum against the exact one's."""
+
+    query: str
+    accuracy_at_10: float
+    score_gap: float
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """An audit of an approximate search: ``audited`` of ``of`` queries (drawn with ``seed``) re-run
+    exactly; the mean and the worst Accuracy@10 and score gap over them."""
+
+    audited: int
+    of: int
+    seed: int
+    accuracy_at_10: float
+    min_accuracy_at_10: float
+    score_gap: float
+    max_score_gap: float
+    settings: ApproximateSettings
+    queries: tuple[QueryAudit, ...]
+
+    @staticmethod
+    def from_json(text: str) -> AuditReport:
+        raw = json.loads(text)
+        params = raw.pop("params")
+        queries = tuple(QueryAudit(**q) for q in raw.pop("queries"))
+        return AuditReport(**raw, settings=ApproximateSettings(**params), queries=queries)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (what ``clirkit search impact --audit`` writes)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for a log."""
+        return (
+            f"audit: {self.audited} of {self.of} queries re-run exactly (seed {self.seed}): "
+            f"Accuracy@10 {self.accuracy_at_10:.4f} (min {self.min_accuracy_at_10:.4f}), "
+            f"score gap {self.score_gap:.4%} (max {self.max_score_gap:.4%})"
+        )
+
+
+Queries = Union[PathLike, VectorQueries]
+
+
+def _native_queries(queries: Queries) -> Union[str, list[tuple[str, list[tuple[str, float]]]]]:
+    if isinstance(queries, (str, os.PathLike)):
+        return os.fspath(queries)
+    items = queries.items() if isinstance(queries, Mapping) else queries
+    return [(str(qid), _pairs(vector)) for qid, vector in items]
+
+
+class ApproximateImpactIndex:
+    """Approximate search over an :class:`ImpactIndex` (:meth:`ImpactIndex.approximate`): opt-in, with
+    an audit against exact search. Results are :class:`~clirkit.bm25.SearchResults` in canonical order,
+    their scores exact."""
+
+    def __init__(self, native: _native.ApproximateImpactIndex) -> None:
+        self._native = native
+
+    @property
+    def postings_per_term(self) -> int:
+        return self._native.postings_per_term
+
+    @property
+    def kept_postings(self) -> int:
+        """Postings the pruned lists keep."""
+        return self._native.kept_postings
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes the structure holds in memory."""
+        return self._native.memory_bytes
+
+    def search(
+        self, query: Vector, k: int = 10, *, settings: ApproximateSettings = ApproximateSettings()
+    ) -> list[tuple[str, float]]:
+        """The approximate top ``k`` (doc id, score) pairs for a ``{term: weight}`` query."""
+        return self._native.search(_pairs(query), k, settings.query_terms, settings.candidates)
+
+    def batch_search(
+        self,
+        queries: Queries,
+        k: int = 1000,
+        *,
+        settings: ApproximateSettings = ApproximateSettings(),
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> SearchResults:
+        """Search a queries file (as :meth:`ImpactIndex.search_file` reads it) or ``{qid: vector}`` in
+        parallel (results independent of ``threads``)."""
+        native = self._native.batch_search(
+            _native_queries(queries),
+            k,
+            settings.query_terms,
+            settings.candidates,
+            checked_threads(threads),
+            quiet,
+        )
+        return SearchResults(native, RUN_TAG)
+
+    def search_file_to_trec(
+        self,
+        queries_path: PathLike,
+        output: PathLike,
+        k: int = 1000,
+        *,
+        tag: str = RUN_TAG,
+        settings: ApproximateSettings = ApproximateSettings(),
+        threads: int = 0,
+        quiet: bool = False,
+    ) -> int:
+        """A queries file searched straight to the TREC run ``output`` (atomically, streamed in query
+        order). Returns the number of queries searched."""
+        return self._native.search_file_to_trec(
+            os.fspath(queries_path),
+            os.fspath(output),
+            k,
+            tag,
+            settings.query_terms,
+            settings.candidates,
+            checked_threads(threads),
+            quiet,
+        )
+
+    def audit(
+        self,
+        queries: Queries,
+        n: int,
+        *,
+        seed: int = 0,
+        k: int = 10,
+        settings: ApproximateSettings = ApproximateSettings(),
+        threads: int = 0,
+    ) -> AuditReport:
+        """Re-run ``n`` of ``queries`` (drawn with ``seed``; all of them when ``n`` is at least their
+        number) exactly and compare each exact top 10 with the approximate search's top 10 at depth ``k``
+        (what a run of depth ``k`` holds)."""
+        text = self._native.audit(
+            _native_queries(queries),
+            checked_int("n", n, 1, 2**63 - 1),
+            checked_int("seed", seed, 0, 2**64 - 1),
+            k,
+            settings.query_terms,
+            settings.candidates,
+            checked_threads(threads),
+        )
+        return AuditReport.from_json(text)
+
+    def calibrate(
+        self,
+        queries: Queries,
+        target_accuracy: float,
+        *,
+        sample: int = 50,
+        seed: int = 0,
+        k: int = 10,
+        threads: int = 0,
+    ) -> ApproximateSettings:
+        """The settings of least counted work whose mean Accuracy@10 on ``sample`` of ``queries`` (drawn
+        with ``seed``, re-run exactly) reaches ``target_accuracy`` at depth ``k``; the most accurate
+        settings tried when none does (audit the run to see the accuracy reached)."""
+        query_terms, candidates = self._native.calibrate(
+            _native_queries(queries),
+            float(target_accuracy),
+            checked_int("sample", sample, 1, 2**63 - 1),
+            checked_int("seed", seed, 0, 2**64 - 1),
+            k,
+            checked_threads(threads),
+        )
+        return ApproximateSettings(query_terms=query_terms, candidates=candidates)
+
+    def __repr__(self) -> str:
+        return f"ApproximateImpactIndex(postings_per_term={self.postings_per_term}, kept_postings={self.kept_postings})"

@@ -97,7 +97,7 @@ def test_read_only_model_directory_caches_in_clirkit_cache_dir(tmp_path, monkeyp
     os.chmod(model_dir, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
     try:
         enc = OnnxEncoder(model_dir, device="cpu", batch_invariant=False)
-        cached = sorted((tmp_path / "cache" / "graphs").glob("model.masked.*.onnx"))
+        cached = sorted((tmp_path / "cache" / "graphs").glob("model.masked-nonempty.*.onnx"))
         assert len(cached) == 1 and not (model_dir / ".clirkit-graphs").exists()
         vectors = enc.encode(tiny_transformer.texts(20))
         again = OnnxEncoder(model_dir, device="cpu", batch_invariant=False).encode(tiny_transformer.texts(20))
@@ -115,6 +115,72 @@ def test_a_graph_that_cannot_be_fused_runs_as_shipped(tmp_path, monkeypatch):
     assert graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True) == model_dir / "model.onnx"
     assert len(list((model_dir / ".clirkit-graphs").glob("*.unchanged"))) == 1
     shutil.rmtree(model_dir / ".clirkit-graphs")
+
+
+def nan_guarded(model) -> None:
+    """Each ``Softmax`` followed by a dynamo export's ``Where(IsNaN(p), 0, p)`` (in place)."""
+    from onnx import TensorProto, helper
+
+    nodes = []
+    for node in model.graph.node:
+        nodes.append(node)
+        if node.op_type == "Softmax":
+            p = node.output[0]
+            node.output[0] = f"{p}_raw"
+            nodes.append(helper.make_node("IsNaN", [f"{p}_raw"], [f"{p}_isnan"]))
+            nodes.append(helper.make_node("Where", [f"{p}_isnan", "guard_zero", f"{p}_raw"], [p]))
+    model.graph.initializer.append(helper.make_tensor("guard_zero", TensorProto.FLOAT, [], [0.0]))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def test_softmax_nan_guards_are_dropped_with_the_same_outputs(tmp_path):
+    from clirkit.encoders.attention import drop_softmax_nan_guards
+
+    tiny_transformer.build(tmp_path, layers=2)
+    guarded = onnx.load(str(tmp_path / "model.onnx"))
+    nan_guarded(guarded)
+    assert fuse_attention(onnx.load_from_string(guarded.SerializeToString()), masked=True) == 0
+    dropped = onnx.load_from_string(guarded.SerializeToString())
+    assert drop_softmax_nan_guards(dropped) == 2
+    assert not {"IsNaN", "Where"} & {n.op_type for n in dropped.graph.node}
+    ids, mask = padded(np.random.default_rng(3), [12, 5, 1, 9])
+    np.testing.assert_array_equal(run(dropped, ids, mask), run(guarded, ids, mask))
+    assert fuse_attention(dropped, masked=True) == 2  # the classic pattern again
+
+
+def test_guards_go_only_when_every_input_holds_a_token(tmp_path, monkeypatch):
+    """The encoder asks for the NaN guards to go when its tokenizer gives an empty text special tokens;
+    a tokenizer that gives it none keeps them (a text of no token is a fully masked row)."""
+    import json
+
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    for name, specials in (("with", True), ("without", False)):
+        model_dir = tiny_transformer.build(tmp_path / name, layers=2)
+        model = onnx.load(str(model_dir / "model.onnx"))
+        nan_guarded(model)
+        onnx.save(model, str(model_dir / "model.onnx"))
+        if not specials:
+            tokenizer = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+            tokenizer["post_processor"] = None
+            (model_dir / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+        enc = OnnxEncoder(model_dir, device="cpu")
+        texts = tiny_transformer.texts(12, seed=8)
+        np.testing.assert_allclose(
+            enc.encode(texts),
+            OnnxEncoder(model_dir, device="cpu", optimize_graph=False).encode(texts),
+            atol=1e-5,
+        )
+        prepared = sorted((model_dir / ".clirkit-graphs").glob("*.onnx"))
+        if specials:
+            assert [p.name.split(".")[1] for p in prepared] == ["masked-nonempty"]
+            ops = {n.op_type for n in onnx.load(str(prepared[0])).graph.node}
+            assert "MultiHeadAttention" in ops and "IsNaN" not in ops
+        else:
+            assert prepared == []  # nothing could be rewritten: the graph runs as shipped
+            assert [p.name.split(".")[1] for p in (model_dir / ".clirkit-graphs").glob("*.unchanged")] == [
+                "masked"
+            ]
 
 
 @pytest.mark.parametrize("budget", [1, 7, 40, 10_000])

@@ -19,7 +19,7 @@ impl DocIds for ImpactIndex {
 /// A memory-mapped impact index (quantized term weights, block-max MaxScore top-k).
 #[pyclass(name = "ImpactIndex", module = "clirkit._native", frozen)]
 pub struct PyImpactIndex {
-    inner: Arc<ImpactIndex>,
+    pub(crate) inner: Arc<ImpactIndex>,
 }
 
 #[pymethods]

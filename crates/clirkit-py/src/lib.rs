@@ -11,6 +11,7 @@ mod errors;
 mod eval;
 mod fusion;
 mod impact;
+mod impact_approximate;
 mod index_kinds;
 mod io;
 mod multivector;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bm25::register(m)?;
     sharded::register(m)?;
     impact::register(m)?;
+    impact_approximate::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;

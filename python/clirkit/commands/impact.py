@@ -7,8 +7,34 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clirkit.commands.common import add_search_parser, add_worker_options, positive_int, positive_u32, threads
-from clirkit.impact import DEFAULT_QUANTIZE, RUN_TAG, ImpactIndex
+from clirkit.commands.common import (
+    add_search_parser,
+    add_worker_options,
+    non_negative_int,
+    positive_int,
+    positive_u32,
+    seed_int,
+    threads,
+)
+from clirkit.impact import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_POSTINGS_PER_TERM,
+    DEFAULT_QUANTIZE,
+    RUN_TAG,
+    ApproximateSettings,
+    ImpactIndex,
+)
+
+#: The approximate-only options, each with its default (None: unset).
+APPROXIMATE_OPTIONS = {
+    "postings_per_term": DEFAULT_POSTINGS_PER_TERM,
+    "query_terms": 0,
+    "candidates": DEFAULT_CANDIDATES,
+    "target_accuracy": None,
+    "calibration_sample": 50,
+    "audit": None,
+    "audit_seed": 0,
+}
 
 
 def register(top, groups) -> None:
@@ -47,7 +73,66 @@ def register(top, groups) -> None:
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=positive_int, default=1000, help="hits per query")
     s.add_argument("--tag", default=RUN_TAG, help="run tag (6th column)")
+    _add_approximate_options(s)
     add_worker_options(s, _search)
+
+
+def _target(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]")
+    return value
+
+
+def _add_approximate_options(s: argparse.ArgumentParser) -> None:
+    g = s.add_argument_group(
+        "approximate search",
+        "Search is exact unless --approximate is given. Approximate search walks statically pruned posting "
+        "lists and re-scores candidates exactly: returned scores are exact, but documents of the exact top k "
+        "may be missed; --audit measures how many.",
+    )
+    g.add_argument("--approximate", action="store_true", help="search approximately (default: exact search)")
+    g.add_argument(
+        "--postings-per-term",
+        type=non_negative_int,
+        help=f"postings of highest impact kept per term (default {DEFAULT_POSTINGS_PER_TERM}; 0 keeps all): "
+        "more costs memory and time, misses less",
+    )
+    g.add_argument(
+        "--query-terms",
+        type=non_negative_int,
+        help="the query's heaviest terms walked for candidates (default 0: all): fewer is faster, misses more",
+    )
+    g.add_argument(
+        "--candidates",
+        type=positive_int,
+        help=f"documents re-scored exactly (default {DEFAULT_CANDIDATES}, at least --k): fewer is faster, "
+        "misses more",
+    )
+    g.add_argument(
+        "--target-accuracy",
+        type=_target,
+        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on "
+        "--calibration-sample queries (re-run exactly) reaches this",
+    )
+    g.add_argument(
+        "--calibration-sample",
+        type=positive_int,
+        help="queries re-run exactly to choose settings for --target-accuracy (default 50)",
+    )
+    g.add_argument(
+        "--audit",
+        type=positive_int,
+        metavar="N",
+        help="re-run N sampled queries exactly and report Accuracy@10 and the score gap (on stderr and in "
+        "OUTPUT.audit.json)",
+    )
+    g.add_argument(
+        "--audit-seed", type=seed_int, help="seed of the audit's (and calibration's) sample (default 0)"
+    )
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -65,16 +150,65 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
+    given = [name for name in APPROXIMATE_OPTIONS if getattr(args, name) is not None]
+    if given and not args.approximate:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise SystemExit(f"clirkit search impact: {flags} need --approximate (search is exact without it)")
+    for name, default in APPROXIMATE_OPTIONS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     index = ImpactIndex.open(args.index)
     with tempfile.TemporaryDirectory(prefix="clirkit-queries-") as tmp:
         queries = _encode_queries(args, Path(tmp)) if args.model else args.queries
-        # Streamed: results go to the run file window by window, never all in memory.
-        searched = index.search_file_to_trec(
-            queries, args.output, args.k, tag=args.tag, threads=args.threads, quiet=args.quiet
-        )
+        if args.approximate:
+            searched = _search_approximate(args, index, queries)
+        else:
+            # Streamed: results go to the run file window by window, never all in memory.
+            searched = index.search_file_to_trec(
+                queries, args.output, args.k, tag=args.tag, threads=args.threads, quiet=args.quiet
+            )
     if not args.quiet:
         print(f"searched {searched} queries -> {args.output}", file=sys.stderr)
     return 0
+
+
+def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: str | Path) -> int:
+    """The approximate search of ``clirkit search impact --approximate``, its calibration and audit."""
+    from clirkit._atomic import write_json_atomic
+
+    approx = index.approximate(postings_per_term=args.postings_per_term, threads=args.threads)
+    settings = ApproximateSettings(query_terms=args.query_terms, candidates=args.candidates)
+    if args.target_accuracy is not None:
+        settings = approx.calibrate(
+            queries,
+            args.target_accuracy,
+            sample=args.calibration_sample,
+            seed=args.audit_seed,
+            k=args.k,
+            threads=args.threads,
+        )
+        if not args.quiet:
+            print(
+                f"calibrated for Accuracy@10 {args.target_accuracy}: query terms {settings.query_terms or 'all'}, "
+                f"candidates {settings.candidates}",
+                file=sys.stderr,
+            )
+    searched = approx.search_file_to_trec(
+        queries, args.output, args.k, tag=args.tag, settings=settings, threads=args.threads, quiet=args.quiet
+    )
+    if args.audit is not None:
+        report = approx.audit(
+            queries, args.audit, seed=args.audit_seed, k=args.k, settings=settings, threads=args.threads
+        )
+        data = {
+            "postings_per_term": args.postings_per_term,
+            "target_accuracy": args.target_accuracy,
+            **report.to_dict(),
+        }
+        write_json_atomic(f"{args.output}.audit.json", data, indent=1)
+        # The audit is the point of asking for it: printed even with --quiet.
+        print(report.summary(), file=sys.stderr)
+    return searched
 
 
 def _encode_queries(args: argparse.Namespace, tmp: Path) -> Path:

@@ -1,5 +1,6 @@
-"""The CPU graph clirkit runs, prepared once and cached: attention fused (:mod:`clirkit.encoders.attention`),
-then onnxruntime's own graph optimizations applied and the optimized graph saved.
+"""The CPU graph clirkit runs, prepared once and cached: attention fused and, for inputs that always hold
+a token, softmax NaN guards dropped (:mod:`clirkit.encoders.attention`), then onnxruntime's own graph
+optimizations applied and the optimized graph saved.
 
 Preparing a graph takes seconds (parsing, rewriting, checking, onnxruntime's fusions); a cached one loads
 as fast as the shipped file. The cache sits beside the model (``<model dir>/.clirkit-graphs/``) when that
@@ -88,13 +89,15 @@ def content_digest(model_path: Path) -> str:
     return h.hexdigest()
 
 
-def prepared_graph(ort: Any, model_path: Path, masked: bool) -> Path:
+def prepared_graph(ort: Any, model_path: Path, masked: bool, nonempty: bool = False) -> Path:
     """The prepared CPU graph of ``model_path`` (``masked``: for padded batches; otherwise for unpadded
-    single texts), from the cache or prepared now; ``model_path`` itself when nothing could be fused or
-    the graph cannot be prepared (a warning says why)."""
+    single texts; ``nonempty``: every input holds at least one token, so softmax NaN guards go,
+    :func:`~clirkit.encoders.attention.drop_softmax_nan_guards`), from the cache or prepared now;
+    ``model_path`` itself when nothing could be rewritten or the graph cannot be prepared (a warning
+    says why)."""
     import onnx
 
-    variant = "masked" if masked else "unpadded"
+    variant = ("masked" if masked else "unpadded") + ("-nonempty" if nonempty else "")
     key = hashlib.blake2b(
         f"{content_digest(model_path)};ort {ort.__version__};onnx {onnx.__version__};"
         f"v{PREPARATION_VERSION};{variant}".encode(),
@@ -109,7 +112,7 @@ def prepared_graph(ort: Any, model_path: Path, masked: bool) -> Path:
         return model_path
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        rewritten = _rewrite(ort, model_path, masked)
+        rewritten = _rewrite(ort, model_path, masked, nonempty)
     except Exception as err:  # a graph clirkit cannot rewrite still runs as shipped
         warnings.warn(
             f"{model_path}: attention not fused ({err}); running the graph as shipped", stacklevel=4
@@ -150,19 +153,20 @@ def prepared_graph(ort: Any, model_path: Path, masked: bool) -> Path:
     return target
 
 
-def _rewrite(ort: Any, model_path: Path, masked: bool) -> Any:
-    """The model with attention fused, checked against the shipped graph on a probe; None when nothing
-    was fused."""
+def _rewrite(ort: Any, model_path: Path, masked: bool, nonempty: bool) -> Any:
+    """The model with softmax NaN guards dropped (``nonempty``) and attention fused, checked against the
+    shipped graph on a probe; None when nothing was rewritten."""
     import onnx
 
-    from clirkit.encoders.attention import fuse_attention
+    from clirkit.encoders.attention import drop_softmax_nan_guards, fuse_attention
 
     model = onnx.load(str(model_path))  # external data read in: small tensors may be kept there too
     names = {i.name for i in model.graph.input}
     if not names <= {"input_ids", "attention_mask", "token_type_ids", "position_ids"}:
         return None  # feeds the probe cannot build: leave such a model as it is
     shipped = model.SerializeToString()
-    if fuse_attention(model, masked) == 0:
+    dropped = drop_softmax_nan_guards(model) if nonempty else 0
+    if fuse_attention(model, masked) + dropped == 0:
         return None
     _check_probe(ort, shipped, model, masked)
     return model

@@ -165,6 +165,8 @@ class OnnxEncoder:
             self.fp16,
             optimize_graph,
             pooling=self.pooling,
+            # Every input holds a token when the tokenizer adds special tokens to an empty text.
+            nonempty=len(self.tokenizer.encode("").ids) > 0,
         )
         # What the session settled on (fingerprint() digests these).
         self.session = self._onnx.session

@@ -179,6 +179,7 @@ def open_session(
     fp16: bool,
     optimize_graph: bool = True,
     pooling: str | None = None,
+    nonempty: bool = False,
 ) -> OnnxSession:
     """A session for ``model_path`` on ``device`` (``cuda`` or ``cpu``) with ``threads`` workers (0: all
     cores). On CPU with ``optimize_graph`` the graph run is the prepared one of
@@ -205,7 +206,7 @@ def open_session(
         from clirkit.encoders.graph_cache import DISABLED_OPTIMIZERS, PREPARATION_VERSION, prepared_graph
 
         try:
-            model = prepared_graph(ort, model, masked=not one_text_per_call)
+            model = prepared_graph(ort, model, masked=not one_text_per_call, nonempty=nonempty)
         except ImportError:  # no onnx package: onnxruntime's own optimizations only
             pass
         disabled = list(DISABLED_OPTIMIZERS)

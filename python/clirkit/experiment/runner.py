@@ -27,6 +27,7 @@ from clirkit.experiment.results import (
 from clirkit.experiment.stage import RUN_FILE, RunContext
 from clirkit.experiment.stages import read_eval
 from clirkit.experiment.store import WORKDIR_MARKER, ArtifactStore, claim_directory
+from clirkit.experiment.systems.impact import audit_rows
 from clirkit.experiment.toml_source import ExperimentError
 
 RESULTS_FILE = "results.json"  # rows {system, task, measure, value}
@@ -244,8 +245,18 @@ class Experiment:
             per_query,
             ev.subsample,
         )
+        # An approximate search's audit: rows of their own, after the averages, so nothing averages them.
+        audits = audit_rows(self.plan.evals, nodes, self.tasks)
+        measures.extend(dict.fromkeys(r["measure"] for r in audits))
         return Results(
-            nodes, columns, measures, measure_names, all_rows, significance, correlations, ev.baseline
+            nodes,
+            columns,
+            measures,
+            measure_names,
+            all_rows + audits,
+            significance,
+            correlations,
+            ev.baseline,
         )
 
     def _write(self, results: Results) -> None:

@@ -172,6 +172,9 @@ fn build_in_pool(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<I
     Ok(manifest)
 }
 
+/// A term's encoded postings, block count, document frequency and largest impact.
+type EncodedTerm = (Vec<u8>, u32, u32, u32);
+
 /// Encode every term's postings (in parallel) and write them and the term dictionary in term
 /// byte order; returns the number of terms and the largest impact. A term's list is its pieces in
 /// `runs`, then its postings in memory; terms are gathered and encoded in slices of at most 4096
@@ -209,7 +212,7 @@ fn write_postings(
             end += 1;
         }
         let chunk = &terms[start..end];
-        let encoded: Vec<Result<(Vec<u8>, u32, u32, u32)>> = chunk
+        let encoded: Vec<Result<EncodedTerm>> = chunk
             .par_iter()
             .map(|(_, id)| {
                 let held = &lists[*id as usize];

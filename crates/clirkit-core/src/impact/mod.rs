@@ -9,6 +9,7 @@
 //! reach 2^24 (beyond which f32 scores skip integers) is refused. Ties go to the canonical
 //! order (doc id descending), so pruned and exhaustive search return the same hits.
 
+pub mod approximate;
 pub mod builder;
 pub mod format;
 mod spill;
@@ -24,7 +25,9 @@ use crate::io::format::{read_u64, MappedFile};
 use crate::io::manifest;
 use crate::io::trec::{self, RUN_WINDOW};
 use crate::postings::query::{self, DocRanks};
-use crate::postings::termdict::{check_dictionary, lookup_term, open_term_files, require_len};
+use crate::postings::termdict::{
+    check_dictionary, find_term, lookup_term, open_term_files, require_len, TermEntry, TERM_ENTRY_LEN,
+};
 use crate::postings::{postings_intact, BlockMeta, Cursor, PostingScorer};
 use crate::ranking::{Run, ScoredDoc};
 use format::ImpactManifest;
@@ -133,8 +136,35 @@ impl ImpactIndex {
         self.ids.get(doc)
     }
 
-    fn ranks(&self) -> DocRanks<'_> {
+    /// Each document's rank in id byte order: the top-k's tie key.
+    pub fn ranks(&self) -> DocRanks<'_> {
         DocRanks::new(&self.docs.payload()[8..8 + 4 * self.num_docs()])
+    }
+
+    /// The position of `term` in the dictionary (its term number), if the index has it.
+    pub fn term_number(&self, term: &str) -> Option<usize> {
+        find_term(self.terms.payload(), self.num_terms(), term.as_bytes()).map(|(i, _)| i)
+    }
+
+    /// A cursor over every posting of term number `term` (each scored as its stored impact),
+    /// for readers that walk whole lists; its blocks are checked as they are read, and
+    /// [`ImpactIndex::postings_intact`] reports a malformed one afterwards.
+    pub fn term_cursor(&self, term: usize) -> Result<Cursor<'_, ImpactScorer>> {
+        if term >= self.num_terms() {
+            return Err(Error::invalid(format!(
+                "term number {term} of an index of {} terms",
+                self.num_terms()
+            )));
+        }
+        let at = 8 + term * TERM_ENTRY_LEN;
+        let entry = TermEntry::decode(self.terms.payload(), at);
+        let postings = entry.postings(&self.postings, self.num_docs())?;
+        Ok(Cursor::new(postings, ImpactScorer { query_impact: 1 }))
+    }
+
+    /// An error if a cursor met a postings block that does not decode as its metadata says.
+    pub fn postings_intact(&self) -> Result<()> {
+        postings_intact(&self.postings)
     }
 
     /// Cursors over the query's terms present in the index, each scored with its quantized
@@ -229,9 +259,34 @@ impl ImpactIndex {
         tag: &str,
         window: usize,
     ) -> Result<()> {
+        self.write_run_windowed_with(queries, path, tag, window, |window| {
+            self.search_each(window, k, progress)
+        })
+    }
+
+    /// Write the run of `queries` to `path` atomically in query order, a window of queries at a
+    /// time, each window's hits from `search` (exact or approximate search).
+    pub fn write_run_with(
+        &self,
+        queries: &[WeightedVector],
+        path: &Path,
+        tag: &str,
+        search: impl Fn(&[WeightedVector]) -> Result<Vec<Vec<Hit>>>,
+    ) -> Result<()> {
+        self.write_run_windowed_with(queries, path, tag, RUN_WINDOW, search)
+    }
+
+    fn write_run_windowed_with(
+        &self,
+        queries: &[WeightedVector],
+        path: &Path,
+        tag: &str,
+        window: usize,
+        search: impl Fn(&[WeightedVector]) -> Result<Vec<Vec<Hit>>>,
+    ) -> Result<()> {
         trec::write_run_windowed(path, tag, queries.len(), window, |range| {
             let window = &queries[range];
-            let hits = self.search_each(window, k, progress)?;
+            let hits = search(window)?;
             Ok(Run {
                 queries: window
                     .iter()

@@ -34,11 +34,11 @@ fn vector_line(id: &str, terms: &[(String, f64)]) -> String {
     serde_json::json!({"id": id, "contents": "", "vector": vector}).to_string()
 }
 
-struct Collection {
+pub(super) struct Collection {
     _dir: tempfile::TempDir,
-    index: ImpactIndex,
+    pub(super) index: ImpactIndex,
     /// Each document's id and quantized vector.
-    docs: Vec<(String, HashMap<String, u64>)>,
+    pub(super) docs: Vec<(String, HashMap<String, u64>)>,
 }
 
 fn quantized(terms: &[(String, f64)]) -> HashMap<String, u64> {
@@ -49,7 +49,7 @@ fn quantized(terms: &[(String, f64)]) -> HashMap<String, u64> {
         .collect()
 }
 
-fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
+pub(super) fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
     let mut rng = SplitMix64::new(seed);
     let docs: Vec<(String, Vec<(String, f64)>)> = (0..num_docs)
         .map(|i| {
@@ -77,7 +77,7 @@ fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Collection {
 }
 
 /// `n` queries `q{i}` of `len` random terms from a vocabulary of `vocab`.
-fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVector> {
+pub(super) fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVector> {
     let mut rng = SplitMix64::new(seed);
     (0..n)
         .map(|i| WeightedVector {
@@ -89,7 +89,7 @@ fn random_queries(seed: u64, n: u64, vocab: usize, len: usize) -> Vec<WeightedVe
 }
 
 /// The top k by an exact integer dot product of the quantized vectors, canonical ties.
-fn exact_top_k(c: &Collection, query: &[(String, f64)], k: usize) -> Vec<(String, f64)> {
+pub(super) fn exact_top_k(c: &Collection, query: &[(String, f64)], k: usize) -> Vec<(String, f64)> {
     assert_eq!(c.index.quantize(), DEFAULT_QUANTIZE);
     let query = quantized(query);
     let mut scored: Vec<(String, u64)> = c

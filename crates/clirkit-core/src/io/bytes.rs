@@ -104,6 +104,35 @@ impl Bytes {
         let _ = range;
     }
 
+    /// [`Bytes::release`] of every page of the 64 KiB-aligned windows (within the mapping) that
+    /// hold bytes `range`: a page fault on a mapped file also maps the cached pages around it (the
+    /// kernel's fault-around, 64 KiB), so a reader that touches a few scattered bytes (one stored
+    /// vector) and releases them after use keeps its resident set at what it is reading now.
+    pub fn release_around(&self, range: std::ops::Range<usize>) {
+        #[cfg(target_os = "linux")]
+        if let Storage::Mapped(map) = &self.storage {
+            let window = 64usize << 10;
+            let (base, at) = (map.as_ptr() as usize, self.as_slice().as_ptr() as usize);
+            let first = (at + range.start).saturating_sub(base) / window * window;
+            let last = ((at + range.end.min(self.len())).saturating_sub(base))
+                .next_multiple_of(window)
+                .min(map.len());
+            if first < last {
+                // SAFETY: as in `release`: whole pages of this live read-only shared file mapping
+                // (`first` and `last` are offsets in the mapping, page multiples or its end).
+                unsafe {
+                    libc::madvise(
+                        (base + first) as *mut libc::c_void,
+                        last - first,
+                        libc::MADV_DONTNEED,
+                    );
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = range;
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         let all: &[u8] = match &self.storage {
             Storage::Owned(v) => v,
@@ -215,6 +244,14 @@ impl<T: Plain> Array<T> {
             bytes.release(range);
         }
     }
+
+    /// [`Bytes::release_around`] of values `range` of a mapped view; a no-op for owned values.
+    pub fn release_values_around(&self, range: std::ops::Range<usize>) {
+        if let Elements::View(bytes) = &self.elements {
+            let size = std::mem::size_of::<T>();
+            bytes.release_around(range.start * size..range.end * size);
+        }
+    }
 }
 
 /// The bytes of plain numbers (little endian on the hosts clirkit runs on), as stored in a file.
@@ -289,6 +326,8 @@ mod tests {
         assert_eq!(&mapped[..], &data[10..]);
         mapped.release(100..3 * 4096 + 5);
         mapped.release(0..mapped.len());
+        mapped.release_around(5000..5001);
+        mapped.release_around(0..mapped.len());
         assert_eq!(&mapped[..], &data[10..]);
         let owned = Bytes::from(data.clone());
         owned.release(0..owned.len()); // owned bytes are never dropped

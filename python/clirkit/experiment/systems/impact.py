@@ -2,16 +2,23 @@
 
 Each documents file is encoded once per model and settings (resumably); a task's index holds the vectors
 of its documents (a language's subset, or several files together), quantized with ``quantize`` (default
-100), and its search encodes the task's queries with the same model."""
+100), and its search encodes the task's queries with the same model.
+
+Search is exact unless the system has an ``approximate = { ... }`` table (``postings_per_term``,
+``query_terms``, ``candidates``, ``target_accuracy``, ``calibration_sample``, ``audit``, ``seed``: the
+options of ``clirkit search impact --approximate``), which is part of the search stage's key. With
+``audit = N`` the search stage writes ``audit.json`` beside its run, and the experiment's results carry
+its Accuracy@10 and score gap."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from clirkit.datasets import ID_FIELDS, record_id
+from clirkit.experiment.config.reader import NUMBER, TableReader
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
@@ -30,6 +37,68 @@ from clirkit.experiment.toml_source import ExperimentError
 
 VECTORS = "vectors"  # prefix of vectors.vectors.jsonl in an encode artifact
 QUERY_VECTORS = "queries.json"
+AUDIT_FILE = "audit.json"  # an approximate search's audit, beside its run
+APPROXIMATE_KEYS = (
+    "postings_per_term",
+    "query_terms",
+    "candidates",
+    "target_accuracy",
+    "calibration_sample",
+    "audit",
+    "seed",
+)
+
+
+def approximate_options(r: Any) -> Optional[dict[str, Any]]:
+    """The ``approximate`` table of an impact system, checked (None: exact search)."""
+    from clirkit.impact import DEFAULT_CANDIDATES, DEFAULT_POSTINGS_PER_TERM
+
+    table = r.get("approximate", dict)
+    if table is None:
+        return None
+    a = TableReader(r.source, (*r.path, "approximate"), table, APPROXIMATE_KEYS)
+    target = a.get("target_accuracy", NUMBER)
+    if target is not None and not 0 < target <= 1:
+        raise a.error("target_accuracy", f"must be in (0, 1], got {target}")
+    return {
+        "postings_per_term": a.positive("postings_per_term", DEFAULT_POSTINGS_PER_TERM, allow_zero=True),
+        "query_terms": a.positive("query_terms", 0, allow_zero=True),
+        "candidates": a.positive("candidates", DEFAULT_CANDIDATES),
+        "target_accuracy": None if target is None else float(target),
+        "calibration_sample": a.positive("calibration_sample", 50),
+        "audit": a.positive("audit"),
+        "seed": a.positive("seed", 0, allow_zero=True),
+    }
+
+
+#: The measures an audited approximate search adds to the experiment's results (not averaged).
+AUDIT_MEASURES = {"audit Accuracy@10": "accuracy_at_10", "audit score gap": "score_gap"}
+
+
+def audit_rows(
+    evals: dict[str, dict[str, Stage]], nodes: list[str], tasks: list[Any]
+) -> list[dict[str, Any]]:
+    """Result rows (system, task, measure, value) of every audited approximate search among the runs
+    that ``evals`` (node -> task label -> eval stage, whose first input is the run) evaluated."""
+    rows = []
+    for task in tasks:
+        for node in nodes:
+            stage = evals[node].get(task.label)
+            audit = None if stage is None else read_audit(stage.inputs[0])
+            if audit is not None:
+                for measure, field in AUDIT_MEASURES.items():
+                    rows.append(
+                        {"system": node, "task": task.label, "measure": measure, "value": audit[field]}
+                    )
+    return rows
+
+
+def read_audit(run_stage: Stage) -> Optional[dict[str, Any]]:
+    """The audit an approximate search stage wrote beside its run, if any."""
+    path = run_stage.output / AUDIT_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _encoder(ctx: RunContext, options: dict[str, Any]):
@@ -112,17 +181,19 @@ class ImpactKind:
         "batch_size",
         "fields",
         "hits",
+        "approximate",
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         quantize = r.positive("quantize", 100)
         given = read_inputs(r, base, ("vectors", "query_vectors"), _one, _one, ENCODING_KEYS)
         if given is not None:
-            return {**given, "quantize": quantize}
+            return {**given, "quantize": quantize, "approximate": approximate_options(r)}
         return {
             **encoder_options(r, base, 8),
             "quantize": quantize,
             "query_max_length": r.positive("query_max_length"),
+            "approximate": approximate_options(r),
         }
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
@@ -195,6 +266,9 @@ class ImpactKind:
         )
         hits = options["hits"] or plan.config.hits
         params = {"hits": hits, "drop_self_hits": task.drop_self_hits}
+        approximate = options["approximate"]
+        if approximate is not None:  # exact searches keep their keys
+            params["approximate"] = approximate
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.impact import ImpactIndex
@@ -207,7 +281,10 @@ class ImpactKind:
             # A query none of whose terms is weighted (an empty vector) finds nothing.
             vectors = [(q, v) for q, v in vectors if v]
             k = hits + 1 if task.drop_self_hits else hits
-            results = opened.batch_search(vectors, k, threads=ctx.threads, quiet=ctx.quiet)
+            if approximate is None:
+                results = opened.batch_search(vectors, k, threads=ctx.threads, quiet=ctx.quiet)
+            else:
+                results = _search_approximate(opened, vectors, k, approximate, out, ctx)
             if task.drop_self_hits:
                 run = {q: dict(drop_self_hits(results[q], q, hits)) for q in results.qids()}
                 write_run(out / RUN_FILE, run, "clirkit-impact")
@@ -235,6 +312,9 @@ class ImpactKind:
         query_path = query_input(plan, spec.name, "query_vectors", options["query_vectors"], task)
         hits = options["hits"] or plan.config.hits
         params = {"hits": hits, "drop_self_hits": task.drop_self_hits}
+        approximate = options["approximate"]
+        if approximate is not None:  # exact searches keep their keys
+            params["approximate"] = approximate
         query_identity = {"query_vectors": input_identity([query_path]), "queries": task.queries_digest}
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
@@ -242,7 +322,10 @@ class ImpactKind:
 
             opened = ImpactIndex.open(index.output / "index")
             k = hits + 1 if task.drop_self_hits else hits
-            results = opened.search_file(query_path, k, threads=ctx.threads, quiet=ctx.quiet)
+            if approximate is None:
+                results = opened.search_file(query_path, k, threads=ctx.threads, quiet=ctx.quiet)
+            else:
+                results = _search_approximate(opened, query_path, k, approximate, out, ctx)
             write_impact_run(results, query_rows(results.qids(), task, query_path), out, hits, task)
 
         return plan.add(
@@ -252,6 +335,34 @@ class ImpactKind:
 
 def _one(path: str) -> list[str]:
     return [path]
+
+
+def _search_approximate(
+    index: Any, vectors: Any, k: int, options: dict[str, Any], out: Path, ctx: RunContext
+):
+    """An approximate search of ``vectors`` (``(qid, vector)`` pairs or a query vectors file), calibrated
+    when a target is set, audited when asked."""
+    from clirkit._atomic import write_json_atomic
+    from clirkit.impact import ApproximateSettings
+
+    approx = index.approximate(postings_per_term=options["postings_per_term"], threads=ctx.threads)
+    settings = ApproximateSettings(query_terms=options["query_terms"], candidates=options["candidates"])
+    if options["target_accuracy"] is not None and vectors:
+        settings = approx.calibrate(
+            vectors,
+            options["target_accuracy"],
+            sample=options["calibration_sample"],
+            seed=options["seed"],
+            k=k,
+            threads=ctx.threads,
+        )
+    results = approx.batch_search(vectors, k, settings=settings, threads=ctx.threads, quiet=ctx.quiet)
+    if options["audit"] is not None and vectors:
+        report = approx.audit(
+            vectors, options["audit"], seed=options["seed"], k=k, settings=settings, threads=ctx.threads
+        )
+        write_json_atomic(out / AUDIT_FILE, report.to_dict())
+    return results
 
 
 register_system_kind(ImpactKind())

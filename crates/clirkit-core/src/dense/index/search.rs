@@ -122,15 +122,21 @@ impl DenseIndex {
     /// float16 rows are widened as they are read.
     pub(super) fn exact_score(&self, q: &[f32], id: u32) -> Result<f32> {
         let (d, id) = (self.dim, id as usize);
+        // Re-scoring touches a few scattered rows of a file that may be far larger than memory:
+        // each row's pages are released after use, so the resident set does not grow with every
+        // row ever re-scored (and the kernel's fault-around) but stays at the rows being read.
         Ok(match self.vectors_checked(id..id + 1)? {
             StoredVectors::Float32(v) => {
-                flat::score(self.metric, q, &v.as_slice()[id * d..(id + 1) * d])
+                let score = flat::score(self.metric, q, &v.as_slice()[id * d..(id + 1) * d]);
+                v.release_values_around(id * d..(id + 1) * d);
+                score
             }
             StoredVectors::Float16(v) => {
                 let row: Vec<f32> = v.as_slice()[id * d..(id + 1) * d]
                     .iter()
                     .map(|&bits| half::f16::from_bits(bits).to_f32())
                     .collect();
+                v.release_values_around(id * d..(id + 1) * d);
                 flat::score(self.metric, q, &row)
             }
         })

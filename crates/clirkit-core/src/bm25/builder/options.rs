@@ -1,0 +1,53 @@
+//! What a BM25 build is asked ([`BuildOptions`]) and what it reports ([`BuildSummary`]).
+
+use crate::io::jsonl::LineRange;
+
+/// How to build an index.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// One analyzer for the whole corpus (default English when `lang_field` is not set).
+    pub lang: Option<String>,
+    /// A JSON field naming each document's language; each document gets its own analyzer.
+    pub lang_field: Option<String>,
+    /// Text fields, joined with a space into the one indexed field.
+    pub fields: Vec<String>,
+    /// Worker threads; 0 = all cores.
+    pub threads: usize,
+    /// Keep the first of duplicate doc ids instead of failing.
+    pub keep_first_duplicate: bool,
+    pub quiet: bool,
+    /// In-memory postings budget before a sorted run is spilled to disk.
+    pub memory_budget_bytes: usize,
+    /// Lines read, parsed and analyzed together.
+    pub batch_lines: usize,
+    /// Also write the forward index (`docvectors.bin`) that RM3 needs.
+    pub store_docvectors: bool,
+    /// Index only these lines of the corpus (one shard of a sharded build); all when `None`.
+    pub range: Option<LineRange>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            lang: None,
+            lang_field: None,
+            fields: vec!["title".into(), "text".into()],
+            threads: 0,
+            keep_first_duplicate: false,
+            quiet: false,
+            memory_budget_bytes: 1 << 30,
+            batch_lines: 8192,
+            store_docvectors: false,
+            range: None,
+        }
+    }
+}
+
+/// What a build did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildSummary {
+    pub num_docs: u64,
+    pub num_terms: u64,
+    pub skipped_duplicates: u64,
+    pub spilled_runs: u64,
+}

@@ -1,0 +1,223 @@
+//! How far an approximate run is from exact: [`audit`] re-runs a seeded sample of its queries
+//! exactly and compares the top 10s; [`calibrate`] picks the cheapest search knobs that reach a
+//! target Accuracy@10 on such a sample.
+//!
+//! Per audited query: Accuracy@10 is the share of the exact top 10 that the approximate top 10
+//! holds (1 when the exact search finds nothing), and the score gap is the relative shortfall of
+//! the approximate top 10's score sum against the exact top 10's (0 when they hold the same
+//! documents; every approximate score is exact, so it is never negative).
+
+use super::params::{check_target, SearchParams};
+use super::structure::ApproximateIndex;
+use crate::error::{Error, Result};
+use crate::impact::vectors::WeightedVector;
+use crate::impact::{Hit, ImpactIndex};
+use crate::rng::SplitMix64;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// The depth the audit compares at.
+pub const AUDIT_DEPTH: usize = 10;
+
+/// One audited query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryAudit {
+    pub query: String,
+    pub accuracy_at_10: f64,
+    pub score_gap: f64,
+}
+
+/// What an audit found (`queries` lists every audited query, in query order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// Queries re-run exactly.
+    pub audited: usize,
+    /// Queries of the run the sample was drawn from.
+    pub of: usize,
+    pub seed: u64,
+    /// Mean Accuracy@10 over the audited queries.
+    pub accuracy_at_10: f64,
+    pub min_accuracy_at_10: f64,
+    /// Mean and largest score gap.
+    pub score_gap: f64,
+    pub max_score_gap: f64,
+    pub params: SearchParams,
+    pub queries: Vec<QueryAudit>,
+}
+
+/// The positions of the `n` queries of `count` an audit seeded `seed` draws, in query order.
+pub fn sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
+    SplitMix64::new(seed).sample(count, n)
+}
+
+/// Accuracy@10 and score gap of `approximate` against `exact` (each best first).
+pub fn compare(exact: &[Hit], approximate: &[Hit]) -> (f64, f64) {
+    let exact = &exact[..exact.len().min(AUDIT_DEPTH)];
+    let approximate = &approximate[..approximate.len().min(AUDIT_DEPTH)];
+    if exact.is_empty() {
+        return (1.0, 0.0);
+    }
+    let found = exact
+        .iter()
+        .filter(|e| approximate.iter().any(|a| a.doc == e.doc))
+        .count();
+    let sum = |hits: &[Hit]| hits.iter().map(|h| h.score as f64).sum::<f64>();
+    let (want, got) = (sum(exact), sum(approximate));
+    let gap = if want > 0.0 {
+        ((want - got) / want).max(0.0)
+    } else {
+        0.0
+    };
+    (found as f64 / exact.len() as f64, gap)
+}
+
+/// Exact top 10s of the queries at `positions`, in parallel.
+fn exact_top(
+    index: &ImpactIndex,
+    queries: &[WeightedVector],
+    positions: &[usize],
+) -> Result<Vec<Vec<Hit>>> {
+    positions
+        .par_iter()
+        .map(|&i| {
+            let q = &queries[i];
+            index
+                .search(&q.terms, AUDIT_DEPTH)
+                .map_err(|e| Error::invalid(format!("query '{}': exact search: {e}", q.id)))
+        })
+        .collect()
+}
+
+/// Approximate top `k`s of the queries at `positions`, in parallel.
+fn approximate_top(
+    approx: &ApproximateIndex,
+    index: &ImpactIndex,
+    queries: &[WeightedVector],
+    positions: &[usize],
+    k: usize,
+    params: SearchParams,
+) -> Result<Vec<Vec<Hit>>> {
+    positions
+        .par_iter()
+        .map(|&i| {
+            let q = &queries[i];
+            let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
+            approx.search_with(index, &q.terms, k.max(AUDIT_DEPTH), params, &at)
+        })
+        .collect()
+}
+
+/// Re-run `n` queries of `queries` (drawn with `seed`) exactly and compare them with the
+/// approximate search at depth `k` under `params` (its top 10: what the run holds).
+pub fn audit(
+    approx: &ApproximateIndex,
+    index: &ImpactIndex,
+    queries: &[WeightedVector],
+    n: usize,
+    seed: u64,
+    k: usize,
+    params: SearchParams,
+) -> Result<AuditReport> {
+    let positions = sample(queries.len(), n, seed);
+    let exact = exact_top(index, queries, &positions)?;
+    let approximate = approximate_top(approx, index, queries, &positions, k, params)?;
+    let per_query: Vec<QueryAudit> = positions
+        .iter()
+        .zip(exact.iter().zip(&approximate))
+        .map(|(&i, (e, a))| {
+            let (accuracy_at_10, score_gap) = compare(e, a);
+            QueryAudit {
+                query: queries[i].id.clone(),
+                accuracy_at_10,
+                score_gap,
+            }
+        })
+        .collect();
+    let count = per_query.len().max(1) as f64;
+    let fold = |f: fn(&QueryAudit) -> f64, init: f64, pick: fn(f64, f64) -> f64| {
+        per_query.iter().map(f).fold(init, pick)
+    };
+    Ok(AuditReport {
+        audited: per_query.len(),
+        of: queries.len(),
+        seed,
+        accuracy_at_10: fold(|q| q.accuracy_at_10, 0.0, |a, b| a + b) / count,
+        min_accuracy_at_10: if per_query.is_empty() {
+            1.0
+        } else {
+            fold(|q| q.accuracy_at_10, 1.0, f64::min)
+        },
+        score_gap: fold(|q| q.score_gap, 0.0, |a, b| a + b) / count,
+        max_score_gap: fold(|q| q.score_gap, 0.0, f64::max),
+        params,
+        queries: per_query,
+    })
+}
+
+/// The search settings [`calibrate`] chooses from.
+pub fn ladder() -> Vec<SearchParams> {
+    let mut out = Vec::new();
+    for query_terms in [4, 8, 16, 32, 0] {
+        for candidates in [25, 50, 100, 200, 400, 800, 1600, 3200, 6400] {
+            out.push(SearchParams {
+                query_terms,
+                candidates,
+            });
+        }
+    }
+    out
+}
+
+/// The setting of [`ladder`] of least estimated work whose mean Accuracy@10 on `n` queries drawn
+/// with `seed` reaches `target` at depth `k`; the most accurate one when none does (the audit
+/// then says by how much it falls short). The work of a query is counted, not timed, so the
+/// choice does not depend on the machine's load: the postings its walked lists hold plus the
+/// forward-index entries of the documents it re-scores.
+pub fn calibrate(
+    approx: &ApproximateIndex,
+    index: &ImpactIndex,
+    queries: &[WeightedVector],
+    target: f64,
+    n: usize,
+    seed: u64,
+    k: usize,
+) -> Result<SearchParams> {
+    check_target(target)?;
+    let positions = sample(queries.len(), n, seed);
+    let exact = exact_top(index, queries, &positions)?;
+    let mut best: Option<(bool, f64, u64, SearchParams)> = None;
+    for params in ladder() {
+        let approximate = approximate_top(approx, index, queries, &positions, k, params)?;
+        let accuracy: f64 = exact
+            .iter()
+            .zip(&approximate)
+            .map(|(e, a)| compare(e, a).0)
+            .sum::<f64>()
+            / positions.len().max(1) as f64;
+        let work: u64 = positions
+            .iter()
+            .map(|&i| approx.work(index, &queries[i].terms, k, params))
+            .sum();
+        let reached = accuracy >= target - 1e-9;
+        let better = match best {
+            None => true,
+            Some((r, a, w, _)) => match (reached, r) {
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => work < w,
+                (false, false) => accuracy > a || (accuracy == a && work < w),
+            },
+        };
+        if better {
+            best = Some((reached, accuracy, work, params));
+        }
+    }
+    Ok(best.expect("the ladder is not empty").3)
+}
+
+impl AuditReport {
+    /// The report as one JSON object (what a run's audit sidecar holds).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an audit report serializes")
+    }
+}

@@ -1,0 +1,174 @@
+use super::audit::{compare, sample};
+use super::*;
+use crate::impact::tests::{exact_top_k, random_collection, random_queries, Collection};
+use crate::impact::Hit;
+
+fn scored(c: &Collection, hits: &[Hit]) -> Vec<(String, f64)> {
+    c.index
+        .to_scored(hits)
+        .into_iter()
+        .map(|d| (d.doc_id.to_string(), d.score))
+        .collect()
+}
+
+const EVERYTHING: SearchParams = SearchParams {
+    query_terms: 0,
+    candidates: usize::MAX,
+};
+
+#[test]
+fn keeping_everything_is_exact_with_canonical_ties() {
+    let c = random_collection(7, 600, 300);
+    let approx = ApproximateIndex::build(
+        &c.index,
+        BuildParams {
+            postings_per_term: 0,
+        },
+    )
+    .unwrap();
+    for q in random_queries(8, 40, 300, 6) {
+        for k in [1, 10, 100] {
+            let hits = approx.search(&c.index, &q.terms, k, EVERYTHING).unwrap();
+            assert_eq!(scored(&c, &hits), exact_top_k(&c, &q.terms, k), "{} k={k}", q.id);
+        }
+    }
+}
+
+#[test]
+fn pruned_search_returns_exact_scores_best_first() {
+    let c = random_collection(11, 800, 200);
+    let approx = ApproximateIndex::build(
+        &c.index,
+        BuildParams {
+            postings_per_term: 20,
+        },
+    )
+    .unwrap();
+    assert!(approx.kept_postings() < c.index.manifest().num_postings as usize);
+    let params = SearchParams {
+        query_terms: 2,
+        candidates: 15,
+    };
+    let mut missed = 0;
+    for q in random_queries(12, 30, 200, 8) {
+        let hits = scored(&c, &approx.search(&c.index, &q.terms, 10, params).unwrap());
+        let all = exact_top_k(&c, &q.terms, usize::MAX);
+        for (id, score) in &hits {
+            let exact = all.iter().find(|(d, _)| d == id).unwrap();
+            assert_eq!(*score, exact.1, "{}: {id}", q.id);
+        }
+        // In canonical order (score descending, then id descending).
+        let mut sorted = hits.clone();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        assert_eq!(hits, sorted);
+        let top: Vec<_> = all.iter().take(10).map(|h| &h.0).collect();
+        missed += top.iter().filter(|d| !hits.iter().any(|h| &&h.0 == *d)).count();
+    }
+    // Pruning this hard loses some of the exact top 10 (the test would not exercise it else).
+    assert!(missed > 0);
+}
+
+#[test]
+fn batch_search_is_independent_of_threads() {
+    let c = random_collection(3, 500, 150);
+    let approx = ApproximateIndex::build(&c.index, BuildParams::default()).unwrap();
+    let queries = random_queries(4, 25, 150, 5);
+    let bar = indicatif::ProgressBar::hidden();
+    let params = SearchParams::default();
+    let run = |threads| {
+        crate::parallel::install(threads, |_| {
+            approx.search_each(&c.index, &queries, 10, params, &bar)
+        })
+        .unwrap()
+        .unwrap()
+    };
+    assert_eq!(run(1), run(3));
+}
+
+#[test]
+fn audit_figures_equal_an_independent_comparison() {
+    let c = random_collection(21, 700, 250);
+    let approx = ApproximateIndex::build(
+        &c.index,
+        BuildParams {
+            postings_per_term: 15,
+        },
+    )
+    .unwrap();
+    let queries = random_queries(22, 50, 250, 8);
+    let params = SearchParams {
+        query_terms: 3,
+        candidates: 12,
+    };
+    let report = audit(&approx, &c.index, &queries, 20, 5, 100, params).unwrap();
+    assert_eq!((report.audited, report.of, report.seed), (20, 50, 5));
+    let positions = sample(50, 20, 5);
+    let mut accuracy = 0.0;
+    let mut gap = 0.0;
+    for (&i, audited) in positions.iter().zip(&report.queries) {
+        let q = &queries[i];
+        assert_eq!(audited.query, q.id);
+        let exact = exact_top_k(&c, &q.terms, 10);
+        let hits = approx.search(&c.index, &q.terms, 100, params).unwrap();
+        let got = scored(&c, &hits[..hits.len().min(10)]);
+        let found = exact.iter().filter(|e| got.iter().any(|g| g.0 == e.0)).count();
+        let a = found as f64 / exact.len() as f64;
+        let sum = |v: &[(String, f64)]| v.iter().map(|x| x.1).sum::<f64>();
+        let g = (sum(&exact) - sum(&got)) / sum(&exact);
+        assert_eq!(audited.accuracy_at_10, a, "{}", q.id);
+        assert!((audited.score_gap - g).abs() < 1e-12, "{}", q.id);
+        accuracy += a;
+        gap += g;
+    }
+    assert!((report.accuracy_at_10 - accuracy / 20.0).abs() < 1e-12);
+    assert!((report.score_gap - gap / 20.0).abs() < 1e-12);
+    assert!(report.accuracy_at_10 < 1.0 && report.score_gap > 0.0);
+}
+
+#[test]
+fn compare_counts_overlap_and_shortfall() {
+    let h = |doc, score| Hit { doc, score };
+    let exact = [h(1, 10.0), h(2, 6.0), h(3, 4.0)];
+    assert_eq!(compare(&exact, &exact), (1.0, 0.0));
+    let (a, g) = compare(&exact, &[h(1, 10.0), h(9, 5.0), h(3, 4.0)]);
+    assert_eq!(a, 2.0 / 3.0);
+    assert!((g - 1.0 / 20.0).abs() < 1e-12);
+    assert_eq!(compare(&[], &[]), (1.0, 0.0));
+}
+
+#[test]
+fn calibration_reaches_a_reachable_target() {
+    let c = random_collection(31, 600, 200);
+    let approx = ApproximateIndex::build(
+        &c.index,
+        BuildParams {
+            postings_per_term: 0,
+        },
+    )
+    .unwrap();
+    let queries = random_queries(32, 30, 200, 8);
+    let params = calibrate(&approx, &c.index, &queries, 1.0, 30, 1, 10).unwrap();
+    let report = audit(&approx, &c.index, &queries, 30, 1, 10, params).unwrap();
+    assert_eq!(report.accuracy_at_10, 1.0);
+    // The cheapest setting does not reach it, so calibration had to choose.
+    let cheapest = SearchParams {
+        query_terms: 4,
+        candidates: 25,
+    };
+    let low = audit(&approx, &c.index, &queries, 30, 1, 10, cheapest).unwrap();
+    assert!(low.accuracy_at_10 < 1.0);
+    assert!(calibrate(&approx, &c.index, &queries, 1.5, 30, 1, 10).is_err());
+}
+
+#[test]
+fn a_structure_of_another_index_is_refused() {
+    let a = random_collection(41, 200, 100);
+    let b = random_collection(42, 200, 100);
+    let approx = ApproximateIndex::build(&a.index, BuildParams::default()).unwrap();
+    let q = &random_queries(43, 1, 100, 4)[0];
+    let err = approx
+        .search(&b.index, &q.terms, 10, SearchParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("another index"), "{err}");
+}

@@ -1,0 +1,135 @@
+"""Approximate impact search: opt-in (the CLI and API search exactly unless asked), exact scores in
+canonical order, exact when nothing is pruned, and an audit whose figures equal an independent
+comparison with exact search."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from clirkit import ImpactIndex, InvalidInputError
+from clirkit.cli import main as cli
+from clirkit.impact import ApproximateSettings
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def random_vector(rng: random.Random, vocab: int, length: int) -> dict[str, float]:
+    return {f"t{int(vocab ** rng.random())}": rng.randint(1, 30) / 10 for _ in range(length)}
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory):
+    rng = random.Random(5)
+    docs = {f"d{i}": random_vector(rng, 400, rng.randint(1, 40)) for i in range(1500)}
+    queries = {f"q{i}": random_vector(rng, 400, 8) for i in range(60)}
+    tmp = tmp_path_factory.mktemp("approximate")
+    write_jsonl(tmp / "docs.jsonl", [{"id": d, "contents": "", "vector": v} for d, v in docs.items()])
+    write_jsonl(tmp / "queries.jsonl", [{"id": q, "contents": "", "vector": v} for q, v in queries.items()])
+    index = ImpactIndex.build(tmp / "docs.jsonl", tmp / "idx", threads=2, quiet=True)
+    return index, queries, tmp
+
+
+EVERYTHING = ApproximateSettings(query_terms=0, candidates=10**9)
+HARD = ApproximateSettings(query_terms=2, candidates=12)
+
+
+def test_nothing_pruned_is_exact(collection):
+    index, queries, _ = collection
+    approx = index.approximate(postings_per_term=0, threads=2)
+    assert approx.kept_postings == index.manifest["num_postings"]
+    exact = index.batch_search(queries, 50, threads=2).to_dict()
+    assert approx.batch_search(queries, 50, settings=EVERYTHING, threads=2).to_dict() == exact
+
+
+def test_pruned_hits_carry_exact_scores(collection):
+    index, queries, _ = collection
+    approx = index.approximate(postings_per_term=10, threads=2)
+    assert approx.kept_postings < index.manifest["num_postings"]
+    for qid, query in queries.items():
+        exact = dict(index.search(query, k=index.num_docs))
+        hits = approx.search(query, k=10, settings=HARD)
+        assert all(exact[doc] == score for doc, score in hits), qid
+        assert hits == sorted(hits, key=lambda h: (-h[1], [-b for b in h[0].encode()]))
+
+
+def test_audit_equals_an_independent_exact_comparison(collection):
+    index, queries, _ = collection
+    approx = index.approximate(postings_per_term=10, threads=2)
+    report = approx.audit(queries, 25, seed=3, k=100, settings=HARD, threads=2)
+    assert (report.audited, report.of, report.seed, report.settings) == (25, 60, 3, HARD)
+    accuracies, gaps = [], []
+    for audited in report.queries:
+        query = queries[audited.query]
+        exact = index.search(query, k=10)
+        got = approx.search(query, k=100, settings=HARD)[:10]
+        found = len({d for d, _ in exact} & {d for d, _ in got})
+        accuracy = found / len(exact)
+        gap = (sum(s for _, s in exact) - sum(s for _, s in got)) / sum(s for _, s in exact)
+        assert audited.accuracy_at_10 == accuracy
+        assert audited.score_gap == pytest.approx(gap, abs=1e-12)
+        accuracies.append(accuracy)
+        gaps.append(gap)
+    assert len({q.query for q in report.queries}) == 25
+    assert report.accuracy_at_10 == pytest.approx(sum(accuracies) / 25)
+    assert report.min_accuracy_at_10 == min(accuracies)
+    assert report.score_gap == pytest.approx(sum(gaps) / 25)
+    assert report.max_score_gap == pytest.approx(max(gaps))
+    # Pruned this hard, the audit has something to find.
+    assert report.accuracy_at_10 < 1.0
+    # The same seed draws the same queries.
+    again = approx.audit(queries, 25, seed=3, k=100, settings=HARD, threads=1)
+    assert again == report
+
+
+def test_calibration_reaches_its_target(collection):
+    index, queries, tmp = collection
+    approx = index.approximate(postings_per_term=0, threads=2)
+    settings = approx.calibrate(tmp / "queries.jsonl", 1.0, sample=60, threads=2)
+    assert approx.audit(tmp / "queries.jsonl", 60, settings=settings).accuracy_at_10 == 1.0
+    with pytest.raises(InvalidInputError, match="target_accuracy"):
+        approx.calibrate(queries, 1.5)
+
+
+def test_cli_is_exact_unless_asked_and_audits(collection, capsys):
+    index, _, tmp = collection
+    base = [
+        "search",
+        "impact",
+        "--index",
+        str(tmp / "idx"),
+        "--queries",
+        str(tmp / "queries.jsonl"),
+        "--k",
+        "20",
+    ]
+    assert cli([*base, "--output", str(tmp / "exact.trec"), "--quiet"]) == 0
+    exact = (tmp / "exact.trec").read_bytes()
+    with pytest.raises(SystemExit, match="--audit need --approximate"):
+        cli([*base, "--output", str(tmp / "x.trec"), "--audit", "5"])
+    args = ["--approximate", "--postings-per-term", "0", "--candidates", "1000000", "--audit", "7"]
+    assert cli([*base, "--output", str(tmp / "approx.trec"), *args, "--quiet"]) == 0
+    assert (tmp / "approx.trec").read_bytes() == exact
+    err = capsys.readouterr().err
+    assert "audit: 7 of 60 queries re-run exactly" in err and "Accuracy@10 1.0000" in err
+    sidecar = json.loads((tmp / "approx.trec.audit.json").read_text())
+    assert sidecar["audited"] == 7 and sidecar["accuracy_at_10"] == 1.0 and sidecar["postings_per_term"] == 0
+    hard = [
+        "--approximate",
+        "--postings-per-term",
+        "10",
+        "--query-terms",
+        "2",
+        "--candidates",
+        "12",
+        "--audit",
+        "60",
+    ]
+    assert cli([*base, "--output", str(tmp / "hard.trec"), *hard, "--quiet"]) == 0
+    sidecar = json.loads((tmp / "hard.trec.audit.json").read_text())
+    assert sidecar["accuracy_at_10"] < 1.0 and sidecar["settings"] == {"query_terms": 2, "candidates": 12}
