@@ -25,9 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RUST_SRC = ROOT / "crates" / "clirkit-core" / "src"
 PYTHON_PACKAGE = ROOT / "python" / "clirkit"
 
-# Comments, string and char literals, blanked so that braces and paths in them do not count.
+# Comments, string and char literals, blanked so that braces and paths in them do not count; and
+# visibility restrictions (`pub(in crate::bm25)`), which name a module without importing it.
 _RUST_NOISE = re.compile(
-    r"""//[^\n]*|/\*.*?\*/|r(\#*)".*?"\1|b?"(?:\\.|[^"\\])*"|b?'(?:\\.|[^'\\])'""",
+    r"""//[^\n]*|/\*.*?\*/|r(\#*)".*?"\1|b?"(?:\\.|[^"\\])*"|b?'(?:\\.|[^'\\])'"""
+    r"""|\bpub\s*\(\s*in\s+[^)]*\)""",
     re.S,
 )
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
