@@ -149,3 +149,23 @@ def texts(count: int, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
     words = WORDS + ["unknownword"]
     return [" ".join(rng.choice(words, size=int(rng.integers(1, 31)))) for _ in range(count)]
+
+
+def with_task_input(dst: Path, config: dict | None = None) -> Path:
+    """The tiny encoder with an extra int64 graph input ``task_id`` (a scalar) added to every hidden
+    state, so each task id gives other vectors."""
+    build(dst, config=config)
+    model = onnx.load(str(dst / "model.onnx"))
+    graph = model.graph
+    graph.input.append(helper.make_tensor_value_info("task_id", TensorProto.INT64, []))
+    for node in graph.node:
+        if list(node.output) == ["last_hidden_state"]:
+            node.output[0] = "hidden_plain"
+    graph.node.extend(
+        [
+            helper.make_node("Cast", ["task_id"], ["task_f"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["hidden_plain", "task_f"], ["last_hidden_state"]),
+        ]
+    )
+    onnx.save_model(model, str(dst / "model.onnx"))
+    return dst

@@ -322,3 +322,30 @@ def test_bm25_rm3_system_equals_the_cli_and_keeps_plain_bm25s_stages(tmp_path):
     path.write_text(plain + '\n[systems.bad]\nkind = "bm25"\nfb_terms = 5\n')
     with pytest.raises(Exception, match="set rm3 = true"):
         Experiment(path, tmp_path / "bad")
+
+
+def test_bm25_rm3_filter_terms_false_equals_the_clis_no_term_filter(tmp_path):
+    data = tmp_path / "data"
+    (data / "qrels").mkdir(parents=True)
+    # Two feedback documents hold "café", which only the unfiltered expansion adds to the query, so only
+    # it retrieves c0.
+    docs = [(f"d{i}", f"pears{i % 2} plums{i}" + (" café" if i in (1, 3) else "")) for i in range(12)]
+    docs += [(f"f{j}", f"dates{j}") for j in range(20)] + [("c0", "café figs")]
+    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in docs))
+    (data / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "pears1 plums3"}) + "\n")
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    systems = "".join(
+        f'\n[systems.{name}]\nkind = "bm25"\nfields = ["text"]\nrm3 = true\nfb_docs = 4\n{extra}'
+        for name, extra in (("filtered", ""), ("unfiltered", "filter_terms = false\n"))
+    )
+    path = tmp_path / "exp.toml"
+    path.write_text(f'[collections.c]\npath = "{data}"\n{systems}')
+    exp = _run(path, tmp_path / "work")
+    runs = {n: (tmp_path / "work" / "runs" / n / "c.trec").read_text() for n in ("filtered", "unfiltered")}
+    index, run = tmp_path / "idx", tmp_path / "cli.trec"
+    assert cli(["index", "bm25", "--corpus", str(data / "corpus.jsonl"), "--index", str(index),
+                "--fields", "text", "--store-docvectors", "--quiet"]) == 0  # fmt: skip
+    assert cli(["search", "bm25", "--index", str(index), "--queries", str(data / "queries.jsonl"),
+                "--output", str(run), "--rm3", "--fb-docs", "4", "--no-term-filter", "--quiet"]) == 0  # fmt: skip
+    assert runs["unfiltered"] == run.read_text() != runs["filtered"]
+    assert exp.plan.runs["unfiltered"]["c"].digest != exp.plan.runs["filtered"]["c"].digest

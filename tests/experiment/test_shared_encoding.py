@@ -75,9 +75,9 @@ def test_three_families_over_one_model_encode_the_documents_once(collection, tmp
     encoded: list[int] = []  # texts per forward-pass call of the multi-head encoder
     heads_of = MultiHeadEncoder._heads_of
 
-    def counting(self, texts, prefix):
+    def counting(self, texts, prefix, role=None):
         encoded.append(len(texts))
-        return heads_of(self, texts, prefix)
+        return heads_of(self, texts, prefix, role)
 
     monkeypatch.setattr(MultiHeadEncoder, "_heads_of", counting)
 

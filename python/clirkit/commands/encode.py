@@ -36,6 +36,18 @@ def _positive(value: str) -> int:
     return n
 
 
+def _input_values(value: str) -> dict:
+    import json
+
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object of input names")
+    return parsed
+
+
 def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p = top.add_parser(
         "encode",
@@ -97,6 +109,14 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument(
         "--passage-prefix",
         help="prepended to every document or passage (overrides config.json's passage_prefix; '' for none)",
+    )
+    p.add_argument(
+        "--input-values",
+        type=_input_values,
+        metavar="JSON",
+        help="values of model inputs the tokenizer does not give, for both roles ('{\"task_id\": 2}') or "
+        'per role (\'{"query": {"task_id": 0}, "passage": {"task_id": 1}}\'); added to or replacing '
+        "config.json's input_values",
     )
     p.add_argument(
         "--chunk-size",
@@ -176,6 +196,7 @@ def _dense_options(args: argparse.Namespace) -> dict[str, Any]:
         "normalize": False if args.no_normalize else None,
         "query_prefix": args.query_prefix,
         "passage_prefix": args.passage_prefix,
+        "input_values": args.input_values,
         "max_length": args.max_length,
         "batch_size": args.batch_size or 32,
         "device": args.device,
@@ -272,6 +293,7 @@ def _run_sparse_encode(args: argparse.Namespace) -> int:
         top_terms=args.top_terms,
         query_prefix=args.query_prefix,
         passage_prefix=args.passage_prefix,
+        input_values=args.input_values,
         max_length=args.max_length,
         batch_size=args.batch_size or 8,
         device=args.device,

@@ -149,7 +149,7 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
 
     encoder = OnnxEncoder(
         args.model,
-        **picked(args, "query_prefix", "passage_prefix", "max_length", "device"),
+        **picked(args, "query_prefix", "passage_prefix", "max_length", "device", "input_values"),
         batch_size=args.batch_size or 32,
         threads=threads(args),
     )

@@ -95,12 +95,7 @@ def register(top, groups) -> None:
         help=f"cross-encoder pair length (default: {CROSS_ENCODER_MAX_LENGTH}); pointwise: the bi-encoder's "
         "input length (default: the model's limit)",
     )
-    p.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=32,
-        help="texts per model call, ONNX backends (default: 32)",
-    )
+    p.add_argument("--batch-size", type=positive_int, default=32, help="texts per ONNX call (default: 32)")
     p.add_argument("--stats", help="also write the statistics as JSON here")
     p.add_argument("--tag", default="clirkit-rerank", help="run tag (6th column)")
     add_quiet(p)

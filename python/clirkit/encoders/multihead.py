@@ -140,13 +140,15 @@ class MultiHeadEncoder(OnnxEncoder):
         heads = self.config.get("heads", "token states")  # the same for any choice of outputs
         return [*super()._vector_settings(), "heads", json.dumps(heads, sort_keys=True)]
 
-    def encode_heads(self, texts: Sequence[str], prefix: str = "") -> dict[str, list[Any]]:
+    def encode_heads(
+        self, texts: Sequence[str], prefix: str = "", role: str | None = None
+    ) -> dict[str, list[Any]]:
         """``prefix + text`` for each text through one forward pass per batch: family -> one result per
         text in input order (dense: a float32 vector; sparse: ``{term: weight}``; multivector: a
-        ``(tokens, dim)`` matrix)."""
-        return self._heads_of(list(texts), prefix)[0]
+        ``(tokens, dim)`` matrix), with the ``input_values`` of ``role``."""
+        return self._heads_of(list(texts), prefix, role)[0]
 
-    def _heads_of(self, texts: list[str], prefix: str) -> tuple[dict[str, list[Any]], int]:
+    def _heads_of(self, texts: list[str], prefix: str, role: str | None) -> tuple[dict[str, list[Any]], int]:
         full = [prefix + (t if t is not None else "") for t in texts]
         results: dict[str, list[Any]] = {family: [None] * len(full) for family in self.heads}
         if not full:
@@ -160,7 +162,7 @@ class MultiHeadEncoder(OnnxEncoder):
             outputs = dict(
                 zip(
                     self.output_names,
-                    self._onnx.run_outputs(self._inputs.feeds(ids, mask), self.output_names),
+                    self._onnx.run_outputs(self._inputs.feeds(ids, mask, role=role), self.output_names),
                 )
             )
             made: dict[str, list[Any]] = {}
@@ -184,14 +186,16 @@ class MultiHeadEncoder(OnnxEncoder):
                     results[family][position] = value
         return results, truncated
 
-    def shared_chunk(self, texts: Sequence[str], prefix: str, family: str) -> tuple[list[Any], int]:
+    def shared_chunk(
+        self, texts: Sequence[str], prefix: str, family: str, role: str | None = None
+    ) -> tuple[list[Any], int]:
         """One family's results for ``texts``, from the forward pass another family's writer already ran
         for the same texts when there was one (kept for :data:`KEPT_CHUNKS` chunks), else from a new
         one; and the number of truncated inputs among them."""
-        key = hashlib.sha256(json.dumps([prefix, list(texts)]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([prefix, role, list(texts)]).encode()).hexdigest()
         with self._lock:
             if key not in self._chunks:
-                self._chunks[key] = self._heads_of(list(texts), prefix)
+                self._chunks[key] = self._heads_of(list(texts), prefix, role)
                 while len(self._chunks) > KEPT_CHUNKS:
                     self._chunks.popitem(last=False)
             results, truncated = self._chunks[key]
@@ -233,18 +237,18 @@ class HeadView:
     def token_windows(self, text: str, size: int, stride: int) -> list[str]:
         return self.source.token_windows(text, size, stride)
 
-    def encode(self, texts: Sequence[str], prefix: str = "") -> Any:
-        values, truncated = self.source.shared_chunk(texts, prefix, self.family)
+    def encode(self, texts: Sequence[str], prefix: str = "", role: str | None = None) -> Any:
+        values, truncated = self.source.shared_chunk(texts, prefix, self.family, role)
         self.truncated += truncated
         if self.family == "dense":
             return np.array(values, dtype=np.float32).reshape(len(values), -1)
         return values
 
     def encode_queries(self, texts: Sequence[str]) -> Any:
-        return self.encode(texts, self.source.query_prefix)
+        return self.encode(texts, self.source.query_prefix, "query")
 
     def encode_passages(self, texts: Sequence[str]) -> Any:
-        return self.encode(texts, self.source.passage_prefix)
+        return self.encode(texts, self.source.passage_prefix, "passage")
 
 
 class HeadTokenEncoder(TokenEncoder):

@@ -19,9 +19,10 @@ default from ``config.json`` and can be overridden by keyword arguments:
     truncated and counted in :attr:`OnnxEncoder.truncated` (never an error); a long text is cut to a
     character bound before it is tokenized (:func:`clirkit.encoders.tokenization.encode_truncated`), so a
     50 MB document costs what its first tokens cost.
-``inputs``
-    Values for model inputs the tokenizer does not give (e.g. ``task_id``); see
-    :mod:`clirkit.encoders.session`.
+``input_values``
+    Values for model inputs the tokenizer does not give (e.g. ``task_id``), for both roles
+    (``{"task_id": 2}``) or per role (``{"query": {"task_id": 0}, "passage": {"task_id": 1}}``); added to
+    or replacing ``config.json``'s ``input_values``; see :mod:`clirkit.encoders.session`.
 
 ``batch_invariant`` (default True)
     Dynamically quantized int8 models compute one activation scale over the whole padded batch, so a
@@ -54,7 +55,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -105,6 +106,7 @@ class OnnxEncoder:
         batch_invariant: bool = True,
         batch_tokens: int | None = None,
         optimize_graph: bool = True,
+        input_values: Mapping[str, Any] | None = None,
     ) -> None:
         ort, tokenizers = import_runtime()
         self.model_dir = Path(local_model(model_dir))
@@ -175,7 +177,8 @@ class OnnxEncoder:
         self.one_text_per_call = self._onnx.one_text_per_call
         self.graph_optimization = self._onnx.graph_optimization
         self.fp16 = self._onnx.fp16
-        self._inputs = ModelInputs(self.session, self.config, self.model_dir / "model.onnx")
+        self._inputs = ModelInputs(self.session, self.config, self.model_dir / "model.onnx", input_values)
+        self.input_values = self._inputs.values  # per role, config.json's with the argument's on top
         self._check_vocabulary()
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
@@ -239,6 +242,8 @@ class OnnxEncoder:
             self.one_text_per_call,
             self.graph_optimization,
             self.fp16,
+            # only when the model has extra inputs, so other models' fingerprints stay as they were
+            *([self.input_values] if any(self.input_values.values()) else []),
         ]
 
     @property
@@ -252,14 +257,15 @@ class OnnxEncoder:
     # -- encoding ------------------------------------------------------------------------------------
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Encode queries (with the query prefix). Returns float32 ``(len(texts), dim)``."""
-        return self.encode(texts, prefix=self.query_prefix)
+        return self.encode(texts, prefix=self.query_prefix, role="query")
 
     def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         """Encode documents or passages (with the passage prefix). Returns float32 ``(len(texts), dim)``."""
-        return self.encode(texts, prefix=self.passage_prefix)
+        return self.encode(texts, prefix=self.passage_prefix, role="passage")
 
-    def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
-        """Encode ``prefix + text`` for each text, in input order. Empty texts are encoded as the
+    def encode(self, texts: Sequence[str], prefix: str = "", role: str | None = None) -> np.ndarray:
+        """Encode ``prefix + text`` for each text, in input order, with the ``input_values`` of ``role``
+        (``"query"`` or ``"passage"``, the default). Empty texts are encoded as the
         prefix alone (special tokens only without one); inputs over ``max_length`` tokens are truncated
         and counted in :attr:`truncated`."""
         if isinstance(texts, str):
@@ -267,7 +273,7 @@ class OnnxEncoder:
         texts = [prefix + (t if t is not None else "") for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        batches, vectors = self._encode_batches(texts, self._embed)
+        batches, vectors = self._encode_batches(texts, lambda ids, mask: self._embed(ids, mask, role))
         out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
         for batch, rows in zip(batches, vectors):
             out[batch] = rows
@@ -290,11 +296,13 @@ class OnnxEncoder:
             [len(e.ids) for e in encodings], size, self.workers, embed_batch, max_tokens=self.batch_tokens
         )
 
-    def _embed(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return pool(self._run(ids, mask).astype(np.float32, copy=False), mask, self.pooling, self.normalize)
+    def _embed(self, ids: np.ndarray, mask: np.ndarray, role: str | None = None) -> np.ndarray:
+        return pool(
+            self._run(ids, mask, role).astype(np.float32, copy=False), mask, self.pooling, self.normalize
+        )
 
-    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return self._onnx.run(self._inputs.feeds(ids, mask))
+    def _run(self, ids: np.ndarray, mask: np.ndarray, role: str | None = None) -> np.ndarray:
+        return self._onnx.run(self._inputs.feeds(ids, mask, role=role))
 
     def token_windows(self, text: str, size: int, stride: int) -> list[str]:
         """Split ``text`` into passages of at most ``size`` tokens starting every ``stride`` tokens

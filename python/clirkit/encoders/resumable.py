@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, TextIO
+from typing import IO, Any, Callable
 
 from clirkit._atomic import fsync_directory, write_json_atomic
 from clirkit._native import IndexFormatError, InvalidInputError
+from clirkit._progress import ProgressBar
 from clirkit._types import PathLike
 from clirkit.datasets import CORPUS_FIELDS, ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl_from
 from clirkit.encoders.seen_ids import SeenIds
@@ -35,7 +35,6 @@ __all__ = [
     "KINDS",
     "STATE_FORMAT",
     "STATE_VERSION",
-    "Progress",
     "check_dtype",
     "encode_chunks",
     "encode_resumably",
@@ -61,34 +60,6 @@ def prefixed_paths(prefix: PathLike, **suffixes: str) -> dict[str, Path]:
     """``{name: PREFIX + suffix}``: every encoding output is named by its prefix and a suffix."""
     p = os.fspath(prefix)
     return {name: Path(p + suffix) for name, suffix in suffixes.items()}
-
-
-class Progress:
-    """A one-line progress report on stderr, shown only on a terminal."""
-
-    def __init__(self, total_bytes: int, quiet: bool, stream: TextIO = sys.stderr) -> None:
-        self.total = max(total_bytes, 1)
-        self.stream = stream
-        self.enabled = not quiet and stream.isatty()
-        self.start = time.monotonic()
-        self.start_done: int | None = None
-
-    def update(self, done_bytes: int, rows: int) -> None:
-        if not self.enabled:
-            return
-        if self.start_done is None:
-            self.start_done = done_bytes
-        elapsed = time.monotonic() - self.start
-        fraction = done_bytes / self.total
-        rate = (done_bytes - self.start_done) / elapsed if elapsed > 0 else 0.0
-        eta_text = f"{(self.total - done_bytes) / rate / 60:.1f} min left" if rate > 0 else "estimating"
-        self.stream.write(f"\rencoding {fraction:6.1%}  {rows:,} rows  {eta_text}   ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def encoder_settings(
@@ -333,7 +304,8 @@ def encode_chunks(
     seen = SeenIds(source, id_fields)
     seen.add_input_before(state["offset"], chunk_size)
 
-    progress = Progress(source.stat().st_size, quiet)
+    # Counted in KiB of the input read (records have no known total), the rows written as a note.
+    progress = ProgressBar(-(-source.stat().st_size // 1024), "encoding", "KiB", enabled=not quiet)
     truncated_before = encoder.truncated
     records = iter_jsonl_from(
         source,
@@ -382,5 +354,5 @@ def encode_chunks(
         state["truncated"] += encoder.truncated - truncated_before
         truncated_before = encoder.truncated
         write_state(state_path, state)
-        progress.update(state["offset"], state["rows"])
+        progress.update(state["offset"] // 1024, f"{state['rows']:,} rows")
     progress.close()

@@ -7,7 +7,9 @@ over protobuf's 2 GB limit) load as they are. Inputs are cast to the types the g
 float16 masks) and outputs come back as float32, so float16 and float32 exports are used alike.
 
 Inputs other than the tokenizer's are fed from ``config.json``'s ``"input_values"`` object, input name to value
-(a number or nested list), e.g. ``{"input_values": {"task_id": 2}}`` for a model with a task-adapter input. A
+(a number or nested list), e.g. ``{"input_values": {"task_id": 2}}`` for a model with a task-adapter input,
+or per role, ``{"input_values": {"query": {"task_id": 0}, "passage": {"task_id": 1}}}``; an encoder's
+``input_values`` argument adds to or replaces them. A
 value is cast to the input's declared type and broadcast to its shape: fixed dimensions as declared, a
 symbolic first dimension to the batch and a symbolic second one to the sequence length. Without an entry,
 ``token_type_ids`` is fed the tokenizer's type ids (zeros for single texts) and ``position_ids`` the
@@ -114,41 +116,85 @@ _INPUT_TYPES = {
 }
 
 
+#: The roles a text is encoded in; ``input_values`` may give an input a value per role.
+ROLES = ("query", "passage")
+
+
+def role_input_values(values: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``{role: {input name: value}}`` from an ``input_values`` object: ``{name: value}`` for both roles,
+    ``{"query": {name: value}, "passage": {name: value}}`` per role (Jina v3's task ids), or both (a
+    role's table wins for its role). ``where`` names the object in errors."""
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"{where} must be an object of input names, got {values!r}")
+    common = {k: v for k, v in values.items() if not (k in ROLES and isinstance(v, Mapping))}
+    out = {role: dict(common) for role in ROLES}
+    for role in ROLES:
+        own = values.get(role)
+        if isinstance(own, Mapping):
+            out[role].update(own)
+    for role, named in out.items():
+        for name, value in named.items():
+            try:
+                array = np.asarray(value)
+            except (TypeError, ValueError):
+                array = None
+            if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+                raise InvalidInputError(
+                    f"{where}: {role} input {name!r} must be a number or an array of numbers"
+                )
+    return out
+
+
 class ModelInputs:
     """Builds a session's feeds from token ids, attention mask and type ids (see the module docstring for
-    ``config.json``'s ``"input_values"`` and the defaults)."""
+    ``config.json``'s ``"input_values"`` and the defaults). ``input_values`` (the encoder's argument)
+    adds to or replaces config.json's, role by role (:func:`role_input_values`); a text encoded with no
+    role (a probe, a cross-encoder pair) gets the passage values."""
 
-    def __init__(self, session: Any, config: Mapping[str, Any], model_path: Path) -> None:
-        configured = config.get("input_values", {})
-        if not isinstance(configured, dict):
-            raise InvalidInputError(
-                f"{model_path}: config.json 'input_values' must be an object, got {configured!r}"
-            )
+    def __init__(
+        self,
+        session: Any,
+        config: Mapping[str, Any],
+        model_path: Path,
+        input_values: Mapping[str, Any] | None = None,
+    ) -> None:
+        configured = role_input_values(
+            config.get("input_values", {}), f"{model_path}: config.json 'input_values'"
+        )
+        for role, named in role_input_values(input_values or {}, "input_values").items():
+            configured[role].update(named)
         self._inputs: list[tuple[str, Any, list[Any], Any]] = []
         for node in session.get_inputs():
             dtype = _INPUT_TYPES.get(node.type)
             if dtype is None:
                 raise InvalidInputError(f"{model_path}: input {node.name!r} has unsupported type {node.type}")
             shape = list(node.shape) if node.shape is not None else []
-            if node.name in configured:
-                value = np.asarray(configured[node.name])
-            elif node.name in ("input_ids", "attention_mask", "token_type_ids", "position_ids"):
+            given = [role for role in ROLES if node.name in configured[role]]
+            if len(given) == len(ROLES):
+                value = {role: np.asarray(configured[role][node.name]) for role in ROLES}
+            elif node.name in ("input_ids", "attention_mask", "token_type_ids", "position_ids") and not given:
                 value = None
             else:
+                missing = f" for {', '.join(r for r in ROLES if r not in given)} texts" if given else ""
                 raise InvalidInputError(
-                    f"{model_path}: the model needs input {node.name!r}, which the tokenizer does not give: "
-                    f'set it in config.json, e.g. "input_values": {{"{node.name}": 0}}'
+                    f"{model_path}: the model needs input {node.name!r}{missing}, which the tokenizer does "
+                    f'not give: set it in config.json, e.g. "input_values": {{"{node.name}": 0}}, or per '
+                    f'role, e.g. {{"query": {{"{node.name}": 0}}, "passage": {{"{node.name}": 1}}}}'
                 )
             self._inputs.append((node.name, dtype, shape, value))
+        self.values = {
+            role: {name: value[role].tolist() for name, _, _, value in self._inputs if value is not None}
+            for role in ROLES
+        }
 
     def feeds(
-        self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None = None
+        self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None = None, role: str | None = None
     ) -> dict[str, np.ndarray]:
-        """The session's feeds for a padded batch (``type_ids`` default to zeros)."""
+        """The session's feeds for a padded batch of ``role`` texts (``type_ids`` default to zeros)."""
         feeds = {}
         for name, dtype, shape, value in self._inputs:
             if value is not None:
-                array = np.broadcast_to(value, _concrete_shape(shape, ids.shape))
+                array = np.broadcast_to(value[role or "passage"], _concrete_shape(shape, ids.shape))
             elif name == "input_ids":
                 array = ids
             elif name == "attention_mask":

@@ -73,6 +73,7 @@ class SparseEncoder(OnnxEncoder):
         batch_size: int = 8,
         device: str = "auto",
         threads: int = 0,
+        input_values: Any = None,
     ) -> None:
         if top_terms is not None and top_terms < 1:
             raise InvalidInputError(f"top_terms must be at least 1, got {top_terms}")
@@ -85,6 +86,7 @@ class SparseEncoder(OnnxEncoder):
             batch_size=batch_size,
             device=device,
             threads=threads,
+            input_values=input_values,
         )
         self.head = SparseHead.from_config(self.config, self.model_dir, self.tokenizer, self.session)
         self.vocabulary = self.head.vocabulary
@@ -103,7 +105,9 @@ class SparseEncoder(OnnxEncoder):
         """The vocabulary size: the number of possible terms."""
         return len(self.vocabulary)
 
-    def encode(self, texts: Sequence[str], prefix: str = "") -> list[SparseVector]:  # type: ignore[override]
+    def encode(  # type: ignore[override]
+        self, texts: Sequence[str], prefix: str = "", role: str | None = None
+    ) -> list[SparseVector]:
         """Encode ``prefix + text`` for each text, in input order: one ``{term: weight}`` dict each (an
         empty text gives the special tokens' vector). Inputs over ``max_length`` tokens are truncated and
         counted in :attr:`truncated`."""
@@ -112,7 +116,7 @@ class SparseEncoder(OnnxEncoder):
         texts = [prefix + (t if t is not None else "") for t in texts]
         if not texts:
             return []
-        batches, results = self._encode_batches(texts, self._term_weights)
+        batches, results = self._encode_batches(texts, lambda ids, mask: self._term_weights(ids, mask, role))
         out: list[SparseVector] = [{} for _ in texts]
         for batch, vectors in zip(batches, results):
             for position, vector in zip(batch, vectors):
@@ -121,17 +125,17 @@ class SparseEncoder(OnnxEncoder):
 
     def encode_queries(self, texts: Sequence[str]) -> list[SparseVector]:  # type: ignore[override]
         """Encode queries (with the query prefix)."""
-        return self.encode(texts, prefix=self.query_prefix)
+        return self.encode(texts, prefix=self.query_prefix, role="query")
 
     def encode_passages(self, texts: Sequence[str]) -> list[SparseVector]:  # type: ignore[override]
         """Encode documents or passages (with the passage prefix)."""
-        return self.encode(texts, prefix=self.passage_prefix)
+        return self.encode(texts, prefix=self.passage_prefix, role="passage")
 
-    def _term_weights(self, ids: np.ndarray, mask: np.ndarray) -> list[SparseVector]:
+    def _term_weights(self, ids: np.ndarray, mask: np.ndarray, role: str | None = None) -> list[SparseVector]:
         """The vectors of one padded batch."""
         return [
             self._vector(terms, weights)
-            for terms, weights in self.head.vectors(self._run(ids, mask), ids, mask)
+            for terms, weights in self.head.vectors(self._run(ids, mask, role), ids, mask)
         ]
 
     def _vector(self, terms: np.ndarray, weights: np.ndarray) -> SparseVector:

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import operator
 import os
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._progress import ProgressBar
 from clirkit._types import PathLike, RunDict, RunInput
 from clirkit.fusion import load_run
 from clirkit.rerank.backends import Backend, CallableBackend, WindowRequest, WindowResult
@@ -93,25 +93,9 @@ class RerankStats:
         return out
 
 
-class WindowProgress:
-    """A one-line progress counter on stderr, shown only on a terminal."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total = total
-        self.done = 0
-        self.enabled = enabled and sys.stderr.isatty()
-        self.started = self.shown = time.monotonic()
-
-    def advance(self, n: int = 1) -> None:
-        self.done += n
-        now = time.monotonic()
-        if self.enabled and (now - self.shown > 0.2 or self.done == self.total):
-            self.shown = now
-            rate = self.done / max(now - self.started, 1e-9)
-            sys.stderr.write(f"\r      rerank {self.done}/{self.total} windows ({rate:.1f}/s)")
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+def progress_bar(total: int, enabled: bool, unit: str = "windows") -> ProgressBar:
+    """The reranking drivers' bar: ``total`` windows (listwise) or queries (pointwise)."""
+    return ProgressBar(total, "reranking", unit, enabled=enabled)
 
 
 # The binding reads ids as 64-bit integers. Zero, negative ids and ids past the window are all out
@@ -218,7 +202,7 @@ def rerank(
     own_cache, store = opened_cache(cache)
     stats = RerankStats(queries=len(candidates), windows=state.total_windows)
     failed: List[Tuple[int, int, str]] = []
-    bar = WindowProgress(state.total_windows, progress)
+    bar = progress_bar(state.total_windows, progress)
 
     def apply(query: int, start: int, result: WindowResult) -> None:
         status, duplicates, out_of_range, missing = state.apply(query, result.answer)
@@ -269,6 +253,7 @@ def rerank(
                 if not done:
                     apply(query, start, WindowResult(None, error="backend gave no answer", calls=0))
     finally:
+        bar.close()
         if own_cache and store is not None:
             store.close()
         backend.close()

@@ -22,7 +22,7 @@ from clirkit._types import PathLike, RunDict, RunInput
 from clirkit.fusion import load_run
 from clirkit.rerank.backends import Backend, WindowRequest, WindowResult
 from clirkit.rerank.cache import RerankCache
-from clirkit.rerank.driver import FailedWindow, RerankStats, WindowProgress, candidate_texts, opened_cache
+from clirkit.rerank.driver import FailedWindow, RerankStats, candidate_texts, opened_cache, progress_bar
 
 __all__ = ["CallableScorer", "PassageScore", "PointwiseBackend", "Scorer", "rerank_pointwise"]
 
@@ -119,7 +119,7 @@ def rerank_pointwise(
     query_text, doc_text = candidate_texts(candidates, queries, corpus, depth)
     own_cache, store = opened_cache(cache)
     stats = RerankStats(queries=len(candidates), windows=sum(1 for _, docs in candidates if docs))
-    bar = WindowProgress(stats.windows, progress)
+    bar = progress_bar(stats.windows, progress, "queries")
     out: RunDict = {}
     try:
         for qid, docs in candidates:
@@ -163,6 +163,7 @@ def rerank_pointwise(
             out[qid] = {d: float(n - r) for r, d in enumerate(ranked)}
             bar.advance()
     finally:
+        bar.close()
         if own_cache and store is not None:
             store.close()
         scorer.close()

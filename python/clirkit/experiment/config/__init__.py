@@ -60,6 +60,10 @@ __all__ = [
     "load_config",
 ]
 
+#: The sections of an experiment file, and the keys of ``[experiment]``.
+TOP_KEYS = ("experiment", "collections", "tasks", "systems", "fusion", "rerank", "evaluation", "posir")
+EXPERIMENT_KEYS = ("name", "threads", "hits", "store")
+
 
 def load_config(path: str | os.PathLike) -> ExperimentConfig:
     """Read and check an experiment file; raises :class:`ExperimentError` on any problem."""
@@ -67,15 +71,8 @@ def load_config(path: str | os.PathLike) -> ExperimentConfig:
 
     source = load_toml(path)
     base = os.path.dirname(os.path.abspath(source.path))
-    top = TableReader(
-        source,
-        (),
-        source.data,
-        ("experiment", "collections", "tasks", "systems", "fusion", "rerank", "evaluation", "posir"),
-    )
-    exp = TableReader(
-        source, ("experiment",), top.get("experiment", dict, {}), ("name", "threads", "hits", "store")
-    )
+    top = TableReader(source, (), source.data, TOP_KEYS)
+    exp = TableReader(source, ("experiment",), top.get("experiment", dict, {}), EXPERIMENT_KEYS)
     name = exp.get("name", str, os.path.splitext(os.path.basename(source.path))[0])
     threads = exp.positive("threads", 0, allow_zero=True)
     hits = exp.positive("hits", 1000)

@@ -9,23 +9,36 @@ from clirkit.experiment.config.model import COLLECTION_FORMATS, HUMAN_SOURCES, C
 from clirkit.experiment.config.reader import TableReader
 from clirkit.experiment.toml_source import KeyPath, TomlSource
 
+#: The keys of every ``[collections.NAME]``, then those of each format.
+COLLECTION_KEYS = ("format", "group", "measures", "drop_self_hits", "lang", "lang_field", "query_language")
+BEIR_KEYS = ("path", "corpus", "queries", "qrels", "mono_qrels", "split")
+NEUCLIR_KEYS = (
+    "docs",
+    "translations",
+    "topics",
+    "topic_field",
+    "topic_fields",
+    "human_sources",
+    "mt_source",
+    "qrels",
+)
+BEIR_GROUP_KEYS = (
+    "format",
+    "path",
+    "datasets",
+    "measures",
+    "drop_self_hits",
+    "lang",
+    "lang_field",
+    "query_language",
+    "split",
+)
+
 
 def _collection(source: TomlSource, name: str, table: Any, base: str) -> Collection:
     path: KeyPath = ("collections", name)
     fmt = table.get("format") if isinstance(table, dict) else None
-    common = ("format", "group", "measures", "drop_self_hits", "lang", "lang_field", "query_language")
-    beir_keys = ("path", "corpus", "queries", "qrels", "mono_qrels", "split")
-    neuclir_keys = (
-        "docs",
-        "translations",
-        "topics",
-        "topic_field",
-        "topic_fields",
-        "human_sources",
-        "mt_source",
-        "qrels",
-    )
-    allowed = common + (neuclir_keys if fmt == "neuclir" else beir_keys)
+    allowed = COLLECTION_KEYS + (NEUCLIR_KEYS if fmt == "neuclir" else BEIR_KEYS)
     r = TableReader(source, path, table, allowed)
     fmt = r.choice("format", COLLECTION_FORMATS, "beir")
     shared = dict(
@@ -98,18 +111,7 @@ def _beir_group(source: TomlSource, name: str, table: Any, base: str) -> list[Co
     queries.jsonl and qrels/SPLIT.tsv, ``split`` default test), or the ``datasets`` named; each becomes a collection named
     after its directory, in group ``name``. ``drop_self_hits`` may list the datasets it applies to."""
     key: KeyPath = ("collections", name)
-    allowed = (
-        "format",
-        "path",
-        "datasets",
-        "measures",
-        "drop_self_hits",
-        "lang",
-        "lang_field",
-        "query_language",
-        "split",
-    )
-    r = TableReader(source, key, table, allowed)
+    r = TableReader(source, key, table, BEIR_GROUP_KEYS)
     root = r.file("path", base, directory=True)
     assert root is not None
     split = _split(r)

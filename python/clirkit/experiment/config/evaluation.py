@@ -19,6 +19,35 @@ from clirkit.experiment.config.model import (
 from clirkit.experiment.config.reader import NUMBER, TableReader, check_measures
 from clirkit.experiment.toml_source import TomlSource
 
+#: The keys of ``[evaluation]``, ``[evaluation.average.NAME]``, ``[evaluation.external.NAME]``,
+#: ``[evaluation.subsample]`` and ``[posir]``.
+EVALUATION_KEYS = (
+    "measures",
+    "baseline",
+    "test",
+    "correction",
+    "alpha",
+    "averages",
+    "correlations",
+    "average",
+    "external",
+    "subsample",
+)
+AVERAGE_KEYS = ("columns", "weighting", "groups")
+EXTERNAL_KEYS = ("file", "column")
+SUBSAMPLE_KEYS = ("samples", "queries", "seed")
+POSIR_KEYS = (
+    "spans",
+    "corpus",
+    "tokenizer",
+    "length_unit",
+    "measure",
+    "bins",
+    "edges",
+    "min_queries",
+    "plot",
+)
+
 
 def read_evaluation(
     source: TomlSource,
@@ -29,23 +58,7 @@ def read_evaluation(
 ) -> EvaluationSpec:
     """``[evaluation]``, its measures and every collection's own measures checked; the baseline must
     name a node."""
-    ev = TableReader(
-        source,
-        ("evaluation",),
-        top.get("evaluation", dict, {}),
-        (
-            "measures",
-            "baseline",
-            "test",
-            "correction",
-            "alpha",
-            "averages",
-            "correlations",
-            "average",
-            "external",
-            "subsample",
-        ),
-    )
+    ev = TableReader(source, ("evaluation",), top.get("evaluation", dict, {}), EVALUATION_KEYS)
     measures = ev.strings("measures", ("nDCG@10",))
     check_measures(source, ("evaluation", "measures"), measures)
     for cname, coll in collections.items():
@@ -84,7 +97,7 @@ def _named_averages(source: TomlSource, ev: TableReader) -> tuple[AverageSpec, .
     columns are checked against the tasks when the experiment is built."""
     out = []
     for name, table in ev.get("average", dict, {}).items():
-        r = TableReader(source, ("evaluation", "average", name), table, ("columns", "weighting", "groups"))
+        r = TableReader(source, ("evaluation", "average", name), table, AVERAGE_KEYS)
         columns = r.strings("columns", ())
         raw_groups = r.get("groups", dict)
         if raw_groups is not None and columns:
@@ -111,7 +124,7 @@ def _external(source: TomlSource, ev: TableReader, base: str) -> dict[str, Exter
     """``[evaluation.external.NAME]``: ``file`` (CSV or JSON) and an optional score ``column``."""
     out = {}
     for name, table in ev.get("external", dict, {}).items():
-        r = TableReader(source, ("evaluation", "external", name), table, ("file", "column"))
+        r = TableReader(source, ("evaluation", "external", name), table, EXTERNAL_KEYS)
         path = r.file("file", base)
         assert path is not None
         out[name] = ExternalSpec(name, path, r.get("column", str))
@@ -123,7 +136,7 @@ def _subsample(source: TomlSource, ev: TableReader) -> Optional[SubsampleSpec]:
     table = ev.get("subsample", dict)
     if table is None:
         return None
-    r = TableReader(source, ("evaluation", "subsample"), table, ("samples", "queries", "seed"))
+    r = TableReader(source, ("evaluation", "subsample"), table, SUBSAMPLE_KEYS)
     samples, queries = r.positive("samples", 30), r.get("queries", int, required=True)
     if isinstance(queries, bool) or queries < 1:
         raise r.error("queries", f"must be > 0, got {queries!r}")
@@ -134,12 +147,7 @@ def read_posir(source: TomlSource, base: str) -> Optional[PosirSpec]:
     """The optional ``[posir]`` report: span qrels, corpus, measure and position bins."""
     if "posir" not in source.data:
         return None
-    p = TableReader(
-        source,
-        ("posir",),
-        source.data["posir"],
-        ("spans", "corpus", "tokenizer", "length_unit", "measure", "bins", "edges", "min_queries", "plot"),
-    )
+    p = TableReader(source, ("posir",), source.data["posir"], POSIR_KEYS)
     measure = p.get("measure", str, "nDCG@10")
     check_measures(source, ("posir", "measure"), (measure,))
     edges = p.get("edges", list, [0, 512, 1024, 1536, 2048])

@@ -55,8 +55,7 @@ def read_systems(
 def read_fusion(source: TomlSource, top: TableReader, names_seen: dict[str, str]) -> dict[str, FusionSpec]:
     """Each ``[fusion.NAME]``: at least two inputs, a method and its parameters."""
     fusion: dict[str, FusionSpec] = {}
-    fusion_keys = ("inputs", "method", "k", "weights", "depth", "norm", "alpha", "top")
-    for fname, r in named_tables(source, top, "fusion", fusion_keys, names_seen):
+    for fname, r in named_tables(source, top, "fusion", FUSION_KEYS, names_seen):
         inputs = r.strings("inputs")
         if not inputs or len(inputs) < 2:
             raise source.error(("fusion", fname), "needs inputs = [at least two system names]")
@@ -80,6 +79,8 @@ def read_fusion(source: TomlSource, top: TableReader, names_seen: dict[str, str]
     return fusion
 
 
+#: The keys of ``[fusion.NAME]``.
+FUSION_KEYS = ("inputs", "method", "k", "weights", "depth", "norm", "alpha", "top")
 #: ``[rerank.NAME]`` keys every backend takes.
 RERANK_COMMON_KEYS = ("input", "backend", "depth", "fields")
 #: How a server is asked: these change no answer, so they are left out of the stage's key (changing

@@ -9,6 +9,9 @@ from clirkit.experiment.config.model import BEIR_SETTINGS, NEUCLIR_SETTINGS, Col
 from clirkit.experiment.config.reader import TableReader
 from clirkit.experiment.toml_source import TomlSource
 
+#: The keys of a ``[[tasks]]`` entry.
+TASK_KEYS = ("collection", "setting", "languages")
+
 
 def read_tasks(source: TomlSource, raw: Any, collections: Mapping[str, Collection]) -> tuple[TaskSpec, ...]:
     if raw is None:
@@ -19,7 +22,7 @@ def read_tasks(source: TomlSource, raw: Any, collections: Mapping[str, Collectio
         raise source.error(("tasks",), "must be an array of tables ([[tasks]])")
     tasks = []
     for i, table in enumerate(raw):
-        r = TableReader(source, ("tasks", i), table, ("collection", "setting", "languages"))
+        r = TableReader(source, ("tasks", i), table, TASK_KEYS)
         group_or_name = r.get("collection", str, required=True)
         members = [
             c.name for c in collections.values() if c.group == group_or_name and c.name != group_or_name

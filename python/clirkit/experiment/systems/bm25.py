@@ -1,7 +1,8 @@
 """``kind = "bm25"``: clirkit's Lucene-equal BM25. One index per document set (shared by every
 BM25 system over those documents, whatever their k1 and b; systems with ``rm3 = true`` share one
 with document vectors), one search per task. ``rm3 = true`` expands each query with RM3
-(Anserini's defaults; ``fb_docs``, ``fb_terms``, ``original_weight`` change them)."""
+(Anserini's defaults; ``fb_docs``, ``fb_terms``, ``original_weight`` and ``filter_terms = false``,
+the CLI's ``--no-term-filter``, change them)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def drop_self_hits(hits: list[tuple[str, float]], qid: str, k: int) -> list[tupl
 
 class Bm25Kind:
     name = "bm25"
-    options = ("k1", "b", "fields", "hits", "rm3", "fb_docs", "fb_terms", "original_weight")
+    options = ("k1", "b", "fields", "hits", "rm3", "fb_docs", "fb_terms", "original_weight", "filter_terms")
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         from clirkit.bm25 import RM3
@@ -42,9 +43,12 @@ class Bm25Kind:
                 "fb_terms": r.positive("fb_terms", RM3.fb_terms),
                 "original_weight": weight,
             }
+            # clirkit search bm25 --no-term-filter; in the key only when changed, as the CLI's default
+            if not r.get("filter_terms", bool, RM3.filter_terms):
+                rm3["filter_terms"] = False
         else:
-            for key in ("fb_docs", "fb_terms", "original_weight"):
-                if r.get(key, (int, float)) is not None:
+            for key in ("fb_docs", "fb_terms", "original_weight", "filter_terms"):
+                if key in r.table:
                     raise r.error(key, "is an RM3 option; set rm3 = true")
         return {
             "k1": float(k1),

@@ -18,6 +18,14 @@ from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import (
+    INSTRUCTION_KEYS,
+    encoder_instructions,
+    file_encoding_options,
+    instructions_key,
+    read_instructions,
+    role_instructions,
+)
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -33,7 +41,7 @@ SEPARATOR = "#"
 
 def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict[str, Any], threads: Any):
     """One ``encoder_class`` per model and settings for the whole run (loading a model is slow)."""
-    key = (name, options["model"], options["max_length"], options["batch_size"])
+    key = (name, options["model"], options["max_length"], options["batch_size"], instructions_key(options))
     return ctx.cached(
         key,
         lambda: encoder_class(
@@ -41,6 +49,7 @@ def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict
             max_length=options["max_length"],
             batch_size=options["batch_size"],
             threads=threads,
+            **encoder_instructions(options),
         ),
     )
 
@@ -67,15 +76,7 @@ def encode_documents_resumably(
     ``written(prefix)`` into ``out``."""
     warn_empty_documents(Path(path), options["fields"], stage.label)
     prefix = ctx.store.partial(stage.digest) / name
-    passages = tuple(options["passages"]) if options["passages"] else None
-    encode_file(
-        dense_encoder(ctx, options),
-        path,
-        prefix,
-        fields=options["fields"],
-        passages=passages,
-        quiet=ctx.quiet,
-    )
+    encode_file(dense_encoder(ctx, options), path, prefix, **file_encoding_options(options, ctx.quiet))
     for done in written(prefix):
         done.rename(out / done.name)
 
@@ -87,6 +88,9 @@ def document_encode_params(model: Any, options: dict[str, Any]) -> dict[str, Any
         "fields": options["fields"],
         "passages": options["passages"],
         "max_length": options["max_length"],
+        **role_instructions(options, "passage"),
+        # float16 storage (``clirkit encode --dtype``) only when asked, so float32 encodings keep their key
+        **({"dtype": options["dtype"]} if options.get("dtype", "float32") != "float32" else {}),
     }
 
 
@@ -117,7 +121,7 @@ def add_query_stage(
         Stage(
             name,
             f"{verb} {len(task.queries)} queries of {task.label}{suffix}",
-            {"model": model, "max_length": options[max_length_option]},
+            {"model": model, "max_length": options[max_length_option], **role_instructions(options, "query")},
             (),
             {"queries": task.queries_digest},
             encode,
@@ -158,11 +162,25 @@ def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
         "batch_size": r.positive("batch_size", batch_size),
         "fields": list(r.strings("fields", ("title", "text"))),
         "hits": r.positive("hits"),
+        **read_instructions(r),
     }
 
 
 #: Keys that only apply to encoding documents and queries with a model.
-ENCODING_KEYS = ("passages", "max_length", "batch_size", "fields")
+ENCODING_KEYS = ("passages", "dtype", "max_length", "batch_size", "fields", *INSTRUCTION_KEYS)
+
+#: ``clirkit index dense``'s index options as dense system keys (besides ``pq``), with its defaults;
+#: ``nprobe`` is ``clirkit search dense``'s.
+INDEX_DEFAULTS: dict[str, Any] = {
+    "nbits": 4,
+    "ivf": None,
+    "metric": "ip",
+    "train_size": None,
+    "seed": 0,
+    "no_vectors": False,
+    "vector_dtype": "float32",
+}
+INDEX_KEYS = tuple(INDEX_DEFAULTS)
 
 
 def embedding_files(prefix: str) -> list[str]:
@@ -193,10 +211,14 @@ class DenseKind:
         "passages",
         "pq",
         "refine",
+        *INDEX_KEYS,
+        "nprobe",
+        "dtype",
         "max_length",
         "batch_size",
         "fields",
         "hits",
+        *INSTRUCTION_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
@@ -204,19 +226,22 @@ class DenseKind:
         given = read_inputs(
             r, base, ("embeddings", "query_embeddings"), embedding_files, embedding_files, ENCODING_KEYS
         )
+        index = read_index_options(r, refine)
         if given is not None:
-            return {**given, "passages": None, "pq": r.positive("pq"), "refine": refine}
+            return {**given, "passages": None, "refine": refine, **index}
+        return {**self.encoding_options(r, base), "refine": refine, **index}
+
+    @staticmethod
+    def encoding_options(r: Any, base: str) -> dict[str, Any]:
+        """The options of a system encoding its documents with an ONNX model, ``passages`` included
+        (dense and multi-vector alike)."""
         passages = r.get("passages", list)
         if passages is not None and (
             len(passages) != 2 or not all(isinstance(p, int) and p > 0 for p in passages)
         ):
             raise r.error("passages", "must be [size, stride] in tokens")
-        return {
-            **encoder_options(r, base, 32),
-            "passages": passages,
-            "pq": r.positive("pq"),
-            "refine": refine,
-        }
+        dtype = r.choice("dtype", ("float32", "float16"), "float32")
+        return {**encoder_options(r, base, 32), "passages": passages, "dtype": dtype}
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
@@ -257,9 +282,7 @@ class DenseKind:
                 parts.append((npy, read_ids(encoded.output / f"{prefix}.ids.txt"), wanted))
             build_dense(parts, out / "index", options, ctx, passages=options["passages"] is not None)
 
-        index = add_index_stage(
-            plan, "dense-index", "dense index", {"pq": options["pq"]}, encodes, task, build
-        )
+        index = add_index_stage(plan, "dense-index", "dense index", index_key(options), encodes, task, build)
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
@@ -278,6 +301,7 @@ class DenseKind:
             "hits": hits,
             "maxp": options["passages"] is not None,
             "refine": options["refine"],
+            **({"nprobe": options["nprobe"]} if options.get("nprobe", 1) != 1 else {}),
             "drop_self_hits": task.drop_self_hits,
         }
 
@@ -290,17 +314,9 @@ class DenseKind:
             qids = [q for q, _, _ in task.queries]
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
-            write_search_run(
-                opened,
-                (vectors, qids),
-                out,
-                hits,
-                "clirkit-dense",
-                task,
-                maxp=maxp,
-                threads=ctx.threads,
-                refine=options["refine"],
-            )
+            searching = {"refine": options["refine"], "nprobe": options.get("nprobe", 1)}
+            write_search_run(opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads,
+                             **searching)  # fmt: skip
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
 
@@ -330,7 +346,7 @@ class DenseKind:
             Stage(
                 "dense-index",
                 f"dense index {task.docs.describe()}",
-                {"pq": options["pq"]},
+                index_key(options),
                 (),
                 identity,
                 build,
@@ -339,6 +355,8 @@ class DenseKind:
         query_prefix = query_input(plan, spec.name, "query_embeddings", options["query_embeddings"], task)
         hits = options["hits"] or plan.config.hits
         params = {"hits": hits, "refine": options["refine"], "drop_self_hits": task.drop_self_hits}
+        if options.get("nprobe", 1) != 1:
+            params["nprobe"] = options["nprobe"]
         query_identity = {
             "query_embeddings": input_identity(embedding_files(query_prefix)),
             "queries": task.queries_digest,
@@ -366,11 +384,54 @@ class DenseKind:
                 maxp=False,
                 threads=ctx.threads,
                 refine=options["refine"],
+                nprobe=options.get("nprobe", 1),
             )
 
         return plan.add(
             Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
         )
+
+
+def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
+    """``pq``, :data:`INDEX_KEYS` and ``nprobe``, checked as ``clirkit index/search dense`` checks them."""
+    pq = r.positive("pq")
+    options: dict[str, Any] = {
+        "pq": pq,
+        "nbits": r.get("nbits", int, 4),
+        "ivf": r.positive("ivf"),
+        "metric": r.choice("metric", ("ip", "l2"), "ip"),
+        "train_size": r.positive("train_size"),
+        "seed": r.positive("seed", 0, allow_zero=True),
+        "no_vectors": r.get("no_vectors", bool, False),
+        "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
+        "nprobe": r.positive("nprobe", 1),
+    }
+    if options["nbits"] not in (4, 8):
+        raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
+    if options["seed"] >= 2**64:
+        raise r.error("seed", "must be below 2^64")
+    if pq is None:
+        for key in ("nbits", "no_vectors", "vector_dtype"):
+            if key in r.table and options[key] != INDEX_DEFAULTS[key]:
+                raise r.error(key, "applies to a PQ index (pq = M)")
+    if options["no_vectors"] and refine:
+        raise r.error("refine", "re-scores with the stored vectors, which no_vectors = true leaves out")
+    if options["ivf"] is None and "nprobe" in r.table:
+        raise r.error("nprobe", "applies to an IVF index (ivf = NLIST)")
+    return options
+
+
+def index_key(options: dict[str, Any]) -> dict[str, Any]:
+    """What a dense index stage depends on: ``pq`` and every index option given another value than the
+    CLI's default (an index built with the defaults keeps its key)."""
+    changed = {k: options[k] for k in INDEX_KEYS if options.get(k, INDEX_DEFAULTS[k]) != INDEX_DEFAULTS[k]}
+    return {"pq": options["pq"], **changed}
+
+
+def index_build_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :meth:`~clirkit.dense.DenseIndex.build_file` for ``options``."""
+    built = {k: options.get(k, INDEX_DEFAULTS[k]) for k in INDEX_KEYS if k != "no_vectors"}
+    return {"pq": options["pq"], **built, "keep_vectors": not options.get("no_vectors", False)}
 
 
 def build_dense(
@@ -398,7 +459,7 @@ def build_dense(
         rows.append(kept)
         ids.extend(part_ids[n] for n in kept)
     DenseIndex.build_file(
-        files, ids, index_dir, rows=rows, pq=options["pq"], threads=ctx.threads, quiet=ctx.quiet
+        files, ids, index_dir, rows=rows, **index_build_options(options), threads=ctx.threads, quiet=ctx.quiet
     )
 
 

@@ -26,6 +26,12 @@ from typing import Any, Optional
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RunContext, Stage
 from clirkit.experiment.stages import warn_empty_documents
+from clirkit.experiment.systems.instructions import (
+    encoder_instructions,
+    file_encoding_options,
+    instructions_key,
+    role_instructions,
+)
 
 #: The head family each system kind reads.
 FAMILY_OF_KIND = {"dense": "dense", "impact": "sparse", "multivector": "multivector"}
@@ -66,7 +72,14 @@ def one_pass_families(model_dir: str) -> tuple[str, ...]:
 def encoding_key(options: dict[str, Any]) -> tuple[Any, ...]:
     """What a shared document encoding depends on: systems with equal keys share it."""
     passages = tuple(options["passages"]) if options.get("passages") else None
-    return (options["model"], tuple(options["fields"]), passages, options["max_length"])
+    return (
+        options["model"],
+        tuple(options["fields"]),
+        passages,
+        options["max_length"],
+        instructions_key(options),
+        options.get("dtype", "float32"),
+    )
 
 
 def sharing_systems(plan: Plan, source_path: str, key: tuple[Any, ...]) -> list[tuple[str, dict[str, Any]]]:
@@ -115,6 +128,8 @@ def heads_encode_stage(
         "passages": options["passages"],
         "max_length": options["max_length"],
         "heads": families,
+        **role_instructions(options, "passage"),
+        **({"dtype": options["dtype"]} if options.get("dtype", "float32") != "float32" else {}),
     }
     path = source.path
 
@@ -125,7 +140,14 @@ def heads_encode_stage(
 
         warn_empty_documents(Path(path), options["fields"], stage.label)
         encoder = ctx.cached(
-            ("heads", options["model"], options["max_length"], batch_size, tuple(families)),
+            (
+                "heads",
+                options["model"],
+                options["max_length"],
+                batch_size,
+                tuple(families),
+                instructions_key(options),
+            ),
             lambda: MultiHeadEncoder(
                 options["model"],
                 outputs=families,
@@ -133,11 +155,11 @@ def heads_encode_stage(
                 max_length=options["max_length"],
                 batch_size=batch_size,
                 threads=ctx.threads or 0,
+                **encoder_instructions(options),
             ),
         )
         prefix = ctx.store.partial(stage.digest) / PREFIX
-        passages = tuple(options["passages"]) if options["passages"] else None
-        encode_heads_file(encoder, path, prefix, fields=options["fields"], passages=passages, quiet=ctx.quiet)
+        encode_heads_file(encoder, path, prefix, **file_encoding_options(options, ctx.quiet))
         written: list[Path] = []
         for name in families:
             part = Path(f"{prefix}.{name}")
@@ -162,13 +184,14 @@ def head_query_encoder(ctx: RunContext, options: dict[str, Any], family: str, ma
     from clirkit.encoders.multihead import MultiHeadEncoder
 
     encoder = ctx.cached(
-        ("heads", options["model"], max_length, options["batch_size"], (family,)),
+        ("heads", options["model"], max_length, options["batch_size"], (family,), instructions_key(options)),
         lambda: MultiHeadEncoder(
             options["model"],
             outputs=[family],
             max_length=max_length,
             batch_size=options["batch_size"],
             threads=ctx.threads or 0,
+            **encoder_instructions(options),
         ),
     )
     return encoder.view(family)

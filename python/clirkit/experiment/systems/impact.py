@@ -26,6 +26,7 @@ from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS, encoder_instructions, role_instructions
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -166,7 +167,7 @@ def write_impact_run(results: Any, rows: list[int], out: Path, hits: int, task: 
 
 
 #: Keys that only apply to encoding with a model.
-ENCODING_KEYS = ("max_length", "query_max_length", "batch_size", "fields")
+ENCODING_KEYS = ("max_length", "query_max_length", "batch_size", "fields", *INSTRUCTION_KEYS)
 
 
 class ImpactKind:
@@ -182,6 +183,7 @@ class ImpactKind:
         "fields",
         "hits",
         "approximate",
+        *INSTRUCTION_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
@@ -201,7 +203,12 @@ class ImpactKind:
         if options["model"] is None:
             return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
-        encode_params = {"model": model, "fields": options["fields"], "max_length": options["max_length"]}
+        encode_params = {
+            "model": model,
+            "fields": options["fields"],
+            "max_length": options["max_length"],
+            **role_instructions(options, "passage"),
+        }
         encodes, prefixes = [], []
         for source in task.docs.sources:
             shared = heads_encode_stage(plan, "sparse", source, {**options, "passages": None}, model)
@@ -248,6 +255,7 @@ class ImpactKind:
                     max_length=options["query_max_length"],
                     batch_size=options["batch_size"],
                     threads=ctx.threads or 0,
+                    **encoder_instructions(options),
                 )
             vectors = encoder.encode_queries([text for _, text, _ in task.queries])
             qids = [q for q, _, _ in task.queries]

@@ -26,6 +26,7 @@ from clirkit.experiment.systems.dense import (
     write_search_run,
 )
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -85,10 +86,72 @@ def index_token_parts(
         offsets,
         all_ids,
         out / "index",
-        nbits=options["nbits"],
-        centroids=options["centroids"],
+        **{k: options.get(k, v) for k, v in BUILD_DEFAULTS.items()},
         threads=ctx.threads,
     )
+
+
+#: ``clirkit index multivector``'s build options as keys, with its defaults (``nbits`` 2, ``centroids``
+#: from the collection's size), and ``clirkit search multivector``'s search options (None: PLAID's
+#: budgets for k).
+BUILD_DEFAULTS: dict[str, Any] = {
+    "nbits": 2,
+    "centroids": None,
+    "kmeans_sample": None,
+    "kmeans_iterations": 4,
+    "seed": 0,
+    "keep_vectors": False,
+}
+SEARCH_DEFAULTS: dict[str, Any] = {
+    "ncells": None,
+    "centroid_score_threshold": None,
+    "ndocs": None,
+    "rerank": None,
+    "refine": False,
+    "exact": False,
+}
+
+
+def read_index_options(r: Any, nbits: int) -> dict[str, Any]:
+    """The build and search keys of a multi-vector system, checked as the CLI checks them."""
+    threshold = r.get("centroid_score_threshold", (int, float))
+    options = {
+        "nbits": nbits,
+        "centroids": r.positive("centroids"),
+        "kmeans_sample": r.positive("kmeans_sample"),
+        "kmeans_iterations": r.positive("kmeans_iterations", 4),
+        "seed": r.positive("seed", 0, allow_zero=True),
+        "keep_vectors": r.get("keep_vectors", bool, False),
+        "ncells": r.positive("ncells"),
+        "centroid_score_threshold": None if threshold is None else float(threshold),
+        "ndocs": r.positive("ndocs"),
+        "rerank": r.positive("rerank"),
+        "refine": r.get("refine", bool, False),
+        "exact": r.get("exact", bool, False),
+    }
+    for key in ("refine", "exact"):
+        if options[key] and not options["keep_vectors"]:
+            raise r.error(key, "needs the full vectors: set keep_vectors = true")
+    return options
+
+
+def build_key(options: dict[str, Any]) -> dict[str, Any]:
+    """The index stage's key: ``nbits``, ``centroids`` and every other build option given another value
+    than the default (an index built with the defaults keeps its key)."""
+    return {
+        "nbits": options["nbits"],
+        "centroids": options["centroids"],
+        **{
+            k: options[k]
+            for k, v in BUILD_DEFAULTS.items()
+            if options.get(k, v) != v and k not in ("nbits", "centroids")
+        },
+    }
+
+
+def search_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The search options given (the others keep the search's defaults)."""
+    return {k: options[k] for k, v in SEARCH_DEFAULTS.items() if options.get(k, v) != v}
 
 
 class MultiVectorKind:
@@ -98,25 +161,25 @@ class MultiVectorKind:
         "tokens",
         "query_tokens",
         "passages",
-        "nbits",
-        "centroids",
+        "dtype",
+        *BUILD_DEFAULTS,
+        *SEARCH_DEFAULTS,
         "max_length",
         "batch_size",
         "fields",
         "hits",
+        *INSTRUCTION_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         nbits = r.positive("nbits", 2)
         if nbits not in (1, 2, 4):
             raise r.error("nbits", "must be 1, 2 or 4")
-        index_options = {"nbits": nbits, "centroids": r.positive("centroids")}
+        index_options = read_index_options(r, nbits)
         given = read_inputs(r, base, ("tokens", "query_tokens"), token_files, token_files, ENCODING_KEYS)
         if given is not None:
             return {**given, "passages": None, **index_options}
-        options = DenseKind().validate(r, base)
-        del options["pq"], options["refine"]
-        return {**options, **index_options}
+        return {**DenseKind.encoding_options(r, base), **index_options}
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
         options = spec.options
@@ -162,7 +225,7 @@ class MultiVectorKind:
             plan,
             "multivector-index",
             "multi-vector index",
-            {"nbits": options["nbits"], "centroids": options["centroids"]},
+            build_key(options),
             encodes,
             task,
             build,
@@ -191,7 +254,12 @@ class MultiVectorKind:
         )
         hits = options["hits"] or plan.config.hits
         maxp = options["passages"] is not None
-        params = {"hits": hits, "maxp": maxp, "drop_self_hits": task.drop_self_hits}
+        params = {
+            "hits": hits,
+            "maxp": maxp,
+            "drop_self_hits": task.drop_self_hits,
+            **search_options(options),
+        }
 
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.multivector import MultiVectorIndex, load_tokens
@@ -207,6 +275,7 @@ class MultiVectorKind:
                 task,
                 maxp=maxp,
                 threads=ctx.threads,
+                **search_options(options),
             )
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
@@ -227,12 +296,17 @@ class MultiVectorKind:
             parts = [(p.path, None if p.wanted is None else p.wanted.__contains__) for p in doc_parts]
             index_token_parts(parts, out, options, ctx)
 
-        index_params = {"nbits": options["nbits"], "centroids": options["centroids"]}
+        index_params = build_key(options)
         label = f"multi-vector index {task.docs.describe()}"
         index = plan.add(Stage("multivector-index", label, index_params, (), identity, build))
         query_prefix = query_input(plan, spec.name, "query_tokens", options["query_tokens"], task)
         hits = options["hits"] or plan.config.hits
-        params = {"hits": hits, "maxp": False, "drop_self_hits": task.drop_self_hits}
+        params = {
+            "hits": hits,
+            "maxp": False,
+            "drop_self_hits": task.drop_self_hits,
+            **search_options(options),
+        }
         query_identity = {
             "query_tokens": input_identity(token_files(query_prefix)),
             "queries": task.queries_digest,
@@ -256,6 +330,7 @@ class MultiVectorKind:
                 task,
                 maxp=False,
                 threads=ctx.threads,
+                **search_options(options),
             )
 
         return plan.add(

@@ -12,7 +12,7 @@ pub struct BuildParams {
     pub postings_per_term: usize,
 }
 
-/// The default λ: on 1M SPLADE-like documents it keeps about a fifth of the postings.
+/// The default λ (on the 1M synthetic SPLADE-like set, λ = 2000 keeps 44M of its about 150M postings).
 pub const DEFAULT_POSTINGS_PER_TERM: usize = 4000;
 
 impl Default for BuildParams {

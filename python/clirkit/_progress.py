@@ -1,0 +1,78 @@
+"""The one progress bar of the Python side (the Rust core's is ``progress.rs``, which it looks like):
+``label [elapsed] bar done/total unit (rate/s, eta …)`` on one line of stderr, redrawn at most five
+times a second, drawn only when the stream is a terminal and the caller is not quiet, so logs, pipes
+and CI output stay clean. Encoding (:mod:`clirkit.encoders.resumable`), listwise and pointwise
+reranking (:mod:`clirkit.rerank`) and an experiment's stages use it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Optional, TextIO
+
+WIDTH = 30
+
+
+def duration(seconds: float) -> str:
+    """``H:MM:SS``."""
+    seconds = max(int(seconds), 0)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class ProgressBar:
+    """Progress over ``total`` units (``unit``: what is counted, e.g. ``"windows"``), shown on ``stream``
+    when ``enabled`` and the stream is a terminal. ``update(done)`` sets the count, ``advance(n)`` adds to
+    it; ``note`` is shown after the counts (e.g. rows written). The rate and ETA count from the first
+    update, so work resumed from a checkpoint does not inflate the rate."""
+
+    def __init__(
+        self, total: int, label: str, unit: str = "", enabled: bool = True, stream: Optional[TextIO] = None
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.total = max(int(total), 0)
+        self.label = label
+        self.unit = unit
+        self.enabled = enabled and self.stream.isatty()
+        self.done = 0
+        self.started = time.monotonic()
+        self.first: Optional[tuple[float, int]] = None
+        self.shown = 0.0
+        self.note = ""
+
+    def advance(self, n: int = 1) -> None:
+        self.update(self.done + n)
+
+    def update(self, done: int, note: str = "") -> None:
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (now, self.done)
+        self.done, self.note = done, note
+        if self.enabled and (now - self.shown >= 0.2 or done >= self.total):
+            self.shown = now
+            self.stream.write("\r" + self.line(now))
+            if done >= self.total:
+                self.stream.write("\n")
+                self.enabled = False  # drawn complete: nothing more to draw
+            self.stream.flush()
+
+    def line(self, now: float) -> str:
+        """The bar as drawn at ``now``."""
+        fraction = min(self.done / self.total, 1.0) if self.total else 1.0
+        filled = int(fraction * WIDTH)
+        assert self.first is not None
+        since, base = self.first
+        rate = (self.done - base) / (now - since) if now > since else 0.0
+        eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
+        unit = f" {self.unit}" if self.unit else ""
+        note = f" {self.note}" if self.note else ""
+        return (
+            f"{self.label:>12} [{duration(now - self.started)}] {'#' * filled}{'-' * (WIDTH - filled)} "
+            f"{self.done:,}/{self.total:,}{unit}{note} ({rate:,.1f}/s, eta {eta})"
+        )
+
+    def close(self) -> None:
+        """End the line if the bar was drawn incomplete."""
+        if self.enabled and self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+        self.enabled = False
