@@ -41,6 +41,14 @@ pub struct TermPostings<'a> {
 }
 
 impl TermPostings<'_> {
+    /// Number of postings in the list.
+    pub fn doc_freq(&self) -> usize {
+        match self.blocks {
+            0 => 0,
+            n => (n - 1) * BLOCK_LEN + BlockMeta::decode(self.metas, n - 1).len as usize,
+        }
+    }
+
     /// A bound on the score of every posting in block `b`.
     #[inline(always)]
     fn bound<S: PostingScorer>(&self, scorer: &S, b: usize) -> f32 {
@@ -118,10 +126,7 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
 
     /// Number of postings in the list.
     pub fn doc_freq(&self) -> usize {
-        match self.postings.blocks {
-            0 => 0,
-            n => (n - 1) * BLOCK_LEN + self.meta(n - 1).len as usize,
-        }
+        self.postings.doc_freq()
     }
 
     #[inline]
