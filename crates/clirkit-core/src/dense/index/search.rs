@@ -41,7 +41,10 @@ impl DenseIndex {
                     if self.takes_small_path(p) {
                         self.search_pq_small(p, queries, opts, isa)
                     } else {
-                        self.search_pq(p, queries, nq, opts, threads, isa)
+                        // The general path: query chunks x block slices, each query's
+                        // shortlist kept in a reservoir (4 bits) or a heap (8 bits).
+                        let shortlists = self.pq_shortlists(p, queries, nq, opts, threads, isa);
+                        self.rank_shortlists(p, queries, opts, shortlists)
                     }
                 })?
             }
@@ -83,19 +86,17 @@ impl DenseIndex {
         }
     }
 
-    /// The general PQ search: query chunks x block slices, each query's shortlist kept in a
-    /// reservoir (4 bits) or a heap (8 bits).
-    pub(super) fn search_pq(
+    /// The general PQ search's last step: each query's shortlist (from [`Self::pq_shortlists`])
+    /// re-scored when refining, ordered, and cut to `k` ids.
+    pub(super) fn rank_shortlists(
         &self,
         p: &PqPart,
         queries: &[f32],
-        nq: usize,
         opts: &SearchOptions,
-        threads: usize,
-        isa: Isa,
+        shortlists: Vec<Vec<ShortlistHit>>,
     ) -> Result<Hits> {
         let d = self.dim;
-        self.pq_shortlists(p, queries, nq, opts, threads, isa)
+        shortlists
             .into_par_iter()
             .enumerate()
             .map(|(qi, cands)| {

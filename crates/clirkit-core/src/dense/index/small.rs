@@ -4,8 +4,8 @@
 //! to group; a group's quantized tables scan every block once, each query's shortlist kept in a
 //! [`Reservoir`] instead of a heap, then re-scored with SIMD.
 //!
-//! The result is the one the general path ([`DenseIndex::search_pq`]) returns, bit for bit: the
-//! same tables and table quantization, the same kernel scores, the same shortlist (the best
+//! The result is the one the general path ([`DenseIndex::pq_shortlists`], then
+//! [`DenseIndex::rank_shortlists`]) returns, bit for bit: the same tables and table quantization, the same kernel scores, the same shortlist (the best
 //! `shortlist_len_of` slots by quantized score, ties to the lower slot), the same float sums in
 //! sub-quantizer order (or the same exact scores with refine), the same final order.
 

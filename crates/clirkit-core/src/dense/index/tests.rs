@@ -604,7 +604,8 @@ fn small_collection_path_equals_the_general_path_hit_for_hit() {
                             nprobe: 1,
                         };
                         let general = crate::parallel::install(threads, |t| {
-                            idx.search_pq(p, &queries, 19, &so, t, isa)
+                            let shortlists = idx.pq_shortlists(p, &queries, 19, &so, t, isa);
+                            idx.rank_shortlists(p, &queries, &so, shortlists)
                         })
                         .unwrap()
                         .unwrap();
