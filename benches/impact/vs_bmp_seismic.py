@@ -501,7 +501,9 @@ def compare(data: dict, args) -> dict:
             times = alternate(workers, safe_rows, k, args.rounds)
             report["exact"][str(k)] = {name: nq / bc.median(t) for name, t in times.items()}
         # Accuracy, nDCG and disagreements of every sweep row at k=10; sweep passes alternate engines.
-        sweep_rows = [(e, p) for e in args.engines for p in SWEEPS[e]()]
+        sweep_rows = [
+            (e, p) for e in args.engines for p in (SWEEPS[e]() if args.sweep else [SAFE.get(e, {})])
+        ]
         rows = {}
         for e, p in sweep_rows:
             run = workers[e].run(10, p, 0, True)["hits"]
@@ -587,6 +589,12 @@ def main() -> int:
     p.add_argument("--ks", default="10,1000")
     p.add_argument("--rounds", type=int, default=3, help="timed passes per exact row and k")
     p.add_argument("--sweep-rounds", type=int, default=1, help="timed passes per sweep row")
+    p.add_argument(
+        "--no-sweep",
+        dest="sweep",
+        action="store_false",
+        help="only the exact rows (clirkit exact, BMP safe) in the k=10 table",
+    )
     p.add_argument("--build-threads", type=int, default=2)
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--seismic-build", default="{}", help="JSON of SeismicIndex.build_from_dataset options")

@@ -63,8 +63,9 @@ def _pairs(vector: Vector) -> list[tuple[str, float]]:
 
 
 class ImpactIndex(TermIndex[_native.ImpactIndex]):
-    """An impact index on disk: block-max postings of integer impacts, top-k by block-max MaxScore or,
-    where a cost model expects that to be faster, exhaustive scoring; both return the same hits."""
+    """An impact index on disk: block-max postings of integer impacts, top-k by block-max pruning over
+    document blocks or, where the query's postings are many next to the collection, by scoring every
+    posting (integer sums either way); every strategy returns the same hits."""
 
     @staticmethod
     def build(

@@ -11,7 +11,7 @@ use crate::bm25::{self, Bm25Index};
 use crate::dense::index::{self as dense_index, DenseIndex, Part};
 use crate::error::{Error, Result};
 use crate::impact::{self, ImpactIndex};
-use crate::io::atomic::{read_manifest_text, MANIFEST};
+use crate::io::index_dir::{self, read_manifest_text, MANIFEST};
 use crate::io::manifest::{self, Layout, VerifySummary};
 use crate::multivector::{self, MultiVectorIndex};
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ pub fn of(dir: &Path) -> Result<&'static IndexKind> {
     let text = read_manifest_text(&path)?;
     serde_json::from_str::<serde_json::Value>(&text)
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
-    let Some(format) = manifest::format_of(dir) else {
+    let Some(format) = index_dir::format_of(dir) else {
         return Err(Error::format(dir, "not a clirkit index"));
     };
     by_format(&format).ok_or_else(|| {

@@ -2,7 +2,7 @@
 //! per shard (`shard-0000/`, ...) and a `meta.json` whose format is `clirkit-sharded-<kind>`,
 //! listing each shard with its build stamp (the `checksum` of the shard's own manifest, which
 //! covers the digest of every file) and its document count. A sharded directory is a clirkit
-//! index for the ownership rule of every build ([`crate::io::manifest::is_clirkit_index`]), so a
+//! index for the ownership rule of every build ([`crate::io::index_dir::is_clirkit_index`]), so a
 //! build replaces it but never a directory of someone else's. Opening a shard checks that it is
 //! there and of the recorded build, so a sharded index is one build too.
 //!
@@ -11,7 +11,8 @@
 //! moves the whole directory into place at once.
 
 use crate::error::{Error, Result};
-use crate::io::atomic::{read_manifest_text, AtomicDir, MANIFEST};
+use crate::io::atomic::AtomicDir;
+use crate::io::index_dir::{self, read_manifest_text, MANIFEST};
 use crate::io::manifest::{self, Manifest};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -35,7 +36,7 @@ pub fn shard_name(i: usize) -> String {
 
 /// The kind of the sharded index at `dir` (`bm25`, ...), or `None` if `dir` holds none.
 pub fn kind(dir: &Path) -> Option<String> {
-    manifest::format_of(dir)?
+    index_dir::format_of(dir)?
         .strip_prefix(FORMAT_PREFIX)
         .map(String::from)
 }
@@ -45,7 +46,7 @@ pub fn build_stamp(dir: &Path) -> Result<String> {
     let path = dir.join(MANIFEST);
     let meta: serde_json::Value = serde_json::from_str(&read_manifest_text(&path)?)
         .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
-    if !manifest::is_clirkit_index(dir) {
+    if !index_dir::is_clirkit_index(dir) {
         return Err(Error::format(dir, "not a clirkit index"));
     }
     let format = meta["format"].as_str().unwrap_or_default();

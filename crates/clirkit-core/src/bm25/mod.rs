@@ -14,6 +14,7 @@ mod memory_index;
 pub mod merge;
 pub mod rm3;
 pub mod scoring;
+mod search;
 pub mod sharded;
 mod sorted_run;
 
@@ -24,18 +25,14 @@ pub use scoring::{Bm25Params, DEFAULT_B, DEFAULT_K1};
 
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::atomic::AtomicFile;
 use crate::io::format::{read_u64, MappedFile};
-use crate::io::id_text::write_error;
 use crate::io::manifest::{self, Layout};
-use crate::io::trec::write_run_to;
 use crate::postings::query::{self, DocRanks};
 use crate::postings::termdict::{self, TermEntry};
 use crate::postings::Cursor;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
 use format::Bm25Manifest;
-use rayon::prelude::*;
 use scoring::{Bm25PostingScorer, NormCache, TermScorer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -107,7 +104,7 @@ impl Bm25Index {
             || doc_count > num_docs as u64
         {
             return Err(Error::format(
-                dir.join(crate::io::atomic::MANIFEST),
+                dir.join(crate::io::index_dir::MANIFEST),
                 format!(
                     "inconsistent statistics: avgdl {avgdl}, doc_count {doc_count}, num_docs {num_docs}, \
                      sum_total_term_freq {} (avgdl should be {expected_avgdl})",
@@ -305,32 +302,6 @@ impl Bm25Index {
         Ok(NormCache::new(params.k1, params.b, self.avgdl))
     }
 
-    /// The top `k` documents for `query`, by the cheaper of the two exact strategies.
-    pub fn search(
-        &self,
-        query: &str,
-        lang: Option<&str>,
-        k: usize,
-        params: Bm25Params,
-    ) -> Result<Vec<Hit>> {
-        self.search_by(Strategy::Auto, query, lang, k, params)
-    }
-
-    /// The top `k` documents by a chosen strategy; all return the same hits.
-    pub fn search_by(
-        &self,
-        strategy: Strategy,
-        query: &str,
-        lang: Option<&str>,
-        k: usize,
-        params: Bm25Params,
-    ) -> Result<Vec<Hit>> {
-        let cache = self.cache(params)?;
-        let analyzer = self.query_analyzer(lang)?;
-        let cursors = self.cursors(&analyzer, query, &cache)?;
-        self.top_k(strategy, cursors, k)
-    }
-
     /// The top `k` documents the `cursors` walk to, unless one met a malformed block.
     pub(crate) fn top_k(
         &self,
@@ -341,142 +312,6 @@ impl Bm25Index {
         let hits = query::top_k(strategy, cursors, k, self.ranks());
         crate::postings::postings_intact(&self.postings)?;
         Ok(hits)
-    }
-
-    /// Search many queries on `threads` threads (0 = all cores). Each query is analyzed with
-    /// `lang` if given, else its own language, else the index's only language. Results are in
-    /// query order and independent of the thread count.
-    pub fn batch_search(
-        &self,
-        queries: &[BatchQuery],
-        k: usize,
-        lang: Option<&str>,
-        params: Bm25Params,
-        threads: usize,
-        quiet: bool,
-    ) -> Result<Vec<Vec<Hit>>> {
-        let settings = BatchSettings {
-            k,
-            lang,
-            params,
-            rm3: None,
-            threads,
-            quiet,
-        };
-        let results = self.batch_search_with(queries, &settings)?;
-        Ok(results.into_iter().map(|(hits, _)| hits).collect())
-    }
-
-    fn batch_search_with(
-        &self,
-        queries: &[BatchQuery],
-        settings: &BatchSettings,
-    ) -> Result<Vec<(Vec<Hit>, Option<Expansion>)>> {
-        let mut results = Vec::with_capacity(queries.len());
-        let each = |_: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
-            results.extend(window);
-            Ok(())
-        };
-        self.batch_search_each(queries, settings, each)?;
-        Ok(results)
-    }
-
-    /// Search `queries` and write their run to `path` (atomically, with `tag`) as they finish:
-    /// the same bytes as [`Bm25Index::to_run`] written whole, at any thread count, while at
-    /// most one window of queries' results is held in memory.
-    pub fn batch_search_to_run_file(
-        &self,
-        queries: &[BatchQuery],
-        settings: &BatchSettings,
-        path: &Path,
-        tag: &str,
-    ) -> Result<()> {
-        let mut out = AtomicFile::create(path)?;
-        let each = |window_queries: &[BatchQuery], window: Vec<(Vec<Hit>, Option<Expansion>)>| {
-            let run = Run {
-                queries: window_queries
-                    .iter()
-                    .zip(window)
-                    .map(|(q, (hits, _))| (q.id.clone(), self.to_scored(&hits)))
-                    .collect(),
-            };
-            write_run_to(&mut out, &run, tag).map_err(|e| write_error(path, e))
-        };
-        self.batch_search_each(queries, settings, each)?;
-        out.commit()
-    }
-
-    /// Search `queries` window by window (each window in parallel), handing each window's
-    /// results to `each` in query order: a bounded reorder buffer, so callers can stream.
-    fn batch_search_each(
-        &self,
-        queries: &[BatchQuery],
-        settings: &BatchSettings,
-        mut each: impl FnMut(&[BatchQuery], Vec<(Vec<Hit>, Option<Expansion>)>) -> Result<()> + Send,
-    ) -> Result<()> {
-        let &BatchSettings {
-            k,
-            lang,
-            params,
-            rm3,
-            threads,
-            quiet,
-        } = settings;
-        if let Some(rm3) = rm3 {
-            self.check_rm3(rm3)?;
-        }
-        let cache = self.cache(params)?;
-        // Resolve every query's analyzer first, so a bad language fails before any work.
-        let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
-        let mut choice: Vec<Option<String>> = Vec::with_capacity(queries.len());
-        for q in queries {
-            let code = lang.or(q.lang.as_deref());
-            let analyzer = self.query_analyzer(code).map_err(|e| match e {
-                Error::InvalidInput(m) => Error::invalid(format!("query '{}': {m}", q.id)),
-                other => other,
-            })?;
-            let key = code.map(|c| c.trim().to_ascii_lowercase());
-            if let (Cow::Owned(a), Some(key)) = (analyzer, &key) {
-                owned.entry(key.clone()).or_insert(a);
-            }
-            choice.push(key);
-        }
-        let analyzer_for = |key: &Option<String>| -> &Analyzer {
-            match key {
-                None => self.analyzers.values().next().expect("checked above"),
-                Some(k) => self
-                    .analyzers
-                    .get(k)
-                    .or_else(|| owned.get(k))
-                    .expect("resolved"),
-            }
-        };
-        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        crate::parallel::install(threads, |_| {
-            for (window, keys) in queries
-                .chunks(crate::io::trec::RUN_WINDOW)
-                .zip(choice.chunks(crate::io::trec::RUN_WINDOW))
-            {
-                let results = window
-                    .par_iter()
-                    .zip(keys.par_iter())
-                    .map(|(q, key)| {
-                        let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
-                        progress.inc(1);
-                        result.map_err(|e| match e {
-                            Error::InvalidInput(m) => {
-                                Error::invalid(format!("query '{}': {m}", q.id))
-                            }
-                            other => other,
-                        })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                each(window, results)?;
-            }
-            Ok(())
-        })??;
-        progress.finish_and_clear();
-        Ok(())
     }
 
     /// Hits as scored documents with string ids (f32 scores widened exactly to f64).

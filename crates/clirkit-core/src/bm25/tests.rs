@@ -103,7 +103,7 @@ fn pruned_search_equals_exhaustive() {
         let older = Bm25Index::open(older).unwrap();
         assert!(stored.block_maxima.is_some() && older.block_maxima.is_none());
         for q in 0..150 {
-            let terms = 1 + rng.below(6);
+            let terms = 1 + rng.below(10);
             let query: Vec<String> = (0..terms)
                 .map(|_| format!("w{}x", rng.below(vocab as u64 + 3)))
                 .collect();

@@ -10,7 +10,9 @@
 //! order (doc id descending), so pruned and exhaustive search return the same hits.
 
 pub mod approximate;
+pub mod block_max;
 pub mod builder;
+pub mod exhaustive;
 pub mod format;
 mod spill;
 pub mod vectors;
@@ -51,6 +53,14 @@ impl PostingScorer for ImpactScorer {
     fn block_bound(&self, meta: &BlockMeta) -> f32 {
         (self.query_impact as u64 * meta.max_value as u64) as f32
     }
+}
+
+/// Whether scoring every posting should beat block-max pruning for this query: when the
+/// collection is small next to the query's postings, pruning cannot skip enough of them to pay
+/// for its bounds.
+fn exhaustive_is_cheaper(terms: &[block_max::QueryTerm<'_>], num_docs: usize) -> bool {
+    let postings: usize = terms.iter().map(|t| t.postings.doc_freq()).sum();
+    num_docs <= postings.saturating_mul(4)
 }
 
 /// Scores at or above this are not all representable in f32.
@@ -167,50 +177,87 @@ impl ImpactIndex {
         postings_intact(&self.postings)
     }
 
-    /// Cursors over the query's terms present in the index, each scored with its quantized
-    /// weight. `at` names the query in errors.
-    fn cursors(
+    /// The query's terms present in the index, each with its quantized weight, once the sum of
+    /// their largest products is known to stay below [`EXACT_SCORE_LIMIT`]. `at` names the query
+    /// in errors.
+    fn query_terms(
         &self,
         terms: &[(String, f64)],
         at: &dyn Fn(String) -> Error,
-    ) -> Result<Vec<Cursor<'_, ImpactScorer>>> {
+    ) -> Result<Vec<block_max::QueryTerm<'_>>> {
         vectors::check_terms(terms, at)?;
         let quantized = vectors::quantize_terms(terms, self.quantize(), at)?;
-        let cursors: Vec<_> = quantized
+        let found: Vec<_> = quantized
             .into_iter()
-            .filter_map(|(term, query_impact)| {
+            .filter_map(|(term, impact)| {
                 let e = lookup_term(self.terms.payload(), self.num_terms(), term.as_bytes())?;
                 Some(
                     e.postings(&self.postings, self.num_docs())
-                        .map(|p| Cursor::new(p, ImpactScorer { query_impact })),
+                        .map(|postings| block_max::QueryTerm { postings, impact }),
                 )
             })
             .collect::<Result<_>>()?;
-        let bound: f64 = cursors.iter().map(|c| c.max_score as f64).sum();
+        let bound: f64 = found
+            .iter()
+            .map(|t| {
+                let max = (0..t.postings.blocks)
+                    .map(|b| BlockMeta::decode(t.postings.metas, b).max_value)
+                    .max()
+                    .unwrap_or(0);
+                t.impact as f64 * max as f64
+            })
+            .sum();
         if bound >= EXACT_SCORE_LIMIT {
             return Err(at(format!(
                 "its scores could reach {bound}, beyond 2^24 where f32 scores stop being exact; \
                  build the index with a smaller --quantize"
             )));
         }
-        Ok(cursors)
+        Ok(found)
+    }
+
+    /// The top `k` for the checked query terms: `Auto` picks block-max pruning over document
+    /// blocks ([`block_max`]) or integer exhaustive scoring ([`exhaustive`]) by
+    /// [`exhaustive_is_cheaper`]; `Exhaustive` is the latter; `MaxScore` and `BlockMaxWand` run
+    /// those generic algorithms over cursors. Every one returns the same hits.
+    fn top_k(&self, strategy: Strategy, terms: &[block_max::QueryTerm<'_>], k: usize) -> Vec<Hit> {
+        let strategy = match strategy {
+            Strategy::Auto if exhaustive_is_cheaper(terms, self.num_docs()) => Strategy::Exhaustive,
+            named => named,
+        };
+        match strategy {
+            Strategy::Auto => block_max::top_k(terms, k, self.ranks()),
+            Strategy::Exhaustive => exhaustive::top_k(terms, k, self.ranks()),
+            named => {
+                let cursors = terms
+                    .iter()
+                    .map(|t| {
+                        let scorer = ImpactScorer {
+                            query_impact: t.impact,
+                        };
+                        Cursor::new(t.postings, scorer)
+                    })
+                    .collect();
+                query::top_k(named, cursors, k, self.ranks())
+            }
+        }
     }
 
     /// The top `k` documents for the weighted `terms` by `strategy` (every strategy returns the
-    /// same hits). A query none of whose terms is in the index returns no hits.
+    /// same hits; `Auto` is [`block_max`]). A query none of whose terms is in the index returns no hits.
     pub fn search_by(
         &self,
         strategy: Strategy,
         terms: &[(String, f64)],
         k: usize,
     ) -> Result<Vec<Hit>> {
-        let cursors = self.cursors(terms, &|m| Error::invalid(format!("query: {m}")))?;
-        let hits = query::top_k(strategy, cursors, k, self.ranks());
+        let terms = self.query_terms(terms, &|m| Error::invalid(format!("query: {m}")))?;
+        let hits = self.top_k(strategy, &terms, k);
         postings_intact(&self.postings)?;
         Ok(hits)
     }
 
-    /// The top `k` documents, by the cheaper exact strategy.
+    /// The top `k` documents, by block-max pruning over document blocks ([`block_max`]).
     pub fn search(&self, terms: &[(String, f64)], k: usize) -> Result<Vec<Hit>> {
         self.search_by(Strategy::Auto, terms, k)
     }
@@ -315,8 +362,8 @@ impl ImpactIndex {
             .par_iter()
             .map(|q| {
                 let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
-                let cursors = self.cursors(&q.terms, &at)?;
-                let hits = query::top_k(Strategy::Auto, cursors, k, self.ranks());
+                let terms = self.query_terms(&q.terms, &at)?;
+                let hits = self.top_k(Strategy::Auto, &terms, k);
                 postings_intact(&self.postings)?;
                 progress.inc(1);
                 Ok(hits)

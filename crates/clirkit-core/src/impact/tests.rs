@@ -320,6 +320,32 @@ fn a_crafted_document_number_beyond_the_count_is_a_format_error() {
     );
 }
 
+#[test]
+fn block_max_and_integer_exhaustive_equal_the_exact_dot_product_and_maxscore() {
+    // Collections spanning many document blocks, with many exact ties (coarse weights), queries
+    // from one term to long ones, k from 1 to past the matching documents.
+    for (seed, num_docs, vocab) in [(11, 1000, 30), (12, 3000, 400), (13, 2500, 6000)] {
+        let c = random_collection(seed, num_docs, vocab);
+        assert!(num_docs > 10 * block_max::DOC_BLOCK);
+        let mut rng = SplitMix64::new(seed + 200);
+        for _ in 0..25 {
+            let len = 1 + rng.below(40);
+            let query = random_vector(&mut rng, vocab + 20, len);
+            let at = |m: String| Error::invalid(m);
+            let terms = c.index.query_terms(&query, &at).unwrap();
+            for k in [1, 3, 10, 64, 65, 1000, 5000] {
+                let expected = exact_top_k(&c, &query, k);
+                let pruned = block_max::top_k(&terms, k, c.index.ranks());
+                assert_eq!(pairs(&c, &pruned), expected, "block-max seed {seed} k {k}");
+                let every = exhaustive::top_k(&terms, k, c.index.ranks());
+                assert_eq!(pairs(&c, &every), expected, "exhaustive seed {seed} k {k}");
+                let old = c.index.search_by(Strategy::MaxScore, &query, k).unwrap();
+                assert_eq!(pruned, old, "block-max vs MaxScore hits, seed {seed} k {k}");
+            }
+        }
+    }
+}
+
 /// Every file of the index directory `dir`, by name.
 fn index_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)

@@ -6,15 +6,12 @@
 //! one atomic exchange where the system has it (Linux), so its name never points at nothing.
 
 use crate::error::{Error, IoContext, Result};
+use crate::io::index_dir::{is_clirkit_index, MANIFEST};
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// The file every clirkit index directory holds; it is written last, so a directory without it
-/// is not a complete index.
-pub const MANIFEST: &str = "meta.json";
 
 fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -377,7 +374,7 @@ fn check_replaceable(path: &Path) -> Result<()> {
             "exists and is not a directory; refusing to replace it with an index",
         ));
     }
-    let is_index = crate::io::manifest::is_clirkit_index(path);
+    let is_index = is_clirkit_index(path);
     let is_empty = fs::read_dir(path).at(path)?.next().is_none();
     if is_index || is_empty {
         Ok(())
@@ -390,51 +387,10 @@ fn check_replaceable(path: &Path) -> Result<()> {
     }
 }
 
-/// The text of the manifest at `path`; bytes that are not UTF-8 are a format error (corruption).
-pub fn read_manifest_text(path: &Path) -> Result<String> {
-    String::from_utf8(fs::read(path).at(path)?)
-        .map_err(|_| Error::format(path, "not valid UTF-8: the manifest is corrupt"))
-}
-
-/// Read and parse an index directory's manifest, checking its format name and version.
-pub fn read_manifest(
-    dir: impl AsRef<Path>,
-    format: &str,
-    version: u64,
-) -> Result<serde_json::Value> {
-    let dir = dir.as_ref();
-    let path = dir.join(MANIFEST);
-    if !path.is_file() {
-        return Err(Error::format(
-            dir,
-            "not a clirkit index (no meta.json): missing, or its build did not finish",
-        ));
-    }
-    let text = read_manifest_text(&path)?;
-    let meta: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::format(&path, format!("unreadable manifest: {e}")))?;
-    let found_format = meta.get("format").and_then(|v| v.as_str()).unwrap_or("");
-    if found_format != format {
-        return Err(Error::format(
-            dir,
-            format!("is a '{found_format}' index, expected '{format}'"),
-        ));
-    }
-    let found_version = meta.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-    if found_version != version {
-        return Err(Error::format(
-            dir,
-            format!(
-                "index format version {found_version}, but this clirkit reads version {version}; rebuild the index"
-            ),
-        ));
-    }
-    Ok(meta)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::index_dir::read_manifest;
     use crate::io::temp_path;
 
     #[test]

@@ -9,8 +9,8 @@
 //!
 //! This is also the index's identity and integrity record, the same for every index kind:
 //! - **Ownership**: a directory is a clirkit index only if its `meta.json` is a JSON object whose
-//!   `format` starts with `clirkit-` and which has a numeric `version` ([`is_clirkit_index`]); a
-//!   build replaces nothing else.
+//!   `format` starts with `clirkit-` and which has a numeric `version` ([`crate::io::index_dir::is_clirkit_index`]);
+//!   a build replaces nothing else.
 //! - **Build stamp**: `files` records every other file of the index with its size and CRC
 //!   ([`FileDigest`]). A content hash rather than a random stamp, so identical builds stay
 //!   byte-identical; opening compares each file's size and header CRC with it
@@ -20,9 +20,10 @@
 //!   full, every byte of it, headers included.
 
 use crate::error::{Error, IoContext, Result};
-use crate::io::atomic::{read_manifest, read_manifest_text, AtomicDir, MANIFEST};
+use crate::io::atomic::AtomicDir;
 use crate::io::checksum::{self, FileDigest};
 use crate::io::format::Kind;
+use crate::io::index_dir::{read_manifest, read_manifest_text, MANIFEST};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -57,24 +58,6 @@ fn checksum_holds(text: &str) -> bool {
     };
     let zeroed = format!("{}00000000{}", &text[..at], &text[at + 8..]);
     recorded == format!("{:08x}", checksum::crc32(zeroed.as_bytes()))
-}
-
-/// The format name of the clirkit index (of any kind or version) at `dir`: its `meta.json` is a
-/// JSON object naming a `clirkit-*` format and a numeric version; `None` for any other directory.
-pub fn format_of(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
-    let Value::Object(meta) = serde_json::from_str::<Value>(&text).ok()? else {
-        return None;
-    };
-    let format = meta.get("format").and_then(Value::as_str)?;
-    let versioned = meta.get("version").is_some_and(Value::is_u64);
-    (format.starts_with("clirkit-") && versioned).then(|| format.to_string())
-}
-
-/// Whether `dir` holds a clirkit index (of any kind or version): its `meta.json` names a
-/// `clirkit-*` format and a version. A directory that merely holds some `meta.json` is not one.
-pub fn is_clirkit_index(dir: &Path) -> bool {
-    format_of(dir).is_some()
 }
 
 /// The digest of every file an index directory under construction holds (hidden temporary
@@ -272,6 +255,7 @@ pub(crate) fn craft_payload<M: Manifest>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::index_dir::is_clirkit_index;
     use serde::Deserialize;
     use std::path::PathBuf;
 

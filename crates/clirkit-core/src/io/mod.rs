@@ -7,6 +7,7 @@ pub mod bytes;
 pub mod checksum;
 pub mod format;
 pub mod id_text;
+pub mod index_dir;
 pub mod input;
 pub mod jsonl;
 pub mod manifest;

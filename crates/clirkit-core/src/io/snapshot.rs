@@ -14,8 +14,8 @@
 //! never a silently mixed index.
 
 use crate::error::{Error, Result};
-use crate::io::atomic::{read_manifest_text, MANIFEST};
 use crate::io::checksum;
+use crate::io::index_dir::{read_manifest_text, MANIFEST};
 use crate::io::manifest;
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -20,9 +20,9 @@
 use super::codec::ResidualCodec;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::atomic::MANIFEST;
 use crate::io::bytes::{Array, Plain};
 use crate::io::format::{ChunkChecks, FileWriter, Kind, MappedFile};
+use crate::io::index_dir::MANIFEST;
 use crate::io::manifest::{self, Layout};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! `advance`), block bounds without decoding, and lazy decoding of a block's values. Scores
 //! come from the [`PostingScorer`] it is given.
 
-use super::codec::{decode_docs, decode_values, BlockMeta, BLOCK_LEN};
+use super::codec::{decode_docs, decode_values, BlockMeta, BLOCK_LEN, BLOCK_META_LEN};
 use crate::io::format::{read_u32, ChunkChecks};
 
 /// The doc of a cursor past its last posting.
@@ -41,6 +41,14 @@ pub struct TermPostings<'a> {
 }
 
 impl TermPostings<'_> {
+    /// Number of postings in the list.
+    pub fn doc_freq(&self) -> usize {
+        match self.blocks {
+            0 => 0,
+            n => (n - 1) * BLOCK_LEN + BlockMeta::decode(self.metas, n - 1).len as usize,
+        }
+    }
+
     /// A bound on the score of every posting in block `b`.
     #[inline(always)]
     fn bound<S: PostingScorer>(&self, scorer: &S, b: usize) -> f32 {
@@ -63,17 +71,25 @@ pub struct Cursor<'a, S: PostingScorer> {
     postings: TermPostings<'a>,
     scorer: S,
     block: usize,
+    /// The last doc of `block`.
+    block_last: u32,
     pos: usize,
     len: usize,
     docs: [u32; BLOCK_LEN],
     values: [u32; BLOCK_LEN],
     values_ready: bool,
+    /// Scores of the current block's postings computed ahead ([`Cursor::score_ahead`]): those
+    /// at positions from where it was called up to (not including) `scored_to`.
+    scores: [f32; BLOCK_LEN],
+    scored_to: usize,
     /// The current doc, or [`END`].
     pub doc: u32,
     /// The largest score this term gives any document.
     pub max_score: f32,
     bound_block: usize,
     bound: f32,
+    /// The last doc of `bound_block` (one below [`END`] past the last block).
+    bound_last: u32,
 }
 
 impl<'a, S: PostingScorer> Cursor<'a, S> {
@@ -94,15 +110,19 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             postings,
             scorer,
             block: 0,
+            block_last: 0,
             pos: 0,
             len: 0,
             docs: [0; BLOCK_LEN],
             values: [0; BLOCK_LEN],
             values_ready: false,
+            scores: [0.0; BLOCK_LEN],
+            scored_to: 0,
             doc: END,
             max_score,
             bound_block: usize::MAX,
             bound: 0.0,
+            bound_last: 0,
         };
         if postings.blocks > 0 {
             c.load_block(0);
@@ -118,10 +138,7 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
 
     /// Number of postings in the list.
     pub fn doc_freq(&self) -> usize {
-        match self.postings.blocks {
-            0 => 0,
-            n => (n - 1) * BLOCK_LEN + self.meta(n - 1).len as usize,
-        }
+        self.postings.doc_freq()
     }
 
     #[inline]
@@ -129,11 +146,17 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
         BlockMeta::decode(self.postings.metas, b)
     }
 
+    /// Block `b`'s last doc, read alone from its metadata.
+    #[inline(always)]
+    fn last_doc(&self, b: usize) -> u32 {
+        read_u32(self.postings.metas, b * BLOCK_META_LEN)
+    }
+
     fn load_block(&mut self, b: usize) {
         let prev_last = if b == 0 {
             u32::MAX
         } else {
-            self.meta(b - 1).last_doc
+            self.last_doc(b - 1)
         };
         let meta = self.meta(b);
         self.len = meta.len as usize;
@@ -145,8 +168,10 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             self.len = 1;
         }
         self.block = b;
+        self.block_last = meta.last_doc;
         self.pos = 0;
         self.values_ready = false;
+        self.scored_to = 0;
         self.doc = self.docs[0];
     }
 
@@ -172,27 +197,34 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             usize::MAX => self.block,
             b => b.max(self.block),
         };
-        (start..self.postings.blocks).find(|&b| self.meta(b).last_doc >= target)
+        (start..self.postings.blocks).find(|&b| self.last_doc(b) >= target)
     }
 
     /// Move to the first posting with doc >= `target`.
+    #[inline]
     pub fn advance(&mut self, target: u32) {
         if self.doc >= target {
             return;
         }
-        if target > self.meta(self.block).last_doc {
-            match self.block_for(target) {
-                Some(b) => self.load_block(b),
-                None => {
-                    self.doc = END;
-                    return;
-                }
+        if target > self.block_last {
+            self.advance_to_block(target);
+            if self.doc == END {
+                return;
             }
         }
         while self.docs[self.pos] < target {
             self.pos += 1;
         }
         self.doc = self.docs[self.pos];
+    }
+
+    /// Decode the block that may hold `target`, or end the cursor when none does.
+    #[inline(never)]
+    fn advance_to_block(&mut self, target: u32) {
+        match self.block_for(target) {
+            Some(b) => self.load_block(b),
+            None => self.doc = END,
+        }
     }
 
     /// An upper bound of this term's score for `target` (from the block that would hold it),
@@ -203,13 +235,49 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             // Past the last block: no posting from `target` on, so later targets need no scan.
             self.bound_block = self.postings.blocks;
             self.bound = 0.0;
+            self.bound_last = END - 1;
             return 0.0;
         };
         if b != self.bound_block {
             self.bound = self.postings.bound(&self.scorer, b);
             self.bound_block = b;
+            self.bound_last = self.last_doc(b);
         }
         self.bound
+    }
+
+    /// A bound on this term's score for every document from `start` to `end` (the largest
+    /// bound of the blocks that may hold one), without decoding anything. Leaves the cursor's
+    /// bounded block at the one for `start`, so later bounds for targets within the window stay
+    /// right.
+    #[inline]
+    pub fn window_bound(&mut self, start: u32, end: u32) -> f32 {
+        let bound = self.block_bound(start);
+        let (mut b, mut last) = (self.bound_block, self.bound_last);
+        if last >= end || b + 1 >= self.postings.blocks {
+            return bound;
+        }
+        match self.postings.block_maxima {
+            // Bounds rise with the stored maxima: one bound from the largest.
+            Some(maxima) => {
+                let mut most = 0f32;
+                while last < end && b + 1 < self.postings.blocks {
+                    b += 1;
+                    most = most.max(f32::from_bits(read_u32(maxima, b * 4)));
+                    last = self.last_doc(b);
+                }
+                bound.max(self.scorer.stored_block_bound(most))
+            }
+            None => {
+                let mut bound = bound;
+                while last < end && b + 1 < self.postings.blocks {
+                    b += 1;
+                    bound = bound.max(self.postings.bound(&self.scorer, b));
+                    last = self.last_doc(b);
+                }
+                bound
+            }
+        }
     }
 
     /// The last doc of the block the latest [`Cursor::block_bound`] bounded: its bound holds
@@ -217,22 +285,79 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
     /// block.
     #[inline]
     pub fn bound_block_last_doc(&self) -> u32 {
-        if self.bound_block < self.postings.blocks {
-            self.meta(self.bound_block).last_doc
-        } else {
-            END - 1
+        self.bound_last
+    }
+
+    #[inline]
+    fn ensure_values(&mut self) {
+        if !self.values_ready {
+            let meta = self.meta(self.block);
+            decode_values(self.postings.data, &meta, &mut self.values);
+            self.values_ready = true;
         }
     }
 
     /// The score of the current posting.
     #[inline]
     pub fn score(&mut self) -> f32 {
-        if !self.values_ready {
-            let meta = self.meta(self.block);
-            decode_values(self.postings.data, &meta, &mut self.values);
-            self.values_ready = true;
+        if self.pos < self.scored_to {
+            return self.scores[self.pos];
         }
+        self.ensure_values();
         self.scorer.score(self.doc, self.values[self.pos])
+    }
+
+    /// Score the current block's postings from the current one up to the last whose doc is at
+    /// most `end`, all together, for [`Cursor::score`] to read as the cursor reaches them: the
+    /// scorer's per-document lookups (BM25's norms, a table as long as the collection) do not
+    /// wait on each other as they do one posting at a time. For a cursor that will visit
+    /// every posting up to `end` (an essential term of a window).
+    #[inline]
+    pub fn score_ahead(&mut self, end: u32) {
+        if self.doc == END || self.doc > end {
+            return;
+        }
+        self.ensure_values();
+        let from = self.pos;
+        let to = from + self.docs[from..self.len].partition_point(|&d| d <= end);
+        let scorer = self.scorer;
+        for ((score, &doc), &value) in self.scores[from..to]
+            .iter_mut()
+            .zip(&self.docs[from..to])
+            .zip(&self.values[from..to])
+        {
+            *score = scorer.score(doc, value);
+        }
+        self.scored_to = to;
+    }
+
+    /// Hand every posting up to `end` (below [`END`]) to `visit` as (doc, score), a block at a
+    /// time, and leave the cursor on the first posting past `end`. A block's scores are
+    /// computed in one loop, so the scorer's per-document lookups overlap.
+    #[inline]
+    pub fn for_each_until(&mut self, end: u32, mut visit: impl FnMut(u32, f32)) {
+        while self.doc <= end {
+            self.ensure_values();
+            let from = self.pos;
+            let to = from + self.docs[from..self.len].partition_point(|&d| d <= end);
+            let scorer = self.scorer;
+            for i in from..to {
+                let score = if i < self.scored_to {
+                    self.scores[i]
+                } else {
+                    scorer.score(self.docs[i], self.values[i])
+                };
+                visit(self.docs[i], score);
+            }
+            if to < self.len {
+                self.pos = to;
+                self.doc = self.docs[to];
+            } else if self.block + 1 < self.postings.blocks {
+                self.load_block(self.block + 1);
+            } else {
+                self.doc = END;
+            }
+        }
     }
 
     /// Hand every remaining posting to `visit` as (doc, value), a block at a time, and end the

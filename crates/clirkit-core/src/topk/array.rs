@@ -4,12 +4,13 @@
 
 use super::order::{score_bits_of, HigherKeyFirst, Hit, Score};
 
-/// The best `k` of the ids with a positive sum (`sums[id]`), best first, ties to the higher
-/// `key(id)`. A zero sum means "not matched" (every contribution is positive). Selection on the
-/// f32 score finds the k-th best; the ids at or above it (ties included) are then ordered by
-/// one sort of packed hits (the score's order bits over the key, [`Hit::packed`]).
-pub fn select_positive(
-    sums: &[f64],
+/// The best `k` of the ids with a positive sum (`sums[id]`: f64 sums of f32 scores, or exact
+/// integer sums), best first, ties to the higher `key(id)`. A zero sum means "not matched"
+/// (every contribution is positive). Selection on the f32 score finds the k-th best; the ids at
+/// or above it (ties included) are then ordered by one sort of packed hits (the score's order
+/// bits over the key, [`Hit::packed`]).
+pub fn select_positive<T: Copy + Into<f64>>(
+    sums: &[T],
     k: usize,
     key: impl Fn(u32) -> u32,
 ) -> Vec<Hit<f32, HigherKeyFirst>> {
@@ -19,8 +20,9 @@ pub fn select_positive(
     let mut candidates: Vec<(f32, u32)> = sums
         .iter()
         .enumerate()
-        .filter(|(_, &s)| s > 0.0)
-        .map(|(d, &s)| (s as f32, d as u32))
+        .map(|(d, &s)| (s.into(), d as u32))
+        .filter(|&(s, _)| s > 0.0)
+        .map(|(s, d)| (s as f32, d))
         .collect();
     if candidates.len() > k {
         let (_, kth, _) = candidates.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));

@@ -2,7 +2,8 @@
 //! documents' BM25 scores.
 
 use super::*;
-use crate::bm25::{build, BuildOptions};
+use crate::bm25::{build, Bm25Index, Bm25Params, BuildOptions};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

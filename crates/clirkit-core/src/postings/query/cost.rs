@@ -31,6 +31,16 @@ fn exhaustive_is_cheaper<S: PostingScorer>(
     k.saturating_mul(16) >= postings && num_docs <= postings.saturating_mul(8)
 }
 
+/// Whether MaxScore should walk windows ([`super::windowed`]) rather than documents one by one
+/// ([`super::maxscore`]). Measured per query, interleaved, on the 1M-document Zipfian set (BM25
+/// with stored block maxima; benches/results/bm25.md): at k=10 windows are 5x faster for one
+/// term and 1.1-1.3x for two to eight, where a high k-th score passes over whole windows; at
+/// k=1000 the k-th score is too low for that and the per-window bounds cost 2-26% more from
+/// four terms up, and past eight terms they no longer pay at k=10 either.
+pub(super) fn windows_pay(terms: usize, k: usize) -> bool {
+    k <= super::selection::EXACT_THRESHOLD_MAX_K && terms <= 8
+}
+
 /// The exact algorithm expected to be fastest for this query (never [`Strategy::Auto`]).
 pub(super) fn cheapest<S: PostingScorer>(
     cursors: &[Cursor<'_, S>],

@@ -1,10 +1,11 @@
 //! Top-k query algorithms over an inverted index's postings, whatever the scorer, one per file
 //! (PISA's layout):
-//! [`maxscore`] (block-max MaxScore, document at a time) and [`exhaustive`] (every posting
-//! scored, the reference the other must equal), with the cost model that picks between them
-//! beside them (`cost.rs`). The algorithms walk [`Cursor`]s over [`crate::postings`] and read
-//! scores through the cursors' scorer; selection is [`crate::topk`]'s, ties to the higher
-//! doc-id rank.
+//! [`maxscore`] (block-max MaxScore, document at a time), [`windowed`] (the same over windows
+//! of documents, each with its own essential terms, passing over whole windows), [`bmw`]
+//! (block-max WAND) and [`exhaustive`] (every posting scored, the reference the others must
+//! equal), with the cost model that picks between them beside them (`cost.rs`). The
+//! algorithms walk [`Cursor`]s over [`crate::postings`] and read scores through the cursors'
+//! scorer; selection is [`crate::topk`]'s, ties to the higher doc-id rank.
 //!
 //! Exactness. Each term's contribution is an f32 score; a document's contributions are summed
 //! in f64 (exact for the handful of positive terms of a query, so the order of addition cannot
@@ -15,6 +16,7 @@ mod cost;
 pub mod exhaustive;
 mod maxscore;
 mod selection;
+mod windowed;
 
 pub use super::doc_ranks::DocRanks;
 pub use cost::Strategy;
@@ -38,9 +40,9 @@ pub fn top_k<S: PostingScorer>(
         Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
         _ if k == 0 || cursors.is_empty() => Vec::new(),
         _ if k <= EXACT_THRESHOLD_MAX_K => {
-            document_at_a_time(strategy, cursors, HeapSelection::new(k, ranks))
+            document_at_a_time(strategy, cursors, HeapSelection::new(k, ranks), k)
         }
-        _ => document_at_a_time(strategy, cursors, BufferSelection::new(k, ranks)),
+        _ => document_at_a_time(strategy, cursors, BufferSelection::new(k, ranks), k),
     }
 }
 
@@ -49,9 +51,11 @@ fn document_at_a_time<S: PostingScorer>(
     strategy: Strategy,
     cursors: Vec<Cursor<'_, S>>,
     top: impl Selection,
+    k: usize,
 ) -> Vec<Hit> {
     match strategy {
         Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top),
+        _ if cost::windows_pay(cursors.len(), k) => windowed::windowed_maxscore(cursors, top),
         _ => maxscore::maxscore(cursors, top),
     }
 }
