@@ -74,15 +74,25 @@ pub fn score(metric: Metric, q: &[f32], x: &[f32]) -> f32 {
 const QUERY_BATCH: usize = 8;
 const ROW_BLOCK: usize = 256;
 
-#[inline(always)]
-fn scan_rows_impl(
+/// A block of `rows` (row-major, `d` columns, ids from `first_id`) to score against `queries`.
+#[derive(Clone, Copy)]
+struct RowScan<'a> {
     metric: Metric,
-    queries: &[f32],
+    queries: &'a [f32],
     d: usize,
-    rows: &[f32],
+    rows: &'a [f32],
     first_id: usize,
-    heaps: &mut [TopK<f32>],
-) {
+}
+
+#[inline(always)]
+fn scan_rows_impl(scan: &RowScan<'_>, heaps: &mut [TopK<f32>]) {
+    let RowScan {
+        metric,
+        queries,
+        d,
+        rows,
+        first_id,
+    } = *scan;
     let nq = queries.len() / d;
     for (b, block) in rows.chunks(ROW_BLOCK * d).enumerate() {
         for q0 in (0..nq).step_by(QUERY_BATCH) {
@@ -98,31 +108,19 @@ fn scan_rows_impl(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn scan_rows_avx512(
-    metric: Metric,
-    queries: &[f32],
-    d: usize,
-    rows: &[f32],
-    first_id: usize,
-    heaps: &mut [TopK<f32>],
-) {
-    scan_rows_impl(metric, queries, d, rows, first_id, heaps)
+/// [`scan_rows_impl`] compiled with a target feature enabled: the same arithmetic, in wider
+/// registers.
+macro_rules! scan_rows_with_feature {
+    ($name:ident, $feature:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        unsafe fn $name(scan: &RowScan<'_>, heaps: &mut [TopK<f32>]) {
+            scan_rows_impl(scan, heaps)
+        }
+    };
 }
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scan_rows_avx2(
-    metric: Metric,
-    queries: &[f32],
-    d: usize,
-    rows: &[f32],
-    first_id: usize,
-    heaps: &mut [TopK<f32>],
-) {
-    scan_rows_impl(metric, queries, d, rows, first_id, heaps)
-}
+scan_rows_with_feature!(scan_rows_avx512, "avx512f");
+scan_rows_with_feature!(scan_rows_avx2, "avx2");
 
 /// Score `rows` (ids from `first_id`) against `queries`, pushing into one heap per query, with
 /// the kernel compiled for `isa` (from [`Isa::select_float`]; every level gives the same bits).
@@ -140,14 +138,21 @@ pub fn scan_rows(
         "{} float kernel not supported here",
         isa.name()
     );
+    let scan = RowScan {
+        metric,
+        queries,
+        d,
+        rows,
+        first_id,
+    };
     match isa {
-        Isa::Scalar => scan_rows_impl(metric, queries, d, rows, first_id, heaps),
+        Isa::Scalar => scan_rows_impl(&scan, heaps),
         // SAFETY: the CPU supports AVX2 (asserted above).
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { scan_rows_avx2(metric, queries, d, rows, first_id, heaps) },
+        Isa::Avx2 => unsafe { scan_rows_avx2(&scan, heaps) },
         // SAFETY: the CPU supports AVX-512F (asserted above).
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { scan_rows_avx512(metric, queries, d, rows, first_id, heaps) },
+        Isa::Avx512 => unsafe { scan_rows_avx512(&scan, heaps) },
         #[cfg(not(target_arch = "x86_64"))]
         _ => unreachable!(),
     }
@@ -220,12 +225,18 @@ pub fn search(
 mod tests {
     use super::*;
 
+    /// `rows` data rows and `nq` queries of `d` values uniform in [-0.5, 0.5), from `seed`.
+    fn data_and_queries(seed: u64, rows: usize, nq: usize, d: usize) -> (Vec<f32>, Vec<f32>) {
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let data: Vec<f32> = (0..rows * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        let queries: Vec<f32> = (0..nq * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        (data, queries)
+    }
+
     #[test]
     fn flat_matches_naive_for_any_thread_count() {
-        let mut rng = crate::rng::SplitMix64::new(3);
         let d = 20;
-        let data: Vec<f32> = (0..300 * d).map(|_| rng.unit() as f32 - 0.5).collect();
-        let queries: Vec<f32> = (0..5 * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        let (data, queries) = data_and_queries(3, 300, 5, d);
         for metric in [Metric::InnerProduct, Metric::L2] {
             let want: Vec<Vec<u32>> = queries
                 .chunks(d)
@@ -252,11 +263,9 @@ mod tests {
 
     #[test]
     fn every_available_isa_equals_the_scalar_reference_bit_for_bit() {
-        let mut rng = crate::rng::SplitMix64::new(11);
         // 37 columns: two full 16-lane chunks and a remainder; 600 rows: several row blocks.
         let d = 37;
-        let data: Vec<f32> = (0..600 * d).map(|_| rng.unit() as f32 - 0.5).collect();
-        let queries: Vec<f32> = (0..11 * d).map(|_| rng.unit() as f32 - 0.5).collect();
+        let (data, queries) = data_and_queries(11, 600, 11, d);
         let bits = |isa: Isa, metric: Metric| -> Vec<Vec<(u32, u32)>> {
             search(isa, metric, &data, d, &queries, 25, 3)
                 .into_iter()

@@ -28,7 +28,8 @@ use crate::io::manifest;
 use crate::io::trec::{self, RUN_WINDOW};
 use crate::postings::query::{self, DocRanks};
 use crate::postings::termdict::{
-    check_dictionary, find_term, lookup_term, open_term_files, require_len, TermEntry, TERM_ENTRY_LEN,
+    check_dictionary, find_term, lookup_term, open_term_files, require_len, TermEntry,
+    TERM_ENTRY_LEN,
 };
 use crate::postings::{postings_intact, BlockMeta, Cursor, PostingScorer};
 use crate::ranking::{Run, ScoredDoc};
@@ -79,8 +80,7 @@ pub struct ImpactIndex {
 impl ImpactIndex {
     /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
-        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
+        crate::io::snapshot::open_named(dir.as_ref(), Self::open_files)
     }
 
     /// Open the files under `dir` (a snapshot's root) of the index named `named`, checking

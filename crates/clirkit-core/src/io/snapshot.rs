@@ -98,3 +98,9 @@ pub fn open<T>(dir: &Path, mut open: impl FnMut(&Path) -> Result<T>) -> Result<T
         }
     }
 }
+
+/// [`open`] for an opener that also takes the name `dir` the index is opened by (the snapshot's
+/// root first), for an index that remembers where it was opened from.
+pub fn open_named<T>(dir: &Path, mut open: impl FnMut(&Path, &Path) -> Result<T>) -> Result<T> {
+    self::open(dir, |root| open(root, dir))
+}

@@ -178,8 +178,7 @@ fn offsets_ok(offsets: &[u64], end: usize) -> bool {
 impl MultiVectorIndex {
     /// Open the index at `dir` as one build, even while another process rebuilds it.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
-        crate::io::snapshot::open(dir, |root| Self::open_files(root, dir))
+        crate::io::snapshot::open_named(dir.as_ref(), Self::open_files)
     }
 
     /// Open the files under `dir` (a snapshot's root) of the index named `named`.

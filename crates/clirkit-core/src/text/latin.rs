@@ -109,12 +109,9 @@ pub fn german_light_stem(s: &mut Vec<char>) {
     s.truncate(len);
 }
 
-/// Lucene's `SpanishLightStemmer`.
-pub fn spanish_light_stem(s: &mut Vec<char>) {
-    let len = s.len();
-    if len < 5 {
-        return;
-    }
+/// The Spanish and Italian light stemmers' accent folding: a, o, e, u, i with a grave, acute,
+/// circumflex or diaeresis to the plain vowel.
+fn fold_vowel_accents(s: &mut [char]) {
     for c in s.iter_mut() {
         *c = match *c {
             'à' | 'á' | 'â' | 'ä' => 'a',
@@ -125,6 +122,15 @@ pub fn spanish_light_stem(s: &mut Vec<char>) {
             c => c,
         };
     }
+}
+
+/// Lucene's `SpanishLightStemmer`.
+pub fn spanish_light_stem(s: &mut Vec<char>) {
+    let len = s.len();
+    if len < 5 {
+        return;
+    }
+    fold_vowel_accents(s);
     let new_len = match s[len - 1] {
         'o' | 'a' | 'e' => len - 1,
         's' if s[len - 2] == 'e' && s[len - 3] == 's' && s[len - 4] == 'e' => len - 2,
@@ -144,16 +150,7 @@ pub fn italian_light_stem(s: &mut Vec<char>) {
     if len < 6 {
         return;
     }
-    for c in s.iter_mut() {
-        *c = match *c {
-            'à' | 'á' | 'â' | 'ä' => 'a',
-            'ò' | 'ó' | 'ô' | 'ö' => 'o',
-            'è' | 'é' | 'ê' | 'ë' => 'e',
-            'ù' | 'ú' | 'û' | 'ü' => 'u',
-            'ì' | 'í' | 'î' | 'ï' => 'i',
-            c => c,
-        };
-    }
+    fold_vowel_accents(s);
     let before = s[len - 2];
     let new_len = match s[len - 1] {
         'e' | 'i' if matches!(before, 'i' | 'h') => len - 2,
@@ -303,6 +300,23 @@ pub fn french_light_stem(s: &mut Vec<char>) {
     s.truncate(len);
 }
 
+/// One of the French stemmer's suffix rules: a word longer than `min` chars that ends with
+/// `suffix` loses `cut` chars, and the last chars of what is left are overwritten with `tail`.
+type SuffixRule = (usize, &'static str, usize, &'static str);
+
+/// The first of `rules` (in order) that matches `s[..len]`, applied; returns the new length.
+fn apply_first_rule(s: &mut [char], len: usize, rules: &[SuffixRule]) -> Option<usize> {
+    let &(_, _, cut, tail) = rules
+        .iter()
+        .find(|&&(min, suffix, _, _)| len > min && ends_with(s, len, suffix))?;
+    let len = len - cut;
+    let from = len - tail.chars().count();
+    for (slot, c) in s[from..len].iter_mut().zip(tail.chars()) {
+        *slot = c;
+    }
+    Some(len)
+}
+
 fn french_stem_len(s: &mut [char]) -> usize {
     let mut len = s.len();
     if len > 5 && s[len - 1] == 'x' {
@@ -317,14 +331,7 @@ fn french_stem_len(s: &mut [char]) -> usize {
     if len > 3 && s[len - 1] == 's' {
         len -= 1;
     }
-    if len > 9 && ends_with(s, len, "issement") {
-        len -= 6;
-        s[len - 1] = 'r';
-        return french_norm(s, len);
-    }
-    if len > 8 && ends_with(s, len, "issant") {
-        len -= 4;
-        s[len - 1] = 'r';
+    if let Some(len) = apply_first_rule(s, len, &[(9, "issement", 6, "r"), (8, "issant", 4, "r")]) {
         return french_norm(s, len);
     }
     if len > 6 && ends_with(s, len, "ement") {
@@ -335,43 +342,15 @@ fn french_stem_len(s: &mut [char]) -> usize {
         }
         return french_norm(s, len);
     }
-    if len > 11 && ends_with(s, len, "ficatrice") {
-        len -= 5;
-        s[len - 2] = 'e';
-        s[len - 1] = 'r';
-        return french_norm(s, len);
-    }
-    if len > 10 && ends_with(s, len, "ficateur") {
-        len -= 4;
-        s[len - 2] = 'e';
-        s[len - 1] = 'r';
-        return french_norm(s, len);
-    }
-    if len > 9 && ends_with(s, len, "catrice") {
-        len -= 3;
-        s[len - 4] = 'q';
-        s[len - 3] = 'u';
-        s[len - 2] = 'e';
-        return french_norm(s, len);
-    }
-    if len > 8 && ends_with(s, len, "cateur") {
-        len -= 2;
-        s[len - 4] = 'q';
-        s[len - 3] = 'u';
-        s[len - 2] = 'e';
-        s[len - 1] = 'r';
-        return french_norm(s, len);
-    }
-    if len > 8 && ends_with(s, len, "atrice") {
-        len -= 4;
-        s[len - 2] = 'e';
-        s[len - 1] = 'r';
-        return french_norm(s, len);
-    }
-    if len > 7 && ends_with(s, len, "ateur") {
-        len -= 3;
-        s[len - 2] = 'e';
-        s[len - 1] = 'r';
+    const AGENT_RULES: &[SuffixRule] = &[
+        (11, "ficatrice", 5, "er"),
+        (10, "ficateur", 4, "er"),
+        (9, "catrice", 3, "quer"),
+        (8, "cateur", 2, "quer"),
+        (8, "atrice", 4, "er"),
+        (7, "ateur", 3, "er"),
+    ];
+    if let Some(len) = apply_first_rule(s, len, AGENT_RULES) {
         return french_norm(s, len);
     }
     if len > 6 && ends_with(s, len, "trice") {
@@ -380,42 +359,20 @@ fn french_stem_len(s: &mut [char]) -> usize {
         s[len - 2] = 'u';
         s[len - 1] = 'r';
     }
-    if len > 5 && ends_with(s, len, "ième") {
-        return french_norm(s, len - 4);
-    }
-    if len > 7 && ends_with(s, len, "teuse") {
-        len -= 2;
-        s[len - 1] = 'r';
+    const ENDING_RULES: &[SuffixRule] = &[
+        (5, "ième", 4, ""),
+        (7, "teuse", 2, "r"),
+        (6, "teur", 1, "r"),
+        (5, "euse", 2, ""),
+        (8, "ère", 1, "er"),
+        (7, "ive", 1, "f"),
+        (4, "folle", 2, "u"),
+        (4, "molle", 2, "u"),
+        (9, "nnelle", 5, ""),
+        (9, "nnel", 3, ""),
+    ];
+    if let Some(len) = apply_first_rule(s, len, ENDING_RULES) {
         return french_norm(s, len);
-    }
-    if len > 6 && ends_with(s, len, "teur") {
-        len -= 1;
-        s[len - 1] = 'r';
-        return french_norm(s, len);
-    }
-    if len > 5 && ends_with(s, len, "euse") {
-        return french_norm(s, len - 2);
-    }
-    if len > 8 && ends_with(s, len, "ère") {
-        len -= 1;
-        s[len - 2] = 'e';
-        return french_norm(s, len);
-    }
-    if len > 7 && ends_with(s, len, "ive") {
-        len -= 1;
-        s[len - 1] = 'f';
-        return french_norm(s, len);
-    }
-    if len > 4 && (ends_with(s, len, "folle") || ends_with(s, len, "molle")) {
-        len -= 2;
-        s[len - 1] = 'u';
-        return french_norm(s, len);
-    }
-    if len > 9 && ends_with(s, len, "nnelle") {
-        return french_norm(s, len - 5);
-    }
-    if len > 9 && ends_with(s, len, "nnel") {
-        return french_norm(s, len - 3);
     }
     if len > 4 && ends_with(s, len, "ète") {
         len -= 1;
@@ -424,11 +381,8 @@ fn french_stem_len(s: &mut [char]) -> usize {
     if len > 8 && ends_with(s, len, "ique") {
         len -= 4;
     }
-    if len > 8 && ends_with(s, len, "esse") {
-        return french_norm(s, len - 3);
-    }
-    if len > 7 && ends_with(s, len, "inage") {
-        return french_norm(s, len - 3);
+    if let Some(len) = apply_first_rule(s, len, &[(8, "esse", 3, ""), (7, "inage", 3, "")]) {
+        return french_norm(s, len);
     }
     if len > 9 && ends_with(s, len, "isation") {
         len -= 7;
@@ -437,12 +391,12 @@ fn french_stem_len(s: &mut [char]) -> usize {
         }
         return french_norm(s, len);
     }
-    if len > 9 && ends_with(s, len, "isateur") {
-        return french_norm(s, len - 7);
-    }
-    if len > 8 && (ends_with(s, len, "ation") || ends_with(s, len, "ition")) {
-        return french_norm(s, len - 5);
-    }
+    const NOUN_RULES: &[SuffixRule] = &[
+        (9, "isateur", 7, ""),
+        (8, "ation", 5, ""),
+        (8, "ition", 5, ""),
+    ];
+    let len = apply_first_rule(s, len, NOUN_RULES).unwrap_or(len);
     french_norm(s, len)
 }
 

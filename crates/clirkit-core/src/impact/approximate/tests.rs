@@ -11,6 +11,11 @@ fn scored(c: &Collection, hits: &[Hit]) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// The structure of `c`'s index keeping `postings_per_term` postings per term (0 = all).
+fn pruned(c: &Collection, postings_per_term: usize) -> ApproximateIndex {
+    ApproximateIndex::build(&c.index, BuildParams { postings_per_term }).unwrap()
+}
+
 const EVERYTHING: SearchParams = SearchParams {
     query_terms: 0,
     candidates: usize::MAX,
@@ -19,17 +24,16 @@ const EVERYTHING: SearchParams = SearchParams {
 #[test]
 fn keeping_everything_is_exact_with_canonical_ties() {
     let c = random_collection(7, 600, 300);
-    let approx = ApproximateIndex::build(
-        &c.index,
-        BuildParams {
-            postings_per_term: 0,
-        },
-    )
-    .unwrap();
+    let approx = pruned(&c, 0);
     for q in random_queries(8, 40, 300, 6) {
         for k in [1, 10, 100] {
             let hits = approx.search(&c.index, &q.terms, k, EVERYTHING).unwrap();
-            assert_eq!(scored(&c, &hits), exact_top_k(&c, &q.terms, k), "{} k={k}", q.id);
+            assert_eq!(
+                scored(&c, &hits),
+                exact_top_k(&c, &q.terms, k),
+                "{} k={k}",
+                q.id
+            );
         }
     }
 }
@@ -37,13 +41,7 @@ fn keeping_everything_is_exact_with_canonical_ties() {
 #[test]
 fn pruned_search_returns_exact_scores_best_first() {
     let c = random_collection(11, 800, 200);
-    let approx = ApproximateIndex::build(
-        &c.index,
-        BuildParams {
-            postings_per_term: 20,
-        },
-    )
-    .unwrap();
+    let approx = pruned(&c, 20);
     assert!(approx.kept_postings() < c.index.manifest().num_postings as usize);
     let params = SearchParams {
         query_terms: 2,
@@ -62,7 +60,10 @@ fn pruned_search_returns_exact_scores_best_first() {
         sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
         assert_eq!(hits, sorted);
         let top: Vec<_> = all.iter().take(10).map(|h| &h.0).collect();
-        missed += top.iter().filter(|d| !hits.iter().any(|h| &&h.0 == *d)).count();
+        missed += top
+            .iter()
+            .filter(|d| !hits.iter().any(|h| &&h.0 == *d))
+            .count();
     }
     // Pruning this hard loses some of the exact top 10 (the test would not exercise it else).
     assert!(missed > 0);
@@ -88,13 +89,7 @@ fn batch_search_is_independent_of_threads() {
 #[test]
 fn audit_figures_equal_an_independent_comparison() {
     let c = random_collection(21, 700, 250);
-    let approx = ApproximateIndex::build(
-        &c.index,
-        BuildParams {
-            postings_per_term: 15,
-        },
-    )
-    .unwrap();
+    let approx = pruned(&c, 15);
     let queries = random_queries(22, 50, 250, 8);
     let params = SearchParams {
         query_terms: 3,
@@ -111,7 +106,10 @@ fn audit_figures_equal_an_independent_comparison() {
         let exact = exact_top_k(&c, &q.terms, 10);
         let hits = approx.search(&c.index, &q.terms, 100, params).unwrap();
         let got = scored(&c, &hits[..hits.len().min(10)]);
-        let found = exact.iter().filter(|e| got.iter().any(|g| g.0 == e.0)).count();
+        let found = exact
+            .iter()
+            .filter(|e| got.iter().any(|g| g.0 == e.0))
+            .count();
         let a = found as f64 / exact.len() as f64;
         let sum = |v: &[(String, f64)]| v.iter().map(|x| x.1).sum::<f64>();
         let g = (sum(&exact) - sum(&got)) / sum(&exact);
@@ -139,13 +137,7 @@ fn compare_counts_overlap_and_shortfall() {
 #[test]
 fn calibration_reaches_a_reachable_target() {
     let c = random_collection(31, 600, 200);
-    let approx = ApproximateIndex::build(
-        &c.index,
-        BuildParams {
-            postings_per_term: 0,
-        },
-    )
-    .unwrap();
+    let approx = pruned(&c, 0);
     let queries = random_queries(32, 30, 200, 8);
     let params = calibrate(&approx, &c.index, &queries, 1.0, 30, 1, 10).unwrap();
     let report = audit(&approx, &c.index, &queries, 30, 1, 10, params).unwrap();
