@@ -204,6 +204,9 @@ def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
 #: Keys that only apply to encoding documents and queries with a model.
 ENCODING_KEYS = ("passages", "dtype", "max_length", "batch_size", "fields", *INSTRUCTION_KEYS)
 
+#: The keys every system encoding with a model of its own takes, last in its ``options``.
+MODEL_SYSTEM_KEYS = ("max_length", "batch_size", "fields", "hits", *INSTRUCTION_KEYS)
+
 #: ``clirkit index dense``'s index options as dense system keys (besides ``pq``), with its defaults;
 #: ``nprobe`` is ``clirkit search dense``'s.
 INDEX_DEFAULTS: dict[str, Any] = {
@@ -249,11 +252,7 @@ class DenseKind:
         *INDEX_KEYS,
         "nprobe",
         "dtype",
-        "max_length",
-        "batch_size",
-        "fields",
-        "hits",
-        *INSTRUCTION_KEYS,
+        *MODEL_SYSTEM_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:

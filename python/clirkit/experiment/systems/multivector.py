@@ -15,6 +15,7 @@ from clirkit.experiment.stage import RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.dense import (
     ENCODING_KEYS,
+    MODEL_SYSTEM_KEYS,
     SEPARATOR,
     DenseKind,
     add_index_stage,
@@ -27,7 +28,6 @@ from clirkit.experiment.systems.dense import (
     write_search_run,
 )
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder
-from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -165,11 +165,7 @@ class MultiVectorKind:
         "dtype",
         *BUILD_DEFAULTS,
         *SEARCH_DEFAULTS,
-        "max_length",
-        "batch_size",
-        "fields",
-        "hits",
-        *INSTRUCTION_KEYS,
+        *MODEL_SYSTEM_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
