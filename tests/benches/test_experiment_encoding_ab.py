@@ -20,6 +20,11 @@ SCRIPT = REPO / "benches" / "encoders" / "experiment_encoding_ab.py"
 
 
 def test_ab_runs_each_checkout_twice_on_the_first_documents(tmp_path):
+    if not any((REPO / "python" / "clirkit").glob("_native*")):
+        pytest.skip(
+            "the A/B script runs each checkout's in-tree build (python/clirkit/_native*), and this "
+            "checkout has none (clirkit was installed with pip)"
+        )
     tiny_transformer.build(tmp_path / "model")
     data = tmp_path / "beir"
     (data / "qrels").mkdir(parents=True)

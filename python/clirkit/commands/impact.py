@@ -11,6 +11,7 @@ from clirkit.commands.common import (
     add_search_parser,
     add_worker_options,
     non_negative_int,
+    picked,
     positive_int,
     positive_u32,
     seed_int,
@@ -136,14 +137,8 @@ def _add_approximate_options(s: argparse.ArgumentParser) -> None:
 
 
 def _index(args: argparse.Namespace) -> int:
-    index = ImpactIndex.build(
-        args.vectors,
-        args.index,
-        quantize=args.quantize,
-        threads=args.threads,
-        quiet=args.quiet,
-        memory_budget_mb=args.memory_mb,
-    )
+    options = picked(args, "quantize", "threads", "quiet")
+    index = ImpactIndex.build(args.vectors, args.index, memory_budget_mb=args.memory_mb, **options)
     if not args.quiet:
         print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
     return 0

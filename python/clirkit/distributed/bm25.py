@@ -20,15 +20,7 @@ from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, query_triples
-from clirkit.distributed.cluster import (
-    RayAddress,
-    actor_cpus,
-    cluster_cpus,
-    connected,
-    crash_if_marked,
-    require_ray,
-    task_threads,
-)
+from clirkit.distributed import cluster
 from clirkit.distributed.sharded import ShardedManifest, read_manifest
 
 #: A query as the shards take it: (qid, text, lang or None).
@@ -44,7 +36,7 @@ def _build_shard(
     crash_once: str | None = None,
 ) -> int:
     """Build one shard (a Ray task, or a plain call); returns its document count."""
-    crash_if_marked(crash_once)
+    cluster.crash_if_marked(crash_once)
     index = _native.Bm25Index.build(corpus, shard_dir, threads=threads, range=line_range, **options)
     return index.num_docs
 
@@ -56,7 +48,7 @@ def build_sharded_bm25(
     *,
     threads: int = 0,
     quiet: bool = False,
-    ray: RayAddress = None,
+    ray: cluster.RayAddress = None,
     max_retries: int = 3,
     _crash_once: PathLike | None = None,
     **options: Any,
@@ -98,13 +90,18 @@ def build_sharded_bm25(
                     corpus, line_range, os.fspath(build.shard_dir(i)), {**options, "quiet": quiet}, threads
                 )
         else:
-            with connected(ray) as ray_module:
-                cpus = min(float(threads or 1), cluster_cpus(ray_module))
+            with cluster.connected(ray) as ray_module:
+                cpus = min(float(threads or 1), cluster.cluster_cpus(ray_module))
                 task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_build_shard)
                 shard_options = {**options, "quiet": True}
                 refs = [
                     task.remote(
-                        corpus, r, os.fspath(build.shard_dir(i)), shard_options, task_threads(cpus), crash
+                        corpus,
+                        r,
+                        os.fspath(build.shard_dir(i)),
+                        shard_options,
+                        cluster.task_threads(cpus),
+                        crash,
                     )
                     for i, r in enumerate(ranges)
                 ]
@@ -218,7 +215,7 @@ class _ShardActor:
         self._threads = threads
 
     def search(self, triples: list[QueryTriple], options: dict[str, Any], crash_once: str | None) -> bytes:
-        crash_if_marked(crash_once)
+        cluster.crash_if_marked(crash_once)
         return self._shard.batch_search(triples, threads=self._threads, **options).shard_hits()
 
 
@@ -239,19 +236,19 @@ class RayShardedBM25(_ShardedSearch):
         max_restarts: int = 3,
         _crash_once: PathLike | None = None,
     ) -> None:
-        ray = require_ray()
+        ray = cluster.require_ray()
         if not ray.is_initialized():
             raise InvalidInputError("connect to a Ray cluster first (clirkit.distributed.cluster.connected)")
         self.manifest = _checked_bm25(read_manifest(index))
         self._ray = ray
         self._crash_once = None if _crash_once is None else os.fspath(_crash_once)
         shards = len(self.manifest.shards)
-        cpus = cpus_per_shard if cpus_per_shard is not None else actor_cpus(ray, shards)
+        cpus = cpus_per_shard if cpus_per_shard is not None else cluster.actor_cpus(ray, shards)
         actor = ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
             _ShardActor
         )
         path = os.path.abspath(self.manifest.path)
-        self.actors = [actor.remote(path, i, task_threads(cpus)) for i in range(shards)]
+        self.actors = [actor.remote(path, i, cluster.task_threads(cpus)) for i in range(shards)]
 
     def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
         queries = self._ray.put(triples)

@@ -6,6 +6,7 @@ files together), and its search encodes the task's queries."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -103,6 +104,40 @@ def add_index_stage(
     )
 
 
+def document_encode_stages(
+    plan: Plan,
+    family: str,
+    task: Any,
+    options: dict[str, Any],
+    model: Any,
+    stage: tuple[str, str, dict[str, Any]],
+    prefix: str,
+    encode: Callable[..., None],
+) -> tuple[list[Stage], list[str]]:
+    """Each document source's encode stage and the prefix of its files: the ``encode-heads`` stage it
+    shares with other systems when there is one, else a stage ``(name, verb, params)`` (keyed by the
+    file, labelled ``<verb> <folder>/<file>``) running ``encode(stage, out, ctx, path=<file>)``."""
+    name, verb, params = stage
+    encodes, prefixes = [], []
+    for source in task.docs.sources:
+        shared = heads_encode_stage(plan, family, source, options, model)
+        if shared is None:
+            label = f"{verb} {Path(source.path).parent.name}/{Path(source.path).name}"
+            action = functools.partial(encode, path=source.path)
+            own = Stage(name, label, params, (), {"file": source.identity()["file"]}, action)
+            shared = (plan.add(own), prefix)
+        encodes.append(shared[0])
+        prefixes.append(shared[1])
+    return encodes, prefixes
+
+
+def kept_document_ids(source: Any) -> Optional[frozenset[str]]:
+    """Ids of the documents a language-filtered source keeps; None when the source has no filter."""
+    if source.lang_filter is None:
+        return None
+    return frozenset(doc_id for doc_id, *_ in iter_documents(source))
+
+
 def add_query_stage(
     plan: Plan,
     name: str,
@@ -169,6 +204,9 @@ def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
 #: Keys that only apply to encoding documents and queries with a model.
 ENCODING_KEYS = ("passages", "dtype", "max_length", "batch_size", "fields", *INSTRUCTION_KEYS)
 
+#: The keys every system encoding with a model of its own takes, last in its ``options``.
+MODEL_SYSTEM_KEYS = ("max_length", "batch_size", "fields", "hits", *INSTRUCTION_KEYS)
+
 #: ``clirkit index dense``'s index options as dense system keys (besides ``pq``), with its defaults;
 #: ``nprobe`` is ``clirkit search dense``'s.
 INDEX_DEFAULTS: dict[str, Any] = {
@@ -214,11 +252,7 @@ class DenseKind:
         *INDEX_KEYS,
         "nprobe",
         "dtype",
-        "max_length",
-        "batch_size",
-        "fields",
-        "hits",
-        *INSTRUCTION_KEYS,
+        *MODEL_SYSTEM_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
@@ -249,35 +283,25 @@ class DenseKind:
             return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = document_encode_params(model, options)
-        encodes, prefixes = [], []
-        for source in task.docs.sources:
-            shared = heads_encode_stage(plan, "dense", source, options, model)
-            if shared is not None:
-                encodes.append(shared[0])
-                prefixes.append(shared[1])
-                continue
 
-            def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.encoders.corpus import encode_file, output_paths
+        def encode(stage: Stage, out: Path, ctx: RunContext, path: str) -> None:
+            from clirkit.encoders.corpus import encode_file, output_paths
 
-                def written(prefix: Path) -> list[Path]:
-                    return [output_paths(prefix)[kind] for kind in ("npy", "ids")]
+            def written(prefix: Path) -> list[Path]:
+                return [output_paths(prefix)[kind] for kind in ("npy", "ids")]
 
-                encode_documents_resumably(stage, out, ctx, options, path, EMBEDDINGS, encode_file, written)
+            encode_documents_resumably(stage, out, ctx, options, path, EMBEDDINGS, encode_file, written)
 
-            label = f"encode {Path(source.path).parent.name}/{Path(source.path).name}"
-            identity = {"file": source.identity()["file"]}
-            encodes.append(plan.add(Stage("encode", label, encode_params, (), identity, encode)))
-            prefixes.append(EMBEDDINGS)
+        encodes, prefixes = document_encode_stages(
+            plan, "dense", task, options, model, ("encode", "encode", encode_params), EMBEDDINGS, encode
+        )
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.dense import read_ids
 
             parts = []
             for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
-                wanted = None
-                if source.lang_filter is not None:
-                    wanted = frozenset(doc_id for doc_id, *_ in iter_documents(source))
+                wanted = kept_document_ids(source)
                 npy = encoded.output / f"{prefix}.npy"
                 parts.append((npy, read_ids(encoded.output / f"{prefix}.ids.txt"), wanted))
             build_dense(parts, out / "index", options, ctx, passages=options["passages"] is not None)

@@ -19,13 +19,19 @@ from typing import Any, Optional
 
 from clirkit.datasets import ID_FIELDS, record_id
 from clirkit.experiment.config.reader import NUMBER, TableReader
-from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.bm25 import drop_self_hits
-from clirkit.experiment.systems.dense import add_index_stage, add_query_stage, cached_encoder, encoder_options
-from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
+from clirkit.experiment.systems.dense import (
+    add_index_stage,
+    add_query_stage,
+    cached_encoder,
+    document_encode_stages,
+    encoder_options,
+    kept_document_ids,
+)
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder
 from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS, encoder_instructions, role_instructions
 from clirkit.experiment.systems.precomputed import (
     document_parts,
@@ -209,34 +215,32 @@ class ImpactKind:
             "max_length": options["max_length"],
             **role_instructions(options, "passage"),
         }
-        encodes, prefixes = [], []
-        for source in task.docs.sources:
-            shared = heads_encode_stage(plan, "sparse", source, {**options, "passages": None}, model)
-            if shared is not None:
-                encodes.append(shared[0])
-                prefixes.append(shared[1])
-                continue
 
-            def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.encoders import encode_sparse_file
+        def encode(stage: Stage, out: Path, ctx: RunContext, path: str) -> None:
+            from clirkit.encoders import encode_sparse_file
 
-                prefix = ctx.store.partial(stage.digest) / VECTORS
-                done = encode_sparse_file(
-                    _encoder(ctx, options), path, prefix, fields=options["fields"], quiet=ctx.quiet
-                ).vectors_path
-                done.rename(out / done.name)
+            prefix = ctx.store.partial(stage.digest) / VECTORS
+            done = encode_sparse_file(
+                _encoder(ctx, options), path, prefix, fields=options["fields"], quiet=ctx.quiet
+            ).vectors_path
+            done.rename(out / done.name)
 
-            label = f"sparse-encode {Path(source.path).parent.name}/{Path(source.path).name}"
-            identity = {"file": source.identity()["file"]}
-            encodes.append(plan.add(Stage("sparse-encode", label, encode_params, (), identity, encode)))
-            prefixes.append(VECTORS)
+        encodes, prefixes = document_encode_stages(
+            plan,
+            "sparse",
+            task,
+            {**options, "passages": None},
+            model,
+            ("sparse-encode", "sparse-encode", encode_params),
+            VECTORS,
+            encode,
+        )
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             parts = []
             for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
-                keep = None
-                if source.lang_filter is not None:
-                    keep = frozenset(doc_id for doc_id, *_ in iter_documents(source)).__contains__
+                kept = kept_document_ids(source)
+                keep = None if kept is None else kept.__contains__
                 parts.append((os.fspath(encoded.output / f"{prefix}.vectors.jsonl"), keep))
             build_impact(parts, out, options, ctx)
 

@@ -10,23 +10,24 @@ import os
 from pathlib import Path
 from typing import Any
 
-from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RunContext, Stage, model_identity
 from clirkit.experiment.systems import register_system_kind
 from clirkit.experiment.systems.dense import (
     ENCODING_KEYS,
+    MODEL_SYSTEM_KEYS,
     SEPARATOR,
     DenseKind,
     add_index_stage,
     add_query_stage,
     dense_encoder,
     document_encode_params,
+    document_encode_stages,
     encode_documents_resumably,
+    kept_document_ids,
     write_search_run,
 )
-from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
-from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS
+from clirkit.experiment.systems.heads import declared_families, head_query_encoder
 from clirkit.experiment.systems.precomputed import (
     document_parts,
     input_identity,
@@ -164,11 +165,7 @@ class MultiVectorKind:
         "dtype",
         *BUILD_DEFAULTS,
         *SEARCH_DEFAULTS,
-        "max_length",
-        "batch_size",
-        "fields",
-        "hits",
-        *INSTRUCTION_KEYS,
+        *MODEL_SYSTEM_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
@@ -187,35 +184,32 @@ class MultiVectorKind:
             return self._plan_precomputed(plan, spec, task)
         model = model_identity(options["model"])
         encode_params = {**document_encode_params(model, options), "tokens": True}
-        encodes, prefixes = [], []
-        for source in task.docs.sources:
-            shared = heads_encode_stage(plan, "multivector", source, options, model)
-            if shared is not None:
-                encodes.append(shared[0])
-                prefixes.append(shared[1])
-                continue
 
-            def encode(stage: Stage, out: Path, ctx: RunContext, path: str = source.path) -> None:
-                from clirkit.encoders.tokens import encode_tokens_file, token_paths
+        def encode(stage: Stage, out: Path, ctx: RunContext, path: str) -> None:
+            from clirkit.encoders.tokens import encode_tokens_file, token_paths
 
-                def written(prefix: Path) -> list[Path]:
-                    return list(token_paths(prefix).values())
+            def written(prefix: Path) -> list[Path]:
+                return list(token_paths(prefix).values())
 
-                encode_documents_resumably(
-                    stage, out, ctx, options, path, TOKENS, encode_tokens_file, written
-                )
+            encode_documents_resumably(stage, out, ctx, options, path, TOKENS, encode_tokens_file, written)
 
-            label = f"encode tokens {Path(source.path).parent.name}/{Path(source.path).name}"
-            identity = {"file": source.identity()["file"]}
-            encodes.append(plan.add(Stage("encode-tokens", label, encode_params, (), identity, encode)))
-            prefixes.append(TOKENS)
+        encodes, prefixes = document_encode_stages(
+            plan,
+            "multivector",
+            task,
+            options,
+            model,
+            ("encode-tokens", "encode tokens", encode_params),
+            TOKENS,
+            encode,
+        )
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             parts = []
             for source, encoded, prefix in zip(task.docs.sources, encodes, prefixes):
                 wanted = None
-                if source.lang_filter is not None:
-                    docs = frozenset(doc_id for doc_id, *_ in iter_documents(source))
+                docs = kept_document_ids(source)
+                if docs is not None:
                     doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if options["passages"] else (lambda i: i)
                     wanted = lambda i, docs=docs, doc_of=doc_of: doc_of(i) in docs  # noqa: E731
                 parts.append((encoded.output / prefix, wanted))
