@@ -13,12 +13,13 @@ SAMPLE = REPO / "python" / "clirkit" / "data" / "sample"
 BENCHES = REPO / "benches"
 
 
-def sample_experiment_head(name: str, languages) -> str:
+def sample_experiment_head(name: str, languages, hits: int | None = None) -> str:
     """The start of an experiment file over the embedded sample: each of ``languages``' questions
-    against every document (the ``mlir`` setting), absolute paths."""
+    against every document (the ``mlir`` setting), absolute paths; ``hits`` per query when given."""
     quoted = ", ".join(f'"{lang}"' for lang in languages)
+    depth = f"hits = {hits}\n" if hits is not None else ""
     return (
-        f'[experiment]\nname = "{name}"\n\n[collections.sample]\npath = "{SAMPLE}"\nqrels = "qrels.tsv"\n'
+        f'[experiment]\nname = "{name}"\n{depth}\n[collections.sample]\npath = "{SAMPLE}"\nqrels = "qrels.tsv"\n'
         f'lang_field = "lang"\n\n[[tasks]]\ncollection = "sample"\nsetting = "mlir"\nlanguages = [{quoted}]\n'
     )
 

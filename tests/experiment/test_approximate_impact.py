@@ -18,23 +18,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "python" / "clirkit" / "data" / "
 
 
 def _config(tmp_path: Path, model: Path, approximate: str) -> Path:
-    text = f"""
-[experiment]
-name = "approximate"
-hits = 20
-
-[collections.sample]
-path = "{SAMPLE}"
-corpus = "corpus.jsonl"
-queries = "queries.jsonl"
-qrels = "qrels.tsv"
-lang_field = "lang"
-
-[[tasks]]
-collection = "sample"
-setting = "mlir"
-languages = ["en"]
-
+    text = (
+        sample_experiment_head("approximate", ["en"], hits=20)
+        + f"""
 [systems.exact]
 kind = "impact"
 model = "{model}"
@@ -47,6 +33,7 @@ approximate = {approximate}
 [evaluation]
 measures = ["nDCG@10"]
 """
+    )
     path = tmp_path / "approximate.toml"
     path.write_text(text, encoding="utf-8")
     return path
