@@ -169,7 +169,7 @@ def fuse_attention(model: Any, masked: bool) -> int:
         nodes.insert(0, helper.make_node("Cast", [MASK_INPUT], [padding_mask], to=6))  # int32
     nodes.extend(node for _, node in fused)
     del graph.node[:]
-    graph.node.extend(_topological(nodes, graph))
+    graph.node.extend(topological(nodes, graph))
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return len(fused)
@@ -225,7 +225,7 @@ def drop_softmax_nan_guards(model: Any) -> int:
     return len(renamed)
 
 
-def _topological(nodes: list[Any], graph: Any) -> list[Any]:
+def topological(nodes: list[Any], graph: Any) -> list[Any]:
     """``nodes`` ordered so that every node comes after the producers of its inputs (ONNX requires it;
     the fused nodes were appended at the end)."""
     available = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}

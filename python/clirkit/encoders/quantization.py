@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from clirkit._native import InvalidInputError
+from clirkit.encoders.attention import topological
 
 QUANT_MAX = 255.0  # uint8 activations
 
@@ -249,30 +250,10 @@ def float_weights(model: Any) -> Any | None:
     for tensor in unused:
         graph.initializer.remove(tensor)
     del graph.node[:]
-    graph.node.extend(topological(kept, {i.name for i in graph.input} | {t.name for t in graph.initializer}))
+    # A float product reading a dequantized embedding must follow the DequantizeLinear that the int8
+    # graph placed after it.
+    graph.node.extend(topological(kept, graph))
     return model
-
-
-def topological(nodes: list[Any], available: set[str]) -> list[Any]:
-    """``nodes`` in an order where each reads only what ``available`` or an earlier node gives (ONNX's
-    rule), keeping the given order where it already holds: a float product reading a dequantized embedding
-    must follow the ``DequantizeLinear`` that the int8 graph placed after it."""
-    produced = {output for node in nodes for output in node.output}
-    ready = set(available)
-    pending = list(nodes)
-    ordered: list[Any] = []
-    while pending:
-        waiting = []
-        for node in pending:
-            if all(not name or name in ready or name not in produced for name in node.input):
-                ordered.append(node)
-                ready.update(node.output)
-            else:
-                waiting.append(node)
-        if len(waiting) == len(pending):
-            raise InvalidInputError(f"the graph has a cycle through {waiting[0].op_type} '{waiting[0].name}'")
-        pending = waiting
-    return ordered
 
 
 def write_float_model(model_dir: Path, target: Path) -> Path:
