@@ -18,7 +18,7 @@ __all__ = [
     "InvalidInputError",
     "InternalError",
     "max_record_bytes",
-    "read_input_bytes",
+    "InputStream",
     "set_max_record_bytes",
     "read_run",
     "write_run",
@@ -81,7 +81,13 @@ class InternalError(ClirkitError): ...
 
 # --- runs and qrels -------------------------------------------------------------------------
 def max_record_bytes() -> int: ...
-def read_input_bytes(path: str) -> bytes: ...
+
+@final
+class InputStream:
+    def __new__(cls, path: str) -> InputStream: ...
+    def read(self, size: int) -> bytes: ...
+    def close(self) -> None: ...
+
 def set_max_record_bytes(limit: int) -> None: ...
 def read_run(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def write_run(path: str, run: Dict[str, Dict[str, float]], tag: str = "clirkit") -> None: ...
@@ -261,17 +267,12 @@ class ApproximateImpactIndex:
     def kept_postings(self) -> int: ...
     @property
     def memory_bytes(self) -> int: ...
+    # settings: (query_terms, candidates), clirkit.impact.ApproximateSettings's fields
     def search(
-        self, query: List[Tuple[str, float]], k: int, query_terms: int, candidates: int
+        self, query: List[Tuple[str, float]], k: int, settings: Tuple[int, int]
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
-        self,
-        queries: _ImpactQueries,
-        k: int,
-        query_terms: int,
-        candidates: int,
-        threads: int,
-        quiet: bool,
+        self, queries: _ImpactQueries, k: int, settings: Tuple[int, int], threads: int, quiet: bool
     ) -> SearchResults: ...
     def search_file_to_trec(
         self,
@@ -279,20 +280,12 @@ class ApproximateImpactIndex:
         output: str,
         k: int,
         tag: str,
-        query_terms: int,
-        candidates: int,
+        settings: Tuple[int, int],
         threads: int,
         quiet: bool,
     ) -> int: ...
     def audit(
-        self,
-        queries: _ImpactQueries,
-        n: int,
-        seed: int,
-        k: int,
-        query_terms: int,
-        candidates: int,
-        threads: int,
+        self, queries: _ImpactQueries, n: int, seed: int, k: int, settings: Tuple[int, int], threads: int
     ) -> str: ...
     def calibrate(
         self,
