@@ -25,13 +25,13 @@ pub fn with_threads<T: Send>(
 }
 
 /// A run held in Rust: queries in first-appearance order, documents in canonical order.
-#[pyclass(module = "clirkit._native", frozen)]
-pub struct NativeRun {
+#[pyclass(name = "NativeRun", module = "clirkit._native", frozen)]
+pub struct PyNativeRun {
     inner: Arc<RunLists>,
 }
 
 #[pymethods]
-impl NativeRun {
+impl PyNativeRun {
     /// Read a TREC run file (parallel parser; same checks as `read_run`).
     #[staticmethod]
     #[pyo3(signature = (path, threads = None))]
@@ -39,7 +39,7 @@ impl NativeRun {
         let lists = py
             .detach_caught(|| with_threads(threads, || read_run_lists(&path)))
             .py_err()?;
-        Ok(NativeRun {
+        Ok(PyNativeRun {
             inner: Arc::new(lists),
         })
     }
@@ -66,7 +66,7 @@ impl NativeRun {
                 )
                 .py_err()?;
         }
-        Ok(NativeRun {
+        Ok(PyNativeRun {
             inner: Arc::new(builder.finish()),
         })
     }
@@ -149,7 +149,7 @@ enum Source {
 fn sources(runs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Source>> {
     runs.iter()
         .map(|run| {
-            if let Ok(native) = run.cast::<NativeRun>() {
+            if let Ok(native) = run.cast::<PyNativeRun>() {
                 return Ok(Source::Loaded(native.get().inner.clone()));
             }
             run.extract::<PathBuf>().map(Source::File).map_err(|_| {
@@ -202,12 +202,12 @@ fn fuse(
     alpha: Option<f64>,
     top: Option<usize>,
     threads: Option<usize>,
-) -> PyResult<NativeRun> {
+) -> PyResult<PyNativeRun> {
     let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
     let fused = with_loaded_runs(py, sources(&runs)?, threads, |runs| {
         core_fuse(runs, &options)
     })?;
-    Ok(NativeRun {
+    Ok(PyNativeRun {
         inner: Arc::new(fused),
     })
 }
@@ -238,7 +238,7 @@ fn fuse_to_file(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<NativeRun>()?;
+    m.add_class::<PyNativeRun>()?;
     m.add_function(wrap_pyfunction!(fuse, m)?)?;
     m.add_function(wrap_pyfunction!(fuse_to_file, m)?)?;
     // The option names, listed once in the core: Python validates and documents with these.
