@@ -24,6 +24,16 @@ def sample_experiment_head(name: str, languages, hits: int | None = None) -> str
     )
 
 
+def zstd_frame(data: bytes) -> bytes:
+    """``data`` as a zstd frame of raw (stored) blocks: what any zstd reader decodes, made without a
+    zstd library."""
+    out = bytearray(b"\x28\xb5\x2f\xfd\x00\x58")  # magic; no checksum or size; a 2 MiB window
+    chunks = [data[i : i + (1 << 17)] for i in range(0, len(data), 1 << 17)] or [b""]
+    for i, chunk in enumerate(chunks):
+        out += ((len(chunk) << 3) | (i == len(chunks) - 1)).to_bytes(3, "little") + chunk
+    return bytes(out)
+
+
 def bm25_system(name: str, **params: float) -> str:
     """A ``[systems.NAME]`` table of an experiment file: BM25 over the ``text`` field, with PARAMS (k1, b)."""
     settings = [f"{key} = {value}" for key, value in params.items()]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -105,22 +104,83 @@ def id_problem(doc_id: str) -> str | None:
     return None
 
 
+#: Bytes read from a compressed input per call into the Rust decoder.
+_STREAM_CHUNK = 1 << 20
+
+
+class _DecodedInput(io.RawIOBase):
+    """A gzip or zstd input decompressed as a stream by the Rust input layer
+    (:class:`clirkit._native.InputStream`: the byte-order mark dropped, errors naming the file),
+    so memory stays at a buffer whatever the file's size. Seeking forward reads on; seeking back
+    reopens the file and reads from its start (a resumed reader seeks once, forward)."""
+
+    def __init__(self, path: str) -> None:
+        from clirkit._native import InputStream
+
+        self._path = path
+        self._stream = InputStream(path)
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self._position += n
+        return n
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._position
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation(f"{self._path}: a compressed input cannot seek from its end")
+        if offset < 0:
+            raise ValueError(f"{self._path}: negative seek position {offset}")
+        if offset < self._position:
+            from clirkit._native import InputStream
+
+            self._stream.close()
+            self._stream = InputStream(self._path)
+            self._position = 0
+        while self._position < offset:
+            skipped = len(self._stream.read(min(_STREAM_CHUNK, offset - self._position)))
+            if not skipped:
+                break  # past the end: reads there return nothing, as for a plain file
+            self._position += skipped
+        return self._position
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
+
+
 def open_input(path: PathLike) -> IO[bytes]:
     """Open an input file for binary reading, decompressing gzip and zstd (recognised by their magic
-    bytes, as the Rust reader does): gzip as a stream, zstd through the Rust input layer (read whole,
-    the byte-order mark dropped there)."""
-    f = open(path, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
+    bytes, as the Rust reader does) as a stream through the Rust input layer (the byte-order mark
+    dropped there; a damaged stream is an ``OSError`` naming the file). A plain file is opened as it
+    is (its byte-order mark left to the line readers)."""
+    where = os.fspath(path)
+    f = open(where, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
     head = f.read(4)
+    if head.startswith(_GZIP_MAGIC) or head.startswith(_ZSTD_MAGIC):
+        f.close()
+        return io.BufferedReader(_DecodedInput(where), buffer_size=_STREAM_CHUNK)
     f.seek(0)
-    if head.startswith(_GZIP_MAGIC):
-        f.close()
-        return gzip.open(path, "rb")
-    if head.startswith(_ZSTD_MAGIC):
-        f.close()
-        from clirkit._native import read_input_bytes
-
-        return io.BytesIO(read_input_bytes(os.fspath(path)))
     return f
+
+
+def is_decompressed(f: IO[bytes]) -> bool:
+    """Whether ``f`` (from :func:`open_input`) reads a gzip or zstd file through its decoder."""
+    return isinstance(getattr(f, "raw", None), _DecodedInput)
 
 
 class Record(NamedTuple):

@@ -14,17 +14,7 @@ from pathlib import Path
 import pytest
 from clirkit import ClirkitError
 from clirkit.experiment import Experiment
-from conftest import SAMPLE
-
-
-def zstd_frame(data: bytes) -> bytes:
-    """``data`` as a zstd frame of raw (stored) blocks: what any zstd reader decodes, made without a
-    zstd library."""
-    out = bytearray(b"\x28\xb5\x2f\xfd\x00\x58")  # magic; no checksum or size; a 2 MiB window
-    chunks = [data[i : i + (1 << 17)] for i in range(0, len(data), 1 << 17)] or [b""]
-    for i, chunk in enumerate(chunks):
-        out += ((len(chunk) << 3) | (i == len(chunks) - 1)).to_bytes(3, "little") + chunk
-    return bytes(out)
+from conftest import SAMPLE, zstd_frame
 
 
 def english_collection(root: Path, compress: str = "") -> Path:

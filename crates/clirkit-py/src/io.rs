@@ -1,12 +1,15 @@
 //! Run and qrels files to and from Python's `dict[qid, dict[docid, value]]` (pytrec_eval's shape).
 
 use crate::common::define_register;
-use crate::errors::{DetachCaught, IntoPy};
+use crate::errors::{to_py, DetachCaught, IntoPy};
+use clirkit_core::error::IoContext;
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::collections::HashMap;
+use std::io::{BufRead, Read};
+use std::sync::Mutex;
 
 pub type PyRun = Vec<(String, Vec<(String, f64)>)>;
 /// Qrels as ordered (qid, [(docid, label)]) pairs.
@@ -50,17 +53,52 @@ fn set_max_record_bytes(limit: usize) -> PyResult<()> {
     clirkit_core::io::jsonl::set_max_record_bytes(limit).py_err()
 }
 
-/// An input file's bytes, decompressed (gzip or zstd, by magic bytes), a byte-order mark dropped:
-/// the Rust input layer, for the Python readers' zstd inputs.
-#[pyfunction]
-fn read_input_bytes<'py>(
-    py: Python<'py>,
+/// An input file read as a stream through the Rust input layer (gzip and zstd decompressed, by
+/// magic bytes; a byte-order mark dropped), for the Python record readers: `read(n)` hands out the
+/// next decompressed bytes, so a large compressed file is never held whole.
+#[pyclass(name = "InputStream", module = "clirkit._native", frozen)]
+struct InputStream {
     path: std::path::PathBuf,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = py
-        .detach_caught(|| clirkit_core::io::input::read_input(&path))
-        .py_err()?;
-    Ok(PyBytes::new(py, &bytes))
+    reader: Mutex<Option<Box<dyn BufRead + Send>>>,
+}
+
+#[pymethods]
+impl InputStream {
+    #[new]
+    fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
+        let reader = py
+            .detach_caught(|| clirkit_core::io::input::open_input(&path))
+            .py_err()?;
+        Ok(InputStream {
+            path,
+            reader: Mutex::new(Some(reader)),
+        })
+    }
+
+    /// Up to `size` decompressed bytes (fewer only at the end of the file; empty there).
+    fn read<'py>(&self, py: Python<'py>, size: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let mut guard = self.reader.lock().expect("not poisoned");
+        let Some(reader) = guard.as_mut() else {
+            return Err(to_py(clirkit_core::Error::invalid(format!(
+                "{}: the input stream is closed",
+                self.path.display()
+            ))));
+        };
+        let path = &self.path;
+        let bytes = py
+            .detach_caught(|| -> clirkit_core::Result<Vec<u8>> {
+                let mut buf = Vec::with_capacity(size);
+                reader.take(size as u64).read_to_end(&mut buf).at(path)?;
+                Ok(buf)
+            })
+            .py_err()?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Close the file (reading afterwards is an error).
+    fn close(&self) {
+        self.reader.lock().expect("not poisoned").take();
+    }
 }
 
 /// Read a TREC run: a list of (qid, [(docid, score), ...]) in canonical order.
@@ -93,6 +131,6 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
         .map(|q| q.queries)
 }
 
-define_register!(classes: [], functions: [
-    max_record_bytes, read_input_bytes, set_max_record_bytes, read_run, write_run, read_qrels
+define_register!(classes: [InputStream], functions: [
+    max_record_bytes, set_max_record_bytes, read_run, write_run, read_qrels
 ]);

@@ -4,7 +4,6 @@ with SIGBUS), gzip-compressed or not."""
 
 from __future__ import annotations
 
-import gzip
 import os
 from typing import Any
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
-from clirkit.datasets import BOM, id_problem, open_input
+from clirkit.datasets import BOM, id_problem, is_decompressed, open_input
 
 __all__ = ["as_matrix", "load_matrix", "load_npy", "npy_header", "read_ids"]
 
@@ -41,10 +40,10 @@ def load_npy(path: PathLike) -> np.ndarray:
 
 def npy_header(path: PathLike) -> tuple[np.dtype, bool, bool]:
     """``(dtype, fortran_order, compressed)`` of a ``.npy`` file from its header alone (read, not
-    mapped; gzip-compressed or not); a file that is not a ``.npy`` is an InvalidInputError naming it."""
+    mapped; gzip- or zstd-compressed or not); a file that is not a ``.npy`` is an InvalidInputError naming it."""
     try:
         with open_input(path) as f:
-            compressed = isinstance(f, gzip.GzipFile)
+            compressed = is_decompressed(f)
             version = np.lib.format.read_magic(f)
             read = (
                 np.lib.format.read_array_header_1_0
