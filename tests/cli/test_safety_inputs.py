@@ -169,9 +169,19 @@ def test_merge_of_docvector_indexes_names_the_flag_that_exists(tmp_path, capsys)
     for name in ("a", "b"):
         corpus = tmp_path / f"{name}.jsonl"
         corpus.write_text(f'{{"_id": "{name}", "text": "{name} pie"}}\n')
-        argv = ["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / name), "--store-docvectors"]
+        argv = [
+            "index",
+            "bm25",
+            "--corpus",
+            str(corpus),
+            "--index",
+            str(tmp_path / name),
+            "--store-docvectors",
+        ]
         assert cli([*argv, "--quiet"]) == 0
-    assert cli(["index", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--index", str(tmp_path / "m")]) == 2
+    assert (
+        cli(["index", "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--index", str(tmp_path / "m")]) == 2
+    )
     err = capsys.readouterr().err
     assert "--store-docvectors" in err and "--docvectors" not in err.replace("--store-docvectors", "")
 
