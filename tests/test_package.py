@@ -105,3 +105,74 @@ def test_threads_zero_is_all_cores_and_negative_is_refused(tmp_path, capsys):
     with pytest.raises(clirkit.InvalidInputError, match="threads must be at most 1024"):
         checked_threads(100000)
     assert cli.main([*argv, "--threads", "0"]) == 0
+
+
+# Private names of other libraries that their documentation makes part of their interface (a
+# namedtuple's `_asdict`/`_fields`, `os._exit`) or that have no public spelling
+# (`argparse._SubParsersAction`, the type `add_subparsers` returns).
+FOREIGN_PRIVATE = {"_asdict", "_fields", "_exit", "_SubParsersAction"}
+
+
+def private_names_crossing(package):
+    """Each `_private` name (not a dunder) a module of ``package`` uses but does not define:
+    imported from another module (`from clirkit.x import _f`, unless `_f` is a module), or reached
+    as an attribute (`obj._f`, `self._f` inherited from a class of another module)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(package)
+    modules = set()
+    for path in root.rglob("*.py*"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        modules.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        defined = set(FOREIGN_PRIVATE)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                defined.add(node.attr)
+            elif isinstance(node, ast.arg):
+                defined.add(node.arg)
+        name = path.relative_to(root.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == root.name:
+                for alias in node.names:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private and f"{node.module}.{alias.name}" not in modules:
+                        found.append(f"{name}:{node.lineno}: imports {node.module}.{alias.name}")
+            elif isinstance(node, ast.Attribute):
+                attr = node.attr
+                if attr.startswith("_") and not attr.startswith("__") and attr not in defined:
+                    found.append(f"{name}:{node.lineno}: uses {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_name_crosses_a_module_border():
+    assert private_names_crossing(os.path.dirname(clirkit.__file__)) == []
+
+
+def test_the_private_name_check_finds_imports_and_attributes(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_helpers.py").write_text(
+        "def _f():\n    pass\n\nclass Base:\n    def _hook(self):\n        pass\n"
+    )
+    (package / "ok.py").write_text(
+        "from pkg import _helpers\nfrom pkg._helpers import Base\n\nclass Own(Base):\n"
+        "    def _own(self):\n        return self._own\n"
+    )
+    (package / "bad.py").write_text(
+        "from pkg._helpers import _f, Base\n\nclass Sub(Base):\n    def run(self, other):\n"
+        "        return self._hook(), other._hook()\n"
+    )
+    assert private_names_crossing(package) == [
+        "pkg/bad.py:1: imports pkg._helpers._f",
+        "pkg/bad.py:5: uses self._hook",
+        "pkg/bad.py:5: uses other._hook",
+    ]

@@ -18,6 +18,7 @@ __all__ = [
     "atomic_binary_output",
     "atomic_text_output",
     "fsync_directory",
+    "replace_symlink",
     "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
@@ -77,3 +78,21 @@ def fsync_directory(path: PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_symlink(link: PathLike, target: str) -> None:
+    """Point the symbolic link ``link`` at ``target`` in one rename, so a reader finds the old link or the
+    new one, never none: the link is made as ``LINK.tmp-PID`` and renamed onto ``LINK``. Nothing is done
+    when ``link`` already points at ``target``."""
+    link = os.fspath(link)
+    if os.path.islink(link) and os.readlink(link) == target:
+        return
+    tmp = f"{link}.tmp-{os.getpid()}"
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(target, tmp)
+    try:
+        os.replace(tmp, link)
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)

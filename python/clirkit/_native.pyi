@@ -267,17 +267,12 @@ class ApproximateImpactIndex:
     def kept_postings(self) -> int: ...
     @property
     def memory_bytes(self) -> int: ...
+    # settings: (query_terms, candidates), clirkit.impact.ApproximateSettings's fields
     def search(
-        self, query: List[Tuple[str, float]], k: int, query_terms: int, candidates: int
+        self, query: List[Tuple[str, float]], k: int, settings: Tuple[int, int]
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
-        self,
-        queries: _ImpactQueries,
-        k: int,
-        query_terms: int,
-        candidates: int,
-        threads: int,
-        quiet: bool,
+        self, queries: _ImpactQueries, k: int, settings: Tuple[int, int], threads: int, quiet: bool
     ) -> SearchResults: ...
     def search_file_to_trec(
         self,
@@ -285,20 +280,12 @@ class ApproximateImpactIndex:
         output: str,
         k: int,
         tag: str,
-        query_terms: int,
-        candidates: int,
+        settings: Tuple[int, int],
         threads: int,
         quiet: bool,
     ) -> int: ...
     def audit(
-        self,
-        queries: _ImpactQueries,
-        n: int,
-        seed: int,
-        k: int,
-        query_terms: int,
-        candidates: int,
-        threads: int,
+        self, queries: _ImpactQueries, n: int, seed: int, k: int, settings: Tuple[int, int], threads: int
     ) -> str: ...
     def calibrate(
         self,

@@ -179,6 +179,10 @@ class ApproximateSettings:
         checked_int("query_terms", self.query_terms, 0, 2**63 - 1)
         checked_int("candidates", self.candidates, 1, 2**63 - 1)
 
+    def _native(self) -> tuple[int, int]:
+        """The settings as the native index takes them."""
+        return (self.query_terms, self.candidates)
+
 
 @dataclass(frozen=True)
 class QueryAudit:
@@ -261,7 +265,7 @@ class ApproximateImpactIndex:
         self, query: Vector, k: int = 10, *, settings: ApproximateSettings = ApproximateSettings()
     ) -> list[tuple[str, float]]:
         """The approximate top ``k`` (doc id, score) pairs for a ``{term: weight}`` query."""
-        return self._native.search(_pairs(query), k, settings.query_terms, settings.candidates)
+        return self._native.search(_pairs(query), k, settings._native())
 
     def batch_search(
         self,
@@ -275,12 +279,7 @@ class ApproximateImpactIndex:
         """Search a queries file (as :meth:`ImpactIndex.search_file` reads it) or ``{qid: vector}`` in
         parallel (results independent of ``threads``)."""
         native = self._native.batch_search(
-            _native_queries(queries),
-            k,
-            settings.query_terms,
-            settings.candidates,
-            checked_threads(threads),
-            quiet,
+            _native_queries(queries), k, settings._native(), checked_threads(threads), quiet
         )
         return SearchResults(native, RUN_TAG)
 
@@ -302,8 +301,7 @@ class ApproximateImpactIndex:
             os.fspath(output),
             k,
             tag,
-            settings.query_terms,
-            settings.candidates,
+            settings._native(),
             checked_threads(threads),
             quiet,
         )
@@ -326,8 +324,7 @@ class ApproximateImpactIndex:
             checked_int("n", n, 1, 2**63 - 1),
             checked_int("seed", seed, 0, 2**64 - 1),
             k,
-            settings.query_terms,
-            settings.candidates,
+            settings._native(),
             checked_threads(threads),
         )
         return AuditReport.from_json(text)

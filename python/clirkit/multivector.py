@@ -124,7 +124,7 @@ class MultiVectorIndex(NativeIndex):
         ``rerank``, ``refine``, ``exact``, ``threads``.
         """
         q, qo = _tokens(tokens, offsets, "queries")
-        return self._native.search(q, qo, _search_options(k, options))
+        return self.native.search(q, qo, _search_options(k, options))
 
     def search_run(
         self,
@@ -142,7 +142,7 @@ class MultiVectorIndex(NativeIndex):
         ``exact``). Options as :meth:`search`."""
         q, qo = _tokens(tokens, offsets, "queries")
         searching = _search_options(k, options)
-        pairs = self._native.search_run(q, qo, list(qids), searching, maxp=separator if maxp else None)
+        pairs = self.native.search_run(q, qo, list(qids), searching, maxp=separator if maxp else None)
         return run_dict(pairs)
 
     def search_trec(
@@ -161,7 +161,7 @@ class MultiVectorIndex(NativeIndex):
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         q, qo = _tokens(tokens, offsets, "queries")
         searching = _search_options(k, options)
-        self._native.search_run(
+        self.native.search_run(
             q, qo, list(qids), searching, maxp=separator if maxp else None, path=Path(path), tag=tag
         )
 
@@ -172,7 +172,7 @@ class MultiVectorIndex(NativeIndex):
 
     def compressed_bytes(self) -> int:
         """Bytes on disk of what compressed search reads (everything but the optional full vectors)."""
-        return int(self._native.compressed_bytes())
+        return int(self.native.compressed_bytes())
 
     def __repr__(self) -> str:
         return (

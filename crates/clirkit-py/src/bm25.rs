@@ -316,26 +316,16 @@ impl PyBm25Index {
     ) -> PyResult<PySearchResults> {
         let rm3 = rm3.map(rm3_params);
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
-        let position = PySearchResults::positions(&qids)?;
         let lang = lang.as_deref();
-        let (hits, expansions) = py
-            .detach_caught(|| match &rm3 {
-                None => self
-                    .inner
-                    .batch_search(&queries, k, lang, params, threads, quiet)
-                    .map(|hits| (hits, None)),
-                Some(rm3) => self
-                    .inner
-                    .batch_search_rm3(&queries, k, lang, params, rm3, threads, quiet)
-                    .map(|(hits, expansions)| (hits, Some(expansions))),
-            })
-            .py_err()?;
-        Ok(PySearchResults {
-            index: self.inner.clone(),
-            qids,
-            hits,
-            expansions,
-            position,
+        PySearchResults::gather(py, self.inner.clone(), qids, || match &rm3 {
+            None => self
+                .inner
+                .batch_search(&queries, k, lang, params, threads, quiet)
+                .map(|hits| (hits, None)),
+            Some(rm3) => self
+                .inner
+                .batch_search_rm3(&queries, k, lang, params, rm3, threads, quiet)
+                .map(|(hits, expansions)| (hits, Some(expansions))),
         })
     }
 }
@@ -363,6 +353,25 @@ impl PySearchResults {
             }
         }
         Ok(position)
+    }
+
+    /// The results of `search` (hits, and expansions with RM3), run with the GIL released once
+    /// `qids` are known to be unique.
+    pub fn gather(
+        py: Python<'_>,
+        index: Arc<dyn DocIds>,
+        qids: Vec<String>,
+        search: impl FnOnce() -> clirkit_core::Result<(Vec<Vec<Hit>>, Option<Vec<Expansion>>)> + Send,
+    ) -> PyResult<Self> {
+        let position = Self::positions(&qids)?;
+        let (hits, expansions) = py.detach_caught(search).py_err()?;
+        Ok(PySearchResults {
+            index,
+            qids,
+            hits,
+            expansions,
+            position,
+        })
     }
 
     fn to_run(&self) -> Run {

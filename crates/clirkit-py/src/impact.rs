@@ -7,7 +7,7 @@ use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::impact::{self, BuildOptions, ImpactIndex, Strategy, WeightedVector};
 use clirkit_core::io::manifest::Manifest;
 use pyo3::prelude::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 impl DocIds for ImpactIndex {
@@ -114,15 +114,7 @@ impl PyImpactIndex {
         threads: usize,
         quiet: bool,
     ) -> PyResult<PySearchResults> {
-        let queries: Vec<WeightedVector> = queries
-            .into_iter()
-            .enumerate()
-            .map(|(i, (id, terms))| WeightedVector {
-                id,
-                line: i as u64 + 1,
-                terms,
-            })
-            .collect();
+        let queries = vectors_from_pairs(queries);
         self.run_batch(py, queries, k, threads, quiet)
     }
 
@@ -155,15 +147,10 @@ impl PyImpactIndex {
         threads: usize,
         quiet: bool,
     ) -> PyResult<usize> {
-        let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
-        let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
-        PySearchResults::positions(&qids)?;
-        py.detach_caught(|| {
+        search_file_to_run(py, &path, |queries| {
             self.inner
-                .batch_search_to_run_file(&queries, k, threads, quiet, &output, tag)
+                .batch_search_to_run_file(queries, k, threads, quiet, &output, tag)
         })
-        .py_err()?;
-        Ok(queries.len())
     }
 }
 
@@ -177,18 +164,38 @@ impl PyImpactIndex {
         quiet: bool,
     ) -> PyResult<PySearchResults> {
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
-        let position = PySearchResults::positions(&qids)?;
-        let hits = py
-            .detach_caught(|| self.inner.batch_search(&queries, k, threads, quiet))
-            .py_err()?;
-        Ok(PySearchResults {
-            index: self.inner.clone(),
-            qids,
-            hits,
-            expansions: None,
-            position,
+        PySearchResults::gather(py, self.inner.clone(), qids, || {
+            let hits = self.inner.batch_search(&queries, k, threads, quiet)?;
+            Ok((hits, None))
         })
     }
+}
+
+/// Queries given as (qid, [(term, weight)]) pairs, numbered from line 1.
+pub(crate) fn vectors_from_pairs(pairs: Vec<(String, Vec<(String, f64)>)>) -> Vec<WeightedVector> {
+    pairs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (id, terms))| WeightedVector {
+            id,
+            line: i as u64 + 1,
+            terms,
+        })
+        .collect()
+}
+
+/// Read the queries file `path`, check its query ids are unique, and `write` its run with the
+/// GIL released; the number of queries.
+pub(crate) fn search_file_to_run(
+    py: Python<'_>,
+    path: &Path,
+    write: impl FnOnce(&[WeightedVector]) -> clirkit_core::Result<()> + Send,
+) -> PyResult<usize> {
+    let queries = py.detach_caught(|| impact::read_queries(path)).py_err()?;
+    let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
+    PySearchResults::positions(&qids)?;
+    py.detach_caught(|| write(&queries)).py_err()?;
+    Ok(queries.len())
 }
 
 define_register!(classes: [PyImpactIndex], functions: []);

@@ -5,14 +5,34 @@
 use crate::bm25::{hits_to_py, PySearchResults};
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
-use crate::impact::PyImpactIndex;
+use crate::impact::{search_file_to_run, vectors_from_pairs, PyImpactIndex};
 use clirkit_core::impact::approximate::{
-    self, params::DEFAULT_POSTINGS_PER_TERM, ApproximateIndex, BuildParams, SearchParams,
+    self, params::DEFAULT_POSTINGS_PER_TERM, ApproximateIndex, BatchSettings, BuildParams,
+    SearchParams,
 };
 use clirkit_core::impact::{self, ImpactIndex, WeightedVector};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// The search knobs as the Python side passes them: (query_terms, candidates).
+type Settings = (usize, usize);
+
+fn search_params((query_terms, candidates): Settings) -> SearchParams {
+    SearchParams {
+        query_terms,
+        candidates,
+    }
+}
+
+fn batch_settings(k: usize, settings: Settings, threads: usize, quiet: bool) -> BatchSettings {
+    BatchSettings {
+        k,
+        params: search_params(settings),
+        threads,
+        quiet,
+    }
+}
 
 /// Queries given as a file (JSONL vectors or TSV) or as (qid, [(term, weight)]) pairs.
 #[derive(FromPyObject)]
@@ -25,15 +45,7 @@ impl Queries {
     fn read(self) -> clirkit_core::error::Result<Vec<WeightedVector>> {
         match self {
             Queries::Path(path) => impact::read_queries(&path),
-            Queries::Pairs(pairs) => Ok(pairs
-                .into_iter()
-                .enumerate()
-                .map(|(i, (id, terms))| WeightedVector {
-                    id,
-                    line: i as u64 + 1,
-                    terms,
-                })
-                .collect()),
+            Queries::Pairs(pairs) => Ok(vectors_from_pairs(pairs)),
         }
     }
 }
@@ -90,19 +102,14 @@ impl PyApproximateImpactIndex {
     }
 
     /// Approximate top-k (doc id, score) pairs for one query's (term, weight) pairs.
-    #[pyo3(signature = (query, k, query_terms, candidates))]
     fn search(
         &self,
         py: Python<'_>,
         query: Vec<(String, f64)>,
         k: usize,
-        query_terms: usize,
-        candidates: usize,
+        settings: Settings,
     ) -> PyResult<Vec<(String, f64)>> {
-        let params = SearchParams {
-            query_terms,
-            candidates,
-        };
+        let params = search_params(settings);
         let hits = py
             .detach_caught(|| self.inner.search(&self.index, &query, k, params))
             .py_err()?;
@@ -110,43 +117,26 @@ impl PyApproximateImpactIndex {
     }
 
     /// Search queries (a file or pairs) on `threads` threads.
-    #[pyo3(signature = (queries, k, query_terms, candidates, threads, quiet))]
-    #[allow(clippy::too_many_arguments)]
     fn batch_search(
         &self,
         py: Python<'_>,
         queries: Queries,
         k: usize,
-        query_terms: usize,
-        candidates: usize,
+        settings: Settings,
         threads: usize,
         quiet: bool,
     ) -> PyResult<PySearchResults> {
-        let params = SearchParams {
-            query_terms,
-            candidates,
-        };
+        let settings = batch_settings(k, settings, threads, quiet);
         let queries = py.detach_caught(|| queries.read()).py_err()?;
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
-        let position = PySearchResults::positions(&qids)?;
-        let hits = py
-            .detach_caught(|| {
-                self.inner
-                    .batch_search(&self.index, &queries, k, params, threads, quiet)
-            })
-            .py_err()?;
-        Ok(PySearchResults {
-            index: self.index.clone(),
-            qids,
-            hits,
-            expansions: None,
-            position,
+        PySearchResults::gather(py, self.index.clone(), qids, || {
+            let hits = self.inner.batch_search(&self.index, &queries, settings)?;
+            Ok((hits, None))
         })
     }
 
     /// A queries file searched straight to the TREC run `output` (atomically, streamed in
     /// query order); returns the number of queries.
-    #[pyo3(signature = (path, output, k, tag, query_terms, candidates, threads, quiet))]
     #[allow(clippy::too_many_arguments)]
     fn search_file_to_trec(
         &self,
@@ -155,37 +145,19 @@ impl PyApproximateImpactIndex {
         output: PathBuf,
         k: usize,
         tag: &str,
-        query_terms: usize,
-        candidates: usize,
+        settings: Settings,
         threads: usize,
         quiet: bool,
     ) -> PyResult<usize> {
-        let params = SearchParams {
-            query_terms,
-            candidates,
-        };
-        let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
-        let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
-        PySearchResults::positions(&qids)?;
-        py.detach_caught(|| {
-            self.inner.batch_search_to_run_file(
-                &self.index,
-                &queries,
-                k,
-                params,
-                threads,
-                quiet,
-                &output,
-                tag,
-            )
+        let settings = batch_settings(k, settings, threads, quiet);
+        search_file_to_run(py, &path, |queries| {
+            self.inner
+                .batch_search_to_run_file(&self.index, queries, settings, &output, tag)
         })
-        .py_err()?;
-        Ok(queries.len())
     }
 
     /// Re-run `n` of the queries (drawn with `seed`) exactly and compare them with the
     /// approximate search at depth `k`: the report as JSON.
-    #[pyo3(signature = (queries, n, seed, k, query_terms, candidates, threads))]
     #[allow(clippy::too_many_arguments)]
     fn audit(
         &self,
@@ -194,14 +166,10 @@ impl PyApproximateImpactIndex {
         n: usize,
         seed: u64,
         k: usize,
-        query_terms: usize,
-        candidates: usize,
+        settings: Settings,
         threads: usize,
     ) -> PyResult<String> {
-        let params = SearchParams {
-            query_terms,
-            candidates,
-        };
+        let params = search_params(settings);
         py.detach_caught(|| {
             let queries = queries.read()?;
             clirkit_core::parallel::install(threads, |_| {

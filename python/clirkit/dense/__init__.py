@@ -7,6 +7,13 @@ reads ``.npy`` matrices and id files. Needs numpy (``import clirkit`` loads this
 
 from clirkit.dense.index import DenseIndex, fastscan_kernels
 from clirkit.dense.retriever import DenseRetriever
-from clirkit.dense.vectors import load_matrix, read_ids
+from clirkit.dense.vectors import load_matrix, load_vectors, read_ids
 
-__all__ = ["DenseIndex", "DenseRetriever", "fastscan_kernels", "load_matrix", "read_ids"]
+__all__ = [
+    "DenseIndex",
+    "DenseRetriever",
+    "fastscan_kernels",
+    "load_matrix",
+    "load_vectors",
+    "read_ids",
+]

@@ -41,10 +41,10 @@ class _Ids(Sequence):
     """The index's string ids by internal id (read lazily from the memory-mapped table)."""
 
     def __init__(self, native: Any) -> None:
-        self._native = native
+        self.native = native
 
     def __len__(self) -> int:
-        return int(self._native.ntotal)
+        return int(self.native.ntotal)
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -52,16 +52,16 @@ class _Ids(Sequence):
     def __getitem__(self, i: slice) -> list[str]: ...
     def __getitem__(self, i: int | slice) -> str | list[str]:
         if isinstance(i, slice):
-            return [self._native.id(j) for j in range(*i.indices(len(self)))]
+            return [self.native.id(j) for j in range(*i.indices(len(self)))]
         if i < 0:
             i += len(self)
-        return self._native.id(i)
+        return self.native.id(i)
 
     def __contains__(self, item: object) -> bool:
-        return isinstance(item, str) and self._native.find(item) is not None
+        return isinstance(item, str) and self.native.find(item) is not None
 
     def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
-        found = self._native.find(value) if isinstance(value, str) else None
+        found = self.native.find(value) if isinstance(value, str) else None
         if found is None or found < start or (stop is not None and found >= stop):
             raise ValueError(f"{value!r} is not an id of this index")
         return int(found)
@@ -78,19 +78,20 @@ class NativeValue(Generic[T]):
         self._name = name
 
     def __get__(self, index: Any, owner: type | None = None) -> T:
-        return self._convert(getattr(index._native, self._name))
+        return self._convert(getattr(index.native, self._name))
 
 
 class NativeIndex:
-    """What the dense and multi-vector indexes share: a native index handle with string ids."""
+    """What the dense and multi-vector indexes share: a native index handle (:attr:`native`, the
+    ``clirkit._native`` object the drivers built on it call) with string ids."""
 
     def __init__(self, native: Any) -> None:
-        self._native = native
+        self.native = native
 
     @property
     def ids(self) -> Sequence[str]:
         """String ids by internal id."""
-        return _Ids(self._native)
+        return _Ids(self.native)
 
     dim = NativeValue(int)
     ntotal = NativeValue(int, "Items (documents or passages) in the index (what :attr:`ids` counts).")
@@ -111,7 +112,7 @@ class DenseIndex(NativeIndex):
     @property
     def vector_dtype(self) -> str | None:
         """How the full vectors are stored: ``"float32"``, ``"float16"``, or None when not kept."""
-        return self._native.vector_dtype
+        return self.native.vector_dtype
 
     @staticmethod
     def build(
@@ -266,9 +267,9 @@ class DenseIndex(NativeIndex):
                 new["npy"] = Path(embeddings)
             else:
                 new["embeddings"] = as_matrix(embeddings, "embeddings")
-        native = self._native.write_combined(
+        native = self.native.write_combined(
             Path(index_dir),
-            [i._native for i in indexes],
+            [i.native for i in indexes],
             memory_mb=memory_mb,
             threads=checked_threads(threads),
             quiet=quiet,
@@ -279,7 +280,7 @@ class DenseIndex(NativeIndex):
     def save(self, dir: PathLike) -> None:
         """Write the index directory atomically (manifest ``clirkit-dense`` v2); an existing directory
         that is not a clirkit index is never replaced."""
-        self._native.save(Path(dir))
+        self.native.save(Path(dir))
 
     @staticmethod
     def open(dir: PathLike) -> DenseIndex:
@@ -302,7 +303,7 @@ class DenseIndex(NativeIndex):
         stores vectors (as FAISS's ``PQ...,RFlat`` with k_factor 1) and uses PQ scores otherwise;
         ``0`` always returns PQ scores.
         """
-        return self._native.search(
+        return self.native.search(
             as_matrix(queries, "queries"), k, nprobe, self._refine_depth(k, refine), checked_threads(threads)
         )
 
@@ -312,7 +313,7 @@ class DenseIndex(NativeIndex):
         benches/RESULTS.md)."""
         if refine is not None:
             return refine
-        return k if self.kind != "flat" and self._native.has_vectors else 0
+        return k if self.kind != "flat" and self.native.has_vectors else 0
 
     def _search_options(self, k: int, options: dict[str, Any]) -> dict[str, Any]:
         """The keyword options of :meth:`search` as the native search takes them."""
@@ -341,7 +342,7 @@ class DenseIndex(NativeIndex):
         :func:`clirkit.encoders.passages.maxp` give).
         """
         kw = self._search_options(k, kw)
-        pairs = self._native.search_run(
+        pairs = self.native.search_run(
             as_matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
         )
         return run_dict(pairs)
@@ -360,7 +361,7 @@ class DenseIndex(NativeIndex):
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         kw = self._search_options(k, kw)
-        self._native.search_trec(
+        self.native.search_trec(
             as_matrix(queries, "queries"),
             list(qids),
             Path(path),

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from clirkit._native import InvalidInputError
+from clirkit._native import IndexFormatError, InvalidInputError
 from clirkit._types import PathLike
 from clirkit.datasets import BOM, id_problem, is_decompressed, open_input
 
-__all__ = ["as_matrix", "load_matrix", "load_npy", "npy_header", "read_ids"]
+__all__ = ["as_matrix", "load_matrix", "load_npy", "load_vectors", "npy_header", "read_ids"]
 
 
 def as_matrix(a: Any, what: str) -> np.ndarray:
@@ -78,3 +78,18 @@ def read_ids(path: PathLike) -> list[str]:
                 raise InvalidInputError(f"{path}:{lineno}: {problem}")
             ids.append(text)
     return ids
+
+
+def load_vectors(npy: PathLike, ids: PathLike, *, mapped: bool = False) -> tuple[np.ndarray, list[str]]:
+    """The one reader of a ``.npy`` matrix and its ids file (one id per row): the ids checked by
+    :func:`read_ids`'s rule, the matrix read whole (gzip-compressed or not) or, with ``mapped``, memory-mapped
+    (only for clirkit's own encoding outputs, which are written whole and renamed into place: see
+    ARCHITECTURE.md, "Inputs are opened one way"). A matrix that is not 2-D, or whose row count differs from
+    the number of ids, is an :class:`IndexFormatError` naming both files."""
+    matrix = np.load(npy, mmap_mode="r", allow_pickle=False) if mapped else load_npy(npy)
+    names = read_ids(ids)
+    if matrix.ndim != 2 or matrix.shape[0] != len(names):
+        raise IndexFormatError(
+            f"{os.fspath(npy)} has shape {matrix.shape} but {os.fspath(ids)} lists {len(names)} ids"
+        )
+    return matrix, names

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from clirkit import _native
-from clirkit._native import IndexFormatError, InvalidInputError
+from clirkit._native import InvalidInputError
 from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.index import DenseIndex
-from clirkit.dense.vectors import as_matrix, read_ids
+from clirkit.dense.vectors import as_matrix, load_vectors, read_ids
 from clirkit.distributed.cluster import (
     RayAddress,
     actor_cpus,
@@ -162,13 +162,13 @@ class DenseShard:
         self, queries: np.ndarray, k: int, nprobe: int, refine: int, crash_once: str | None = None
     ) -> tuple[Any, ...]:
         crash_if_marked(crash_once)
-        return self._index._native.shortlist(queries, k, nprobe, refine, self._threads)
+        return self._index.native.shortlist(queries, k, nprobe, refine, self._threads)
 
     def rescore(self, queries: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return self._index._native.rescore(queries, offsets, rows, self._threads)
+        return self._index.native.rescore(queries, offsets, rows, self._threads)
 
     def ids_of(self, rows: np.ndarray) -> list[str]:
-        return self._index._native.ids_of(rows)
+        return self._index.native.ids_of(rows)
 
 
 class ShardedDenseIndex:
@@ -338,9 +338,6 @@ def parts_from_encoding(encoding_dir: PathLike, shards: int | None = None) -> li
         )
     parts = []
     for npy, ids_path in files:
-        ids = read_ids(ids_path)
+        _, ids = load_vectors(npy, ids_path, mapped=True)
         parts.append(EmbeddingRows(os.fspath(npy), 0, len(ids), tuple(ids)))
-        rows = np.load(npy, mmap_mode="r").shape[0]
-        if rows != len(ids):
-            raise IndexFormatError(f"{npy} has {rows} rows but {ids_path} lists {len(ids)} ids")
     return parts

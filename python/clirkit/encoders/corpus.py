@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from clirkit._native import IndexFormatError, InvalidInputError
+from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 from clirkit.encoders.npy import HEADER_BYTES, id_lines, npy_header
 from clirkit.encoders.onnx_encoder import OnnxEncoder
@@ -232,12 +232,9 @@ def _encode_sparse_remaining(
 
 
 def load_embeddings(prefix: PathLike) -> tuple[np.ndarray, list[str]]:
-    """Memory-map ``PREFIX.npy`` and read ``PREFIX.ids.txt``; their row counts must agree."""
+    """Memory-map ``PREFIX.npy`` and read ``PREFIX.ids.txt`` (:func:`clirkit.dense.vectors.load_vectors`:
+    the ids checked by the one id rule, one per row)."""
+    from clirkit.dense.vectors import load_vectors
+
     paths = output_paths(prefix)
-    matrix = np.load(paths["npy"], mmap_mode="r")
-    ids = paths["ids"].read_text(encoding="utf-8").splitlines()
-    if matrix.ndim != 2 or matrix.shape[0] != len(ids):
-        raise IndexFormatError(
-            f"{paths['npy']} has shape {matrix.shape} but {paths['ids']} lists {len(ids)} ids"
-        )
-    return matrix, ids
+    return load_vectors(paths["npy"], paths["ids"], mapped=True)

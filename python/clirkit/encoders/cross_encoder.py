@@ -73,11 +73,11 @@ class CrossEncoder:
         self.tokenizer.enable_truncation(max_length, strategy="longest_first")
         self.pad_id = int(self.config.get("pad_token_id", 0))
         self.device = pick_device(ort, provider)
-        self._onnx = open_session(
+        self.runtime = open_session(
             ort, self.model_dir / "model.onnx", self.device, threads, batch_invariant=True, fp16=False
         )
-        self._inputs = ModelInputs(self._onnx.session, self.config, self.model_dir / "model.onnx")
-        shape = self._onnx.session.get_outputs()[0].shape
+        self.model_inputs = ModelInputs(self.runtime.session, self.config, self.model_dir / "model.onnx")
+        shape = self.runtime.session.get_outputs()[0].shape
         if shape is not None and (len(shape) != 2 or (isinstance(shape[1], int) and shape[1] not in (1, 2))):
             raise InvalidInputError(self._shape_error(shape))
         self.positive_index = _positive_index(self.config)
@@ -94,14 +94,16 @@ class CrossEncoder:
         if not inputs:
             return np.zeros(0, dtype=np.float32)
         encodings = encode_truncated(self.tokenizer, inputs, self.max_length)
-        size = 1 if self._onnx.one_text_per_call else self.batch_size
+        size = 1 if self.runtime.one_text_per_call else self.batch_size
 
         def score_batch(batch: np.ndarray) -> np.ndarray:
             ids, mask = padded_batch(encodings, batch, self.pad_id)
-            logits = self._onnx.run(self._inputs.feeds(ids, mask, padded_type_ids(encodings, batch)))
+            logits = self.runtime.run(self.model_inputs.feeds(ids, mask, padded_type_ids(encodings, batch)))
             return self._scores(logits, len(batch))
 
-        batches, results = map_batches([len(e.ids) for e in encodings], size, self._onnx.workers, score_batch)
+        batches, results = map_batches(
+            [len(e.ids) for e in encodings], size, self.runtime.workers, score_batch
+        )
         out = np.empty(len(inputs), dtype=np.float32)
         for batch, scores in zip(batches, results):
             out[batch] = scores
@@ -115,7 +117,7 @@ class CrossEncoder:
 
     def _shape_error(self, shape: Any) -> str:
         return (
-            f"{self.model_dir / 'model.onnx'}: output {self._onnx.output_name!r} has shape {shape}; a "
+            f"{self.model_dir / 'model.onnx'}: output {self.runtime.output_name!r} has shape {shape}; a "
             "cross-encoder gives logits of shape (batch, 1) or (batch, 2)"
         )
 

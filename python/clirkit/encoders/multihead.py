@@ -94,7 +94,7 @@ class MultiHeadEncoder(OnnxEncoder):
                 raise InvalidInputError(
                     f"{self.model_dir}: token_states needs a plain per-token model, but {problem}"
                 )
-            state = self._onnx.output_name
+            state = self.runtime.output_name
             declared = {
                 "dense": {"output": state, "pooling": self.pooling, "normalize": self.normalize},
                 "multivector": {"output": state},
@@ -162,7 +162,9 @@ class MultiHeadEncoder(OnnxEncoder):
             outputs = dict(
                 zip(
                     self.output_names,
-                    self._onnx.run_outputs(self._inputs.feeds(ids, mask, role=role), self.output_names),
+                    self.runtime.run_outputs(
+                        self.model_inputs.feeds(ids, mask, role=role), self.output_names
+                    ),
                 )
             )
             made: dict[str, list[Any]] = {}

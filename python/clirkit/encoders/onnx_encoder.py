@@ -158,7 +158,7 @@ class OnnxEncoder:
             self.fp16 = False
         self.batch_invariant = batch_invariant
         self.batch_tokens = batch_tokens or (GPU_BATCH_TOKENS if self.device == "cuda" else CPU_BATCH_TOKENS)
-        self._onnx = open_session(
+        self.runtime = open_session(
             ort,
             self.model_dir / "model.onnx",
             self.device,
@@ -171,14 +171,16 @@ class OnnxEncoder:
             nonempty=len(self.tokenizer.encode("").ids) > 0,
         )
         # What the session settled on (fingerprint() digests these).
-        self.session = self._onnx.session
-        self.device = self._onnx.device
-        self.workers = self._onnx.workers
-        self.one_text_per_call = self._onnx.one_text_per_call
-        self.graph_optimization = self._onnx.graph_optimization
-        self.fp16 = self._onnx.fp16
-        self._inputs = ModelInputs(self.session, self.config, self.model_dir / "model.onnx", input_values)
-        self.input_values = self._inputs.values  # per role, config.json's with the argument's on top
+        self.session = self.runtime.session
+        self.device = self.runtime.device
+        self.workers = self.runtime.workers
+        self.one_text_per_call = self.runtime.one_text_per_call
+        self.graph_optimization = self.runtime.graph_optimization
+        self.fp16 = self.runtime.fp16
+        self.model_inputs = ModelInputs(
+            self.session, self.config, self.model_dir / "model.onnx", input_values
+        )
+        self.input_values = self.model_inputs.values  # per role, config.json's with the argument's on top
         self._check_vocabulary()
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
@@ -209,7 +211,7 @@ class OnnxEncoder:
         # No vocab_size in config.json: probe the embedding table with the largest token id.
         probe = np.array([[tokenizer_vocab - 1]], dtype=np.int64)
         try:
-            self._run(probe, np.ones_like(probe))
+            self.run_graph(probe, np.ones_like(probe))
         except Exception as err:  # onnxruntime raises its own error types for out-of-range gathers
             raise InvalidInputError(
                 f"{self.model_dir}: the model rejects token id {tokenizer_vocab - 1} of tokenizer.json "
@@ -273,13 +275,13 @@ class OnnxEncoder:
         texts = [prefix + (t if t is not None else "") for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        batches, vectors = self._encode_batches(texts, lambda ids, mask: self._embed(ids, mask, role))
+        batches, vectors = self.encode_batches(texts, lambda ids, mask: self._embed(ids, mask, role))
         out = np.empty((len(texts), vectors[0].shape[1]), dtype=np.float32)
         for batch, rows in zip(batches, vectors):
             out[batch] = rows
         return out
 
-    def _encode_batches(
+    def encode_batches(
         self, texts: list[str], embed: Callable[[np.ndarray, np.ndarray], T]
     ) -> tuple[list[np.ndarray], list[T]]:
         """Tokenize ``texts`` (counting truncations), form batches and apply ``embed(input ids, attention
@@ -298,11 +300,13 @@ class OnnxEncoder:
 
     def _embed(self, ids: np.ndarray, mask: np.ndarray, role: str | None = None) -> np.ndarray:
         return pool(
-            self._run(ids, mask, role).astype(np.float32, copy=False), mask, self.pooling, self.normalize
+            self.run_graph(ids, mask, role).astype(np.float32, copy=False), mask, self.pooling, self.normalize
         )
 
-    def _run(self, ids: np.ndarray, mask: np.ndarray, role: str | None = None) -> np.ndarray:
-        return self._onnx.run(self._inputs.feeds(ids, mask, role=role))
+    def run_graph(self, ids: np.ndarray, mask: np.ndarray, role: str | None = None) -> np.ndarray:
+        """The graph's output for one padded batch (input ids, attention mask), its extra inputs fed
+        for ``role``: what every encoder built on this one (sparse, multi-head, token) runs."""
+        return self.runtime.run(self.model_inputs.feeds(ids, mask, role=role))
 
     def token_windows(self, text: str, size: int, stride: int) -> list[str]:
         """Split ``text`` into passages of at most ``size`` tokens starting every ``stride`` tokens

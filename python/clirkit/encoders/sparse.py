@@ -90,7 +90,7 @@ class SparseEncoder(OnnxEncoder):
         )
         self.head = SparseHead.from_config(self.config, self.model_dir, self.tokenizer, self.session)
         self.vocabulary = self.head.vocabulary
-        self._onnx.output_name = self.head.output
+        self.runtime.output_name = self.head.output
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
         # Max over tokens, no normalization: what makes the vector SPLADE's.
@@ -116,7 +116,7 @@ class SparseEncoder(OnnxEncoder):
         texts = [prefix + (t if t is not None else "") for t in texts]
         if not texts:
             return []
-        batches, results = self._encode_batches(texts, lambda ids, mask: self._term_weights(ids, mask, role))
+        batches, results = self.encode_batches(texts, lambda ids, mask: self._term_weights(ids, mask, role))
         out: list[SparseVector] = [{} for _ in texts]
         for batch, vectors in zip(batches, results):
             for position, vector in zip(batch, vectors):
@@ -135,7 +135,7 @@ class SparseEncoder(OnnxEncoder):
         """The vectors of one padded batch."""
         return [
             self._vector(terms, weights)
-            for terms, weights in self.head.vectors(self._run(ids, mask, role), ids, mask)
+            for terms, weights in self.head.vectors(self.run_graph(ids, mask, role), ids, mask)
         ]
 
     def _vector(self, terms: np.ndarray, weights: np.ndarray) -> SparseVector:

@@ -174,7 +174,7 @@ class TokenEncoder:
                 tids, tmask = inputs[i]
                 ids[row, : len(tids)] = tids
                 mask[row, : len(tmask)] = tmask
-            hidden = enc._run(ids, mask, "query" if query else "passage").astype(np.float32, copy=False)
+            hidden = enc.run_graph(ids, mask, "query" if query else "passage").astype(np.float32, copy=False)
             if hidden.ndim != 3:
                 raise InvalidInputError(
                     f"{enc.model_dir / 'model.onnx'}: multi-vector encoding needs per-token outputs "

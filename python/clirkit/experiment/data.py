@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from clirkit._atomic import write_json_atomic
 from clirkit._native import ParseError
 from clirkit.datasets import ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_objects, plain_json, record_id
 from clirkit.experiment.config import Collection, ExperimentConfig, TaskSpec
@@ -82,10 +83,7 @@ def content_digest(path: str) -> tuple[int, str]:
             try:
                 os.makedirs(os.path.dirname(cache), exist_ok=True)
                 recent = dict(list(_DIGESTS.items())[-10000:])
-                tmp = f"{cache}.{os.getpid()}.tmp"
-                with open(tmp, "w", encoding="utf-8") as f:
-                    json.dump({":".join(map(str, k)): v for k, v in recent.items()}, f)
-                os.replace(tmp, cache)
+                write_json_atomic(cache, {":".join(map(str, k)): v for k, v in recent.items()})
             except OSError:
                 pass  # a read-only home: digests are kept for this process only
     return st.st_size, digest

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from clirkit._atomic import write_text_atomic
+from clirkit._atomic import replace_symlink, write_text_atomic
 from clirkit.experiment.config import ExperimentConfig, load_config
 from clirkit.experiment.data import Task, build_tasks
 from clirkit.experiment.plan import Plan, build_plan, node_order
@@ -288,11 +288,7 @@ class Experiment:
                 wanted.add(link)
                 link.parent.mkdir(parents=True, exist_ok=True)
                 target = os.path.relpath(stage.output / RUN_FILE, link.parent)
-                tmp = link.with_name(link.name + f".tmp-{os.getpid()}")
-                if tmp.is_symlink() or tmp.exists():
-                    tmp.unlink()
-                os.symlink(target, tmp)
-                os.replace(tmp, link)
+                replace_symlink(link, target)
         for directory, _subdirs, files in os.walk(runs, topdown=False):
             for name in files:
                 path = Path(directory) / name

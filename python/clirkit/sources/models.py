@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any, Optional
 
-from clirkit._atomic import atomic_text_output
+from clirkit._atomic import atomic_text_output, replace_symlink
 from clirkit._native import InvalidInputError
 from clirkit.sources.names import cache_root
 
@@ -90,7 +90,7 @@ def resolve_model(model_id: str) -> str:
         raise InvalidInputError(f"model '{model_id}': the repository has no tokenizer.json")
     links["tokenizer.json"] = tokenizer
     for name, target in links.items():
-        _link(os.path.join(view, name), target)
+        replace_symlink(os.path.join(view, name), target)
     config = model_config(root, os.path.dirname(graph))
     with atomic_text_output(os.path.join(view, "config.json")) as f:
         json.dump(config, f, indent=1, sort_keys=True)
@@ -127,14 +127,6 @@ def _beside(folder: str) -> dict[str, str]:
         if os.path.isfile(path) and not name.endswith(".onnx") and name != "config.json":
             out[name] = path
     return out
-
-
-def _link(link: str, target: str) -> None:
-    if os.path.islink(link) and os.readlink(link) == target:
-        return
-    tmp = f"{link}.tmp-{os.getpid()}"
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
 
 
 def _read_json(path: str) -> Optional[Any]:

@@ -389,12 +389,14 @@ class DenseKind:
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            from clirkit.dense import DenseIndex, load_matrix, read_ids
+            from clirkit.dense import DenseIndex
+            from clirkit.dense.vectors import as_matrix, load_vectors
 
-            pairs = embedding_pairs(query_prefix)
-            matrices = [load_matrix(npy) for npy, _ in pairs]
-            qids = [q for _, ids in pairs for q in read_ids(ids)]
-            vectors = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+            pairs = [load_vectors(npy, ids) for npy, ids in embedding_pairs(query_prefix)]
+            qids = [q for _, ids in pairs for q in ids]
+            vectors = as_matrix(
+                pairs[0][0] if len(pairs) == 1 else np.concatenate([m for m, _ in pairs]), "queries"
+            )
             rows = query_rows(qids, task, query_prefix)
             if len(rows) != len(qids):
                 vectors, qids = vectors[rows], [qids[n] for n in rows]

@@ -25,6 +25,7 @@ pub mod structure;
 
 pub use audit::{audit, calibrate, AuditReport, QueryAudit};
 pub use params::{BuildParams, SearchParams};
+pub use search::BatchSettings;
 pub use structure::ApproximateIndex;
 
 #[cfg(test)]

@@ -217,47 +217,56 @@ impl ApproximateIndex {
     }
 }
 
+/// How a batch of queries is searched: the depth `k`, the per-query knobs, the thread count
+/// (0 = all cores) and whether the progress bar is hidden.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSettings {
+    pub k: usize,
+    pub params: SearchParams,
+    pub threads: usize,
+    pub quiet: bool,
+}
+
 impl ApproximateIndex {
-    /// Search many queries on `threads` threads (0 = all cores); results in query order and
+    /// Search many queries on `settings.threads` threads; results in query order and
     /// independent of the thread count.
     pub fn batch_search(
         &self,
         index: &ImpactIndex,
         queries: &[WeightedVector],
-        k: usize,
-        params: SearchParams,
-        threads: usize,
-        quiet: bool,
+        settings: BatchSettings,
     ) -> Result<Vec<Vec<Hit>>> {
-        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let hits = crate::parallel::install(threads, |_| {
-            self.search_each(index, queries, k, params, &progress)
-        })??;
-        progress.finish_and_clear();
-        Ok(hits)
+        in_pool(queries, settings, |progress| {
+            self.search_each(index, queries, settings.k, settings.params, progress)
+        })
     }
 
     /// Search `queries` and write their run to `path` atomically in query order, a window of
     /// queries at a time (exact search's run writer).
-    #[allow(clippy::too_many_arguments)]
     pub fn batch_search_to_run_file(
         &self,
         index: &ImpactIndex,
         queries: &[WeightedVector],
-        k: usize,
-        params: SearchParams,
-        threads: usize,
-        quiet: bool,
+        settings: BatchSettings,
         path: &std::path::Path,
         tag: &str,
     ) -> Result<()> {
-        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        crate::parallel::install(threads, |_| {
+        in_pool(queries, settings, |progress| {
             index.write_run_with(queries, path, tag, |window| {
-                self.search_each(index, window, k, params, &progress)
+                self.search_each(index, window, settings.k, settings.params, progress)
             })
-        })??;
-        progress.finish_and_clear();
-        Ok(())
+        })
     }
+}
+
+/// `work` inside a pool of `settings.threads` threads, with a progress bar over `queries`.
+fn in_pool<T: Send>(
+    queries: &[WeightedVector],
+    settings: BatchSettings,
+    work: impl FnOnce(&indicatif::ProgressBar) -> Result<T> + Send,
+) -> Result<T> {
+    let progress = crate::progress::bar(Some(queries.len() as u64), "searching", settings.quiet);
+    let out = crate::parallel::install(settings.threads, |_| work(&progress))??;
+    progress.finish_and_clear();
+    Ok(out)
 }
