@@ -16,6 +16,7 @@ from pathlib import Path
 
 import clirkit._native as native
 import numpy as np
+from clirkit.fusion import fuse
 
 W = Path(__file__).resolve().parent / ".work" / "ab"
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact"
@@ -73,7 +74,7 @@ def run(workload):
     elif workload == "fusion":
         paths = sorted(str(p) for p in W.glob("rrf_1000x1000_run*.trec"))
         for _ in range(1):
-            native.fuse_to_file(paths, str(W / "fused.trec"), threads=1)
+            fuse(paths, output=str(W / "fused.trec"), tag="clirkit", threads=1)
         out = (W / "fused.trec").read_bytes()
     print(f"{workload} {time.perf_counter() - t:.3f} s {digest(out)}")
 

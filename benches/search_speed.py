@@ -22,6 +22,7 @@ from pathlib import Path
 
 import clirkit._native as native
 import numpy as np
+from clirkit.fusion import fuse_native
 
 BENCHES = Path(__file__).resolve().parent
 WORK = BENCHES / ".work" / "search_speed"
@@ -94,7 +95,7 @@ def fusion(method: str, repeat: int) -> None:
     paths = sorted((BENCHES / ".work").glob("rrf_2000x1000_run*.trec"))
     runs = [native.NativeRun.read(str(p), threads=1) for p in paths]
     for _ in range(repeat):
-        fused = native.fuse(runs, method=method, threads=1)
+        fused = fuse_native(runs, method=method, threads=1)
     print(f"fusion {method}: {digest(repr(fused.to_list()[:50]))} {fused.num_entries}")
 
 

@@ -298,7 +298,7 @@ class ApproximateImpactIndex:
     ) -> Tuple[int, int]: ...
 
 # --- fusion ----------------------------------------------------------------------------------
-from typing import Sequence, Union  # noqa: E402
+from typing import Any, Sequence, Union  # noqa: E402
 
 #: Fusion method names, as ``fuse`` takes them (the core's list).
 FUSION_METHODS: Tuple[str, ...]
@@ -320,29 +320,11 @@ class NativeRun:
     def num_entries(self) -> int: ...
     def __len__(self) -> int: ...
 
-def fuse(
-    runs: Sequence[Union[NativeRun, str]],
-    method: str = "rrf",
-    k: float = 60.0,
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
-    norm: str = "minmax",
-    alpha: Optional[float] = None,
-    top: Optional[int] = None,
-    threads: Optional[int] = None,
-) -> NativeRun: ...
+# options: clirkit.fusion.fuse's keyword options, every one present (method, k, weights, depth,
+# norm, alpha, top, threads), as clirkit.fusion builds them.
+def fuse(runs: Sequence[Union[NativeRun, str]], options: Dict[str, Any]) -> NativeRun: ...
 def fuse_to_file(
-    runs: Sequence[Union[NativeRun, str]],
-    output: str,
-    tag: str = "clirkit",
-    method: str = "rrf",
-    k: float = 60.0,
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
-    norm: str = "minmax",
-    alpha: Optional[float] = None,
-    top: Optional[int] = None,
-    threads: Optional[int] = None,
+    runs: Sequence[Union[NativeRun, str]], output: str, tag: str, options: Dict[str, Any]
 ) -> None: ...
 
 # --- reranking -------------------------------------------------------------------------------

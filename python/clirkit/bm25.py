@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
@@ -200,20 +201,15 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         """Open (memory-map) an index built by :meth:`build` or ``clirkit index bm25``."""
         return BM25Index(_native.Bm25Index.open(os.fspath(index)))
 
-    @property
-    def languages(self) -> list[str]:
-        """Language codes of the analyzers the documents were indexed with."""
-        return self._native.languages
-
-    @property
-    def avgdl(self) -> float:
-        """Average document length (Lucene's: over documents with at least one term)."""
-        return self._native.avgdl
-
-    @property
-    def has_docvectors(self) -> bool:
-        """Whether the index stores document vectors (built with ``store_docvectors``)."""
-        return self._native.has_docvectors
+    languages: NativeValue[list[str]] = NativeValue(
+        list, "Language codes of the analyzers the documents were indexed with.", holder="_native"
+    )
+    avgdl = NativeValue(
+        float, "Average document length (Lucene's: over documents with at least one term).", holder="_native"
+    )
+    has_docvectors = NativeValue(
+        bool, "Whether the index stores document vectors (built with ``store_docvectors``).", holder="_native"
+    )
 
     def search(
         self,

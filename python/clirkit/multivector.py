@@ -27,9 +27,10 @@ import numpy as np
 from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
-from clirkit.dense.index import NativeIndex, NativeValue, run_dict
+from clirkit.dense.index import NativeIndex, run_dict
 from clirkit.encoders.tokens import load_tokens
 
 __all__ = ["MultiVectorIndex", "load_tokens", "maxsim_search"]

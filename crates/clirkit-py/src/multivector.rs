@@ -264,7 +264,8 @@ fn maxsim_search<'py>(
         .detach_caught(|| {
             let docs = TokenMatrix::new(ddata, ddim, doffsets, None, "documents")?;
             let queries = TokenMatrix::new(qdata, qdim, qoffsets, None, "queries")?;
-            exact::search(&docs, &queries, k, threads)
+            let hits = exact::search(&docs, &queries, k, threads)?;
+            exact::finite_scores(hits, |q| format!("query {q}"))
         })
         .py_err()?;
     hits_to_arrays(py, hits, k)

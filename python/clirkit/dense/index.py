@@ -15,21 +15,20 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, overload
 
 import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix, load_matrix, npy_header
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
-
-T = TypeVar("T")
 
 
 def fastscan_kernels() -> list[str]:
@@ -65,20 +64,6 @@ class _Ids(Sequence):
         if found is None or found < start or (stop is not None and found >= stop):
             raise ValueError(f"{value!r} is not an id of this index")
         return int(found)
-
-
-class NativeValue(Generic[T]):
-    """A read-only attribute forwarded from the native index of the same name, as a Python value."""
-
-    def __init__(self, convert: Callable[[Any], T], doc: str | None = None) -> None:
-        self._convert = convert
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    def __get__(self, index: Any, owner: type | None = None) -> T:
-        return self._convert(getattr(index.native, self._name))
 
 
 class NativeIndex:
