@@ -164,6 +164,16 @@ def add_query_stage(
     )
 
 
+def encode_task_queries(encoder: Any, task: Any, ctx: RunContext) -> Any:
+    """``encoder.encode_queries`` of the task's query texts, with a progress bar of the queries encoded
+    (counts and ETA; quiet when ``ctx.quiet`` or stderr is not a terminal)."""
+    from clirkit._progress import ProgressBar, counting
+
+    texts = [text for _, text, _ in task.queries]
+    with counting(ProgressBar(len(texts), "queries", "queries", enabled=not ctx.quiet)):
+        return encoder.encode_queries(texts)
+
+
 def write_search_run(
     index: Any,
     queries: tuple[Any, ...],
@@ -317,7 +327,7 @@ class DenseKind:
                 if "dense" in declared_families(options["model"])
                 else dense_encoder(ctx, options)
             )
-            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
+            vectors = encode_task_queries(encoder, task, ctx)
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)

@@ -28,6 +28,7 @@ from clirkit.experiment.systems.dense import (
     add_query_stage,
     cached_encoder,
     document_encode_stages,
+    encode_task_queries,
     encoder_options,
     kept_document_ids,
 )
@@ -268,7 +269,7 @@ class ImpactKind:
                     threads=ctx.threads or 0,
                     **encoder_instructions(options),
                 )
-            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
+            vectors = encode_task_queries(encoder, task, ctx)
             qids = [q for q, _, _ in task.queries]
             (out / QUERY_VECTORS).write_text(json.dumps(list(zip(qids, vectors))), encoding="utf-8")
 
