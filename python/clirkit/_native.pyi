@@ -122,7 +122,7 @@ class SearchResults:
 class Bm25Index:
     @staticmethod
     def build(
-        corpus: str,
+        corpus: Union[str, List[Tuple[str, Optional[str], Optional[str]]]],
         index: str,
         *,
         lang: Optional[str] = None,

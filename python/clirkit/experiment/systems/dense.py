@@ -251,6 +251,7 @@ class DenseKind:
         "refine",
         *INDEX_KEYS,
         "nprobe",
+        "memory_mb",
         "dtype",
         *MODEL_SYSTEM_KEYS,
     )
@@ -431,6 +432,8 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "no_vectors": r.get("no_vectors", bool, False),
         "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
         "nprobe": r.positive("nprobe", 1),
+        # clirkit index dense --memory-mb: rows read at a time (the index is the same for any)
+        "memory_mb": r.positive("memory_mb", 256, allow_zero=True),
     }
     if options["nbits"] not in (4, 8):
         raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
@@ -485,7 +488,14 @@ def build_dense(
         rows.append(kept)
         ids.extend(part_ids[n] for n in kept)
     DenseIndex.build_file(
-        files, ids, index_dir, rows=rows, **index_build_options(options), threads=ctx.threads, quiet=ctx.quiet
+        files,
+        ids,
+        index_dir,
+        rows=rows,
+        **index_build_options(options),
+        memory_mb=options["memory_mb"],
+        threads=ctx.threads,
+        quiet=ctx.quiet,
     )
 
 
