@@ -16,6 +16,7 @@ from pathlib import Path
 
 import clirkit._native as native
 import numpy as np
+from clirkit.dense import DenseIndex
 from clirkit.fusion import fuse
 
 W = Path(__file__).resolve().parent / ".work" / "ab"
@@ -44,7 +45,7 @@ def prepare():
     if not (W / "dense").exists():
         docs = rng.standard_normal((200_000, 64)).astype(np.float32)
         ids = [f"d{i}" for i in range(len(docs))]
-        native.DenseIndex.build(docs, ids, pq=16, keep_vectors=False, quiet=True).save(str(W / "dense"))
+        DenseIndex.build(docs, ids, pq=16, keep_vectors=False, quiet=True).save(str(W / "dense"))
         np.save(W / "queries.npy", rng.standard_normal((1000, 64)).astype(np.float32))
 
 

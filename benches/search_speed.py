@@ -22,6 +22,7 @@ from pathlib import Path
 
 import clirkit._native as native
 import numpy as np
+from clirkit.dense import DenseIndex
 from clirkit.fusion import fuse_native
 
 BENCHES = Path(__file__).resolve().parent
@@ -58,7 +59,7 @@ def prepare() -> None:
     for kind, pq in (("flat", None), ("pq", DIM // 2)):
         index = WORK / f"dense-{kind}"
         if not index.exists():
-            native.DenseIndex.build(docs, ids, pq=pq, keep_vectors=pq is None, quiet=True).save(index)
+            DenseIndex.build(docs, ids, pq=pq, keep_vectors=pq is None, quiet=True).save(index)
     make_runs(2000, 1000)
 
 

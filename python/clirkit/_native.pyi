@@ -413,37 +413,20 @@ def fastscan_kernels() -> list[str]: ...
 
 @final
 class DenseIndex:
+    # options: clirkit.dense.DenseIndex.build's keyword options, every one present (pq, nbits, ivf,
+    # metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype), as clirkit.dense.index
+    # builds them.
     @staticmethod
     def build(
-        embeddings: _npt.NDArray[_np.float32],
-        ids: list[str],
-        pq: int | None = None,
-        nbits: int = 4,
-        ivf: int | None = None,
-        metric: str = "ip",
-        train_size: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = True,
-        quiet: bool = False,
-        vector_dtype: str = "float32",
+        embeddings: _npt.NDArray[_np.float32], ids: list[str], options: Dict[str, Any]
     ) -> DenseIndex: ...
     @staticmethod
     def build_npy(
         npy: list[tuple[os.PathLike[str] | str, list[int] | None]],
         ids: list[str],
         dir: os.PathLike[str] | str,
-        pq: int | None = None,
-        nbits: int = 4,
-        ivf: int | None = None,
-        metric: str = "ip",
-        train_size: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = True,
-        quiet: bool = False,
+        options: Dict[str, Any],
         memory_mb: int = 256,
-        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     def write_combined(
         self,
@@ -573,19 +556,15 @@ class MultiVectorSearchOptions:
 
 @final
 class MultiVectorIndex:
+    # options: clirkit.multivector.MultiVectorIndex.build's keyword options, every one present (nbits,
+    # centroids, kmeans_sample, kmeans_iterations, seed, threads, keep_vectors), as it builds them.
     @staticmethod
     def build(
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
         ids: list[str],
         dir: os.PathLike[str] | str,
-        nbits: int = 2,
-        centroids: int | None = None,
-        kmeans_sample: int | None = None,
-        kmeans_iterations: int = 4,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = False,
+        options: Dict[str, Any],
     ) -> MultiVectorIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> MultiVectorIndex: ...

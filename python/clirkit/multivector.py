@@ -101,13 +101,15 @@ class MultiVectorIndex(NativeIndex):
             off,
             [i if isinstance(i, str) else str(i) for i in ids],
             Path(dir),
-            nbits=checked_int("nbits", nbits),
-            centroids=checked_int("centroids", centroids),
-            kmeans_sample=checked_int("kmeans_sample", kmeans_sample),
-            kmeans_iterations=checked_int("kmeans_iterations", kmeans_iterations),
-            seed=checked_int("seed", seed, 0, 2**64 - 1),
-            threads=checked_threads(threads),
-            keep_vectors=keep_vectors,
+            {
+                "nbits": checked_int("nbits", nbits),
+                "centroids": checked_int("centroids", centroids),
+                "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
+                "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
+                "seed": checked_int("seed", seed, 0, 2**64 - 1),
+                "threads": checked_threads(threads),
+                "keep_vectors": keep_vectors,
+            },
         )
         return MultiVectorIndex(native)
 

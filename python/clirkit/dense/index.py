@@ -91,6 +91,34 @@ def run_dict(pairs: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> RunDic
     return {q: dict(docs) for q, docs in pairs}
 
 
+def _native_build_options(
+    pq: int | None,
+    nbits: int,
+    ivf: int | None,
+    metric: str,
+    train_size: int | None,
+    seed: int,
+    threads: int,
+    keep_vectors: bool,
+    quiet: bool,
+    vector_dtype: str,
+) -> dict[str, Any]:
+    """The build options of :meth:`DenseIndex.build` as the native build takes them: every key of
+    its keyword names, ``threads`` checked."""
+    return {
+        "pq": pq,
+        "nbits": nbits,
+        "ivf": ivf,
+        "metric": metric,
+        "train_size": train_size,
+        "seed": seed,
+        "threads": checked_threads(threads),
+        "keep_vectors": keep_vectors,
+        "quiet": quiet,
+        "vector_dtype": vector_dtype,
+    }
+
+
 class DenseIndex(NativeIndex):
     """A dense vector index; build with :meth:`build` or load with :meth:`open`."""
 
@@ -124,21 +152,10 @@ class DenseIndex(NativeIndex):
         """
         data = as_matrix(embeddings, "embeddings")
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        native = _native.DenseIndex.build(
-            data,
-            id_list,
-            pq=pq,
-            nbits=nbits,
-            ivf=ivf,
-            metric=metric,
-            train_size=train_size,
-            seed=seed,
-            threads=checked_threads(threads),
-            keep_vectors=keep_vectors,
-            quiet=quiet,
-            vector_dtype=vector_dtype,
+        options = _native_build_options(
+            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
         )
-        return DenseIndex(native)
+        return DenseIndex(_native.DenseIndex.build(data, id_list, options))
 
     @staticmethod
     def build_file(
@@ -172,18 +189,9 @@ class DenseIndex(NativeIndex):
         the rows kept (in the order given; None keeps every row): so a collection encoded in several
         files, or part of one, is indexed without first copying its rows into one matrix.
         """
-        options: dict[str, Any] = {
-            "pq": pq,
-            "nbits": nbits,
-            "ivf": ivf,
-            "metric": metric,
-            "train_size": train_size,
-            "seed": seed,
-            "threads": checked_threads(threads),
-            "keep_vectors": keep_vectors,
-            "quiet": quiet,
-            "vector_dtype": vector_dtype,
-        }
+        options = _native_build_options(
+            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
+        )
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
         files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
         kept = [None] * len(files) if rows is None else [None if r is None else list(r) for r in rows]
@@ -200,7 +208,7 @@ class DenseIndex(NativeIndex):
             DenseIndex.build(matrix, id_list, **options).save(index_dir)
             return DenseIndex.open(index_dir)
         parts = [(Path(p), r) for p, r in zip(files, kept)]
-        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), memory_mb=memory_mb, **options)
+        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), options, memory_mb)
         return DenseIndex(native)
 
     def add(
