@@ -27,7 +27,10 @@ round), the median pass; Accuracy@10 of every row against clirkit's exact top 10
 10 found, a document tied with the exact 10th score counting as found); BMP-safe's disagreements with exact
 (queries whose top-10 scores or documents differ beyond ties), counted and listed; then a sweep of each
 engine's knobs at k=10 (BMP: ``alpha``, ``beta``; Seismic: ``query_cut``, ``heap_factor``; clirkit: the
-settings :func:`clirkit_sweep` lists) and, per engine, the best QPS reaching Accuracy@10 >= 0.97 and >= 0.99.
+settings :func:`clirkit_sweep` lists, plus the settings clirkit's calibration, what ``--target-accuracy``
+runs, picks per structure for each target) and, per engine, the best QPS reaching Accuracy@10 >= 0.97 and
+>= 0.99; then clirkit's own audit of its best approximate row per target (every query re-run exactly)
+beside this script's independent comparison of the same row with the exact run, per query.
 
 Every engine runs in a worker process of its own (``--python``, default this interpreter: a venv with
 numpy, bmp, pyseismic-lsr and clirkit importable, e.g. PYTHONPATH=python with a ``devbuild --bench``
@@ -61,6 +64,7 @@ import bench_common as bc  # noqa: E402
 DOC_IMPACT_MAX = 255  # BMP stores document impacts in a u8
 BMP_MAX_TERM_WEIGHT = 32  # bmp::query::MAX_TERM_WEIGHT: its searcher scales a query's largest weight to this
 ENGINES = ("clirkit", "bmp", "seismic")
+TARGETS = (0.97, 0.99)  # the Accuracy@10 levels engines are compared at
 SCIFACT = "beir-scifact"
 SPLADE = "splade-tiny-en"
 
@@ -92,24 +96,53 @@ def clirkit_approximate_sweep() -> list[dict]:
 
 
 class ClirkitApproximate:
-    """The approximate structure of one opened clirkit index for the ``postings_per_term`` last asked
-    (one held at a time: a 1M-document structure takes about a gigabyte)."""
+    """The approximate structures of one opened clirkit index, one per ``postings_per_term`` asked,
+    kept (a 1M-document structure takes about a gigabyte; the sweep's rows then need no rebuild when
+    the alternating passes move between them)."""
 
     def __init__(self, index) -> None:
-        self.index, self.postings_per_term, self.built = index, None, None
+        self.index, self.built = index, {}
 
     def ready(self, params: dict):
-        if params["postings_per_term"] != self.postings_per_term:
-            self.built = None
-            self.built = self.index.approximate(postings_per_term=params["postings_per_term"], threads=2)
-            self.postings_per_term = params["postings_per_term"]
-        return self.built
+        lam = params["postings_per_term"]
+        if lam not in self.built:
+            self.built[lam] = self.index.approximate(postings_per_term=lam, threads=2)
+        return self.built[lam]
 
-    def search(self, prepared, k: int, params: dict):
+    @staticmethod
+    def settings(params: dict):
         from clirkit.impact import ApproximateSettings
 
-        settings = ApproximateSettings(query_terms=params["query_terms"], candidates=params["candidates"])
+        return ApproximateSettings(query_terms=params["query_terms"], candidates=params["candidates"])
+
+    def search(self, prepared, k: int, params: dict):
+        settings = self.settings(params)
         return self.ready(params).batch_search(prepared, k, settings=settings, threads=1, quiet=True)
+
+    def audit(self, prepared, k: int, params: dict) -> dict:
+        """clirkit's own audit of ``params`` re-running every query exactly (``ApproximateImpactIndex.audit``
+        with n = the number of queries): its mean Accuracy@10, score gaps and per-query Accuracy@10."""
+        report = self.ready(params).audit(
+            prepared, len(prepared), k=k, settings=self.settings(params), threads=2
+        )
+        return {
+            "accuracy10": report.accuracy_at_10,
+            "min_accuracy10": report.min_accuracy_at_10,
+            "score_gap": report.score_gap,
+            "max_score_gap": report.max_score_gap,
+            "per_query": {q.query: q.accuracy_at_10 for q in report.queries},
+        }
+
+    def calibrate(self, prepared, target: float, postings_per_term: int) -> dict:
+        """The search settings ``ApproximateImpactIndex.calibrate`` picks for ``target`` (its default
+        sample of 50 queries, seed 0) on the structure of ``postings_per_term``."""
+        structure = self.ready({"postings_per_term": postings_per_term})
+        chosen = structure.calibrate(prepared, target, k=10, threads=2)
+        return {
+            "postings_per_term": postings_per_term,
+            "query_terms": chosen.query_terms,
+            "candidates": chosen.candidates,
+        }
 
 
 def bmp_sweep() -> list[dict]:
@@ -352,6 +385,13 @@ def serve(engine: str, spec: dict) -> None:
     for line in sys.stdin:
         command = json.loads(line)
         k, params = command["k"], command["params"]
+        if command.get("op") == "audit":  # clirkit approximate only: its own audit of every query
+            print(json.dumps(searcher.approximate.audit(prepared, k, params)), flush=True)
+            continue
+        if command.get("op") == "calibrate":  # clirkit approximate only: the settings for a target
+            chosen = searcher.approximate.calibrate(prepared, command["target"], params["postings_per_term"])
+            print(json.dumps({"params": chosen}), flush=True)
+            continue
         if engine == "clirkit" and params:  # the approximate structure, built outside the timed passes
             searcher.approximate.ready(params)
         times = []
@@ -384,8 +424,11 @@ class Worker:
         return json.loads(line)
 
     def run(self, k: int, params: dict, passes: int, hits: bool) -> dict:
+        return self.ask({"k": k, "params": params, "passes": passes, "hits": hits})
+
+    def ask(self, command: dict) -> dict:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"k": k, "params": params, "passes": passes, "hits": hits}) + "\n")
+        self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
         return self._read()
 
@@ -428,6 +471,18 @@ def disagreements(run: dict[str, list[list]], exact: dict[str, list[list]]) -> l
         strangers = [d for d, _ in mine if d not in eligible]
         if scores != exact_scores or strangers:
             out.append(f"{q}: scores {scores} vs exact {exact_scores}; not in exact top 10: {strangers}")
+    return out
+
+
+def strict_accuracy(run: dict[str, list[list]], exact: dict[str, list[list]]) -> dict[str, float]:
+    """Per query, the share of the exact top 10's documents (clirkit exact's canonical order, ties not
+    counted as found: what clirkit's audit computes) that the run's top 10 holds; 1 when exact finds
+    nothing. Computed here from the two runs' hits, independently of the audit."""
+    out = {}
+    for q, truth in exact.items():
+        want = {d for d, _ in truth[:10]}
+        got = {d for d, _ in run.get(q, [])[:10]}
+        out[q] = len(want & got) / len(want) if want else 1.0
     return out
 
 
@@ -504,19 +559,53 @@ def compare(data: dict, args) -> dict:
         sweep_rows = [
             (e, p) for e in args.engines for p in (SWEEPS[e]() if args.sweep else [SAFE.get(e, {})])
         ]
-        rows = {}
-        for e, p in sweep_rows:
+        rows: dict[str, dict] = {}
+        runs: dict[str, dict] = {}
+
+        def measure(e: str, p: dict) -> None:
             run = workers[e].run(10, p, 0, True)["hits"]
             row: dict = {"engine": e, "params": p, "accuracy10": accuracy_at_10(run, exact)}
             if data["qrels"] is not None:
                 row["ndcg10"] = ndcg10(data["qrels"], run)
             if e != "clirkit" and e in SAFE and p == SAFE[e]:
                 row["disagreements"] = disagreements(run, exact)
-            rows[label(e, p)] = row
+            rows[label(e, p)], runs[label(e, p)] = row, run
+
+        for e, p in sweep_rows:
+            measure(e, p)
+        if args.sweep and args.calibrate and "clirkit" in args.engines:
+            # What `--target-accuracy` would search with: clirkit's calibration per structure and
+            # target, its chosen settings timed beside the sweep's rows.
+            report["calibrated"] = []
+            lambdas = sorted({p["postings_per_term"] for e, p in sweep_rows if e == "clirkit" and p})
+            for lam in lambdas:
+                for target in TARGETS:
+                    command = {"op": "calibrate", "k": 10, "params": {"postings_per_term": lam}}
+                    chosen = workers["clirkit"].ask(command | {"target": target})["params"]
+                    report["calibrated"].append({"target": target, "label": label("clirkit", chosen)})
+                    if ("clirkit", chosen) not in sweep_rows:
+                        sweep_rows.append(("clirkit", chosen))
+                        measure("clirkit", chosen)
         times = alternate(workers, sweep_rows, 10, args.sweep_rounds)
         for name, t in times.items():
             rows[name]["qps10"] = nq / bc.median(t)
         report["rows"] = rows
+        # clirkit's audit of its best approximate row per target, against this script's own comparison.
+        report["audits"] = []
+        for target in TARGETS if "clirkit" in args.engines else ():
+            best = best_at(rows, "clirkit", target, approximate=True)
+            if best is None:
+                continue
+            name, row = best
+            audit = workers["clirkit"].ask({"op": "audit", "k": 10, "params": row["params"]})
+            mine = strict_accuracy(runs[name], exact)
+            differ = [q for q, a in mine.items() if abs(a - audit["per_query"].get(q, math.nan)) > 1e-9]
+            audit.pop("per_query")
+            report["audits"].append(
+                audit
+                | {"target": target, "label": name, "independent10": sum(mine.values()) / len(mine)}
+                | {"queries_differing": differ}
+            )
     finally:
         for w in workers.values():
             w.close()
@@ -524,8 +613,13 @@ def compare(data: dict, args) -> dict:
     return report
 
 
-def best_at(rows: dict, engine: str, target: float) -> tuple[str, dict] | None:
-    reached = [(n, r) for n, r in rows.items() if r["engine"] == engine and r["accuracy10"] >= target]
+def best_at(rows: dict, engine: str, target: float, approximate: bool = False) -> tuple[str, dict] | None:
+    """The row of ``engine`` of highest QPS reaching ``target`` (``approximate``: not its exact row)."""
+    reached = [
+        (n, r)
+        for n, r in rows.items()
+        if r["engine"] == engine and r["accuracy10"] >= target and not (approximate and not r["params"])
+    ]
     return max(reached, key=lambda nr: nr[1]["qps10"]) if reached else None
 
 
@@ -569,10 +663,24 @@ def print_report(report: dict, args) -> None:
     print("|---|---|---|")
     for e in args.engines:
         cells = []
-        for target in (0.97, 0.99):
+        for target in TARGETS:
             best = best_at(rows, e, target)
             cells.append(f"{best[1]['qps10']:.1f} ({best[0]})" if best else "not reached")
         print(f"| {e} | " + " | ".join(cells) + " |")
+    for c in report.get("calibrated", []):
+        row = rows[c["label"]]
+        print(
+            f"\nclirkit calibrated for Accuracy@10 >= {c['target']}: {c['label']}: "
+            f"{row['qps10']:.1f} QPS, Accuracy@10 {row['accuracy10']:.4f} over all queries"
+        )
+    for a in report.get("audits", []):
+        print(
+            f"\nclirkit's audit of {a['label']} (best row at >= {a['target']}), every query re-run exactly: "
+            f"Accuracy@10 {a['accuracy10']:.4f} (min {a['min_accuracy10']:.4f}), score gap "
+            f"{a['score_gap']:.4%} (max {a['max_score_gap']:.4%}); this script's own comparison of the "
+            f"same row with the exact run (ties not counted as found): {a['independent10']:.4f}; "
+            f"queries where the two differ: {len(a['queries_differing'])} {a['queries_differing'][:10]}"
+        )
     sys.stdout.flush()
 
 
@@ -594,6 +702,12 @@ def main() -> int:
         dest="sweep",
         action="store_false",
         help="only the exact rows (clirkit exact, BMP safe) in the k=10 table",
+    )
+    p.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_false",
+        help="skip clirkit's calibrated rows (the settings `--target-accuracy` picks per structure)",
     )
     p.add_argument("--build-threads", type=int, default=2)
     p.add_argument("--engines", default=",".join(ENGINES))
