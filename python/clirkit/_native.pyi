@@ -122,7 +122,7 @@ class SearchResults:
 class Bm25Index:
     @staticmethod
     def build(
-        corpus: str,
+        corpus: Union[str, List[Tuple[str, Optional[str], Optional[str]]]],
         index: str,
         *,
         lang: Optional[str] = None,
@@ -298,7 +298,7 @@ class ApproximateImpactIndex:
     ) -> Tuple[int, int]: ...
 
 # --- fusion ----------------------------------------------------------------------------------
-from typing import Sequence, Union  # noqa: E402
+from typing import Any, Sequence, Union  # noqa: E402
 
 #: Fusion method names, as ``fuse`` takes them (the core's list).
 FUSION_METHODS: Tuple[str, ...]
@@ -320,29 +320,11 @@ class NativeRun:
     def num_entries(self) -> int: ...
     def __len__(self) -> int: ...
 
-def fuse(
-    runs: Sequence[Union[NativeRun, str]],
-    method: str = "rrf",
-    k: float = 60.0,
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
-    norm: str = "minmax",
-    alpha: Optional[float] = None,
-    top: Optional[int] = None,
-    threads: Optional[int] = None,
-) -> NativeRun: ...
+# options: clirkit.fusion.fuse's keyword options, every one present (method, k, weights, depth,
+# norm, alpha, top, threads), as clirkit.fusion builds them.
+def fuse(runs: Sequence[Union[NativeRun, str]], options: Dict[str, Any]) -> NativeRun: ...
 def fuse_to_file(
-    runs: Sequence[Union[NativeRun, str]],
-    output: str,
-    tag: str = "clirkit",
-    method: str = "rrf",
-    k: float = 60.0,
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
-    norm: str = "minmax",
-    alpha: Optional[float] = None,
-    top: Optional[int] = None,
-    threads: Optional[int] = None,
+    runs: Sequence[Union[NativeRun, str]], output: str, tag: str, options: Dict[str, Any]
 ) -> None: ...
 
 # --- reranking -------------------------------------------------------------------------------
@@ -431,37 +413,20 @@ def fastscan_kernels() -> list[str]: ...
 
 @final
 class DenseIndex:
+    # options: clirkit.dense.DenseIndex.build's keyword options, every one present (pq, nbits, ivf,
+    # metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype), as clirkit.dense.index
+    # builds them.
     @staticmethod
     def build(
-        embeddings: _npt.NDArray[_np.float32],
-        ids: list[str],
-        pq: int | None = None,
-        nbits: int = 4,
-        ivf: int | None = None,
-        metric: str = "ip",
-        train_size: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = True,
-        quiet: bool = False,
-        vector_dtype: str = "float32",
+        embeddings: _npt.NDArray[_np.float32], ids: list[str], options: Dict[str, Any]
     ) -> DenseIndex: ...
     @staticmethod
     def build_npy(
         npy: list[tuple[os.PathLike[str] | str, list[int] | None]],
         ids: list[str],
         dir: os.PathLike[str] | str,
-        pq: int | None = None,
-        nbits: int = 4,
-        ivf: int | None = None,
-        metric: str = "ip",
-        train_size: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = True,
-        quiet: bool = False,
+        options: Dict[str, Any],
         memory_mb: int = 256,
-        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     def write_combined(
         self,
@@ -591,19 +556,15 @@ class MultiVectorSearchOptions:
 
 @final
 class MultiVectorIndex:
+    # options: clirkit.multivector.MultiVectorIndex.build's keyword options, every one present (nbits,
+    # centroids, kmeans_sample, kmeans_iterations, seed, threads, keep_vectors), as it builds them.
     @staticmethod
     def build(
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
         ids: list[str],
         dir: os.PathLike[str] | str,
-        nbits: int = 2,
-        centroids: int | None = None,
-        kmeans_sample: int | None = None,
-        kmeans_iterations: int = 4,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = False,
+        options: Dict[str, Any],
     ) -> MultiVectorIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> MultiVectorIndex: ...

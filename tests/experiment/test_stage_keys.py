@@ -152,7 +152,7 @@ reaching("collection", SEARCH, drop_self_hits=True)
 reaching("collection", ("eval",), measures=["nDCG@10", "R@100"])
 reaching("evaluation", ("eval",), measures=["nDCG@10", "R@100"])
 reaching("systems.bm25", SEARCH, k1=1.5, b=0.7, hits=50)
-reaching("systems.bm25", ("bm25-index",), fields=["title", "text"])
+reaching("systems.bm25", ("bm25-index",), fields=["title", "text"], memory_mb=64)
 reaching("systems.bm25", ("bm25-index", "search"), rm3=True)
 reaching("systems.rm3", SEARCH, fb_docs=5, fb_terms=5, original_weight=0.7, filter_terms=False)
 reaching("systems.dense_flat", INDEX, embeddings="@emb2", pq=8)
@@ -221,6 +221,14 @@ OUT_OF_KEY: dict[tuple[str, str], tuple[Any, str]] = {
     ("systems.dense", "batch_size"): (8, "how many texts the model is given at once, not what it computes"),
     ("systems.impact", "batch_size"): (8, "how many texts the model is given at once, not what it computes"),
     ("systems.mv", "batch_size"): (8, "how many texts the model is given at once, not what it computes"),
+    **{
+        (node, "memory_mb"): (64, "postings held before spilling; the impact index is byte-identical for any")
+        for node in ("systems.impact", "systems.impact_pre")
+    },
+    **{
+        (node, "memory_mb"): (64, "rows read at a time; the dense index is byte-identical for any")
+        for node in ("systems.dense", "systems.dense_flat", "systems.dense_pq", "systems.dense_ivf")
+    },
     **{
         (node, key): (
             value,

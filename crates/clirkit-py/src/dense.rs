@@ -47,31 +47,39 @@ fn search_input<'a>(
     Ok((matrix(queries, "queries")?, opts))
 }
 
-/// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
-/// (train_size, seed), `vectors` is (keep_vectors, vector_dtype).
-fn build_options(
-    kind: (Option<usize>, usize, Option<usize>),
-    metric: &str,
-    training: (Option<usize>, u64),
+/// The build options as the Python side passes them: a dict keyed by `DenseIndex.build`'s keyword
+/// names (`clirkit.dense.index` builds it, every key present).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct BuildArgs {
+    pq: Option<usize>,
+    nbits: usize,
+    ivf: Option<usize>,
+    metric: String,
+    train_size: Option<usize>,
+    seed: u64,
     threads: usize,
-    vectors: (bool, &str),
+    keep_vectors: bool,
     quiet: bool,
-) -> PyResult<BuildOptions> {
-    let (keep_vectors, vector_dtype) = vectors;
-    let (pq, nbits, ivf) = kind;
-    let (train_size, seed) = training;
-    Ok(BuildOptions {
-        pq,
-        nbits,
-        ivf,
-        metric: metric.parse::<Metric>().py_err()?,
-        train_size,
-        seed,
-        threads,
-        keep_vectors,
-        vector_dtype: vector_dtype.parse::<VectorDtype>().py_err()?,
-        quiet,
-    })
+    vector_dtype: String,
+}
+
+impl BuildArgs {
+    /// The core's options (an unknown metric or vector dtype is an error naming it).
+    fn options(self) -> PyResult<BuildOptions> {
+        Ok(BuildOptions {
+            metric: self.metric.parse::<Metric>().py_err()?,
+            vector_dtype: self.vector_dtype.parse::<VectorDtype>().py_err()?,
+            pq: self.pq,
+            nbits: self.nbits,
+            ivf: self.ivf,
+            train_size: self.train_size,
+            seed: self.seed,
+            threads: self.threads,
+            keep_vectors: self.keep_vectors,
+            quiet: self.quiet,
+        })
+    }
 }
 
 /// A dense vector index (flat exact, or PQ fast-scan with optional IVF and refine).
@@ -83,33 +91,14 @@ pub struct PyDenseIndex {
 #[pymethods]
 impl PyDenseIndex {
     #[staticmethod]
-    #[pyo3(signature = (embeddings, ids, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
-                        seed=0, threads=0, keep_vectors=true, quiet=false, vector_dtype="float32"))]
-    #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
         embeddings: PyReadonlyArray2<'_, f32>,
         ids: Vec<String>,
-        pq: Option<usize>,
-        nbits: usize,
-        ivf: Option<usize>,
-        metric: &str,
-        train_size: Option<usize>,
-        seed: u64,
-        threads: usize,
-        keep_vectors: bool,
-        quiet: bool,
-        vector_dtype: &str,
+        options: BuildArgs,
     ) -> PyResult<Self> {
         let (data, dim) = matrix(&embeddings, "embeddings")?;
-        let opts = build_options(
-            (pq, nbits, ivf),
-            metric,
-            (train_size, seed),
-            threads,
-            (keep_vectors, vector_dtype),
-            quiet,
-        )?;
+        let opts = options.options()?;
         let inner = py
             .detach_caught(|| DenseIndex::build(data, dim, &ids, &opts))
             .py_err()?;
@@ -120,35 +109,16 @@ impl PyDenseIndex {
     /// about `memory_mb` MB for the chunks: `npy` lists (file, rows kept or None for all), whose rows
     /// are indexed one file after another; returns the index opened from `dir`.
     #[staticmethod]
-    #[pyo3(signature = (npy, ids, dir, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
-                        seed=0, threads=0, keep_vectors=true, quiet=false, memory_mb=256,
-                        vector_dtype="float32"))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (npy, ids, dir, options, memory_mb=256))]
     fn build_npy(
         py: Python<'_>,
         npy: Vec<(PathBuf, Option<Vec<usize>>)>,
         ids: Vec<String>,
         dir: PathBuf,
-        pq: Option<usize>,
-        nbits: usize,
-        ivf: Option<usize>,
-        metric: &str,
-        train_size: Option<usize>,
-        seed: u64,
-        threads: usize,
-        keep_vectors: bool,
-        quiet: bool,
+        options: BuildArgs,
         memory_mb: usize,
-        vector_dtype: &str,
     ) -> PyResult<Self> {
-        let opts = build_options(
-            (pq, nbits, ivf),
-            metric,
-            (train_size, seed),
-            threads,
-            (keep_vectors, vector_dtype),
-            quiet,
-        )?;
+        let opts = options.options()?;
         let inner = py
             .detach_caught(|| {
                 let mut parts = Vec::with_capacity(npy.len());

@@ -122,22 +122,32 @@ impl NativeRun {
     }
 }
 
-/// Fusion options from the Python arguments.
-fn fusion_options(
-    method: &str,
+/// The fusion options as the Python side passes them: a dict keyed by `clirkit.fusion.fuse`'s
+/// keyword names.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct FuseArgs {
+    method: String,
     k: f64,
     weights: Option<Vec<f64>>,
     depth: Option<usize>,
-    norm: &str,
+    norm: String,
     alpha: Option<f64>,
     top: Option<usize>,
-) -> PyResult<FusionOptions> {
-    let norm: Norm = norm.parse().py_err()?;
-    let mut options = FusionOptions::new(Method::from_name(method, k, norm, alpha).py_err()?);
-    options.weights = weights;
-    options.depth = depth;
-    options.top = top;
-    Ok(options)
+    threads: Option<usize>,
+}
+
+impl FuseArgs {
+    /// The core's options (a method or norm name it does not know is an error naming it).
+    fn options(&self) -> PyResult<FusionOptions> {
+        let norm: Norm = self.norm.parse().py_err()?;
+        let method = Method::from_name(&self.method, self.k, norm, self.alpha).py_err()?;
+        let mut options = FusionOptions::new(method);
+        options.weights = self.weights.clone();
+        options.depth = self.depth;
+        options.top = self.top;
+        Ok(options)
+    }
 }
 
 /// A run to fuse: one held in Rust, or a run file read in Rust.
@@ -189,23 +199,10 @@ fn with_loaded_runs<T: Send>(
 
 /// Fuse runs given as `NativeRun`s or run-file paths (read in Rust).
 #[pyfunction]
-#[pyo3(signature = (runs, method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
-#[allow(clippy::too_many_arguments)]
-fn fuse(
-    py: Python<'_>,
-    runs: Vec<Bound<'_, PyAny>>,
-    method: &str,
-    k: f64,
-    weights: Option<Vec<f64>>,
-    depth: Option<usize>,
-    norm: &str,
-    alpha: Option<f64>,
-    top: Option<usize>,
-    threads: Option<usize>,
-) -> PyResult<NativeRun> {
-    let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
-    let fused = with_loaded_runs(py, sources(&runs)?, threads, |runs| {
-        core_fuse(runs, &options)
+fn fuse(py: Python<'_>, runs: Vec<Bound<'_, PyAny>>, options: FuseArgs) -> PyResult<NativeRun> {
+    let fusion = options.options()?;
+    let fused = with_loaded_runs(py, sources(&runs)?, options.threads, |runs| {
+        core_fuse(runs, &fusion)
     })?;
     Ok(NativeRun {
         inner: Arc::new(fused),
@@ -215,25 +212,16 @@ fn fuse(
 /// Fuse runs (as `fuse`) and write the fused run to `output` as a TREC run, atomically, fusing
 /// while earlier queries are written.
 #[pyfunction]
-#[pyo3(signature = (runs, output, tag = "clirkit", method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
-#[allow(clippy::too_many_arguments)]
 fn fuse_to_file(
     py: Python<'_>,
     runs: Vec<Bound<'_, PyAny>>,
     output: PathBuf,
     tag: &str,
-    method: &str,
-    k: f64,
-    weights: Option<Vec<f64>>,
-    depth: Option<usize>,
-    norm: &str,
-    alpha: Option<f64>,
-    top: Option<usize>,
-    threads: Option<usize>,
+    options: FuseArgs,
 ) -> PyResult<()> {
-    let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
-    with_loaded_runs(py, sources(&runs)?, threads, |runs| {
-        core_fuse_to_file(runs, &options, &output, tag)
+    let fusion = options.options()?;
+    with_loaded_runs(py, sources(&runs)?, options.threads, |runs| {
+        core_fuse_to_file(runs, &fusion, &output, tag)
     })
 }
 

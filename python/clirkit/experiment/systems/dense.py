@@ -164,6 +164,16 @@ def add_query_stage(
     )
 
 
+def encode_task_queries(encoder: Any, task: Any, ctx: RunContext) -> Any:
+    """``encoder.encode_queries`` of the task's query texts, with a progress bar of the queries encoded
+    (counts and ETA; quiet when ``ctx.quiet`` or stderr is not a terminal)."""
+    from clirkit._progress import ProgressBar, counting
+
+    texts = [text for _, text, _ in task.queries]
+    with counting(ProgressBar(len(texts), "queries", "queries", enabled=not ctx.quiet)):
+        return encoder.encode_queries(texts)
+
+
 def write_search_run(
     index: Any,
     queries: tuple[Any, ...],
@@ -251,6 +261,7 @@ class DenseKind:
         "refine",
         *INDEX_KEYS,
         "nprobe",
+        "memory_mb",
         "dtype",
         *MODEL_SYSTEM_KEYS,
     )
@@ -316,7 +327,7 @@ class DenseKind:
                 if "dense" in declared_families(options["model"])
                 else dense_encoder(ctx, options)
             )
-            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
+            vectors = encode_task_queries(encoder, task, ctx)
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)
@@ -431,6 +442,8 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "no_vectors": r.get("no_vectors", bool, False),
         "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
         "nprobe": r.positive("nprobe", 1),
+        # clirkit index dense --memory-mb: rows read at a time (the index is the same for any)
+        "memory_mb": r.positive("memory_mb", 256, allow_zero=True),
     }
     if options["nbits"] not in (4, 8):
         raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
@@ -485,7 +498,14 @@ def build_dense(
         rows.append(kept)
         ids.extend(part_ids[n] for n in kept)
     DenseIndex.build_file(
-        files, ids, index_dir, rows=rows, **index_build_options(options), threads=ctx.threads, quiet=ctx.quiet
+        files,
+        ids,
+        index_dir,
+        rows=rows,
+        **index_build_options(options),
+        memory_mb=options["memory_mb"],
+        threads=ctx.threads,
+        quiet=ctx.quiet,
     )
 
 
