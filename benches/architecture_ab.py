@@ -16,6 +16,8 @@ from pathlib import Path
 
 import clirkit._native as native
 import numpy as np
+from clirkit.dense import DenseIndex
+from clirkit.fusion import fuse
 
 W = Path(__file__).resolve().parent / ".work" / "ab"
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact"
@@ -43,7 +45,7 @@ def prepare():
     if not (W / "dense").exists():
         docs = rng.standard_normal((200_000, 64)).astype(np.float32)
         ids = [f"d{i}" for i in range(len(docs))]
-        native.DenseIndex.build(docs, ids, pq=16, keep_vectors=False, quiet=True).save(str(W / "dense"))
+        DenseIndex.build(docs, ids, pq=16, keep_vectors=False, quiet=True).save(str(W / "dense"))
         np.save(W / "queries.npy", rng.standard_normal((1000, 64)).astype(np.float32))
 
 
@@ -73,7 +75,7 @@ def run(workload):
     elif workload == "fusion":
         paths = sorted(str(p) for p in W.glob("rrf_1000x1000_run*.trec"))
         for _ in range(1):
-            native.fuse_to_file(paths, str(W / "fused.trec"), threads=1)
+            fuse(paths, output=str(W / "fused.trec"), tag="clirkit", threads=1)
         out = (W / "fused.trec").read_bytes()
     print(f"{workload} {time.perf_counter() - t:.3f} s {digest(out)}")
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import clirkit._native as native
 import numpy as np
+from clirkit.dense import DenseIndex
+from clirkit.fusion import fuse_native
 
 BENCHES = Path(__file__).resolve().parent
 WORK = BENCHES / ".work" / "search_speed"
@@ -57,7 +59,7 @@ def prepare() -> None:
     for kind, pq in (("flat", None), ("pq", DIM // 2)):
         index = WORK / f"dense-{kind}"
         if not index.exists():
-            native.DenseIndex.build(docs, ids, pq=pq, keep_vectors=pq is None, quiet=True).save(index)
+            DenseIndex.build(docs, ids, pq=pq, keep_vectors=pq is None, quiet=True).save(index)
     make_runs(2000, 1000)
 
 
@@ -94,7 +96,7 @@ def fusion(method: str, repeat: int) -> None:
     paths = sorted((BENCHES / ".work").glob("rrf_2000x1000_run*.trec"))
     runs = [native.NativeRun.read(str(p), threads=1) for p in paths]
     for _ in range(repeat):
-        fused = native.fuse(runs, method=method, threads=1)
+        fused = fuse_native(runs, method=method, threads=1)
     print(f"fusion {method}: {digest(repr(fused.to_list()[:50]))} {fused.num_entries}")
 
 

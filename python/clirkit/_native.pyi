@@ -7,7 +7,6 @@ __all__ = [
     "ShardedBm25Build",
     "split_corpus",
     "sharded_index_kind",
-    "check_sharded_bm25",
     "read_bm25_queries",
     "merge_shard_hits",
     "ClirkitError",
@@ -27,6 +26,7 @@ __all__ = [
     "index_kinds",
     "index_format",
     "merge_indexes",
+    "sharded_manifest",
     "analyze",
     "analyzer_id",
     "supported_languages",
@@ -55,10 +55,10 @@ __all__ = [
     "kendall_tau",
     "DenseIndex",
     "fastscan_kernels",
+    "METRICS",
     "merge_dense_shortlists",
     "dense_top_hits",
     "dense_training_rows",
-    "check_sharded_dense",
     "ShardedDenseBuild",
     "write_run_pairs",
     "MultiVectorIndex",
@@ -93,13 +93,14 @@ def read_run(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def write_run(path: str, run: Dict[str, Dict[str, float]], tag: str = "clirkit") -> None: ...
 def read_qrels(path: str) -> List[Tuple[str, List[Tuple[str, int]]]]: ...
 
-# --- index kinds (the core's one list: verify, merge) ----------------------------------------
+# --- index kinds (the core's one list: verify, merge, sharded manifests) ---------------------
 def index_kinds() -> list[tuple[str, bool]]: ...
 def index_format(path: str) -> str: ...
 def verify_index(path: str) -> Tuple[str, int, int]: ...
 def merge_indexes(
     inputs: list[str], index: str, memory_mb: int = 256, threads: int = 0
 ) -> tuple[str, int]: ...
+def sharded_manifest(path: str) -> tuple[str, str]: ...
 
 # --- text analysis --------------------------------------------------------------------------
 def analyze(text: str, lang: str) -> list[str]: ...
@@ -122,7 +123,7 @@ class SearchResults:
 class Bm25Index:
     @staticmethod
     def build(
-        corpus: str,
+        corpus: Union[str, List[Tuple[str, Optional[str], Optional[str]]]],
         index: str,
         *,
         lang: Optional[str] = None,
@@ -298,7 +299,7 @@ class ApproximateImpactIndex:
     ) -> Tuple[int, int]: ...
 
 # --- fusion ----------------------------------------------------------------------------------
-from typing import Sequence, Union  # noqa: E402
+from typing import Any, Sequence, Union  # noqa: E402
 
 #: Fusion method names, as ``fuse`` takes them (the core's list).
 FUSION_METHODS: Tuple[str, ...]
@@ -320,29 +321,11 @@ class NativeRun:
     def num_entries(self) -> int: ...
     def __len__(self) -> int: ...
 
-def fuse(
-    runs: Sequence[Union[NativeRun, str]],
-    method: str = "rrf",
-    k: float = 60.0,
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
-    norm: str = "minmax",
-    alpha: Optional[float] = None,
-    top: Optional[int] = None,
-    threads: Optional[int] = None,
-) -> NativeRun: ...
+# options: clirkit.fusion.fuse's keyword options, every one present (method, k, weights, depth,
+# norm, alpha, top, threads), as clirkit.fusion builds them.
+def fuse(runs: Sequence[Union[NativeRun, str]], options: Dict[str, Any]) -> NativeRun: ...
 def fuse_to_file(
-    runs: Sequence[Union[NativeRun, str]],
-    output: str,
-    tag: str = "clirkit",
-    method: str = "rrf",
-    k: float = 60.0,
-    weights: Optional[Sequence[float]] = None,
-    depth: Optional[int] = None,
-    norm: str = "minmax",
-    alpha: Optional[float] = None,
-    top: Optional[int] = None,
-    threads: Optional[int] = None,
+    runs: Sequence[Union[NativeRun, str]], output: str, tag: str, options: Dict[str, Any]
 ) -> None: ...
 
 # --- reranking -------------------------------------------------------------------------------
@@ -429,39 +412,25 @@ import numpy.typing as _npt
 
 def fastscan_kernels() -> list[str]: ...
 
+#: Dense similarity names, as ``DenseIndex.build`` takes them (the core's list).
+METRICS: Tuple[str, ...]
+
 @final
 class DenseIndex:
+    # options: clirkit.dense.DenseIndex.build's keyword options, every one present (pq, nbits, ivf,
+    # metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype), as clirkit.dense.index
+    # builds them.
     @staticmethod
     def build(
-        embeddings: _npt.NDArray[_np.float32],
-        ids: list[str],
-        pq: int | None = None,
-        nbits: int = 4,
-        ivf: int | None = None,
-        metric: str = "ip",
-        train_size: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = True,
-        quiet: bool = False,
-        vector_dtype: str = "float32",
+        embeddings: _npt.NDArray[_np.float32], ids: list[str], options: Dict[str, Any]
     ) -> DenseIndex: ...
     @staticmethod
     def build_npy(
         npy: list[tuple[os.PathLike[str] | str, list[int] | None]],
         ids: list[str],
         dir: os.PathLike[str] | str,
-        pq: int | None = None,
-        nbits: int = 4,
-        ivf: int | None = None,
-        metric: str = "ip",
-        train_size: int | None = None,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = True,
-        quiet: bool = False,
+        options: Dict[str, Any],
         memory_mb: int = 256,
-        vector_dtype: str = "float32",
     ) -> DenseIndex: ...
     def write_combined(
         self,
@@ -559,7 +528,6 @@ _ShardHits = tuple[
 def merge_dense_shortlists(parts: list[_Shortlist], row_offsets: list[int], len: int) -> _ShardHits: ...
 def dense_top_hits(hits: _ShardHits, row_offsets: list[int], k: int) -> _ShardHits: ...
 def dense_training_rows(n: int, train_size: int | None = None, seed: int = 0) -> _npt.NDArray[_np.uint64]: ...
-def check_sharded_dense(index: os.PathLike[str] | str) -> str: ...
 
 @final
 class ShardedDenseBuild:
@@ -591,19 +559,15 @@ class MultiVectorSearchOptions:
 
 @final
 class MultiVectorIndex:
+    # options: clirkit.multivector.MultiVectorIndex.build's keyword options, every one present (nbits,
+    # centroids, kmeans_sample, kmeans_iterations, seed, threads, keep_vectors), as it builds them.
     @staticmethod
     def build(
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
         ids: list[str],
         dir: os.PathLike[str] | str,
-        nbits: int = 2,
-        centroids: int | None = None,
-        kmeans_sample: int | None = None,
-        kmeans_iterations: int = 4,
-        seed: int = 0,
-        threads: int = 0,
-        keep_vectors: bool = False,
+        options: Dict[str, Any],
     ) -> MultiVectorIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> MultiVectorIndex: ...
@@ -661,7 +625,6 @@ def passage_doc_id(passage_id: str, separator: str = "#") -> str: ...
 
 def split_corpus(corpus: str, parts: int) -> List[Tuple[int, int, int]]: ...
 def sharded_index_kind(index: str) -> Optional[str]: ...
-def check_sharded_bm25(index: str) -> str: ...
 def read_bm25_queries(path: str) -> List[Tuple[str, str, Optional[str]]]: ...
 def merge_shard_hits(
     parts: List[bytes], qids: List[str], k: int, output: Optional[str] = None, tag: str = "clirkit-bm25"

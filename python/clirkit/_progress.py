@@ -2,12 +2,18 @@
 ``label [elapsed] bar done/total unit (rate/s, eta …)`` on one line of stderr, redrawn at most five
 times a second, drawn only when the stream is a terminal and the caller is not quiet, so logs, pipes
 and CI output stay clean. Encoding (:mod:`clirkit.encoders.resumable`), listwise and pointwise
-reranking (:mod:`clirkit.rerank`) and an experiment's stages use it."""
+reranking (:mod:`clirkit.rerank`) and an experiment's stages use it.
+
+Work done deep inside a call (the batches an encoder runs for ``encode_queries``) advances the bar its
+caller made current with :func:`counting`, so no encoder signature carries a bar."""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Optional, TextIO
 
 WIDTH = 30
@@ -76,3 +82,25 @@ class ProgressBar:
             self.stream.write("\n")
             self.stream.flush()
         self.enabled = False
+
+
+_CURRENT: ContextVar[Optional[ProgressBar]] = ContextVar("clirkit_progress", default=None)
+
+
+@contextmanager
+def counting(bar: ProgressBar) -> Iterator[ProgressBar]:
+    """Make ``bar`` the one :func:`advance_current` advances while the block runs (in this thread and
+    context), closing it after."""
+    token = _CURRENT.set(bar)
+    try:
+        yield bar
+    finally:
+        _CURRENT.reset(token)
+        bar.close()
+
+
+def advance_current(n: int) -> None:
+    """Advance the bar made current by :func:`counting`, if any, by ``n``."""
+    bar = _CURRENT.get()
+    if bar is not None:
+        bar.advance(n)

@@ -6,6 +6,7 @@ import json
 from typing import Any, Generic, TypeVar, Union
 
 from clirkit import _native
+from clirkit._native_value import NativeValue
 
 NativeIndex = TypeVar("NativeIndex", bound=Union[_native.Bm25Index, _native.ImpactIndex])
 
@@ -17,15 +18,8 @@ class TermIndex(Generic[NativeIndex]):
     def __init__(self, native: NativeIndex) -> None:
         self._native = native
 
-    @property
-    def num_docs(self) -> int:
-        """Number of documents, empty ones included."""
-        return self._native.num_docs
-
-    @property
-    def num_terms(self) -> int:
-        """Number of distinct terms."""
-        return self._native.num_terms
+    num_docs = NativeValue(int, "Number of documents, empty ones included.", holder="_native")
+    num_terms = NativeValue(int, "Number of distinct terms.", holder="_native")
 
     @property
     def manifest(self) -> dict[str, Any]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
@@ -128,6 +129,16 @@ class SearchResults:
         return self._native.to_dict()
 
 
+class CorpusFile(NamedTuple):
+    """One file of a corpus given as several files read in sequence (:meth:`BM25Index.build`), with
+    how its documents' language is chosen when the build has a ``lang_field``: ``lang`` for every
+    document of the file, else the document's own field, else ``default_lang``."""
+
+    path: PathLike
+    lang: Optional[str] = None
+    default_lang: Optional[str] = None
+
+
 class BM25Index(TermIndex[_native.Bm25Index]):
     """A BM25 index on disk: Lucene 9's BM25Similarity (one-byte length norms, f32 arithmetic).
     Top-k by block-max MaxScore, or by exhaustive scoring where a cost model expects that to be
@@ -135,7 +146,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
 
     @staticmethod
     def build(
-        corpus: PathLike,
+        corpus: PathLike | Sequence[CorpusFile],
         index: PathLike,
         *,
         lang: str | None = None,
@@ -154,10 +165,18 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         are joined with a space into the indexed text. Duplicate ids are an error unless
         ``keep_first_duplicate``. Postings beyond ``memory_budget_mb`` are spilled to disk.
         ``store_docvectors`` also writes each document's term vector (``docvectors.bin``), which
-        RM3 needs."""
+        RM3 needs. ``corpus`` may be several :class:`CorpusFile` read in sequence as one corpus (no
+        concatenated copy written; ids unique across them, a duplicate naming both files): the index
+        equals a build over the files concatenated, each document's ``lang_field`` set by its file's
+        rule."""
+        files: Union[str, list[tuple[str, Optional[str], Optional[str]]]]
+        if isinstance(corpus, (str, os.PathLike)):
+            files = os.fspath(local_path(corpus, "corpus"))
+        else:
+            files = [(os.fspath(local_path(f.path, "corpus")), f.lang, f.default_lang) for f in corpus]
         return BM25Index(
             _native.Bm25Index.build(
-                os.fspath(local_path(corpus, "corpus")),
+                files,
                 os.fspath(index),
                 lang=lang,
                 lang_field=lang_field,
@@ -182,20 +201,15 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         """Open (memory-map) an index built by :meth:`build` or ``clirkit index bm25``."""
         return BM25Index(_native.Bm25Index.open(os.fspath(index)))
 
-    @property
-    def languages(self) -> list[str]:
-        """Language codes of the analyzers the documents were indexed with."""
-        return self._native.languages
-
-    @property
-    def avgdl(self) -> float:
-        """Average document length (Lucene's: over documents with at least one term)."""
-        return self._native.avgdl
-
-    @property
-    def has_docvectors(self) -> bool:
-        """Whether the index stores document vectors (built with ``store_docvectors``)."""
-        return self._native.has_docvectors
+    languages: NativeValue[list[str]] = NativeValue(
+        list, "Language codes of the analyzers the documents were indexed with.", holder="_native"
+    )
+    avgdl = NativeValue(
+        float, "Average document length (Lucene's: over documents with at least one term).", holder="_native"
+    )
+    has_docvectors = NativeValue(
+        bool, "Whether the index stores document vectors (built with ``store_docvectors``).", holder="_native"
+    )
 
     def search(
         self,

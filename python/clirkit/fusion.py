@@ -67,9 +67,7 @@ def fuse_native(
     """Fuse ``runs`` and keep the result in Rust (see :func:`fuse` for the parameters).
 
     Use it for large runs: ``fuse_native(...).write(path)`` never builds Python objects."""
-    return _native.fuse(
-        _sources(runs), **_native_options(method, k, weights, depth, norm, alpha, top, threads)
-    )
+    return _native.fuse(_sources(runs), _native_options(method, k, weights, depth, norm, alpha, top, threads))
 
 
 def _native_options(
@@ -132,7 +130,7 @@ def fuse(
     if output is not None:
         # Fused and written in Rust, each part of the run fused while earlier ones are written.
         options = _native_options(method, k, weights, depth, norm, alpha, top, threads)
-        _native.fuse_to_file(_sources(runs), os.fspath(output), tag, **options)
+        _native.fuse_to_file(_sources(runs), os.fspath(output), tag, options)
         return None
     fused = fuse_native(runs, method, k, weights, depth, norm, alpha, top, threads)
     return {qid: dict(docs) for qid, docs in fused.to_list()}

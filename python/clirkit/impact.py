@@ -36,6 +36,7 @@ from typing import Any, Union
 from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
@@ -101,10 +102,9 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         """Open (memory-map) an index built by :meth:`build` or ``clirkit index impact``."""
         return ImpactIndex(_native.ImpactIndex.open(os.fspath(index)))
 
-    @property
-    def quantize(self) -> int:
-        """The factor weights are multiplied by before rounding to integer impacts."""
-        return self._native.quantize
+    quantize = NativeValue(
+        int, "The factor weights are multiplied by before rounding to integer impacts.", holder="_native"
+    )
 
     def search(self, query: Vector, k: int = 10, *, strategy: str = "auto") -> list[tuple[str, float]]:
         """The top ``k`` (doc id, score) pairs for a ``{term: weight}`` query, best first. A query none
@@ -247,19 +247,9 @@ class ApproximateImpactIndex:
     def __init__(self, native: _native.ApproximateImpactIndex) -> None:
         self._native = native
 
-    @property
-    def postings_per_term(self) -> int:
-        return self._native.postings_per_term
-
-    @property
-    def kept_postings(self) -> int:
-        """Postings the pruned lists keep."""
-        return self._native.kept_postings
-
-    @property
-    def memory_bytes(self) -> int:
-        """Bytes the structure holds in memory."""
-        return self._native.memory_bytes
+    postings_per_term = NativeValue(int, holder="_native")
+    kept_postings = NativeValue(int, "Postings the pruned lists keep.", holder="_native")
+    memory_bytes = NativeValue(int, "Bytes the structure holds in memory.", holder="_native")
 
     def search(
         self, query: Vector, k: int = 10, *, settings: ApproximateSettings = ApproximateSettings()

@@ -27,9 +27,10 @@ import numpy as np
 from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
-from clirkit.dense.index import NativeIndex, NativeValue, run_dict
+from clirkit.dense.index import NativeIndex, run_dict
 from clirkit.encoders.tokens import load_tokens
 
 __all__ = ["MultiVectorIndex", "load_tokens", "maxsim_search"]
@@ -100,13 +101,15 @@ class MultiVectorIndex(NativeIndex):
             off,
             [i if isinstance(i, str) else str(i) for i in ids],
             Path(dir),
-            nbits=checked_int("nbits", nbits),
-            centroids=checked_int("centroids", centroids),
-            kmeans_sample=checked_int("kmeans_sample", kmeans_sample),
-            kmeans_iterations=checked_int("kmeans_iterations", kmeans_iterations),
-            seed=checked_int("seed", seed, 0, 2**64 - 1),
-            threads=checked_threads(threads),
-            keep_vectors=keep_vectors,
+            {
+                "nbits": checked_int("nbits", nbits),
+                "centroids": checked_int("centroids", centroids),
+                "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
+                "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
+                "seed": checked_int("seed", seed, 0, 2**64 - 1),
+                "threads": checked_threads(threads),
+                "keep_vectors": keep_vectors,
+            },
         )
         return MultiVectorIndex(native)
 

@@ -131,7 +131,7 @@ def test_cli_rm3_with_expansions(tmp_path, corpus, capsys):
     assert run.read_text().split("\n")[0].split()[:2] == ["q1", "Q0"]
     # RM3 options without --rm3, and --rm3 on an index without document vectors.
     assert cli(["index", "bm25", "--corpus", str(corpus), "--index", str(tmp_path / "plain"), "--quiet"]) == 0
-    assert cli(base + ["--fb-docs", "5"]) == 2  # a usage error
+    assert cli(base + ["--fb-docs", "5"]) == 2  # a usage error (F23: it exited 1)
     assert "--fb-docs need --rm3" in capsys.readouterr().err
     plain = ["search", "bm25", "--index", str(tmp_path / "plain"), "--queries", str(queries)]
     assert cli(plain + ["--output", str(run), "--rm3", "--quiet"]) == 2

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from clirkit import ClirkitError
+from clirkit.cli import main as cli
 from clirkit.experiment import Experiment
 from conftest import sample_experiment_head
 from local_server import LocalServer, send_json
@@ -73,7 +74,7 @@ stride = 5
     return path
 
 
-def test_failed_windows_fail_the_stage_and_a_rerun_asks_only_them(tmp_path):
+def test_failed_windows_fail_the_stage_and_a_rerun_asks_only_them(tmp_path, capsys):
     faulty = ChatServer(FAILING)
     work = tmp_path / "work"
     try:
@@ -82,6 +83,10 @@ def test_failed_windows_fail_the_stage_and_a_rerun_asks_only_them(tmp_path):
             ClirkitError, match=r"rerank llm mlir/en: 2 of 20 windows failed .*HTTP 400.*HTTP 500"
         ):
             exp.run(log=io.StringIO())
+        # the command line exits non-zero, naming the failed windows
+        argv = ["experiment", "run", str(experiment_file(tmp_path, faulty.url)), "--workdir", str(work)]
+        assert cli([*argv, "--quiet"]) == 2
+        assert "2 of 20 windows failed" in capsys.readouterr().err
     finally:
         faulty.close()
     rerank = [s for s in exp.plan.stages if s.kind == "rerank"]

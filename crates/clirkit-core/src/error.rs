@@ -20,12 +20,16 @@ pub enum Error {
         message: String,
     },
     /// The same id twice where ids must be unique.
-    #[error("{}: duplicate id '{id}' at line {line} (first seen at line {first_line})", path.display())]
+    #[error("{}: duplicate id '{id}' at line {line} (first seen at {})", path.display(),
+            first_seen(first_path.as_deref(), *first_line))]
     DuplicateId {
         path: PathBuf,
         id: String,
         line: u64,
         first_line: u64,
+        /// The file of the first occurrence when it is another file than `path` (a build over
+        /// several corpus files read in sequence).
+        first_path: Option<PathBuf>,
     },
     /// An index or data file that is not what it claims: wrong magic, other format version,
     /// checksum mismatch, truncated, or built with incompatible settings.
@@ -78,6 +82,7 @@ impl Error {
             id,
             line,
             first_line,
+            first_path: None,
         }
     }
 
@@ -112,11 +117,13 @@ impl Error {
                 id,
                 line,
                 first_line,
+                first_path,
             } => Error::DuplicateId {
                 path: fix(path),
                 id,
                 line,
                 first_line,
+                first_path: first_path.map(fix),
             },
             Error::Format { path, message } => Error::Format {
                 path: fix(path),
@@ -124,6 +131,14 @@ impl Error {
             },
             other => other,
         }
+    }
+}
+
+/// Where a duplicate id was first seen: `line N` of the same file, or `FILE:N` of another.
+fn first_seen(path: Option<&Path>, line: u64) -> String {
+    match path {
+        Some(p) => format!("{}:{line}", p.display()),
+        None => format!("line {line}"),
     }
 }
 

@@ -65,11 +65,17 @@ pub fn shard_path(dir: &Path, shards: &[ShardRecord], i: usize) -> Result<PathBu
             shards.len()
         )));
     };
+    part_path(dir, record, &format!("shard {i}"))
+}
+
+/// The directory of the index `record` names in the sharded index at `dir` (`what` says which in
+/// an error: "shard 3", "the codebook"), once it is found present and of the recorded build.
+pub fn part_path(dir: &Path, record: &ShardRecord, what: &str) -> Result<PathBuf> {
     let path = dir.join(&record.dir);
     if !path.join(MANIFEST).is_file() {
         return Err(Error::format(
             &path,
-            format!("shard {i} of the sharded index is missing; rebuild the sharded index"),
+            format!("{what} of the sharded index is missing; rebuild the sharded index"),
         ));
     }
     let stamp = build_stamp(&path)?;
@@ -77,7 +83,7 @@ pub fn shard_path(dir: &Path, shards: &[ShardRecord], i: usize) -> Result<PathBu
         return Err(Error::format(
             &path,
             format!(
-                "shard {i} is of another build (stamp {stamp}) than the sharded index records \
+                "{what} is of another build (stamp {stamp}) than the sharded index records \
                  ({}); rebuild the sharded index",
                 record.build
             ),
@@ -108,12 +114,12 @@ pub fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
     let shards: Vec<ShardRecord> = serde_json::from_value(meta["shards"].clone())
         .map_err(|e| Error::format(&path, format!("invalid manifest: 'shards': {e}")))?;
     // A kind may keep one more index beside its shards (dense: the codebook every shard shares).
-    let extra: Option<ShardRecord> = serde_json::from_value(meta["codebook"].clone()).ok();
+    let codebook: Option<ShardRecord> = serde_json::from_value(meta["codebook"].clone()).ok();
     let mut parts: Vec<PathBuf> = (0..shards.len())
         .map(|i| shard_path(dir, &shards, i))
         .collect::<Result<_>>()?;
-    if let Some(record) = extra {
-        parts.push(shard_path(dir, std::slice::from_ref(&record), 0)?);
+    if let Some(record) = codebook {
+        parts.push(part_path(dir, &record, "the codebook")?);
     }
     Ok(parts)
 }

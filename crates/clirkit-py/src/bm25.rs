@@ -24,6 +24,30 @@ pub struct PyBm25Index {
     inner: Arc<Bm25Index>,
 }
 
+/// A build's corpus as Python passes it: one file, or several read in sequence, each
+/// `(path, lang, default_lang)` (see [`bm25::CorpusPart`]).
+#[derive(FromPyObject)]
+enum CorpusArg {
+    One(PathBuf),
+    Parts(Vec<(PathBuf, Option<String>, Option<String>)>),
+}
+
+impl CorpusArg {
+    fn parts(self) -> Vec<bm25::CorpusPart> {
+        match self {
+            CorpusArg::One(path) => vec![bm25::CorpusPart::whole(&path)],
+            CorpusArg::Parts(parts) => parts
+                .into_iter()
+                .map(|(path, lang, default_lang)| bm25::CorpusPart {
+                    path,
+                    lang,
+                    default_lang,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// RM3's parameters as the Python side passes them: (fb_docs, fb_terms, original_weight,
 /// filter_terms).
 type Rm3Tuple = (usize, usize, f32, bool);
@@ -66,7 +90,8 @@ impl PyBm25Index {
     }
 
     /// Build an index from a JSONL corpus (atomically) and open it; with `range` (start byte,
-    /// end byte, first line number, from `split_corpus`), from those lines only: one shard.
+    /// end byte, first line number, from `split_corpus`), from those lines only: one shard. The
+    /// corpus is a path, or a list of `(path, lang, default_lang)` files read in sequence.
     #[staticmethod]
     #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,
                         keep_first_duplicate=false, quiet=false, memory_budget_mb=1024,
@@ -74,7 +99,7 @@ impl PyBm25Index {
     #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
-        corpus: PathBuf,
+        corpus: CorpusArg,
         index: PathBuf,
         lang: Option<String>,
         lang_field: Option<String>,
@@ -104,12 +129,13 @@ impl PyBm25Index {
         };
         // The build runs on its own thread while this one watches for Ctrl-C (Python handles
         // signals only on the main thread) and cancels it cleanly.
+        let parts = corpus.parts();
         let cancel = AtomicBool::new(false);
         let mut interrupt = None;
         let result = py.detach_caught(|| {
             std::thread::scope(|scope| {
                 let worker =
-                    scope.spawn(|| bm25::build_cancellable(&corpus, &index, &opts, &cancel));
+                    scope.spawn(|| bm25::build_parts_cancellable(&parts, &index, &opts, &cancel));
                 while !worker.is_finished() {
                     std::thread::sleep(std::time::Duration::from_millis(50));
                     if interrupt.is_none() {

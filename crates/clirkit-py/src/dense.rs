@@ -1,8 +1,8 @@
 //! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
 //! float32 scores and int64 internal ids out; the GIL is released while building and searching.
 
-use crate::common::{define_register, id_at};
-use crate::dense_shards::Shortlist;
+use crate::common::id_at;
+use crate::dense_sharded::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::passages::DenseSearch;
@@ -15,6 +15,7 @@ use numpy::{
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use std::path::PathBuf;
 
 /// Search results as numpy arrays: scores (q, k) and internal ids (q, k).
@@ -47,31 +48,39 @@ fn search_input<'a>(
     Ok((matrix(queries, "queries")?, opts))
 }
 
-/// The build options of the Python arguments: `kind` is (pq, nbits, ivf), `training` is
-/// (train_size, seed), `vectors` is (keep_vectors, vector_dtype).
-fn build_options(
-    kind: (Option<usize>, usize, Option<usize>),
-    metric: &str,
-    training: (Option<usize>, u64),
+/// The build options as the Python side passes them: a dict keyed by `DenseIndex.build`'s keyword
+/// names (`clirkit.dense.index` builds it, every key present).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct BuildArgs {
+    pq: Option<usize>,
+    nbits: usize,
+    ivf: Option<usize>,
+    metric: String,
+    train_size: Option<usize>,
+    seed: u64,
     threads: usize,
-    vectors: (bool, &str),
+    keep_vectors: bool,
     quiet: bool,
-) -> PyResult<BuildOptions> {
-    let (keep_vectors, vector_dtype) = vectors;
-    let (pq, nbits, ivf) = kind;
-    let (train_size, seed) = training;
-    Ok(BuildOptions {
-        pq,
-        nbits,
-        ivf,
-        metric: metric.parse::<Metric>().py_err()?,
-        train_size,
-        seed,
-        threads,
-        keep_vectors,
-        vector_dtype: vector_dtype.parse::<VectorDtype>().py_err()?,
-        quiet,
-    })
+    vector_dtype: String,
+}
+
+impl BuildArgs {
+    /// The core's options (an unknown metric or vector dtype is an error naming it).
+    fn options(self) -> PyResult<BuildOptions> {
+        Ok(BuildOptions {
+            metric: self.metric.parse::<Metric>().py_err()?,
+            vector_dtype: self.vector_dtype.parse::<VectorDtype>().py_err()?,
+            pq: self.pq,
+            nbits: self.nbits,
+            ivf: self.ivf,
+            train_size: self.train_size,
+            seed: self.seed,
+            threads: self.threads,
+            keep_vectors: self.keep_vectors,
+            quiet: self.quiet,
+        })
+    }
 }
 
 /// A dense vector index (flat exact, or PQ fast-scan with optional IVF and refine).
@@ -83,33 +92,14 @@ pub struct PyDenseIndex {
 #[pymethods]
 impl PyDenseIndex {
     #[staticmethod]
-    #[pyo3(signature = (embeddings, ids, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
-                        seed=0, threads=0, keep_vectors=true, quiet=false, vector_dtype="float32"))]
-    #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
         embeddings: PyReadonlyArray2<'_, f32>,
         ids: Vec<String>,
-        pq: Option<usize>,
-        nbits: usize,
-        ivf: Option<usize>,
-        metric: &str,
-        train_size: Option<usize>,
-        seed: u64,
-        threads: usize,
-        keep_vectors: bool,
-        quiet: bool,
-        vector_dtype: &str,
+        options: BuildArgs,
     ) -> PyResult<Self> {
         let (data, dim) = matrix(&embeddings, "embeddings")?;
-        let opts = build_options(
-            (pq, nbits, ivf),
-            metric,
-            (train_size, seed),
-            threads,
-            (keep_vectors, vector_dtype),
-            quiet,
-        )?;
+        let opts = options.options()?;
         let inner = py
             .detach_caught(|| DenseIndex::build(data, dim, &ids, &opts))
             .py_err()?;
@@ -120,35 +110,16 @@ impl PyDenseIndex {
     /// about `memory_mb` MB for the chunks: `npy` lists (file, rows kept or None for all), whose rows
     /// are indexed one file after another; returns the index opened from `dir`.
     #[staticmethod]
-    #[pyo3(signature = (npy, ids, dir, pq=None, nbits=4, ivf=None, metric="ip", train_size=None,
-                        seed=0, threads=0, keep_vectors=true, quiet=false, memory_mb=256,
-                        vector_dtype="float32"))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (npy, ids, dir, options, memory_mb=256))]
     fn build_npy(
         py: Python<'_>,
         npy: Vec<(PathBuf, Option<Vec<usize>>)>,
         ids: Vec<String>,
         dir: PathBuf,
-        pq: Option<usize>,
-        nbits: usize,
-        ivf: Option<usize>,
-        metric: &str,
-        train_size: Option<usize>,
-        seed: u64,
-        threads: usize,
-        keep_vectors: bool,
-        quiet: bool,
+        options: BuildArgs,
         memory_mb: usize,
-        vector_dtype: &str,
     ) -> PyResult<Self> {
-        let opts = build_options(
-            (pq, nbits, ivf),
-            metric,
-            (train_size, seed),
-            threads,
-            (keep_vectors, vector_dtype),
-            quiet,
-        )?;
+        let opts = options.options()?;
         let inner = py
             .detach_caught(|| {
                 let mut parts = Vec::with_capacity(npy.len());
@@ -325,7 +296,7 @@ impl PyDenseIndex {
         Ok((
             self.inner.shortlist_len(&opts),
             self.inner.rescores(&opts),
-            crate::dense_shards::shortlist_to_py(py, &lists),
+            crate::dense_sharded::shortlist_to_py(py, &lists),
         ))
     }
 
@@ -341,7 +312,7 @@ impl PyDenseIndex {
         threads: usize,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let (data, dim) = matrix(&queries, "queries")?;
-        let rows = crate::dense_shards::split_rows(offsets.as_slice()?, rows.as_slice()?)?;
+        let rows = crate::dense_sharded::split_rows(offsets.as_slice()?, rows.as_slice()?)?;
         let scores = py
             .detach_caught(|| self.inner.rescore(data, dim, &rows, threads))
             .py_err()?;
@@ -407,4 +378,11 @@ fn fastscan_kernels() -> Vec<&'static str> {
         .collect()
 }
 
-define_register!(classes: [PyDenseIndex], functions: [fastscan_kernels]);
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDenseIndex>()?;
+    m.add_function(wrap_pyfunction!(fastscan_kernels, m)?)?;
+    // The metric names, listed once in the core (`dense::Metric`): the CLI's and the experiment
+    // file's choices.
+    m.add("METRICS", PyTuple::new(m.py(), Metric::NAMES)?)?;
+    Ok(())
+}

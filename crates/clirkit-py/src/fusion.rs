@@ -25,13 +25,13 @@ pub fn with_threads<T: Send>(
 }
 
 /// A run held in Rust: queries in first-appearance order, documents in canonical order.
-#[pyclass(module = "clirkit._native", frozen)]
-pub struct NativeRun {
+#[pyclass(name = "NativeRun", module = "clirkit._native", frozen)]
+pub struct PyNativeRun {
     inner: Arc<RunLists>,
 }
 
 #[pymethods]
-impl NativeRun {
+impl PyNativeRun {
     /// Read a TREC run file (parallel parser; same checks as `read_run`).
     #[staticmethod]
     #[pyo3(signature = (path, threads = None))]
@@ -39,7 +39,7 @@ impl NativeRun {
         let lists = py
             .detach_caught(|| with_threads(threads, || read_run_lists(&path)))
             .py_err()?;
-        Ok(NativeRun {
+        Ok(PyNativeRun {
             inner: Arc::new(lists),
         })
     }
@@ -66,7 +66,7 @@ impl NativeRun {
                 )
                 .py_err()?;
         }
-        Ok(NativeRun {
+        Ok(PyNativeRun {
             inner: Arc::new(builder.finish()),
         })
     }
@@ -122,22 +122,32 @@ impl NativeRun {
     }
 }
 
-/// Fusion options from the Python arguments.
-fn fusion_options(
-    method: &str,
+/// The fusion options as the Python side passes them: a dict keyed by `clirkit.fusion.fuse`'s
+/// keyword names.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct FuseArgs {
+    method: String,
     k: f64,
     weights: Option<Vec<f64>>,
     depth: Option<usize>,
-    norm: &str,
+    norm: String,
     alpha: Option<f64>,
     top: Option<usize>,
-) -> PyResult<FusionOptions> {
-    let norm: Norm = norm.parse().py_err()?;
-    let mut options = FusionOptions::new(Method::from_name(method, k, norm, alpha).py_err()?);
-    options.weights = weights;
-    options.depth = depth;
-    options.top = top;
-    Ok(options)
+    threads: Option<usize>,
+}
+
+impl FuseArgs {
+    /// The core's options (a method or norm name it does not know is an error naming it).
+    fn options(&self) -> PyResult<FusionOptions> {
+        let norm: Norm = self.norm.parse().py_err()?;
+        let method = Method::from_name(&self.method, self.k, norm, self.alpha).py_err()?;
+        let mut options = FusionOptions::new(method);
+        options.weights = self.weights.clone();
+        options.depth = self.depth;
+        options.top = self.top;
+        Ok(options)
+    }
 }
 
 /// A run to fuse: one held in Rust, or a run file read in Rust.
@@ -149,7 +159,7 @@ enum Source {
 fn sources(runs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Source>> {
     runs.iter()
         .map(|run| {
-            if let Ok(native) = run.cast::<NativeRun>() {
+            if let Ok(native) = run.cast::<PyNativeRun>() {
                 return Ok(Source::Loaded(native.get().inner.clone()));
             }
             run.extract::<PathBuf>().map(Source::File).map_err(|_| {
@@ -189,25 +199,12 @@ fn with_loaded_runs<T: Send>(
 
 /// Fuse runs given as `NativeRun`s or run-file paths (read in Rust).
 #[pyfunction]
-#[pyo3(signature = (runs, method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
-#[allow(clippy::too_many_arguments)]
-fn fuse(
-    py: Python<'_>,
-    runs: Vec<Bound<'_, PyAny>>,
-    method: &str,
-    k: f64,
-    weights: Option<Vec<f64>>,
-    depth: Option<usize>,
-    norm: &str,
-    alpha: Option<f64>,
-    top: Option<usize>,
-    threads: Option<usize>,
-) -> PyResult<NativeRun> {
-    let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
-    let fused = with_loaded_runs(py, sources(&runs)?, threads, |runs| {
-        core_fuse(runs, &options)
+fn fuse(py: Python<'_>, runs: Vec<Bound<'_, PyAny>>, options: FuseArgs) -> PyResult<PyNativeRun> {
+    let fusion = options.options()?;
+    let fused = with_loaded_runs(py, sources(&runs)?, options.threads, |runs| {
+        core_fuse(runs, &fusion)
     })?;
-    Ok(NativeRun {
+    Ok(PyNativeRun {
         inner: Arc::new(fused),
     })
 }
@@ -215,30 +212,21 @@ fn fuse(
 /// Fuse runs (as `fuse`) and write the fused run to `output` as a TREC run, atomically, fusing
 /// while earlier queries are written.
 #[pyfunction]
-#[pyo3(signature = (runs, output, tag = "clirkit", method = "rrf", k = 60.0, weights = None, depth = None, norm = "minmax", alpha = None, top = None, threads = None))]
-#[allow(clippy::too_many_arguments)]
 fn fuse_to_file(
     py: Python<'_>,
     runs: Vec<Bound<'_, PyAny>>,
     output: PathBuf,
     tag: &str,
-    method: &str,
-    k: f64,
-    weights: Option<Vec<f64>>,
-    depth: Option<usize>,
-    norm: &str,
-    alpha: Option<f64>,
-    top: Option<usize>,
-    threads: Option<usize>,
+    options: FuseArgs,
 ) -> PyResult<()> {
-    let options = fusion_options(method, k, weights, depth, norm, alpha, top)?;
-    with_loaded_runs(py, sources(&runs)?, threads, |runs| {
-        core_fuse_to_file(runs, &options, &output, tag)
+    let fusion = options.options()?;
+    with_loaded_runs(py, sources(&runs)?, options.threads, |runs| {
+        core_fuse_to_file(runs, &fusion, &output, tag)
     })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<NativeRun>()?;
+    m.add_class::<PyNativeRun>()?;
     m.add_function(wrap_pyfunction!(fuse, m)?)?;
     m.add_function(wrap_pyfunction!(fuse_to_file, m)?)?;
     // The option names, listed once in the core: Python validates and documents with these.

@@ -60,14 +60,42 @@ fn hits_to_arrays(py: Python<'_>, hits: Hits, k: usize) -> PyResult<PyHits<'_>> 
 
 type PyHits<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>);
 
+/// The build options as the Python side passes them: a dict keyed by `MultiVectorIndex.build`'s
+/// keyword names (`clirkit.multivector` builds it, every key present).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct BuildArgs {
+    nbits: usize,
+    centroids: Option<usize>,
+    kmeans_sample: Option<usize>,
+    kmeans_iterations: usize,
+    seed: u64,
+    threads: usize,
+    keep_vectors: bool,
+}
+
+impl BuildArgs {
+    fn options(self) -> BuildOptions {
+        BuildOptions {
+            nbits: self.nbits,
+            centroids: self.centroids,
+            kmeans_sample: self.kmeans_sample,
+            kmeans_iterations: self.kmeans_iterations,
+            seed: self.seed,
+            threads: self.threads,
+            keep_vectors: self.keep_vectors,
+        }
+    }
+}
+
 /// How `MultiVectorIndex.search` and `search_run` search: `None` budgets take PLAID's defaults for `k`.
 #[pyclass(name = "MultiVectorSearchOptions", module = "clirkit._native", frozen)]
-pub struct PySearchOptions {
+pub struct PyMultiVectorSearchOptions {
     inner: SearchOptions,
 }
 
 #[pymethods]
-impl PySearchOptions {
+impl PyMultiVectorSearchOptions {
     #[new]
     #[pyo3(signature = (k=1000, ncells=None, centroid_score_threshold=None, ndocs=None, rerank=None,
                         refine=false, exact=false, threads=0))]
@@ -92,7 +120,7 @@ impl PySearchOptions {
             exact,
             threads,
         };
-        PySearchOptions { inner }
+        PyMultiVectorSearchOptions { inner }
     }
 }
 
@@ -105,33 +133,16 @@ pub struct PyMultiVectorIndex {
 #[pymethods]
 impl PyMultiVectorIndex {
     #[staticmethod]
-    #[pyo3(signature = (tokens, offsets, ids, dir, nbits=2, centroids=None, kmeans_sample=None,
-                        kmeans_iterations=4, seed=0, threads=0, keep_vectors=false))]
-    #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
         tokens: PyReadonlyArray2<'_, f32>,
         offsets: PyReadonlyArray1<'_, u64>,
         ids: Vec<String>,
         dir: PathBuf,
-        nbits: usize,
-        centroids: Option<usize>,
-        kmeans_sample: Option<usize>,
-        kmeans_iterations: usize,
-        seed: u64,
-        threads: usize,
-        keep_vectors: bool,
+        options: BuildArgs,
     ) -> PyResult<Self> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "documents")?;
-        let opts = BuildOptions {
-            nbits,
-            centroids,
-            kmeans_sample,
-            kmeans_iterations,
-            seed,
-            threads,
-            keep_vectors,
-        };
+        let opts = options.options();
         let inner = py
             .detach_caught(|| {
                 let docs = TokenMatrix::new(data, dim, offsets, Some(&ids), "documents")?;
@@ -153,7 +164,7 @@ impl PyMultiVectorIndex {
         py: Python<'py>,
         tokens: PyReadonlyArray2<'py, f32>,
         offsets: PyReadonlyArray1<'py, u64>,
-        options: &PySearchOptions,
+        options: &PyMultiVectorSearchOptions,
     ) -> PyResult<PyHits<'py>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
         let opts = &options.inner;
@@ -177,7 +188,7 @@ impl PyMultiVectorIndex {
         tokens: PyReadonlyArray2<'_, f32>,
         offsets: PyReadonlyArray1<'_, u64>,
         qids: Vec<String>,
-        options: &PySearchOptions,
+        options: &PyMultiVectorSearchOptions,
         maxp: Option<&str>,
         path: Option<PathBuf>,
         tag: &str,
@@ -264,10 +275,11 @@ fn maxsim_search<'py>(
         .detach_caught(|| {
             let docs = TokenMatrix::new(ddata, ddim, doffsets, None, "documents")?;
             let queries = TokenMatrix::new(qdata, qdim, qoffsets, None, "queries")?;
-            exact::search(&docs, &queries, k, threads)
+            let hits = exact::search(&docs, &queries, k, threads)?;
+            exact::finite_scores(hits, |q| format!("query {q}"))
         })
         .py_err()?;
     hits_to_arrays(py, hits, k)
 }
 
-define_register!(classes: [PyMultiVectorIndex, PySearchOptions], functions: [maxsim_search]);
+define_register!(classes: [PyMultiVectorIndex, PyMultiVectorSearchOptions], functions: [maxsim_search]);

@@ -7,7 +7,13 @@ import json
 import sys
 
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, RM3, BM25Index
-from clirkit.commands.common import add_ray_option, add_search_parser, add_worker_options, positive_int
+from clirkit.commands.common import (
+    add_ray_option,
+    add_search_parser,
+    add_spill_memory_option,
+    add_worker_options,
+    positive_int,
+)
 from clirkit.distributed.sharded import sharded_kind
 
 
@@ -20,9 +26,7 @@ def register(top, groups) -> None:
     lang.add_argument("--lang-field", help="JSON field holding each document's language code")
     p.add_argument("--fields", default="title,text", help="comma-separated text fields, joined with a space")
     p.add_argument("--keep-first-duplicate", action="store_true", help="keep the first of duplicate doc ids")
-    p.add_argument(
-        "--memory-mb", type=positive_int, default=1024, help="postings memory before spilling to disk"
-    )
+    add_spill_memory_option(p)
     p.add_argument(
         "--store-docvectors", action="store_true", help="also store document term vectors (needed by --rm3)"
     )

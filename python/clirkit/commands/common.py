@@ -58,6 +58,14 @@ def add_worker_options(p: argparse.ArgumentParser, func: Any) -> None:
     p.set_defaults(func=func)
 
 
+def add_spill_memory_option(p: argparse.ArgumentParser) -> None:
+    """``--memory-mb`` of an inverted-index build (BM25, impact): postings held in memory before
+    sorted runs are spilled to disk (the index files are the same whatever it is)."""
+    p.add_argument(
+        "--memory-mb", type=positive_int, default=1024, help="postings memory before spilling to disk"
+    )
+
+
 def add_command(parent: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
     """A subcommand NAME of PARENT (a subparsers action) with its one-line help and its description."""
     return parent.add_parser(name, help=help, description=description)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from clirkit.commands.common import (
     add_search_parser,
+    add_spill_memory_option,
     add_worker_options,
     non_negative_int,
     picked,
@@ -50,9 +51,7 @@ def register(top, groups) -> None:
         default=DEFAULT_QUANTIZE,
         help="impacts are round(weight * QUANTIZE) (default 100; 1 keeps integer weights as they are)",
     )
-    p.add_argument(
-        "--memory-mb", type=positive_int, default=1024, help="postings memory before spilling to disk"
-    )
+    add_spill_memory_option(p)
     add_worker_options(p, _index)
 
     s = add_search_parser(

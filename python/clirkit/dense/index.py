@@ -15,21 +15,20 @@ Euclidean distance for ``metric="l2"``. All work happens in Rust with the GIL re
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, overload
 
 import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._native_value import NativeValue
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix, load_matrix, npy_header
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
-
-T = TypeVar("T")
 
 
 def fastscan_kernels() -> list[str]:
@@ -67,20 +66,6 @@ class _Ids(Sequence):
         return int(found)
 
 
-class NativeValue(Generic[T]):
-    """A read-only attribute forwarded from the native index of the same name, as a Python value."""
-
-    def __init__(self, convert: Callable[[Any], T], doc: str | None = None) -> None:
-        self._convert = convert
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    def __get__(self, index: Any, owner: type | None = None) -> T:
-        return self._convert(getattr(index.native, self._name))
-
-
 class NativeIndex:
     """What the dense and multi-vector indexes share: a native index handle (:attr:`native`, the
     ``clirkit._native`` object the drivers built on it call) with string ids."""
@@ -104,6 +89,34 @@ class NativeIndex:
 def run_dict(pairs: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> RunDict:
     """``{qid: {docid: score}}`` from the native ``[(qid, [(docid, score)])]``."""
     return {q: dict(docs) for q, docs in pairs}
+
+
+def _native_build_options(
+    pq: int | None,
+    nbits: int,
+    ivf: int | None,
+    metric: str,
+    train_size: int | None,
+    seed: int,
+    threads: int,
+    keep_vectors: bool,
+    quiet: bool,
+    vector_dtype: str,
+) -> dict[str, Any]:
+    """The build options of :meth:`DenseIndex.build` as the native build takes them: every key of
+    its keyword names, ``threads`` checked."""
+    return {
+        "pq": pq,
+        "nbits": nbits,
+        "ivf": ivf,
+        "metric": metric,
+        "train_size": train_size,
+        "seed": seed,
+        "threads": checked_threads(threads),
+        "keep_vectors": keep_vectors,
+        "quiet": quiet,
+        "vector_dtype": vector_dtype,
+    }
 
 
 class DenseIndex(NativeIndex):
@@ -139,21 +152,10 @@ class DenseIndex(NativeIndex):
         """
         data = as_matrix(embeddings, "embeddings")
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        native = _native.DenseIndex.build(
-            data,
-            id_list,
-            pq=pq,
-            nbits=nbits,
-            ivf=ivf,
-            metric=metric,
-            train_size=train_size,
-            seed=seed,
-            threads=checked_threads(threads),
-            keep_vectors=keep_vectors,
-            quiet=quiet,
-            vector_dtype=vector_dtype,
+        options = _native_build_options(
+            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
         )
-        return DenseIndex(native)
+        return DenseIndex(_native.DenseIndex.build(data, id_list, options))
 
     @staticmethod
     def build_file(
@@ -187,18 +189,9 @@ class DenseIndex(NativeIndex):
         the rows kept (in the order given; None keeps every row): so a collection encoded in several
         files, or part of one, is indexed without first copying its rows into one matrix.
         """
-        options: dict[str, Any] = {
-            "pq": pq,
-            "nbits": nbits,
-            "ivf": ivf,
-            "metric": metric,
-            "train_size": train_size,
-            "seed": seed,
-            "threads": checked_threads(threads),
-            "keep_vectors": keep_vectors,
-            "quiet": quiet,
-            "vector_dtype": vector_dtype,
-        }
+        options = _native_build_options(
+            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
+        )
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
         files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
         kept = [None] * len(files) if rows is None else [None if r is None else list(r) for r in rows]
@@ -215,7 +208,7 @@ class DenseIndex(NativeIndex):
             DenseIndex.build(matrix, id_list, **options).save(index_dir)
             return DenseIndex.open(index_dir)
         parts = [(Path(p), r) for p, r in zip(files, kept)]
-        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), memory_mb=memory_mb, **options)
+        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), options, memory_mb)
         return DenseIndex(native)
 
     def add(

@@ -11,6 +11,7 @@ from typing import Any, Callable, TypeVar, Union
 import numpy as np
 
 from clirkit._native import InvalidInputError
+from clirkit._progress import advance_current
 
 T = TypeVar("T")
 
@@ -113,13 +114,21 @@ def map_batches(
 ) -> tuple[list[np.ndarray], list[T]]:
     """Form batches longest first (each then padded to its own longest input) and apply
     ``run(positions)`` to each, concurrently over ``workers`` threads: (the input positions of each
-    batch, what ``run`` returned for it). See :func:`length_batches` for ``size`` and ``max_tokens``."""
+    batch, what ``run`` returned for it). See :func:`length_batches` for ``size`` and ``max_tokens``.
+    Each finished batch advances the caller's current progress bar (:func:`clirkit._progress.counting`)."""
     batches = length_batches(lengths, size, max_tokens)
+    results: list[T] = []
     if workers > 1 and len(batches) > 1:
         # onnxruntime releases the GIL while it runs; one session serves concurrent calls.
         with ThreadPoolExecutor(min(workers, len(batches))) as executor:
-            return batches, list(executor.map(run, batches))
-    return batches, [run(batch) for batch in batches]
+            for batch, result in zip(batches, executor.map(run, batches)):
+                results.append(result)
+                advance_current(len(batch))  # here, in the caller's thread and context
+        return batches, results
+    for batch in batches:
+        results.append(run(batch))
+        advance_current(len(batch))
+    return batches, results
 
 
 def length_batches(lengths: Sequence[int], size: int, max_tokens: int | None = None) -> list[np.ndarray]:

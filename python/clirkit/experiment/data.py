@@ -20,10 +20,12 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Union
 
 from clirkit._atomic import write_json_atomic
 from clirkit._native import ParseError
+from clirkit.bm25 import CorpusFile
 from clirkit.datasets import ID_FIELDS, QUERY_FIELDS, QUERY_ID_FIELDS, iter_objects, plain_json, record_id
 from clirkit.experiment.config import Collection, ExperimentConfig, TaskSpec
 from clirkit.experiment.toml_source import ExperimentError
@@ -118,17 +120,37 @@ class DocSource:
         return out
 
 
+#: A task's documents as its systems read them: one JSONL file, or several read in sequence.
+Corpus = Union[Path, list[CorpusFile]]
+
+
 @dataclass(frozen=True)
 class DocSet:
-    """The documents one task searches: one or more sources. A single unfiltered source is used
-    as it is; anything else is first written to one JSONL file (each record whole, with ``_id`` and
-    ``lang`` set)."""
+    """The documents one task searches: one or more sources. Unfiltered sources are read in place
+    (several in sequence, as one corpus); a language-filtered source, or sources whose documents name
+    their language in different fields, are first written to one JSONL file (each record whole, with
+    ``_id`` and ``lang`` set)."""
 
     sources: tuple[DocSource, ...]
 
     @property
     def direct(self) -> bool:
+        """One source, used as it is."""
         return len(self.sources) == 1 and self.sources[0].lang_filter is None
+
+    @property
+    def language_field(self) -> Optional[str]:
+        """The field naming a document's language in the sources that do not fix it ("lang" when
+        every source fixes it); None when they differ."""
+        fields = {s.lang_field for s in self.sources if s.fixed_lang is None}
+        if not fields:
+            return "lang"
+        return fields.pop() if len(fields) == 1 and None not in fields else None
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the sources are read where they are: no language filter, and one language field."""
+        return all(s.lang_filter is None for s in self.sources) and self.language_field is not None
 
     def identity(self) -> list:
         return [s.identity() for s in self.sources]

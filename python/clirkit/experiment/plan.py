@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from clirkit.bm25 import CorpusFile
 from clirkit.experiment import stages as st
 from clirkit.experiment.config import ExperimentConfig
-from clirkit.experiment.data import DocSet, Task, file_identity
+from clirkit.experiment.data import Corpus, DocSet, Task, file_identity
 from clirkit.experiment.stage import Stage
 from clirkit.experiment.store import ArtifactStore
 from clirkit.experiment.systems import system_kind
@@ -47,20 +48,25 @@ class Plan:
         return self.store.has(stage.kind, stage.digest)
 
     def docs(self, docs: DocSet) -> Optional[Stage]:
-        """The stage writing a task's documents to one file, or None when the source is used as is."""
-        if docs.direct:
+        """The stage writing a task's documents to one file, or None when the sources are read in
+        place (:attr:`DocSet.in_place`)."""
+        if docs.in_place:
             return None
         return self.add(
             Stage("docs", f"documents {docs.describe()}", {}, (), docs.identity(), st.write_documents(docs))
         )
 
-    def docs_file(self, docs: DocSet) -> tuple[Path, Optional[str], Optional[str]]:
-        """(corpus file, fixed analyzer language, per-document language field) for ``docs``."""
+    def docs_file(self, docs: DocSet) -> tuple[Corpus, Optional[str], Optional[str]]:
+        """(corpus, fixed analyzer language, per-document language field) for ``docs``: the source
+        file, several read in sequence (each with its language rule), or the written copy."""
         stage = self.docs(docs)
-        if stage is None:
+        if stage is not None:
+            return stage.output / "corpus.jsonl", None, "lang"
+        if docs.direct:
             source = docs.sources[0]
             return Path(source.path), source.fixed_lang, None if source.fixed_lang else source.lang_field
-        return stage.output / "corpus.jsonl", None, "lang"
+        files = [CorpusFile(s.path, s.fixed_lang, s.default_lang) for s in docs.sources]
+        return files, None, docs.language_field
 
     def qrels_file(self, task: Task) -> tuple[Path, Optional[Stage]]:
         if not task.filter_qrels:

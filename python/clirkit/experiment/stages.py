@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from clirkit.experiment.config import FusionSpec, RerankSpec
-from clirkit.experiment.data import DocSet, Task, file_identity, iter_documents
+from clirkit.experiment.data import Corpus, DocSet, Task, file_identity, iter_documents
 from clirkit.experiment.stage import EVAL_FILE, RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.toml_source import ExperimentError
 
@@ -169,31 +169,37 @@ def rerank_key(spec: RerankSpec) -> dict:
     return params
 
 
-def warn_empty_documents(path: Path, fields: list[str], system: str) -> int:
-    """Count the documents of ``path`` whose ``fields`` hold no text, warning on stderr with the count
-    when there are any (a system given fields its documents lack indexes nothing); returns the count."""
-    import sys
-
+def _corpus_records(corpus: Corpus, fields: list[str]):
+    """The records of a corpus file, or of several read in sequence."""
     from clirkit.datasets import iter_jsonl
 
+    for path in [corpus] if isinstance(corpus, Path) else [f.path for f in corpus]:
+        yield from iter_jsonl(path, fields)
+
+
+def warn_empty_documents(corpus: Corpus, fields: list[str], system: str) -> int:
+    """Count the documents of ``corpus`` (a file, or several read in sequence) whose ``fields`` hold no
+    text, warning on stderr with the count when there are any (a system given fields its documents lack
+    indexes nothing); returns the count."""
+    import sys
+
     total = empty = 0
-    for record in iter_jsonl(path, fields):
+    for record in _corpus_records(corpus, fields):
         total += 1
         empty += not record.text
     if empty:
+        named = corpus if isinstance(corpus, Path) else " + ".join(str(f.path) for f in corpus)
         print(
-            f"clirkit: warning: {system}: {empty} of {total} documents of {path} have no text in "
+            f"clirkit: warning: {system}: {empty} of {total} documents of {named} have no text in "
             f"fields {fields}",
             file=sys.stderr,
         )
     return empty
 
 
-def _document_texts(path: Path, fields: list[str]) -> dict[str, str]:
+def _document_texts(corpus: Corpus, fields: list[str]) -> dict[str, str]:
     """``{doc id: the present fields joined by a space}`` (the reranker sees what the file names)."""
-    from clirkit.datasets import iter_jsonl
-
-    return {record.id: record.text for record in iter_jsonl(path, fields)}
+    return {record.id: record.text for record in _corpus_records(corpus, fields)}
 
 
 def reusable_embeddings(stages: list[Stage], spec: RerankSpec, task: Task) -> list[Stage]:
@@ -247,7 +253,7 @@ def rerank_stage(
     spec: RerankSpec,
     task: Task,
     source: Stage,
-    docs_path: Path,
+    docs_path: Corpus,
     docs_stage: Optional[Stage],
     seeds: list[Stage],
 ) -> Stage:

@@ -19,7 +19,9 @@ pub mod sharded;
 mod sorted_run;
 
 pub use crate::postings::query::{Hit, Strategy};
-pub use builder::{build, build_cancellable, BuildOptions, BuildSummary};
+pub use builder::{
+    build, build_cancellable, build_parts_cancellable, BuildOptions, BuildSummary, CorpusPart,
+};
 pub use rm3::{Expansion, Rm3Params};
 pub use scoring::{Bm25Params, DEFAULT_B, DEFAULT_K1};
 

@@ -700,36 +700,122 @@ fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
     let plain = write_corpus(dir.path(), "c.jsonl", &random_corpus(&mut rng, 200, 30));
     let text = std::fs::read(&plain).unwrap();
     let packed = [("c.jsonl.gz", gzip(&text)), ("c.jsonl.zst", zstd(&text))];
-    let read_dir = |index: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(index)
-            .unwrap()
-            .flatten()
-            .map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let mut bytes = std::fs::read(e.path()).unwrap();
-                if name == "meta.json" {
-                    // The manifest names the corpus it was built from (and so its own checksum
-                    // differs); nothing else may differ.
-                    let mut meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-                    meta["build"]["corpus"] = serde_json::Value::Null;
-                    meta["checksum"] = serde_json::Value::Null;
-                    bytes = meta.to_string().into_bytes();
-                }
-                (name, bytes)
-            })
-            .collect();
-        files.sort();
-        files
-    };
     build(&plain, &dir.path().join("plain"), &quiet()).unwrap();
-    let expected = read_dir(&dir.path().join("plain"));
+    let expected = files_but_corpus(&dir.path().join("plain"));
     for (name, bytes) in packed {
         let corpus = dir.path().join(name);
         std::fs::write(&corpus, bytes).unwrap();
         let index = dir.path().join(format!("idx-{name}"));
         build(&corpus, &index, &quiet()).unwrap();
-        assert_eq!(read_dir(&index), expected, "{name}");
+        assert_eq!(files_but_corpus(&index), expected, "{name}");
     }
+}
+
+/// Every file of the index at `index`, the manifest without the corpus it names and the sorted
+/// runs it spilled (how batches fell: by file, they end where a file does), and so without its own
+/// checksum: what builds over the same documents from other files must share.
+fn files_but_corpus(index: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(index)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let mut bytes = std::fs::read(e.path()).unwrap();
+            if name == "meta.json" {
+                let mut meta: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                meta["build"]["corpus"] = serde_json::Value::Null;
+                meta["build"]["spilled_runs"] = serde_json::Value::Null;
+                meta["checksum"] = serde_json::Value::Null;
+                bytes = meta.to_string().into_bytes();
+            }
+            (name, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The indexes at `a` and `b` hold the same files with the same bytes, but for the corpus named
+/// in the manifest (the failure names the file that differs).
+fn assert_same_files(a: &Path, b: &Path) {
+    let (a, b) = (files_but_corpus(a), files_but_corpus(b));
+    let names = |files: &[(String, Vec<u8>)]| files.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&a), names(&b));
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        if name == "meta.json" {
+            assert_eq!(String::from_utf8_lossy(x), String::from_utf8_lossy(y));
+        }
+        assert!(x == y, "{name} differs");
+    }
+}
+
+#[test]
+fn corpus_files_read_in_sequence_index_as_their_concatenation() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = random_corpus(&mut Rng(11), 300, 40);
+    // Each part's language rule, and the language its documents get: a fixed one (the record's
+    // own field ignored), the record's field, or the part's default for records without one.
+    let rules = [
+        (Some("en"), None, "en"),
+        (None, None, "fr"),
+        (None, Some("de"), "de"),
+    ];
+    let (mut parts, mut joined) = (Vec::new(), Vec::new());
+    for (i, chunk) in lines.chunks(100).enumerate() {
+        let (lang, default_lang, chosen) = rules[i];
+        let mut own = Vec::new();
+        for (j, line) in chunk.iter().enumerate() {
+            let mut rec: serde_json::Value = serde_json::from_str(line).unwrap();
+            rec["lang"] = chosen.into();
+            joined.push(rec.to_string());
+            match (i, j % 2) {
+                (0, 0) => rec["lang"] = "it".into(),
+                (2, _) => drop(rec.as_object_mut().unwrap().remove("lang")),
+                _ => {}
+            }
+            own.push(rec.to_string());
+        }
+        if i == 1 {
+            own.insert(7, String::new()); // a blank line shifts the line numbers of one part
+        }
+        parts.push(CorpusPart {
+            path: write_corpus(dir.path(), &format!("part{i}.jsonl"), &own),
+            lang: lang.map(String::from),
+            default_lang: default_lang.map(String::from),
+        });
+    }
+    let whole = write_corpus(dir.path(), "all.jsonl", &joined);
+    // Small batches and budget: batches end inside parts, postings spill, docvectors are kept.
+    let opts = BuildOptions {
+        lang_field: Some("lang".into()),
+        batch_lines: 7,
+        memory_budget_bytes: 1 << 14,
+        store_docvectors: true,
+        ..quiet()
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    build(&whole, &dir.path().join("whole"), &opts).unwrap();
+    build_parts_cancellable(&parts, &dir.path().join("parts"), &opts, &never).unwrap();
+    assert_same_files(&dir.path().join("parts"), &dir.path().join("whole"));
+    let index = Bm25Index::open(dir.path().join("parts")).unwrap();
+    let langs: Vec<&str> = index.manifest().languages.iter().map(String::as_str).collect();
+    assert_eq!(langs, ["de", "en", "fr"]);
+
+    // An id in two files is an error naming both, with each one's line.
+    let again = serde_json::json!({"_id": serde_json::from_str::<serde_json::Value>(&lines[3]).unwrap()["_id"], "text": "x"});
+    let mut last = std::fs::read_to_string(&parts[2].path).unwrap();
+    last.push_str(&format!("{again}\n"));
+    std::fs::write(&parts[2].path, last).unwrap();
+    let e = build_parts_cancellable(&parts, &dir.path().join("dup"), &opts, &never).unwrap_err();
+    let message = e.to_string();
+    assert!(matches!(e, Error::DuplicateId { .. }), "{message}");
+    let (p0, p2) = (parts[0].path.display(), parts[2].path.display());
+    assert!(message.starts_with(&format!("{p2}: duplicate id ")), "{message}");
+    assert!(message.ends_with(&format!("at line 101 (first seen at {p0}:4)")), "{message}");
+
+    // A part's language without a language field for the index is refused, naming the file.
+    let e = build_parts_cancellable(&parts, &dir.path().join("x"), &quiet(), &never).unwrap_err();
+    assert!(e.to_string().contains("part0.jsonl: a language for one corpus file"), "{e}");
 }
 
 /// The indexes at `a` and `b` have the same data files, byte for byte.

@@ -26,6 +26,21 @@ pub fn maxsim(query: &[f32], doc: &[f32], dim: usize, scratch: &mut Vec<f32>) ->
         .sum()
 }
 
+/// `hits` once every score is finite. A token passes its own check (its squared norm fits f32) yet
+/// inner products of large tokens, or their sum over a query's tokens, can overflow to infinity
+/// (report finding F20): such scores would rank documents arbitrarily, so the search stops and names
+/// the query (`name(q)`, for query number `q`).
+pub fn finite_scores(hits: Hits, name: impl Fn(usize) -> String) -> Result<Hits> {
+    match hits.iter().position(|h| h.iter().any(|(s, _)| !s.is_finite())) {
+        None => Ok(hits),
+        Some(q) => Err(Error::invalid(format!(
+            "{}: a MaxSim score overflows f32 (the query's and the documents' token norms are too \
+             large); normalize or scale the vectors",
+            name(q)
+        ))),
+    }
+}
+
 /// Check that queries and documents have the same dimension.
 pub(crate) fn check_dims(queries: &TokenMatrix, dim: usize) -> Result<()> {
     if queries.dim() != dim {

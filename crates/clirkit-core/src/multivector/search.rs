@@ -106,7 +106,7 @@ struct Scratch {
 impl MultiVectorIndex {
     /// The top `k` documents (passages) of every query: (score, internal id), best first.
     pub fn search(&self, queries: &TokenMatrix, opts: &SearchOptions) -> Result<Hits> {
-        self.scored(queries, opts, false)
+        exact::finite_scores(self.scored(queries, opts, false)?, |q| format!("query {q}"))
     }
 
     /// Search and return a run; with `maxp` (the passage id separator), `k` documents per query,
@@ -118,15 +118,18 @@ impl MultiVectorIndex {
         opts: &SearchOptions,
         maxp: Option<&str>,
     ) -> Result<Run> {
+        if maxp.is_some_and(str::is_empty) {
+            return Err(Error::invalid("the passage id separator must not be empty"));
+        }
+        let hits = self.scored(queries, opts, maxp.is_some())?;
+        let hits = exact::finite_scores(hits, |q| match qids.get(q) {
+            Some(qid) => format!("query '{qid}'"),
+            None => format!("query {q}"),
+        })?;
+        let run = self.to_run(hits, qids)?;
         match maxp {
-            None => self.to_run(self.search(queries, opts)?, qids),
-            Some(separator) => {
-                if separator.is_empty() {
-                    return Err(Error::invalid("the passage id separator must not be empty"));
-                }
-                let run = self.to_run(self.scored(queries, opts, true)?, qids)?;
-                passages::maxp(&run, separator, Some(opts.k))
-            }
+            None => Ok(run),
+            Some(separator) => passages::maxp(&run, separator, Some(opts.k)),
         }
     }
 

@@ -14,6 +14,9 @@ from clirkit.experiment.stage import RUN_FILE, RunContext, Stage
 from clirkit.experiment.stages import warn_empty_documents
 from clirkit.experiment.systems import register_system_kind
 
+#: ``clirkit index bm25 --memory-mb``'s default.
+MEMORY_MB = 1024
+
 
 def drop_self_hits(hits: list[tuple[str, float]], qid: str, k: int) -> list[tuple[str, float]]:
     """BEIR's convention (ArguAna): a document whose id is the query's id is not a hit."""
@@ -22,7 +25,18 @@ def drop_self_hits(hits: list[tuple[str, float]], qid: str, k: int) -> list[tupl
 
 class Bm25Kind:
     name = "bm25"
-    options = ("k1", "b", "fields", "hits", "rm3", "fb_docs", "fb_terms", "original_weight", "filter_terms")
+    options = (
+        "k1",
+        "b",
+        "fields",
+        "hits",
+        "memory_mb",
+        "rm3",
+        "fb_docs",
+        "fb_terms",
+        "original_weight",
+        "filter_terms",
+    )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         from clirkit.bm25 import RM3
@@ -55,6 +69,9 @@ class Bm25Kind:
             "b": float(b),
             "fields": list(r.strings("fields", ("title", "text"))),
             "hits": r.positive("hits"),
+            # clirkit index bm25 --memory-mb: postings held before spilling (the index's manifest
+            # records it, so it is in the index stage's key when set)
+            "memory_mb": r.positive("memory_mb", MEMORY_MB),
             "rm3": rm3,
         }
 
@@ -68,6 +85,8 @@ class Bm25Kind:
         index_params: dict[str, Any] = {"fields": fields}
         if rm3 is not None:
             index_params["docvectors"] = True
+        if options["memory_mb"] != MEMORY_MB:  # in the key only when changed, so indexes keep theirs
+            index_params["memory_mb"] = options["memory_mb"]
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.bm25 import BM25Index
@@ -81,6 +100,7 @@ class Bm25Kind:
                 fields=fields,
                 threads=ctx.threads,
                 quiet=ctx.quiet,
+                memory_budget_mb=options["memory_mb"],
                 store_docvectors=rm3 is not None,
             )
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from clirkit._native import METRICS
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
@@ -164,6 +165,16 @@ def add_query_stage(
     )
 
 
+def encode_task_queries(encoder: Any, task: Any, ctx: RunContext) -> Any:
+    """``encoder.encode_queries`` of the task's query texts, with a progress bar of the queries encoded
+    (counts and ETA; quiet when ``ctx.quiet`` or stderr is not a terminal)."""
+    from clirkit._progress import ProgressBar, counting
+
+    texts = [text for _, text, _ in task.queries]
+    with counting(ProgressBar(len(texts), "queries", "queries", enabled=not ctx.quiet)):
+        return encoder.encode_queries(texts)
+
+
 def write_search_run(
     index: Any,
     queries: tuple[Any, ...],
@@ -251,6 +262,7 @@ class DenseKind:
         "refine",
         *INDEX_KEYS,
         "nprobe",
+        "memory_mb",
         "dtype",
         *MODEL_SYSTEM_KEYS,
     )
@@ -316,7 +328,7 @@ class DenseKind:
                 if "dense" in declared_families(options["model"])
                 else dense_encoder(ctx, options)
             )
-            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
+            vectors = encode_task_queries(encoder, task, ctx)
             np.save(out / QUERY_EMBEDDINGS, vectors)
 
         queries = add_query_stage(plan, "encode-queries", "", task, model, options, encode_queries)
@@ -425,12 +437,14 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "pq": pq,
         "nbits": r.get("nbits", int, 4),
         "ivf": r.positive("ivf"),
-        "metric": r.choice("metric", ("ip", "l2"), "ip"),
+        "metric": r.choice("metric", METRICS, "ip"),
         "train_size": r.positive("train_size"),
         "seed": r.positive("seed", 0, allow_zero=True),
         "no_vectors": r.get("no_vectors", bool, False),
         "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
         "nprobe": r.positive("nprobe", 1),
+        # clirkit index dense --memory-mb: rows read at a time (the index is the same for any)
+        "memory_mb": r.positive("memory_mb", 256, allow_zero=True),
     }
     if options["nbits"] not in (4, 8):
         raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
@@ -485,7 +499,14 @@ def build_dense(
         rows.append(kept)
         ids.extend(part_ids[n] for n in kept)
     DenseIndex.build_file(
-        files, ids, index_dir, rows=rows, **index_build_options(options), threads=ctx.threads, quiet=ctx.quiet
+        files,
+        ids,
+        index_dir,
+        rows=rows,
+        **index_build_options(options),
+        memory_mb=options["memory_mb"],
+        threads=ctx.threads,
+        quiet=ctx.quiet,
     )
 
 

@@ -28,6 +28,7 @@ from clirkit.experiment.systems.dense import (
     add_query_stage,
     cached_encoder,
     document_encode_stages,
+    encode_task_queries,
     encoder_options,
     kept_document_ids,
 )
@@ -150,7 +151,12 @@ def build_impact(parts: list[tuple[str, Any]], out: Path, options: dict[str, Any
             written.append(write_kept_vectors(path, out / f"part-{n}.vectors.jsonl", keep))
             files.append(os.fspath(written[-1]))
     ImpactIndex.build(
-        files, out / "index", quantize=options["quantize"], threads=ctx.threads, quiet=ctx.quiet
+        files,
+        out / "index",
+        quantize=options["quantize"],
+        memory_budget_mb=options["memory_mb"],
+        threads=ctx.threads,
+        quiet=ctx.quiet,
     )
     for path in written:
         path.unlink()
@@ -189,17 +195,19 @@ class ImpactKind:
         "fields",
         "hits",
         "approximate",
+        "memory_mb",
         *INSTRUCTION_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
-        quantize = r.positive("quantize", 100)
+        # clirkit index impact --memory-mb: postings held before spilling (the files are the same for any)
+        build = {"quantize": r.positive("quantize", 100), "memory_mb": r.positive("memory_mb", 1024)}
         given = read_inputs(r, base, ("vectors", "query_vectors"), _one, _one, ENCODING_KEYS)
         if given is not None:
-            return {**given, "quantize": quantize, "approximate": approximate_options(r)}
+            return {**given, **build, "approximate": approximate_options(r)}
         return {
             **encoder_options(r, base, 8),
-            "quantize": quantize,
+            **build,
             "query_max_length": r.positive("query_max_length"),
             "approximate": approximate_options(r),
         }
@@ -261,7 +269,7 @@ class ImpactKind:
                     threads=ctx.threads or 0,
                     **encoder_instructions(options),
                 )
-            vectors = encoder.encode_queries([text for _, text, _ in task.queries])
+            vectors = encode_task_queries(encoder, task, ctx)
             qids = [q for q, _, _ in task.queries]
             (out / QUERY_VECTORS).write_text(json.dumps(list(zip(qids, vectors))), encoding="utf-8")
 

@@ -24,6 +24,7 @@ from clirkit.experiment.systems.dense import (
     document_encode_params,
     document_encode_stages,
     encode_documents_resumably,
+    encode_task_queries,
     kept_document_ids,
     write_search_run,
 )
@@ -234,7 +235,7 @@ class MultiVectorKind:
                 encoder = head_query_encoder(ctx, options, "multivector", options["max_length"])
             else:
                 encoder = TokenEncoder(dense_encoder(ctx, options))
-            matrices = encoder.encode_queries([text for _, text, _ in task.queries])
+            matrices = encode_task_queries(encoder, task, ctx)
             paths = token_paths(out / QUERY_TOKENS)
             np.save(paths["tokens"], np.concatenate(matrices))
             np.save(

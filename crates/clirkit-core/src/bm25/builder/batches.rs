@@ -5,9 +5,9 @@ use crate::error::{Error, Result};
 use crate::ids::UniqueIds;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
 use crate::text::Analyzer;
+use super::options::CorpusPart;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 /// Chooses each document's analyzer: one for the index, or one per language code, created once
 /// per code and referred to by position.
@@ -30,11 +30,17 @@ impl Analyzers {
         })
     }
 
-    pub(super) fn for_record(&mut self, path: &Path, rec: &Record) -> Result<usize> {
+    pub(super) fn for_record(&mut self, part: &CorpusPart, rec: &Record) -> Result<usize> {
         let Some(field) = &self.lang_field else {
             return Ok(0);
         };
-        let code = rec.lang.as_deref().unwrap_or_default();
+        let path = part.path.as_path();
+        let code = part
+            .lang
+            .as_deref()
+            .or(rec.lang.as_deref())
+            .or(part.default_lang.as_deref())
+            .unwrap_or_default();
         if let Some(&i) = self.by_code.get(code) {
             return Ok(i);
         }
@@ -66,16 +72,17 @@ impl Analyzers {
 }
 
 /// The corpus line of every document, kept as the few documents from which line minus
-/// document number changes (after blank lines or skipped duplicates): usually none.
+/// document number changes (after blank lines, skipped duplicates or the start of the next
+/// corpus file): usually none.
 #[derive(Default)]
 pub(super) struct DocLines {
-    changes: Vec<(u32, u64)>,
+    changes: Vec<(u32, i64)>,
 }
 
 impl DocLines {
-    /// Record that document `doc` is on line `line` (documents come in line order).
+    /// Record that document `doc` is on line `line` (documents come in line order within a file).
     pub(super) fn push(&mut self, doc: u32, line: u64) {
-        let offset = line - doc as u64;
+        let offset = line as i64 - doc as i64;
         if self.changes.last().map(|&(_, o)| o) != Some(offset) {
             self.changes.push((doc, offset));
         }
@@ -83,8 +90,17 @@ impl DocLines {
 
     pub(super) fn line_of(&self, doc: u32) -> u64 {
         let i = self.changes.partition_point(|&(first, _)| first <= doc);
-        doc as u64 + self.changes[i - 1].1
+        (doc as i64 + self.changes[i - 1].1) as u64
     }
+}
+
+/// The fields read from the corpus file `part`: its language field only when the part does not
+/// fix its documents' language, and optional when the part has a default language.
+pub(super) fn part_spec(fields: &[&str], lang_field: Option<&str>, part: &CorpusPart) -> FieldSpec {
+    FieldSpec::corpus()
+        .with_text_fields(fields)
+        .with_lang_field(lang_field.filter(|_| part.lang.is_none()))
+        .with_optional_lang(part.default_lang.is_some())
 }
 
 /// Parsed documents with unique ids, in input order, and each one's analyzer.
@@ -96,8 +112,15 @@ pub(super) struct Batch {
 /// Reads the corpus batch by batch: parses lines in parallel, then checks ids (in input order)
 /// and picks each document's analyzer.
 pub(super) struct BatchReader<'a> {
-    pub(super) corpus: &'a Path,
-    pub(super) spec: &'a FieldSpec,
+    /// The corpus files, read in order; `reader` reads `parts[part]`.
+    pub(super) parts: &'a [CorpusPart],
+    pub(super) part: usize,
+    /// The number of the first document of each part opened so far.
+    pub(super) part_starts: Vec<u32>,
+    /// The fields read from `parts[part]` ([`part_spec`]).
+    pub(super) spec: FieldSpec,
+    pub(super) fields: &'a [&'a str],
+    pub(super) lang_field: Option<&'a str>,
     pub(super) reader: LineReader,
     pub(super) block: LineBlock,
     pub(super) batch_lines: usize,
@@ -112,11 +135,21 @@ pub(super) struct BatchReader<'a> {
 impl BatchReader<'_> {
     /// The next batch, or `None` at the end of the corpus.
     pub(super) fn next_batch(&mut self) -> Result<Option<Batch>> {
-        self.reader.next_block(self.batch_lines, &mut self.block)?;
-        if self.block.is_empty() {
-            return Ok(None);
+        loop {
+            self.reader.next_block(self.batch_lines, &mut self.block)?;
+            if !self.block.is_empty() {
+                break;
+            }
+            if self.part + 1 == self.parts.len() {
+                return Ok(None);
+            }
+            self.part += 1;
+            self.part_starts.push(self.ids.len() as u32);
+            self.reader = LineReader::open(&self.parts[self.part].path)?;
+            self.spec = part_spec(self.fields, self.lang_field, &self.parts[self.part]);
         }
-        let (block, corpus, spec) = (&self.block, self.corpus, self.spec);
+        let part = &self.parts[self.part];
+        let (block, corpus, spec) = (&self.block, part.path.as_path(), &self.spec);
         let parsed: Vec<Result<Record>> = (0..block.len())
             .into_par_iter()
             .map(|i| {
@@ -138,15 +171,18 @@ impl BatchReader<'_> {
                     continue;
                 }
                 Err(first) => {
-                    return Err(Error::duplicate_id(
-                        corpus,
-                        rec.id,
-                        rec.line,
-                        self.lines.line_of(first),
-                    ))
+                    let first_line = self.lines.line_of(first);
+                    let first_part = self.part_starts.partition_point(|&s| s <= first) - 1;
+                    let mut err = Error::duplicate_id(corpus, rec.id, rec.line, first_line);
+                    if first_part != self.part {
+                        if let Error::DuplicateId { first_path, .. } = &mut err {
+                            *first_path = Some(self.parts[first_part].path.clone());
+                        }
+                    }
+                    return Err(err);
                 }
             }
-            chosen.push(self.analyzers.for_record(corpus, &rec)?);
+            chosen.push(self.analyzers.for_record(part, &rec)?);
             records.push(rec);
         }
         Ok(Some(Batch { records, chosen }))

@@ -2,17 +2,17 @@
 //! document files, block maxima, ids, the optional forward index and the manifest, committed
 //! atomically.
 
-use super::batches::{Analyzers, BatchReader, DocLines};
+use super::batches::{part_spec, Analyzers, BatchReader, DocLines};
 use super::final_merge::{merge_and_write, write_docs};
 use super::inversion::Accumulator;
-use super::options::{BuildOptions, BuildSummary};
+use super::options::{BuildOptions, BuildSummary, CorpusPart};
 use crate::bm25::format::{self, Bm25BuildRecord, Bm25Manifest};
 use crate::bm25::memory_index::{MemoryIndex, MAX_DOC_SPAN};
 use crate::bm25::sorted_run::SortedRun;
 use crate::error::{Error, IoContext, Result};
 use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
-use crate::io::jsonl::{FieldSpec, LineBlock, LineReader};
+use crate::io::jsonl::{LineBlock, LineReader};
 use crate::io::manifest;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -31,15 +31,43 @@ pub fn build_cancellable(
     opts: &BuildOptions,
     cancel: &AtomicBool,
 ) -> Result<BuildSummary> {
-    crate::parallel::install(opts.threads, |_| build_in_pool(corpus, index, opts, cancel))?
+    build_parts_cancellable(&[CorpusPart::whole(corpus)], index, opts, cancel)
 }
 
-fn build_in_pool(
-    corpus: &Path,
+/// [`build_cancellable`] over several corpus files read in sequence, as one corpus: the index
+/// equals that of a build over the files concatenated (each document's language chosen by its
+/// part's rule), with no concatenated copy written. Ids must be unique across the files (a
+/// duplicate names both files) unless `keep_first_duplicate`.
+pub fn build_parts_cancellable(
+    parts: &[CorpusPart],
     index: &Path,
     opts: &BuildOptions,
     cancel: &AtomicBool,
 ) -> Result<BuildSummary> {
+    crate::parallel::install(opts.threads, |_| build_in_pool(parts, index, opts, cancel))?
+}
+
+fn build_in_pool(
+    parts: &[CorpusPart],
+    index: &Path,
+    opts: &BuildOptions,
+    cancel: &AtomicBool,
+) -> Result<BuildSummary> {
+    let Some(first) = parts.first() else {
+        return Err(Error::invalid("no corpus file to index"));
+    };
+    if parts.len() > 1 && opts.range.is_some() {
+        return Err(Error::invalid("a line range indexes one corpus file, not several"));
+    }
+    if opts.lang_field.is_none() {
+        if let Some(part) = parts.iter().find(|p| p.lang.is_some() || p.default_lang.is_some()) {
+            return Err(Error::invalid(format!(
+                "{}: a language for one corpus file needs a language field for the index",
+                part.path.display()
+            )));
+        }
+    }
+    let corpus = first.path.as_path();
     if opts.lang.is_some() && opts.lang_field.is_some() {
         return Err(Error::invalid(
             "give either a language for the whole index or a language field, not both",
@@ -50,9 +78,7 @@ fn build_in_pool(
     }
     let analyzers = Analyzers::new(opts.lang.as_deref(), opts.lang_field.as_deref())?;
     let fields: Vec<&str> = opts.fields.iter().map(String::as_str).collect();
-    let spec = FieldSpec::corpus()
-        .with_text_fields(&fields)
-        .with_lang_field(opts.lang_field.as_deref());
+    let spec = part_spec(&fields, opts.lang_field.as_deref(), first);
 
     let reader = match &opts.range {
         Some(range) => LineReader::open_range(corpus, range)?,
@@ -74,8 +100,12 @@ fn build_in_pool(
     };
 
     let mut batches = BatchReader {
-        corpus,
-        spec: &spec,
+        parts,
+        part: 0,
+        part_starts: vec![0],
+        spec,
+        fields: &fields,
+        lang_field: opts.lang_field.as_deref(),
         reader,
         block: LineBlock::default(),
         // A batch must fit the documents a worker's index can number.
@@ -92,7 +122,7 @@ fn build_in_pool(
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::invalid(format!(
                 "indexing {} interrupted; nothing was written",
-                corpus.display()
+                corpus_names(parts)
             )));
         }
         let list = batches.analyzers.list.clone();
@@ -161,7 +191,7 @@ fn build_in_pool(
         build: Bm25BuildRecord {
             corpus: match &opts.range {
                 Some(r) => format!("{} (bytes {}..{})", corpus.display(), r.start, r.end),
-                None => corpus.display().to_string(),
+                None => corpus_names(parts),
             },
             keep_first_duplicate: opts.keep_first_duplicate,
             skipped_duplicates: skipped,
@@ -177,4 +207,10 @@ fn build_in_pool(
         skipped_duplicates: skipped,
         spilled_runs,
     })
+}
+
+/// The corpus files of a build, joined by ` + ` (as a merged index names its inputs).
+fn corpus_names(parts: &[CorpusPart]) -> String {
+    let names: Vec<String> = parts.iter().map(|p| p.path.display().to_string()).collect();
+    names.join(" + ")
 }

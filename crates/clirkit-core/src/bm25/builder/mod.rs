@@ -27,6 +27,6 @@ mod final_merge;
 mod inversion;
 mod options;
 
-pub use build::{build, build_cancellable};
+pub use build::{build, build_cancellable, build_parts_cancellable};
 pub(super) use final_merge::{write_docs, write_terms};
-pub use options::{BuildOptions, BuildSummary};
+pub use options::{BuildOptions, BuildSummary, CorpusPart};

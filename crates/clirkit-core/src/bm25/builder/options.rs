@@ -1,6 +1,29 @@
 //! What a BM25 build is asked ([`BuildOptions`]) and what it reports ([`BuildSummary`]).
 
 use crate::io::jsonl::LineRange;
+use std::path::{Path, PathBuf};
+
+/// One corpus file of a build over several files read in sequence (documents numbered across
+/// them, ids unique across them), with how its documents' language is chosen when the build has a
+/// language field: `lang` for every document of the file, else the document's language field, else
+/// `default_lang`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorpusPart {
+    pub path: PathBuf,
+    pub lang: Option<String>,
+    pub default_lang: Option<String>,
+}
+
+impl CorpusPart {
+    /// A file whose documents' language comes from the build's options alone.
+    pub fn whole(path: &Path) -> Self {
+        CorpusPart {
+            path: path.to_path_buf(),
+            lang: None,
+            default_lang: None,
+        }
+    }
+}
 
 /// How to build an index.
 #[derive(Debug, Clone)]

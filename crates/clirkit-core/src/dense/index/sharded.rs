@@ -12,7 +12,7 @@
 use super::DenseIndex;
 use crate::error::{Error, Result};
 use crate::io::manifest::{self, Layout};
-use crate::sharded::{build_stamp, check_all, shard_path, ShardRecord, ShardedDir};
+use crate::sharded::{build_stamp, check_all, part_path, shard_path, ShardRecord, ShardedDir};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -54,8 +54,7 @@ pub fn check_sharded(dir: &Path) -> Result<ShardedDenseManifest> {
 }
 
 fn codebook_path(dir: &Path, manifest: &ShardedDenseManifest) -> Result<PathBuf> {
-    shard_path(dir, std::slice::from_ref(&manifest.codebook), 0)
-        .map_err(|e| Error::format(dir.join(CODEBOOK_DIR), format!("the codebook: {e}")))
+    part_path(dir, &manifest.codebook, "the codebook")
 }
 
 impl DenseIndex {
@@ -189,6 +188,17 @@ pub(crate) mod tests {
         std::fs::rename(b.join("shard-0001"), a.join("shard-0001")).unwrap();
         let e = DenseIndex::open_shard(&a, 1).err().unwrap().to_string();
         assert!(e.contains("shard 1 is of another build"), "{e}");
+        // Another build's codebook is named as the codebook, not as a shard (finding F23).
+        std::fs::remove_dir_all(a.join("shard-0001")).unwrap();
+        std::fs::rename(&moved, a.join("shard-0001")).unwrap();
+        check_sharded(&a).unwrap();
+        std::fs::remove_dir_all(a.join(CODEBOOK_DIR)).unwrap();
+        std::fs::rename(b.join(CODEBOOK_DIR), a.join(CODEBOOK_DIR)).unwrap();
+        let e = check_sharded(&a).unwrap_err().to_string();
+        assert!(e.contains("the codebook is of another build"), "{e}");
+        assert!(!e.contains("shard 0"), "{e}");
+        let e = crate::sharded::parts(&a).unwrap_err().to_string();
+        assert!(e.contains("the codebook is of another build"), "{e}");
 
         // Shards with another codebook, or repeating an id, are refused when the build ends.
         let dup: Vec<String> = (0..n).map(|i| format!("doc{}", i % 150)).collect();

@@ -31,6 +31,9 @@ pub struct FieldSpec {
     pub text_fields: Vec<String>,
     pub text_rule: TextRule,
     pub lang_field: Option<String>,
+    /// A record without the language field (or with null there) has no language (`None`)
+    /// instead of being an error: its reader supplies one.
+    pub lang_optional: bool,
 }
 
 impl FieldSpec {
@@ -41,6 +44,7 @@ impl FieldSpec {
             text_fields: ["title", "text"].map(String::from).to_vec(),
             text_rule: TextRule::JoinPresent,
             lang_field: None,
+            lang_optional: false,
         }
     }
 
@@ -51,6 +55,7 @@ impl FieldSpec {
             text_fields: ["text", "query", "title"].map(String::from).to_vec(),
             text_rule: TextRule::FirstPresent,
             lang_field: None,
+            lang_optional: false,
         }
     }
 
@@ -61,6 +66,12 @@ impl FieldSpec {
 
     pub fn with_lang_field(mut self, field: Option<&str>) -> Self {
         self.lang_field = field.map(String::from);
+        self
+    }
+
+    /// The same spec with the language field optional (see [`FieldSpec::lang_optional`]).
+    pub fn with_optional_lang(mut self, optional: bool) -> Self {
+        self.lang_optional = optional;
         self
     }
 
@@ -346,8 +357,9 @@ fn fast_record(text: &str, line: u64, spec: &FieldSpec) -> Option<Record> {
     }
     let lang = match lang.first_mut() {
         None => None,
-        Some(value) => match value.take()? {
-            FieldValue::Str(s) => Some(s),
+        Some(value) => match value.take() {
+            Some(FieldValue::Str(s)) => Some(s),
+            None | Some(FieldValue::Null) if spec.lang_optional => None,
             _ => return None,
         },
     };
@@ -449,18 +461,17 @@ fn record_from_object(
     }
     let lang = match &spec.lang_field {
         None => None,
-        Some(f) => Some(
-            obj.get(f)
-                .and_then(Value::as_str)
-                .map(String::from)
-                .ok_or_else(|| {
-                    Error::parse(
-                        path,
-                        line,
-                        format!("document '{id}' has no string language field '{f}'"),
-                    )
-                })?,
-        ),
+        Some(f) => match obj.get(f) {
+            Some(Value::String(s)) => Some(s.clone()),
+            None | Some(Value::Null) if spec.lang_optional => None,
+            _ => {
+                return Err(Error::parse(
+                    path,
+                    line,
+                    format!("document '{id}' has no string language field '{f}'"),
+                ))
+            }
+        },
     };
     Ok(Record {
         id,
