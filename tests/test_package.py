@@ -176,3 +176,20 @@ def test_the_private_name_check_finds_imports_and_attributes(tmp_path):
         "pkg/bad.py:5: uses self._hook",
         "pkg/bad.py:5: uses other._hook",
     ]
+
+
+def test_every_binding_class_is_py_name_exposed_as_name():
+    """One name per thing: the bindings' struct for the Python class ``X`` is ``PyX`` (never the
+    name of the core type it wraps), declared with ``name = "X"``."""
+    import re
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "crates" / "clirkit-py" / "src"
+    declared = re.compile(r"#\[pyclass\(([^)]*)\)\]\s*(?:pub(?:\([^)]*\))?\s+)?struct\s+(\w+)")
+    found = []
+    for path in sorted(src.glob("*.rs")):
+        for args, struct in declared.findall(path.read_text()):
+            name = re.search(r'\bname\s*=\s*"(\w+)"', args)
+            found.append((path.name, struct, name.group(1) if name else None))
+    assert len(found) >= 13, found
+    assert [f for f in found if f[1] != f"Py{f[2]}"] == []

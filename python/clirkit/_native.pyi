@@ -7,7 +7,6 @@ __all__ = [
     "ShardedBm25Build",
     "split_corpus",
     "sharded_index_kind",
-    "check_sharded_bm25",
     "read_bm25_queries",
     "merge_shard_hits",
     "ClirkitError",
@@ -27,6 +26,7 @@ __all__ = [
     "index_kinds",
     "index_format",
     "merge_indexes",
+    "sharded_manifest",
     "analyze",
     "analyzer_id",
     "supported_languages",
@@ -55,10 +55,10 @@ __all__ = [
     "kendall_tau",
     "DenseIndex",
     "fastscan_kernels",
+    "METRICS",
     "merge_dense_shortlists",
     "dense_top_hits",
     "dense_training_rows",
-    "check_sharded_dense",
     "ShardedDenseBuild",
     "write_run_pairs",
     "MultiVectorIndex",
@@ -93,13 +93,14 @@ def read_run(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def write_run(path: str, run: Dict[str, Dict[str, float]], tag: str = "clirkit") -> None: ...
 def read_qrels(path: str) -> List[Tuple[str, List[Tuple[str, int]]]]: ...
 
-# --- index kinds (the core's one list: verify, merge) ----------------------------------------
+# --- index kinds (the core's one list: verify, merge, sharded manifests) ---------------------
 def index_kinds() -> list[tuple[str, bool]]: ...
 def index_format(path: str) -> str: ...
 def verify_index(path: str) -> Tuple[str, int, int]: ...
 def merge_indexes(
     inputs: list[str], index: str, memory_mb: int = 256, threads: int = 0
 ) -> tuple[str, int]: ...
+def sharded_manifest(path: str) -> tuple[str, str]: ...
 
 # --- text analysis --------------------------------------------------------------------------
 def analyze(text: str, lang: str) -> list[str]: ...
@@ -411,6 +412,9 @@ import numpy.typing as _npt
 
 def fastscan_kernels() -> list[str]: ...
 
+#: Dense similarity names, as ``DenseIndex.build`` takes them (the core's list).
+METRICS: Tuple[str, ...]
+
 @final
 class DenseIndex:
     # options: clirkit.dense.DenseIndex.build's keyword options, every one present (pq, nbits, ivf,
@@ -524,7 +528,6 @@ _ShardHits = tuple[
 def merge_dense_shortlists(parts: list[_Shortlist], row_offsets: list[int], len: int) -> _ShardHits: ...
 def dense_top_hits(hits: _ShardHits, row_offsets: list[int], k: int) -> _ShardHits: ...
 def dense_training_rows(n: int, train_size: int | None = None, seed: int = 0) -> _npt.NDArray[_np.uint64]: ...
-def check_sharded_dense(index: os.PathLike[str] | str) -> str: ...
 
 @final
 class ShardedDenseBuild:
@@ -622,7 +625,6 @@ def passage_doc_id(passage_id: str, separator: str = "#") -> str: ...
 
 def split_corpus(corpus: str, parts: int) -> List[Tuple[int, int, int]]: ...
 def sharded_index_kind(index: str) -> Optional[str]: ...
-def check_sharded_bm25(index: str) -> str: ...
 def read_bm25_queries(path: str) -> List[Tuple[str, str, Optional[str]]]: ...
 def merge_shard_hits(
     parts: List[bytes], qids: List[str], k: int, output: Optional[str] = None, tag: str = "clirkit-bm25"

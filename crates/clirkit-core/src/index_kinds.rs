@@ -1,8 +1,9 @@
 //! The one list of index kinds: what every command that takes an index of any kind (`clirkit
-//! verify`, `clirkit index merge`, a sharded index's parts) looks up by the format name its
-//! `meta.json` records, instead of each repeating the dispatch. A kind is its files' [`Layout`]
-//! (which `verify` checks), how it is opened (every check search makes when it opens one) and,
-//! where it has one, its merge. A new kind is one more entry in [`KINDS`].
+//! verify`, `clirkit index merge`, a sharded index's parts, opening a sharded index for
+//! `clirkit.distributed`) looks up by the format name its `meta.json` records, instead of each
+//! repeating the dispatch. A kind is its files' [`Layout`] (which `verify` checks), how it is
+//! opened (every check search makes when it opens one) and, where it has one, its merge and, for a
+//! sharded kind, its checked manifest. A new kind is one more entry in [`KINDS`].
 //!
 //! The layers below name no kind (`io::manifest` checks any [`Layout`]); this is the top, where
 //! the kinds meet, as FAISS's `index_read.cpp` or PISA's `index_types.hpp` is.
@@ -12,7 +13,7 @@ use crate::dense::index::{self as dense_index, DenseIndex, Part};
 use crate::error::{Error, Result};
 use crate::impact::{self, ImpactIndex};
 use crate::io::index_dir::{self, read_manifest_text, MANIFEST};
-use crate::io::manifest::{self, Layout, VerifySummary};
+use crate::io::manifest::{self, Layout, Manifest, VerifySummary};
 use crate::multivector::{self, MultiVectorIndex};
 use std::path::{Path, PathBuf};
 
@@ -35,6 +36,9 @@ pub struct IndexKind {
     /// Merge indexes of this kind, in order, into a new index at the path; `None` where the
     /// kind cannot be merged.
     pub merge: Option<MergeFn>,
+    /// A sharded kind's manifest as one line of JSON, read once every shard (and a shared
+    /// codebook) is found present and of the recorded build; `None` for the other kinds.
+    pub sharded_manifest: Option<fn(&Path) -> Result<String>>,
 }
 
 /// How a kind merges indexes: inputs in order, the output, the options.
@@ -50,6 +54,18 @@ impl IndexKind {
             layout,
             open,
             merge,
+            sharded_manifest: None,
+        }
+    }
+
+    const fn sharded(
+        layout: &'static Layout,
+        open: fn(&Path) -> Result<u64>,
+        manifest: fn(&Path) -> Result<String>,
+    ) -> Self {
+        IndexKind {
+            sharded_manifest: Some(manifest),
+            ..IndexKind::new(layout, open, None)
         }
     }
 
@@ -67,8 +83,10 @@ pub static KINDS: &[IndexKind] = &[
     IndexKind::new(&impact::format::LAYOUT, |d| Ok(ImpactIndex::open(d)?.num_docs() as u64), None),
     IndexKind::new(&dense_index::LAYOUT, |d| Ok(DenseIndex::open(d)?.ntotal() as u64), Some(merge_dense)),
     IndexKind::new(&multivector::format::LAYOUT, |d| Ok(MultiVectorIndex::open(d)?.ndocs() as u64), None),
-    IndexKind::new(&bm25::sharded::LAYOUT, |d| Ok(bm25::sharded::check_shards(d)?.collection.num_docs), None),
-    IndexKind::new(&dense_index::SHARDED_LAYOUT, |d| Ok(dense_index::check_sharded(d)?.num_docs), None),
+    IndexKind::sharded(&bm25::sharded::LAYOUT, |d| Ok(bm25::sharded::check_shards(d)?.collection.num_docs),
+        |d| Ok(bm25::sharded::check_shards(d)?.to_json())),
+    IndexKind::sharded(&dense_index::SHARDED_LAYOUT, |d| Ok(dense_index::check_sharded(d)?.num_docs),
+        |d| Ok(dense_index::check_sharded(d)?.to_json())),
 ];
 
 /// The kind whose format name is `format`.
@@ -92,6 +110,31 @@ pub fn of(dir: &Path) -> Result<&'static IndexKind> {
             format!("a '{format}' index, which this clirkit does not read"),
         )
     })
+}
+
+/// The sharded index at `dir`: its kind (`bm25`, `dense`: what follows
+/// [`crate::sharded::FORMAT_PREFIX`] in its format name) and its manifest as one line of JSON,
+/// once every shard (and a shared codebook) is found present and of the recorded build. A
+/// directory holding no sharded index is refused, naming it.
+pub fn sharded_manifest(dir: &Path) -> Result<(&'static str, String)> {
+    let not_sharded = || {
+        Error::invalid(format!(
+            "{}: not a sharded index (no {}* meta.json)",
+            dir.display(),
+            crate::sharded::FORMAT_PREFIX
+        ))
+    };
+    if crate::sharded::kind(dir).is_none() {
+        return Err(not_sharded());
+    }
+    let kind = of(dir)?;
+    match (
+        kind.sharded_manifest,
+        kind.format().strip_prefix(crate::sharded::FORMAT_PREFIX),
+    ) {
+        (Some(manifest), Some(name)) => Ok((name, manifest(dir)?)),
+        _ => Err(not_sharded()),
+    }
 }
 
 /// Check the index at `dir` in full, whatever its kind: every byte of every file (headers
@@ -171,6 +214,39 @@ mod tests {
             .collect();
         assert_eq!(mergeable, ["clirkit-bm25", "clirkit-dense"]);
         assert!(by_format("clirkit-unknown").is_none());
+        // Exactly the sharded formats carry a sharded manifest.
+        for kind in KINDS {
+            assert_eq!(
+                kind.sharded_manifest.is_some(),
+                kind.format().starts_with(crate::sharded::FORMAT_PREFIX),
+                "{}",
+                kind.format()
+            );
+        }
+    }
+
+    /// A sharded index's manifest is found through its kind's entry; anything else is refused.
+    #[test]
+    fn the_sharded_manifest_by_kind() {
+        use crate::bm25::sharded::tests::build_sharded;
+        use crate::bm25::tests::{quiet, random_corpus, write_corpus, Rng};
+        let dir = tempfile::tempdir().unwrap();
+        let sharded = dir.path().join("sharded");
+        let corpus = write_corpus(dir.path(), "all.jsonl", &random_corpus(&mut Rng(7), 60, 20));
+        build_sharded(&corpus, &sharded, 2, &quiet()).unwrap();
+        let (kind, json) = sharded_manifest(&sharded).unwrap();
+        let fields: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            (kind, fields["shards"].as_array().unwrap().len()),
+            ("bm25", 2)
+        );
+        let e = sharded_manifest(&sharded.join("shard-0000"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("shard-0000: not a sharded index"), "{e}");
+        std::fs::remove_dir_all(sharded.join("shard-0001")).unwrap();
+        let e = sharded_manifest(&sharded).unwrap_err().to_string();
+        assert!(e.contains("shard 1 of the sharded index is missing"), "{e}");
     }
 
     /// `verify` reads every shard of a sharded BM25 index too: one flipped byte in a shard's

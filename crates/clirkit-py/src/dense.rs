@@ -1,8 +1,8 @@
 //! `DenseIndex` for Python: numpy float32 arrays in (read in place, no copy, when C-contiguous),
 //! float32 scores and int64 internal ids out; the GIL is released while building and searching.
 
-use crate::common::{define_register, id_at};
-use crate::dense_shards::Shortlist;
+use crate::common::id_at;
+use crate::dense_sharded::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
 use clirkit_core::dense::passages::DenseSearch;
@@ -15,6 +15,7 @@ use numpy::{
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use std::path::PathBuf;
 
 /// Search results as numpy arrays: scores (q, k) and internal ids (q, k).
@@ -295,7 +296,7 @@ impl PyDenseIndex {
         Ok((
             self.inner.shortlist_len(&opts),
             self.inner.rescores(&opts),
-            crate::dense_shards::shortlist_to_py(py, &lists),
+            crate::dense_sharded::shortlist_to_py(py, &lists),
         ))
     }
 
@@ -311,7 +312,7 @@ impl PyDenseIndex {
         threads: usize,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
         let (data, dim) = matrix(&queries, "queries")?;
-        let rows = crate::dense_shards::split_rows(offsets.as_slice()?, rows.as_slice()?)?;
+        let rows = crate::dense_sharded::split_rows(offsets.as_slice()?, rows.as_slice()?)?;
         let scores = py
             .detach_caught(|| self.inner.rescore(data, dim, &rows, threads))
             .py_err()?;
@@ -377,4 +378,11 @@ fn fastscan_kernels() -> Vec<&'static str> {
         .collect()
 }
 
-define_register!(classes: [PyDenseIndex], functions: [fastscan_kernels]);
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDenseIndex>()?;
+    m.add_function(wrap_pyfunction!(fastscan_kernels, m)?)?;
+    // The metric names, listed once in the core (`dense::Metric`): the CLI's and the experiment
+    // file's choices.
+    m.add("METRICS", PyTuple::new(m.py(), Metric::NAMES)?)?;
+    Ok(())
+}

@@ -112,7 +112,7 @@ fn doc_languages(
 }
 
 /// Prepared qrels and measures (pytrec_eval's RelevanceEvaluator, in Rust).
-#[pyclass(module = "clirkit._native", name = "Evaluator")]
+#[pyclass(name = "Evaluator", module = "clirkit._native")]
 pub struct PyEvaluator {
     inner: core_eval::Evaluator,
 }

@@ -25,13 +25,13 @@ pub fn with_threads<T: Send>(
 }
 
 /// A run held in Rust: queries in first-appearance order, documents in canonical order.
-#[pyclass(module = "clirkit._native", frozen)]
-pub struct NativeRun {
+#[pyclass(name = "NativeRun", module = "clirkit._native", frozen)]
+pub struct PyNativeRun {
     inner: Arc<RunLists>,
 }
 
 #[pymethods]
-impl NativeRun {
+impl PyNativeRun {
     /// Read a TREC run file (parallel parser; same checks as `read_run`).
     #[staticmethod]
     #[pyo3(signature = (path, threads = None))]
@@ -39,7 +39,7 @@ impl NativeRun {
         let lists = py
             .detach_caught(|| with_threads(threads, || read_run_lists(&path)))
             .py_err()?;
-        Ok(NativeRun {
+        Ok(PyNativeRun {
             inner: Arc::new(lists),
         })
     }
@@ -66,7 +66,7 @@ impl NativeRun {
                 )
                 .py_err()?;
         }
-        Ok(NativeRun {
+        Ok(PyNativeRun {
             inner: Arc::new(builder.finish()),
         })
     }
@@ -159,7 +159,7 @@ enum Source {
 fn sources(runs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Source>> {
     runs.iter()
         .map(|run| {
-            if let Ok(native) = run.cast::<NativeRun>() {
+            if let Ok(native) = run.cast::<PyNativeRun>() {
                 return Ok(Source::Loaded(native.get().inner.clone()));
             }
             run.extract::<PathBuf>().map(Source::File).map_err(|_| {
@@ -199,12 +199,12 @@ fn with_loaded_runs<T: Send>(
 
 /// Fuse runs given as `NativeRun`s or run-file paths (read in Rust).
 #[pyfunction]
-fn fuse(py: Python<'_>, runs: Vec<Bound<'_, PyAny>>, options: FuseArgs) -> PyResult<NativeRun> {
+fn fuse(py: Python<'_>, runs: Vec<Bound<'_, PyAny>>, options: FuseArgs) -> PyResult<PyNativeRun> {
     let fusion = options.options()?;
     let fused = with_loaded_runs(py, sources(&runs)?, options.threads, |runs| {
         core_fuse(runs, &fusion)
     })?;
-    Ok(NativeRun {
+    Ok(PyNativeRun {
         inner: Arc::new(fused),
     })
 }
@@ -226,7 +226,7 @@ fn fuse_to_file(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<NativeRun>()?;
+    m.add_class::<PyNativeRun>()?;
     m.add_function(wrap_pyfunction!(fuse, m)?)?;
     m.add_function(wrap_pyfunction!(fuse_to_file, m)?)?;
     // The option names, listed once in the core: Python validates and documents with these.

@@ -1,5 +1,6 @@
-//! The core's one list of index kinds (`clirkit_core::index_kinds`): what `clirkit verify` and
-//! `clirkit index merge` call for an index of any kind, dispatched by its format name in the core.
+//! The core's one list of index kinds (`clirkit_core::index_kinds`): what `clirkit verify`,
+//! `clirkit index merge` and `clirkit.distributed`'s sharded indexes call for an index of any
+//! kind, dispatched by its format name in the core.
 
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
@@ -53,4 +54,15 @@ fn merge_indexes(
         .py_err()
 }
 
-define_register!(classes: [], functions: [index_kinds, index_format, verify_index, merge_indexes]);
+/// The sharded index at `path`: (its kind, e.g. "bm25", its manifest as one line of JSON), read
+/// once every shard (and a shared codebook) is found present and of the recorded build; a
+/// directory holding no sharded index raises InvalidInputError naming it.
+#[pyfunction]
+fn sharded_manifest(py: Python<'_>, path: PathBuf) -> PyResult<(&'static str, String)> {
+    py.detach_caught(|| kinds::sharded_manifest(&path)).py_err()
+}
+
+define_register!(
+    classes: [],
+    functions: [index_kinds, index_format, verify_index, merge_indexes, sharded_manifest]
+);

@@ -57,19 +57,19 @@ fn set_max_record_bytes(limit: usize) -> PyResult<()> {
 /// magic bytes; a byte-order mark dropped), for the Python record readers: `read(n)` hands out the
 /// next decompressed bytes, so a large compressed file is never held whole.
 #[pyclass(name = "InputStream", module = "clirkit._native", frozen)]
-struct InputStream {
+struct PyInputStream {
     path: std::path::PathBuf,
     reader: Mutex<Option<Box<dyn BufRead + Send>>>,
 }
 
 #[pymethods]
-impl InputStream {
+impl PyInputStream {
     #[new]
     fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
         let reader = py
             .detach_caught(|| clirkit_core::io::input::open_input(&path))
             .py_err()?;
-        Ok(InputStream {
+        Ok(PyInputStream {
             path,
             reader: Mutex::new(Some(reader)),
         })
@@ -131,6 +131,6 @@ fn read_qrels(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyQrels> {
         .map(|q| q.queries)
 }
 
-define_register!(classes: [InputStream], functions: [
+define_register!(classes: [PyInputStream], functions: [
     max_record_bytes, set_max_record_bytes, read_run, write_run, read_qrels
 ]);

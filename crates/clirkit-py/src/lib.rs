@@ -1,12 +1,15 @@
 //! PyO3 bindings for clirkit-core: the `clirkit._native` module. Only conversion lives here;
-//! every algorithm is in the core. Heavy calls release the GIL (`py.detach`).
+//! every algorithm is in the core. Heavy calls release the GIL (`py.detach`). Every class is a
+//! struct `Py<Name>` exposed to Python as `<Name>` (`#[pyclass(name = "<Name>", ...)]`), so a
+//! binding never takes the name of the core type it wraps (`tests/test_package.py` checks).
 
 use pyo3::prelude::*;
 
 mod bm25;
+mod bm25_sharded;
 mod common;
 mod dense;
-mod dense_shards;
+mod dense_sharded;
 mod errors;
 mod eval;
 mod fusion;
@@ -17,7 +20,6 @@ mod io;
 mod multivector;
 mod passages;
 mod rerank;
-mod sharded;
 mod text;
 
 #[pymodule]
@@ -28,14 +30,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index_kinds::register(m)?;
     text::register(m)?;
     bm25::register(m)?;
-    sharded::register(m)?;
+    bm25_sharded::register(m)?;
     impact::register(m)?;
     impact_approximate::register(m)?;
     fusion::register(m)?;
     rerank::register(m)?;
     eval::register(m)?;
     dense::register(m)?;
-    dense_shards::register(m)?;
+    dense_sharded::register(m)?;
     passages::register(m)?;
     multivector::register(m)?;
     Ok(())

@@ -90,12 +90,12 @@ impl BuildArgs {
 
 /// How `MultiVectorIndex.search` and `search_run` search: `None` budgets take PLAID's defaults for `k`.
 #[pyclass(name = "MultiVectorSearchOptions", module = "clirkit._native", frozen)]
-pub struct PySearchOptions {
+pub struct PyMultiVectorSearchOptions {
     inner: SearchOptions,
 }
 
 #[pymethods]
-impl PySearchOptions {
+impl PyMultiVectorSearchOptions {
     #[new]
     #[pyo3(signature = (k=1000, ncells=None, centroid_score_threshold=None, ndocs=None, rerank=None,
                         refine=false, exact=false, threads=0))]
@@ -120,7 +120,7 @@ impl PySearchOptions {
             exact,
             threads,
         };
-        PySearchOptions { inner }
+        PyMultiVectorSearchOptions { inner }
     }
 }
 
@@ -164,7 +164,7 @@ impl PyMultiVectorIndex {
         py: Python<'py>,
         tokens: PyReadonlyArray2<'py, f32>,
         offsets: PyReadonlyArray1<'py, u64>,
-        options: &PySearchOptions,
+        options: &PyMultiVectorSearchOptions,
     ) -> PyResult<PyHits<'py>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
         let opts = &options.inner;
@@ -188,7 +188,7 @@ impl PyMultiVectorIndex {
         tokens: PyReadonlyArray2<'_, f32>,
         offsets: PyReadonlyArray1<'_, u64>,
         qids: Vec<String>,
-        options: &PySearchOptions,
+        options: &PyMultiVectorSearchOptions,
         maxp: Option<&str>,
         path: Option<PathBuf>,
         tag: &str,
@@ -282,4 +282,4 @@ fn maxsim_search<'py>(
     hits_to_arrays(py, hits, k)
 }
 
-define_register!(classes: [PyMultiVectorIndex, PySearchOptions], functions: [maxsim_search]);
+define_register!(classes: [PyMultiVectorIndex, PyMultiVectorSearchOptions], functions: [maxsim_search]);

@@ -22,15 +22,15 @@ enum Answer {
 }
 
 /// Sliding-window reranking state over many queries (see `clirkit.rerank`).
-#[pyclass(module = "clirkit._native")]
-pub struct RerankState {
+#[pyclass(name = "RerankState", module = "clirkit._native")]
+pub struct PyRerankState {
     qids: Vec<String>,
     docs: Vec<Vec<String>>,
     state: CoreState,
 }
 
 #[pymethods]
-impl RerankState {
+impl PyRerankState {
     /// `candidates`: (qid, [docid, ...] in first-stage order) per query.
     #[new]
     #[pyo3(signature = (candidates, depth = 100, window = 20, stride = 10))]
@@ -43,7 +43,7 @@ impl RerankState {
         let plan = WindowPlan::new(depth, window, stride).py_err()?;
         let (qids, docs): (Vec<String>, Vec<Vec<String>>) = candidates.into_iter().unzip();
         let state = CoreState::new(docs.iter().map(Vec::len), plan);
-        Ok(RerankState { qids, docs, state })
+        Ok(PyRerankState { qids, docs, state })
     }
 
     /// The current step: (query index, window number, start, [docid, ...]) for every query with
@@ -199,4 +199,4 @@ fn load_texts(
     .py_err()
 }
 
-define_register!(classes: [RerankState], functions: [parse_permutation, window_plan, load_texts]);
+define_register!(classes: [PyRerankState], functions: [parse_permutation, window_plan, load_texts]);

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clirkit._native import InvalidInputError
+from clirkit._native import METRICS, InvalidInputError
 from clirkit.commands.common import (
     add_command,
     add_ray_option,
@@ -46,7 +46,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument(
         "--ivf", type=positive_int, default=None, metavar="NLIST", help="IVF coarse quantizer lists"
     )
-    p.add_argument("--metric", default="ip", choices=["ip", "l2"], help="similarity (default ip)")
+    p.add_argument("--metric", default="ip", choices=METRICS, help="similarity (default ip)")
     p.add_argument(
         "--train-size", type=positive_int, default=None, help="training sample rows (default 65536)"
     )

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from clirkit import _native
-from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 
 
@@ -41,14 +40,6 @@ class ShardedManifest:
         return os.path.join(self.path, self.shards[i].dir)
 
 
-#: Per kind, the native check of a sharded index: its manifest as JSON once every shard is found
-#: present and of the recorded build.
-_CHECKS: dict[str, Callable[[str], str]] = {
-    "bm25": _native.check_sharded_bm25,
-    "dense": _native.check_sharded_dense,
-}
-
-
 def sharded_kind(path: PathLike) -> str | None:
     """The kind (``"bm25"``, ...) of the sharded index at ``path``, or None if it holds none."""
     return _native.sharded_index_kind(os.fspath(path))
@@ -58,12 +49,8 @@ def read_manifest(path: PathLike) -> ShardedManifest:
     """Read the manifest of the sharded index at ``path``, checking every shard (present, of the
     recorded build): an :class:`~clirkit.IndexFormatError` names the shard otherwise."""
     path = os.fspath(path)
-    kind = sharded_kind(path)
-    if kind is None:
-        raise InvalidInputError(f"{path}: not a sharded index (no clirkit-sharded-* meta.json)")
-    check = _CHECKS.get(kind)
-    if check is None:
-        raise InvalidInputError(f"{path}: sharded index of kind '{kind}', which this clirkit cannot open")
-    fields = json.loads(check(path))
+    # The core's one list of index kinds finds the kind and checks its shards (`index_kinds.rs`).
+    kind, manifest = _native.sharded_manifest(path)
+    fields = json.loads(manifest)
     shards = tuple(ShardRecord(s["dir"], s["build"], int(s["num_docs"])) for s in fields["shards"])
     return ShardedManifest(path, kind, sum(s.num_docs for s in shards), shards, fields)

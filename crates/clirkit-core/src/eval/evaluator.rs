@@ -5,8 +5,7 @@
 //! [`Evaluator::evaluate_file`], in [`crate::eval::run_stream`], above the run readers.
 
 use crate::error::Result;
-use crate::eval::measure::{parse_measures, Measure};
-use crate::eval::measures::{compute, QueryRanking};
+use crate::eval::measures::{compute, parse_measures, Measure, QueryRanking};
 use crate::eval::qrels::{Judgements, QrelsIndex};
 use crate::eval::ranked::{ranked_labels, sort_for_eval, RunQuery, ScoredRef};
 use rayon::prelude::*;
@@ -75,7 +74,7 @@ impl Evaluator {
         }
     }
 
-    /// Build from measure specs (see [`crate::eval::measure`]).
+    /// Build from measure specs (see [`crate::eval::measures::spec`]).
     pub fn with_specs<S: AsRef<str>>(
         qrels: QrelsIndex,
         specs: &[S],

@@ -1,5 +1,5 @@
-//! Evaluation with trec_eval's numbers: measures ([`measure`] names, [`measures`] one family per
-//! file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
+//! Evaluation with trec_eval's numbers: measures ([`measures`]: names parsed in
+//! [`measures::spec`], one family per file), qrels prepared for lookups ([`qrels`]), trec_eval's ranking rules ([`ranked`]), a fast
 //! run-file reader ([`run_file`]), piece-by-piece evaluation of large run files
 //! ([`run_stream`], its line kernels in [`crate::io::run_line_kernels`]), the [`evaluator`] that ties them together, position-bias tables
 //! ([`position`]), paired significance tests ([`significance`]), rank correlation
@@ -8,7 +8,6 @@
 pub mod correlation;
 pub mod doc_languages;
 pub mod evaluator;
-pub mod measure;
 pub mod measures;
 pub mod position;
 pub mod qrels;
@@ -20,7 +19,7 @@ pub mod significance;
 
 pub use doc_languages::DocLanguages;
 pub use evaluator::{EvalOptions, Evaluation, Evaluator};
-pub use measure::{parse_measures, parse_measures_for, Family, Measure};
+pub use measures::{parse_measures, parse_measures_for, Family, Measure};
 pub use qrels::{Judgements, QrelsIndex};
 pub use ranked::{RunQuery, ScoredRef};
 pub use run_file::RunFile;

@@ -31,6 +31,7 @@ class Bm25Kind:
         "fields",
         "hits",
         "memory_mb",
+        "keep_first_duplicate",
         "rm3",
         "fb_docs",
         "fb_terms",
@@ -72,6 +73,8 @@ class Bm25Kind:
             # clirkit index bm25 --memory-mb: postings held before spilling (the index's manifest
             # records it, so it is in the index stage's key when set)
             "memory_mb": r.positive("memory_mb", MEMORY_MB),
+            # clirkit index bm25 --keep-first-duplicate: a repeated id is skipped instead of an error
+            "keep_first_duplicate": r.get("keep_first_duplicate", bool, False),
             "rm3": rm3,
         }
 
@@ -85,8 +88,11 @@ class Bm25Kind:
         index_params: dict[str, Any] = {"fields": fields}
         if rm3 is not None:
             index_params["docvectors"] = True
-        if options["memory_mb"] != MEMORY_MB:  # in the key only when changed, so indexes keep theirs
+        # In the key only when changed from the CLI's defaults, so indexes keep theirs.
+        if options["memory_mb"] != MEMORY_MB:
             index_params["memory_mb"] = options["memory_mb"]
+        if options["keep_first_duplicate"]:
+            index_params["keep_first_duplicate"] = True
 
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.bm25 import BM25Index
@@ -101,6 +107,7 @@ class Bm25Kind:
                 threads=ctx.threads,
                 quiet=ctx.quiet,
                 memory_budget_mb=options["memory_mb"],
+                keep_first_duplicate=options["keep_first_duplicate"],
                 store_docvectors=rm3 is not None,
             )
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from clirkit._native import METRICS
 from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
@@ -436,7 +437,7 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "pq": pq,
         "nbits": r.get("nbits", int, 4),
         "ivf": r.positive("ivf"),
-        "metric": r.choice("metric", ("ip", "l2"), "ip"),
+        "metric": r.choice("metric", METRICS, "ip"),
         "train_size": r.positive("train_size"),
         "seed": r.positive("seed", 0, allow_zero=True),
         "no_vectors": r.get("no_vectors", bool, False),

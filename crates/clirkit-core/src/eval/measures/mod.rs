@@ -1,6 +1,7 @@
-//! The measures, one family per file, each computed from trec_eval's ranked relevance list (see
-//! [`crate::eval::ranked`]) and the query's judgements (α-nDCG from the judged document at each
-//! rank, for its aspects).
+//! The measures: what a measure is and how its names parse (`spec.rs`: [`Measure`], [`Family`],
+//! [`parse_measures`]), then one family per file, each computed from trec_eval's ranked relevance
+//! list (see [`crate::eval::ranked`]) and the query's judgements (α-nDCG from the judged document
+//! at each rank, for its aspects).
 
 mod alpha_ndcg;
 mod bpref;
@@ -13,10 +14,11 @@ mod rbp;
 mod recall;
 mod rprec;
 mod rr;
+pub mod spec;
 mod success;
 
-use crate::eval::measure::{Family, Measure};
 use crate::eval::qrels::Judgements;
+pub use spec::{parse_measure, parse_measures, parse_measures_for, Family, Measure};
 
 /// One query, ready to be measured.
 pub struct QueryRanking<'a> {

@@ -1,6 +1,7 @@
 //! Sharded BM25's building blocks for `clirkit.distributed`: cutting a corpus into line ranges,
-//! a sharded index under construction (`ShardedBm25Build`), the sharded manifest's checks and
-//! merging the shards' hits into one run. Shards themselves are `Bm25Index.build(range=...)`,
+//! a sharded index under construction (`ShardedBm25Build`) and merging the shards' hits into one
+//! run (a sharded index's checked manifest, of any kind, is `index_kinds.rs`'s
+//! `sharded_manifest`). Shards themselves are `Bm25Index.build(range=...)`,
 //! `Bm25Index.open_shard` and `Bm25Index.search_shard`.
 
 use crate::common::{define_register, BuildSlot};
@@ -31,16 +32,6 @@ fn split_corpus(py: Python<'_>, corpus: PathBuf, parts: usize) -> PyResult<Vec<(
 #[pyfunction]
 fn sharded_index_kind(index: PathBuf) -> Option<String> {
     clirkit_core::sharded::kind(&index)
-}
-
-/// Check that every shard of the sharded BM25 index at `index` is present and of the recorded
-/// build; returns its manifest as one line of JSON.
-#[pyfunction]
-fn check_sharded_bm25(py: Python<'_>, index: PathBuf) -> PyResult<String> {
-    let manifest = py
-        .detach_caught(|| sharded::check_shards(&index))
-        .py_err()?;
-    Ok(manifest.to_json())
 }
 
 /// A queries file read as `Bm25Index.search_file` reads it: (qid, text, lang-or-None) triples.
@@ -135,5 +126,5 @@ impl PyShardedBm25Build {
 }
 
 define_register!(classes: [PyShardedBm25Build], functions: [
-    split_corpus, sharded_index_kind, check_sharded_bm25, read_bm25_queries, merge_shard_hits
+    split_corpus, sharded_index_kind, read_bm25_queries, merge_shard_hits
 ]);

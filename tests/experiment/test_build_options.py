@@ -1,7 +1,8 @@
-"""``memory_mb`` of BM25, impact and dense systems is the CLI's ``--memory-mb`` (postings held in memory
+"""Index build options of the CLI as experiment keys. ``memory_mb`` of BM25, impact and dense systems is the CLI's ``--memory-mb`` (postings held in memory
 before a sorted run is spilled; a dense build's rows read at a time): the experiment's index equals
 ``clirkit index bm25/impact/dense --memory-mb N``'s, the budget reaches the build, and a BM25 index (whose
-manifest records its budget) is keyed by it."""
+manifest records its budget) is keyed by it. ``keep_first_duplicate`` of a BM25 system is ``clirkit index
+bm25 --keep-first-duplicate``."""
 
 from __future__ import annotations
 
@@ -114,3 +115,26 @@ def test_dense_memory_mb_reaches_the_build_and_equals_the_cli(tmp_path, monkeypa
     assert cli(["index", "dense", "--embeddings", str(tmp_path / "emb.npy"), "--ids", str(tmp_path / "emb.ids.txt"),
                 "--index", str(cli_index), "--pq", "4", "--memory-mb", "1", "--quiet"]) == 0  # fmt: skip
     assert _index_files(index.output / "index") == _index_files(cli_index)
+
+
+def test_bm25_keep_first_duplicate_is_the_cli_option(tmp_path):
+    import shutil
+
+    import pytest
+    from clirkit import DuplicateIdError
+
+    coll = tmp_path / "coll"
+    shutil.copytree(SAMPLE, coll)
+    first = json.loads((coll / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    with open(coll / "corpus.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({**first, "text": "a later copy, skipped"}) + "\n")
+    head = sample_experiment_head("dup", ["en"]).replace(str(SAMPLE), str(coll))
+    with pytest.raises(DuplicateIdError, match=f"duplicate id '{first['_id']}'"):
+        _run(tmp_path, "strict", head + bm25_system("bm25"))
+    exp = _run(tmp_path, "kept", head + bm25_system("bm25") + "keep_first_duplicate = true\n")
+    (index,) = [s for s in exp.plan.stages if s.kind == "bm25-index"]
+    cli_index = tmp_path / "cli"
+    assert cli(["index", "bm25", "--corpus", str(coll / "corpus.jsonl"), "--index", str(cli_index),
+                "--lang-field", "lang", "--fields", "text", "--keep-first-duplicate", "--quiet"]) == 0  # fmt: skip
+    got = _index_files(index.output / "index")
+    assert got == _index_files(cli_index) and got["meta.json"]["build"]["skipped_duplicates"] == 1

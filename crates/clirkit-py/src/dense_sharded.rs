@@ -7,7 +7,7 @@ use crate::common::{define_register, BuildSlot};
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::PyRun;
 use clirkit_core::dense::index::{
-    check_sharded, merge_shortlists, top_hits, training_rows, Candidate, ShardedDenseBuild,
+    merge_shortlists, top_hits, training_rows, Candidate, ShardedDenseBuild,
 };
 use clirkit_core::dense::BuildOptions;
 use clirkit_core::io::manifest::Manifest;
@@ -260,14 +260,6 @@ fn write_run_pairs(py: Python<'_>, path: PathBuf, run: PyRun, tag: &str) -> PyRe
         .py_err()
 }
 
-/// Check that every shard of the sharded dense index at `index` (and its codebook) is present
-/// and of the recorded build; returns its manifest as one line of JSON.
-#[pyfunction]
-fn check_sharded_dense(py: Python<'_>, index: PathBuf) -> PyResult<String> {
-    let manifest = py.detach_caught(|| check_sharded(&index)).py_err()?;
-    Ok(manifest.to_json())
-}
-
 /// A sharded dense index under construction: write the codebook index into `codebook_dir`,
 /// encode shard `i` with it into `shard_dir(i)` (from any process), then `finish()` checks the
 /// shards and moves the index into place. Released unfinished, it is removed with its shards.
@@ -313,6 +305,6 @@ impl PyShardedDenseBuild {
 }
 
 define_register!(classes: [PyShardedDenseBuild], functions: [
-    check_sharded_dense, merge_dense_shortlists, dense_top_hits, dense_training_rows,
+    merge_dense_shortlists, dense_top_hits, dense_training_rows,
     write_run_pairs
 ]);
