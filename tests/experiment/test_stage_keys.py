@@ -218,9 +218,18 @@ OUT_OF_KEY: dict[tuple[str, str], tuple[Any, str]] = {
     ("experiment", "name"): ("renamed", "names the experiment in its tables; no stage reads it"),
     ("experiment", "threads"): (2, "how many threads work; every output is byte-identical for any count"),
     ("experiment", "store"): ("elsewhere", "where artifacts are kept, not what they hold"),
-    ("systems.dense", "batch_size"): (8, "how many texts the model is given at once, not what it computes"),
-    ("systems.impact", "batch_size"): (8, "how many texts the model is given at once, not what it computes"),
-    ("systems.mv", "batch_size"): (8, "how many texts the model is given at once, not what it computes"),
+    ("systems.dense", "batch_size"): (
+        8,
+        "texts per model call; the vectors are bit-identical for any (test_encoders.py)",
+    ),
+    ("systems.impact", "batch_size"): (
+        8,
+        "texts per model call; the vectors are bit-identical for any (test_encoders.py)",
+    ),
+    ("systems.mv", "batch_size"): (
+        8,
+        "texts per model call; the vectors are bit-identical for any (test_encoders.py)",
+    ),
     **{
         (node, "memory_mb"): (64, "postings held before spilling; the impact index is byte-identical for any")
         for node in ("systems.impact", "systems.impact_pre")
