@@ -73,10 +73,13 @@ SPLADE = "splade-tiny-en"
 # The sweeps: one list of settings per engine (keyword arguments of the engine's search call).
 
 
-def clirkit_sweep() -> list[dict]:
+CLIRKIT_LAMBDAS = (2000, 8000, 32000)  # the sweep's postings_per_term unless --clirkit-lambdas says
+
+
+def clirkit_sweep(lambdas: tuple[int, ...] = CLIRKIT_LAMBDAS) -> list[dict]:
     """clirkit's settings for the sweep: exact search (no argument, ``ImpactIndex.batch_search``) is the
     reference row; then the approximate search's settings (:func:`clirkit_approximate_sweep`)."""
-    return [{}] + clirkit_approximate_sweep()
+    return [{}] + clirkit_approximate_sweep(lambdas)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -84,14 +87,15 @@ def clirkit_sweep() -> list[dict]:
 # per ``postings_per_term`` in the serving worker before any timed pass.
 
 
-def clirkit_approximate_sweep() -> list[dict]:
-    """``postings_per_term`` (each term's postings of highest impact kept; build time), ``query_terms``
-    (the query's heaviest terms walked; 0 = all) and ``candidates`` (documents re-scored exactly)."""
+def clirkit_approximate_sweep(lambdas: tuple[int, ...] = CLIRKIT_LAMBDAS) -> list[dict]:
+    """``postings_per_term`` (each term's postings of highest impact kept; build time: ``lambdas``),
+    ``query_terms`` (the query's heaviest terms walked; 0 = all) and ``candidates`` (documents re-scored
+    exactly)."""
     return [
         {"postings_per_term": lam, "query_terms": qt, "candidates": c}
-        for lam in (2000, 8000, 32000)
+        for lam in lambdas
         for qt in (0, 12)
-        for c in (100, 400, 1600)
+        for c in (100, 400, 1600, 3200)
     ]
 
 
@@ -557,7 +561,13 @@ def compare(data: dict, args) -> dict:
             report["exact"][str(k)] = {name: nq / bc.median(t) for name, t in times.items()}
         # Accuracy, nDCG and disagreements of every sweep row at k=10; sweep passes alternate engines.
         sweep_rows = [
-            (e, p) for e in args.engines for p in (SWEEPS[e]() if args.sweep else [SAFE.get(e, {})])
+            (e, p)
+            for e in args.engines
+            for p in (
+                (clirkit_sweep(args.clirkit_lambdas) if e == "clirkit" else SWEEPS[e]())
+                if args.sweep
+                else [SAFE.get(e, {})]
+            )
         ]
         rows: dict[str, dict] = {}
         runs: dict[str, dict] = {}
@@ -709,6 +719,11 @@ def main() -> int:
         action="store_false",
         help="skip clirkit's calibrated rows (the settings `--target-accuracy` picks per structure)",
     )
+    p.add_argument(
+        "--clirkit-lambdas",
+        default=",".join(map(str, CLIRKIT_LAMBDAS)),
+        help="the postings_per_term values of clirkit's approximate sweep (a structure each, kept in memory)",
+    )
     p.add_argument("--build-threads", type=int, default=2)
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--seismic-build", default="{}", help="JSON of SeismicIndex.build_from_dataset options")
@@ -739,6 +754,7 @@ def main() -> int:
     if args.quick:
         args.docs, args.queries, args.rounds = min(args.docs, 50_000), min(args.queries, 100), 1
     args.ks = [int(k) for k in args.ks.split(",")]
+    args.clirkit_lambdas = tuple(int(n) for n in args.clirkit_lambdas.split(","))
     args.engines = [e for e in args.engines.split(",") if e]
     if "clirkit" not in args.engines:
         p.error("--engines must include clirkit (its exact search is the reference)")
