@@ -36,7 +36,7 @@ def prepare():
                 terms = zipf[d * 40 : (d + 1) * 40]
                 vec = {vocab[t]: round(float(rng.random() * 3), 2) + 0.01 for t in terms}
                 f.write(json.dumps({"id": f"d{d}", "contents": "", "vector": vec}) + "\n")
-        native.ImpactIndex.build(str(W / "impact.jsonl"), str(W / "impact"), quiet=True)
+        native.ImpactIndex.build([str(W / "impact.jsonl")], str(W / "impact"), quiet=True)
         qs = []
         for q in range(300):
             terms = rng.choice(2000, size=8, replace=False)

@@ -12,15 +12,12 @@ T = TypeVar("T")
 class NativeValue(Generic[T]):
     """A read-only attribute forwarded from the native object of the same name, as a Python value.
 
-    The native object is the owner's ``native`` attribute (``holder``: the attribute that holds it).
+    The native object is the owner's ``native`` attribute (every wrapper of a native object names it so).
     Read on the class, it is the descriptor itself (whose ``__doc__`` documents it), as a property
     is; setting it is an error, as it is for a property without a setter."""
 
-    def __init__(
-        self, convert: Callable[[Any], T], doc: str | None = None, *, holder: str = "native"
-    ) -> None:
+    def __init__(self, convert: Callable[[Any], T], doc: str | None = None) -> None:
         self._convert = convert
-        self._holder = holder
         self.__doc__ = doc
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -33,7 +30,7 @@ class NativeValue(Generic[T]):
     def __get__(self, index: object, owner: type | None = None) -> T | NativeValue[T]:
         if index is None:
             return self
-        return self._convert(getattr(getattr(index, self._holder), self._name))
+        return self._convert(getattr(index.native, self._name))  # type: ignore[attr-defined]
 
     def __set__(self, index: object, value: object) -> None:
         raise AttributeError(f"{self._name!r} of {type(index).__name__!r} is read-only")

@@ -8,24 +8,24 @@ from typing import Any, Generic, TypeVar, Union
 from clirkit import _native
 from clirkit._native_value import NativeValue
 
-NativeIndex = TypeVar("NativeIndex", bound=Union[_native.Bm25Index, _native.ImpactIndex])
+NativeTermIndex = TypeVar("NativeTermIndex", bound=Union[_native.Bm25Index, _native.ImpactIndex])
 
 
-class TermIndex(Generic[NativeIndex]):
+class TermIndex(Generic[NativeTermIndex]):
     """An opened inverted index over terms (the base of :class:`~clirkit.bm25.BM25Index` and
     :class:`~clirkit.impact.ImpactIndex`)."""
 
-    def __init__(self, native: NativeIndex) -> None:
-        self._native = native
+    def __init__(self, native: NativeTermIndex) -> None:
+        self.native = native
 
-    num_docs = NativeValue(int, "Number of documents, empty ones included.", holder="_native")
-    num_terms = NativeValue(int, "Number of distinct terms.", holder="_native")
+    num_docs = NativeValue(int, "Number of documents, empty ones included.")
+    num_terms = NativeValue(int, "Number of distinct terms.")
 
     @property
     def manifest(self) -> dict[str, Any]:
         """The index's ``meta.json``: format, statistics and build parameters."""
-        return json.loads(self._native.manifest_json)
+        return json.loads(self.native.manifest_json)
 
     def verify(self) -> None:
         """Check every file's checksum (reads the whole index); raises IndexFormatError if corrupt."""
-        self._native.verify()
+        self.native.verify()

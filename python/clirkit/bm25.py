@@ -95,38 +95,38 @@ class SearchResults:
     top-k (doc id, score) pairs in canonical order (score descending, then doc id descending)."""
 
     def __init__(self, native: _native.SearchResults, default_tag: str = "clirkit-bm25") -> None:
-        self._native = native
+        self.native = native
         self._default_tag = default_tag
 
     def __len__(self) -> int:
-        return len(self._native)
+        return len(self.native)
 
     def __contains__(self, qid: object) -> bool:
-        return isinstance(qid, str) and qid in self._native
+        return isinstance(qid, str) and qid in self.native
 
     def __getitem__(self, qid: str) -> list[tuple[str, float]]:
-        return self._native[qid]
+        return self.native[qid]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._native.qids())
+        return iter(self.native.qids())
 
     def qids(self) -> list[str]:
         """Query ids in input order."""
-        return self._native.qids()
+        return self.native.qids()
 
     def expansion(self, qid: str) -> list[tuple[str, float]] | None:
         """The RM3 expansion of query ``qid``: (term, weight) pairs, heaviest first; None when the
         batch was searched without RM3."""
-        return self._native.expansion(qid)
+        return self.native.expansion(qid)
 
     def to_trec(self, path: PathLike, tag: str | None = None) -> None:
         """Write a TREC run file (``qid Q0 docid rank score tag``) in canonical order, atomically; the
         tag defaults to the searching index's kind (``clirkit-bm25``, ``clirkit-impact``)."""
-        self._native.to_trec(os.fspath(path), tag or self._default_tag)
+        self.native.to_trec(os.fspath(path), tag or self._default_tag)
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}``, the shape pytrec_eval and :func:`clirkit.write_run` take."""
-        return self._native.to_dict()
+        return self.native.to_dict()
 
 
 class CorpusFile(NamedTuple):
@@ -202,13 +202,11 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         return BM25Index(_native.Bm25Index.open(os.fspath(index)))
 
     languages: NativeValue[list[str]] = NativeValue(
-        list, "Language codes of the analyzers the documents were indexed with.", holder="_native"
+        list, "Language codes of the analyzers the documents were indexed with."
     )
-    avgdl = NativeValue(
-        float, "Average document length (Lucene's: over documents with at least one term).", holder="_native"
-    )
+    avgdl = NativeValue(float, "Average document length (Lucene's: over documents with at least one term).")
     has_docvectors = NativeValue(
-        bool, "Whether the index stores document vectors (built with ``store_docvectors``).", holder="_native"
+        bool, "Whether the index stores document vectors (built with ``store_docvectors``)."
     )
 
     def search(
@@ -226,8 +224,8 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         defaults) searches the query's RM3 expansion instead."""
         feedback = _rm3(rm3)
         if feedback is None:
-            return self._native.search(query, k, lang, k1, b)
-        return self._native.search_rm3(query, feedback._native(), k, lang, k1, b)[0]
+            return self.native.search(query, k, lang, k1, b)
+        return self.native.search_rm3(query, feedback._native(), k, lang, k1, b)[0]
 
     def rm3_expansion(
         self,
@@ -241,7 +239,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         """The RM3 expansion of ``query``: (term, weight) pairs, heaviest first (Pyserini's
         ``get_feedback_terms``)."""
         feedback = _rm3(rm3) or RM3()
-        return self._native.search_rm3(query, feedback._native(), 1, lang, k1, b)[1]
+        return self.native.search_rm3(query, feedback._native(), 1, lang, k1, b)[1]
 
     def batch_search(
         self,
@@ -260,7 +258,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         ``queries`` is ``{qid: text}``, ``[(qid, text)]`` or ``[(qid, text, lang)]``. Each query is
         analyzed with ``lang`` if given, else its own language, else the index's only language.
         With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`)."""
-        native = self._native.batch_search(
+        native = self.native.batch_search(
             query_triples(queries), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
         )
         return SearchResults(native)
@@ -279,7 +277,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
     ) -> SearchResults:
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
         (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` as in :meth:`batch_search`."""
-        native = self._native.search_file(
+        native = self.native.search_file(
             os.fspath(local_path(queries_path, "queries")),
             *_batch_options(k, threads, lang, k1, b, quiet, rm3),
         )
@@ -297,7 +295,7 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         settings = {"threads": 0, "lang": None, "k1": DEFAULT_K1, "b": DEFAULT_B, "quiet": False, "rm3": None}
         native_options = _batch_options(k, **{**settings, **options})
         queries = os.fspath(local_path(queries_path, "queries"))
-        self._native.search_file(queries, *native_options, os.fspath(output), tag)
+        self.native.search_file(queries, *native_options, os.fspath(output), tag)
 
     def __repr__(self) -> str:
         return (

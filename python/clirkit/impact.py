@@ -102,15 +102,13 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         """Open (memory-map) an index built by :meth:`build` or ``clirkit index impact``."""
         return ImpactIndex(_native.ImpactIndex.open(os.fspath(index)))
 
-    quantize = NativeValue(
-        int, "The factor weights are multiplied by before rounding to integer impacts.", holder="_native"
-    )
+    quantize = NativeValue(int, "The factor weights are multiplied by before rounding to integer impacts.")
 
     def search(self, query: Vector, k: int = 10, *, strategy: str = "auto") -> list[tuple[str, float]]:
         """The top ``k`` (doc id, score) pairs for a ``{term: weight}`` query, best first. A query none
         of whose terms is in the index finds nothing (an empty list). ``strategy`` ("auto",
         "maxscore", "bmw", "exhaustive") changes the speed, never the hits."""
-        return self._native.search(_pairs(query), k, strategy)
+        return self.native.search(_pairs(query), k, strategy)
 
     def batch_search(
         self, queries: VectorQueries, k: int = 1000, *, threads: int = 0, quiet: bool = False
@@ -118,7 +116,7 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         """Search ``{qid: {term: weight}}`` (or ``[(qid, vector)]``) in parallel (GIL released;
         results independent of ``threads``)."""
         items = queries.items() if isinstance(queries, Mapping) else queries
-        native = self._native.batch_search(
+        native = self.native.batch_search(
             [(str(qid), _pairs(vector)) for qid, vector in items], k, checked_threads(threads), quiet
         )
         return SearchResults(native, RUN_TAG)
@@ -129,7 +127,7 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         """Search a queries file: JSONL vectors in the documents' layout, or TSV (``.tsv``/``.txt``):
         ``qid<TAB>term term ...`` (Anserini's pre-tokenized queries: each occurrence adds 1 to a
         term's weight) or ``qid<TAB>term<TAB>weight`` lines."""
-        native = self._native.search_file(os.fspath(queries_path), k, checked_threads(threads), quiet)
+        native = self.native.search_file(os.fspath(queries_path), k, checked_threads(threads), quiet)
         return SearchResults(native, RUN_TAG)
 
     def search_file_to_trec(
@@ -142,7 +140,7 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         threads, quiet = checked_threads(options.pop("threads", 0)), options.pop("quiet", False)
         if options:
             raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
-        return self._native.search_file_to_trec(
+        return self.native.search_file_to_trec(
             os.fspath(queries_path), os.fspath(output), k, tag, threads, quiet
         )
 
@@ -153,7 +151,7 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         :meth:`search` does). Each term keeps its ``postings_per_term`` postings of highest impact
         (0 keeps all): more costs memory and time and misses less."""
         native = _native.ApproximateImpactIndex.build(
-            self._native,
+            self.native,
             postings_per_term=checked_int("postings_per_term", postings_per_term, 0, 2**63 - 1),
             threads=checked_threads(threads),
         )
@@ -245,17 +243,17 @@ class ApproximateImpactIndex:
     their scores exact."""
 
     def __init__(self, native: _native.ApproximateImpactIndex) -> None:
-        self._native = native
+        self.native = native
 
-    postings_per_term = NativeValue(int, holder="_native")
-    kept_postings = NativeValue(int, "Postings the pruned lists keep.", holder="_native")
-    memory_bytes = NativeValue(int, "Bytes the structure holds in memory.", holder="_native")
+    postings_per_term = NativeValue(int)
+    kept_postings = NativeValue(int, "Postings the pruned lists keep.")
+    memory_bytes = NativeValue(int, "Bytes the structure holds in memory.")
 
     def search(
         self, query: Vector, k: int = 10, *, settings: ApproximateSettings = ApproximateSettings()
     ) -> list[tuple[str, float]]:
         """The approximate top ``k`` (doc id, score) pairs for a ``{term: weight}`` query."""
-        return self._native.search(_pairs(query), k, settings._native())
+        return self.native.search(_pairs(query), k, settings._native())
 
     def batch_search(
         self,
@@ -268,7 +266,7 @@ class ApproximateImpactIndex:
     ) -> SearchResults:
         """Search a queries file (as :meth:`ImpactIndex.search_file` reads it) or ``{qid: vector}`` in
         parallel (results independent of ``threads``)."""
-        native = self._native.batch_search(
+        native = self.native.batch_search(
             _native_queries(queries), k, settings._native(), checked_threads(threads), quiet
         )
         return SearchResults(native, RUN_TAG)
@@ -286,7 +284,7 @@ class ApproximateImpactIndex:
     ) -> int:
         """A queries file searched straight to the TREC run ``output`` (atomically, streamed in query
         order). Returns the number of queries searched."""
-        return self._native.search_file_to_trec(
+        return self.native.search_file_to_trec(
             os.fspath(queries_path),
             os.fspath(output),
             k,
@@ -309,7 +307,7 @@ class ApproximateImpactIndex:
         """Re-run ``n`` of ``queries`` (drawn with ``seed``; all of them when ``n`` is at least their
         number) exactly and compare each exact top 10 with the approximate search's top 10 at depth ``k``
         (what a run of depth ``k`` holds)."""
-        text = self._native.audit(
+        text = self.native.audit(
             _native_queries(queries),
             checked_int("n", n, 1, 2**63 - 1),
             checked_int("seed", seed, 0, 2**64 - 1),
@@ -332,7 +330,7 @@ class ApproximateImpactIndex:
         """The settings of least counted work whose mean Accuracy@10 on ``sample`` of ``queries`` (drawn
         with ``seed``, re-run exactly) reaches ``target_accuracy`` at depth ``k``; the most accurate
         settings tried when none does (audit the run to see the accuracy reached)."""
-        query_terms, candidates = self._native.calibrate(
+        query_terms, candidates = self.native.calibrate(
             _native_queries(queries),
             float(target_accuracy),
             checked_int("sample", sample, 1, 2**63 - 1),

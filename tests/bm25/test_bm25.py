@@ -143,7 +143,7 @@ def test_pruning_equals_exhaustive_with_ties(tmp_path):
         texts.append(text)
         rows.append({"_id": f"doc{(i * 37) % 3001}", "text": text})
     index = BM25Index.build(write_jsonl(tmp_path / "c.jsonl", rows), tmp_path / "idx", quiet=True)
-    native = index._native
+    native = index.native
     for _ in range(200):
         q = " ".join(rng.choice(vocab) for _ in range(rng.randrange(1, 6)))
         k = rng.choice([1, 5, 10, 100, 1000, 5000])

@@ -21,7 +21,7 @@ def bm25(tmp_path_factory: pytest.TempPathFactory) -> BM25Index:
 
 
 def test_bm25_statistics_are_the_native_values(bm25: BM25Index) -> None:
-    native = bm25._native
+    native = bm25.native
     assert (bm25.num_docs, bm25.num_terms) == (native.num_docs, native.num_terms) and bm25.num_docs > 0
     assert bm25.languages == ["en"] and bm25.avgdl == native.avgdl > 0
     assert bm25.has_docvectors is False
@@ -31,7 +31,7 @@ def test_statistics_are_documented_on_the_class_and_read_only(bm25: BM25Index) -
     assert BM25Index.num_docs.__doc__ == "Number of documents, empty ones included."
     with pytest.raises(AttributeError, match="num_docs"):
         bm25.num_docs = 3  # type: ignore[misc]
-    assert bm25.num_docs == bm25._native.num_docs
+    assert bm25.num_docs == bm25.native.num_docs
     dense = DenseIndex.build(np.eye(4, dtype=np.float32), ["a", "b", "c", "d"])
     assert (dense.dim, dense.ntotal, dense.kind) == (4, 4, "flat")
     with pytest.raises(AttributeError, match="dim"):
