@@ -798,7 +798,12 @@ fn corpus_files_read_in_sequence_index_as_their_concatenation() {
     build_parts_cancellable(&parts, &dir.path().join("parts"), &opts, &never).unwrap();
     assert_same_files(&dir.path().join("parts"), &dir.path().join("whole"));
     let index = Bm25Index::open(dir.path().join("parts")).unwrap();
-    let langs: Vec<&str> = index.manifest().languages.iter().map(String::as_str).collect();
+    let langs: Vec<&str> = index
+        .manifest()
+        .languages
+        .iter()
+        .map(String::as_str)
+        .collect();
     assert_eq!(langs, ["de", "en", "fr"]);
 
     // An id in two files is an error naming both, with each one's line.
@@ -810,12 +815,22 @@ fn corpus_files_read_in_sequence_index_as_their_concatenation() {
     let message = e.to_string();
     assert!(matches!(e, Error::DuplicateId { .. }), "{message}");
     let (p0, p2) = (parts[0].path.display(), parts[2].path.display());
-    assert!(message.starts_with(&format!("{p2}: duplicate id ")), "{message}");
-    assert!(message.ends_with(&format!("at line 101 (first seen at {p0}:4)")), "{message}");
+    assert!(
+        message.starts_with(&format!("{p2}: duplicate id ")),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(&format!("at line 101 (first seen at {p0}:4)")),
+        "{message}"
+    );
 
     // A part's language without a language field for the index is refused, naming the file.
     let e = build_parts_cancellable(&parts, &dir.path().join("x"), &quiet(), &never).unwrap_err();
-    assert!(e.to_string().contains("part0.jsonl: a language for one corpus file"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("part0.jsonl: a language for one corpus file"),
+        "{e}"
+    );
 }
 
 /// The indexes at `a` and `b` have the same data files, byte for byte.

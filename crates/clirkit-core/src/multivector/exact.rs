@@ -31,7 +31,10 @@ pub fn maxsim(query: &[f32], doc: &[f32], dim: usize, scratch: &mut Vec<f32>) ->
 /// (report finding F20): such scores would rank documents arbitrarily, so the search stops and names
 /// the query (`name(q)`, for query number `q`).
 pub fn finite_scores(hits: Hits, name: impl Fn(usize) -> String) -> Result<Hits> {
-    match hits.iter().position(|h| h.iter().any(|(s, _)| !s.is_finite())) {
+    match hits
+        .iter()
+        .position(|h| h.iter().any(|(s, _)| !s.is_finite()))
+    {
         None => Ok(hits),
         Some(q) => Err(Error::invalid(format!(
             "{}: a MaxSim score overflows f32 (the query's and the documents' token norms are too \

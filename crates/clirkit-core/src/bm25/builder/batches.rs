@@ -1,11 +1,11 @@
 //! Reading the corpus a batch of lines at a time: lines parsed in parallel, then ids checked and
 //! numbered in input order, and each document's analyzer chosen.
 
+use super::options::CorpusPart;
 use crate::error::{Error, Result};
 use crate::ids::UniqueIds;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
 use crate::text::Analyzer;
-use super::options::CorpusPart;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 

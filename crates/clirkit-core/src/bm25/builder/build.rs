@@ -57,10 +57,15 @@ fn build_in_pool(
         return Err(Error::invalid("no corpus file to index"));
     };
     if parts.len() > 1 && opts.range.is_some() {
-        return Err(Error::invalid("a line range indexes one corpus file, not several"));
+        return Err(Error::invalid(
+            "a line range indexes one corpus file, not several",
+        ));
     }
     if opts.lang_field.is_none() {
-        if let Some(part) = parts.iter().find(|p| p.lang.is_some() || p.default_lang.is_some()) {
+        if let Some(part) = parts
+            .iter()
+            .find(|p| p.lang.is_some() || p.default_lang.is_some())
+        {
             return Err(Error::invalid(format!(
                 "{}: a language for one corpus file needs a language field for the index",
                 part.path.display()
