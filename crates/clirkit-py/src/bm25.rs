@@ -3,7 +3,7 @@
 
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
-use clirkit_core::bm25::sharded;
+use clirkit_core::sharded;
 use clirkit_core::bm25::{
     self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Expansion, Hit, Rm3Params, Strategy,
 };

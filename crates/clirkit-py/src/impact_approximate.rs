@@ -205,4 +205,41 @@ impl PyApproximateImpactIndex {
     }
 }
 
-define_register!(classes: [PyApproximateImpactIndex], functions: []);
+/// The positions of the `n` queries of `count` an audit seeded `seed` draws, in query order.
+#[pyfunction]
+fn audit_sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
+    approximate::audit::sample(count, n, seed)
+}
+
+/// The audit of a sharded approximate search, as JSON: the shards' exact top 10s
+/// (`exact_parts`) and approximate top `k`s under `settings` (`approximate_parts`) of the
+/// sampled queries `qids` (`ImpactIndex.shard_hits` of each shard, sample order), merged as a
+/// sharded search merges them and compared query by query; `of` queries in all, drawn with
+/// `seed`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn audit_shard_hits(
+    py: Python<'_>,
+    exact_parts: Vec<Vec<u8>>,
+    approximate_parts: Vec<Vec<u8>>,
+    qids: Vec<String>,
+    of: usize,
+    seed: u64,
+    k: usize,
+    settings: Settings,
+) -> PyResult<String> {
+    let params = search_params(settings);
+    py.detach_caught(|| {
+        let merged = |parts: &[Vec<u8>], depth: usize| {
+            let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            clirkit_core::sharded::merge_hits(&parts, &qids, depth)
+        };
+        let exact = merged(&exact_parts, approximate::audit::AUDIT_DEPTH)?;
+        let approx = merged(&approximate_parts, k.max(approximate::audit::AUDIT_DEPTH))?;
+        approximate::audit::audit_runs(&exact, &approx, of, seed, params)
+    })
+    .py_err()
+    .map(|report| report.to_json())
+}
+
+define_register!(classes: [PyApproximateImpactIndex], functions: [audit_sample, audit_shard_hits]);
