@@ -307,12 +307,9 @@ class ApproximateImpactIndex:
 def read_impact_queries(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def audit_sample(count: int, n: int, seed: int) -> List[int]: ...
 def audit_shard_hits(
-    exact_parts: List[bytes],
-    approximate_parts: List[bytes],
+    parts: Tuple[List[bytes], List[bytes]],
     qids: List[str],
-    of: int,
-    seed: int,
-    k: int,
+    sample: Tuple[int, int, int],
     settings: Tuple[int, int],
 ) -> str: ...
 

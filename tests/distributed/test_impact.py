@@ -14,6 +14,7 @@ import pytest
 from clirkit import ImpactIndex, IndexFormatError, InvalidInputError
 from clirkit.cli import main as cli
 from clirkit.distributed import ShardedImpactIndex, build_sharded_bm25, build_sharded_impact
+from clirkit.distributed.impact import Pruning
 from clirkit.impact import ApproximateSettings
 
 
@@ -39,10 +40,9 @@ def collection(tmp_path_factory):
     docs = {d: random_vector(rng, 300, rng.randint(1, 30)) for d in ids}
     queries = {f"q{i}": random_vector(rng, 300, 6) for i in range(50)}
     tmp = tmp_path_factory.mktemp("sharded-impact")
-    write_jsonl(tmp / "docs.jsonl", [{"id": d, "contents": "", "vector": v} for d, v in docs.items()])
-    write_jsonl(tmp / "queries.jsonl", [{"id": q, "contents": "", "vector": v} for q, v in queries.items()])
-    single = ImpactIndex.build(tmp / "docs.jsonl", tmp / "single", threads=2, quiet=True)
-    return tmp, single, queries
+    for name, vectors in (("docs", docs), ("queries", queries)):
+        write_jsonl(tmp / f"{name}.jsonl", [{"id": i, "vector": v} for i, v in vectors.items()])
+    return tmp, ImpactIndex.build(tmp / "docs.jsonl", tmp / "single", threads=2, quiet=True), queries
 
 
 @pytest.mark.parametrize("shards", [1, 3, 5])
@@ -77,11 +77,9 @@ def test_cli_sharded_exact_and_approximate(collection):
     out = tmp / "cli-approx.run"
     assert cli(["search", "impact", "--index", str(tmp / "cli-sharded"), "--output", str(out), *approximate,
                 "--audit", "20", "--audit-seed", "4", *common]) == 0  # fmt: skip
-    settings = ApproximateSettings(query_terms=2, candidates=100)
+    pruning = Pruning(ApproximateSettings(query_terms=2, candidates=100), postings_per_term=8)
     with ShardedImpactIndex.open(tmp / "cli-sharded") as sharded:
-        sharded.search_file_to_trec(
-            tmp / "queries.jsonl", tmp / "api-approx.run", 100, approximate=settings, postings_per_term=8
-        )
+        sharded.search_file_to_trec(tmp / "queries.jsonl", tmp / "api-approx.run", 100, pruning=pruning)
         exact = sharded.batch_search(queries, 10)
     assert out.read_bytes() == (tmp / "api-approx.run").read_bytes()
     assert out.read_bytes() != (tmp / "cli-sharded.run").read_bytes(), "pruned this hard, something is missed"
@@ -110,9 +108,9 @@ def test_the_audit_draws_the_single_index_sample_and_is_exact_when_nothing_is_pr
     tmp, single, queries = collection
     with ShardedImpactIndex.open(tmp / "sharded-3") as sharded:
         everything = ApproximateSettings(query_terms=0, candidates=10**6)
-        report = sharded.audit(queries, 15, seed=9, k=50, settings=everything, postings_per_term=0)
+        report = sharded.audit(queries, 15, seed=9, k=50, pruning=Pruning(everything, postings_per_term=0))
         assert (report.accuracy_at_10, report.min_accuracy_at_10, report.max_score_gap) == (1.0, 1.0, 0.0)
-        assert sharded.batch_search(queries, 50, approximate=everything, postings_per_term=0) == (
+        assert sharded.batch_search(queries, 50, pruning=Pruning(everything, 0)) == (
             lists(single.batch_search(queries, 50))
         )
     approx = single.approximate(postings_per_term=0, threads=2)
@@ -141,7 +139,7 @@ def test_bad_sharded_indexes_are_refused_naming_the_path(collection, tmp_path):
     bm25 = build_sharded_bm25(corpus, tmp_path / "bm25", 2, quiet=True)
     with pytest.raises(InvalidInputError, match=rf"{bm25.manifest.path}: a sharded bm25 index, not impact"):
         ShardedImpactIndex.open(tmp_path / "bm25")
-    # A compressed or several vectors files cannot be cut at byte offsets; shards must be at least 1.
+    # At least one shard; a refused build leaves nothing.
     with pytest.raises(InvalidInputError, match="shards must be at least 1"):
         build_sharded_impact(tmp / "docs.jsonl", tmp_path / "none", 0)
     assert not (tmp_path / "none").exists()
@@ -149,14 +147,7 @@ def test_bad_sharded_indexes_are_refused_naming_the_path(collection, tmp_path):
 
 def test_ray_and_calibration_flags_are_refused_where_they_do_not_apply(collection, tmp_path):
     tmp, _, _ = collection
-    search = [
-        "search",
-        "impact",
-        "--queries",
-        str(tmp / "queries.jsonl"),
-        "--output",
-        str(tmp_path / "r.run"),
-    ]
+    search = ["search", "impact", "--queries", str(tmp / "queries.jsonl"), "--output", str(tmp_path / "r.run")]  # fmt: skip
     with pytest.raises(SystemExit, match="--ray searches a sharded index"):
         cli([*search, "--index", str(tmp / "single"), "--ray"])
     with pytest.raises(SystemExit, match="--target-accuracy is not available on a sharded index"):

@@ -99,7 +99,9 @@ pub const LINE_SHARDED_KINDS: &[&str] = &["bm25", "impact"];
 /// built into `dir`: the kind's checks across shards and its manifest, returned as JSON.
 pub fn finish_sharded(kind: &str, dir: crate::sharded::ShardedDir) -> Result<String> {
     match kind {
-        "bm25" => Ok(bm25::sharded::ShardedBuild::from_dir(dir).finish()?.to_json()),
+        "bm25" => Ok(bm25::sharded::ShardedBuild::from_dir(dir)
+            .finish()?
+            .to_json()),
         "impact" => Ok(impact::sharded::finish(dir)?.to_json()),
         other => Err(Error::invalid(format!(
             "no sharded build of kind '{other}' (kinds: {})",

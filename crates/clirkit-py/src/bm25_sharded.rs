@@ -8,12 +8,12 @@ use crate::common::{define_register, BuildSlot};
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::error::Error;
 use clirkit_core::index_kinds::{finish_sharded, LINE_SHARDED_KINDS};
-use clirkit_core::sharded::{self, ShardedDir};
 use clirkit_core::io::atomic::AtomicFile;
 use clirkit_core::io::id_text::write_error;
 use clirkit_core::io::jsonl::split_lines;
 use clirkit_core::io::trec::write_run_to;
 use clirkit_core::ranking::Run;
+use clirkit_core::sharded::{self, ShardedDir};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -132,8 +132,7 @@ impl PyShardedIndexBuild {
 
     /// Check the shards and commit the sharded index; returns its manifest as JSON.
     fn finish(&self, py: Python<'_>) -> PyResult<String> {
-        self.inner
-            .finish(py, |dir| finish_sharded(&self.kind, dir))
+        self.inner.finish(py, |dir| finish_sharded(&self.kind, dir))
     }
 
     /// Give the build up now (its directory and shards are removed).

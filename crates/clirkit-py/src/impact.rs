@@ -63,22 +63,14 @@ impl PyImpactIndex {
     /// Open an existing index (memory-mapped).
     #[staticmethod]
     fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
-        let inner = py.detach_caught(|| ImpactIndex::open(&index)).py_err()?;
-        Ok(PyImpactIndex {
-            inner: Arc::new(inner),
-        })
+        Self::opened(py.detach_caught(|| ImpactIndex::open(&index)))
     }
 
     /// Open shard `shard` of the sharded impact index at `index`; a missing shard or one of
     /// another build is refused.
     #[staticmethod]
     fn open_shard(py: Python<'_>, index: PathBuf, shard: usize) -> PyResult<Self> {
-        let inner = py
-            .detach_caught(|| ImpactIndex::open_shard(&index, shard))
-            .py_err()?;
-        Ok(PyImpactIndex {
-            inner: Arc::new(inner),
-        })
+        Self::opened(py.detach_caught(|| ImpactIndex::open_shard(&index, shard)))
     }
 
     #[getter]
@@ -176,6 +168,13 @@ impl PyImpactIndex {
 }
 
 impl PyImpactIndex {
+    /// The index an open returned, or its error.
+    fn opened(index: clirkit_core::Result<ImpactIndex>) -> PyResult<Self> {
+        Ok(PyImpactIndex {
+            inner: Arc::new(index.py_err()?),
+        })
+    }
+
     fn run_batch(
         &self,
         py: Python<'_>,
@@ -221,7 +220,10 @@ pub(crate) fn search_file_to_run(
 
 /// A queries file read as `ImpactIndex.search_file` reads it: (qid, [(term, weight)]) pairs.
 #[pyfunction]
-fn read_impact_queries(py: Python<'_>, path: PathBuf) -> PyResult<Vec<(String, Vec<(String, f64)>)>> {
+fn read_impact_queries(
+    py: Python<'_>,
+    path: PathBuf,
+) -> PyResult<Vec<(String, Vec<(String, f64)>)>> {
     let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
     Ok(queries.into_iter().map(|q| (q.id, q.terms)).collect())
 }

@@ -211,23 +211,19 @@ fn audit_sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
     approximate::audit::sample(count, n, seed)
 }
 
-/// The audit of a sharded approximate search, as JSON: the shards' exact top 10s
-/// (`exact_parts`) and approximate top `k`s under `settings` (`approximate_parts`) of the
-/// sampled queries `qids` (`ImpactIndex.shard_hits` of each shard, sample order), merged as a
-/// sharded search merges them and compared query by query; `of` queries in all, drawn with
-/// `seed`.
+/// The audit of a sharded approximate search, as JSON: `parts` holds the shards' exact top 10s
+/// and their approximate top `k`s under `settings` (`SearchResults.shard_hits` of each shard)
+/// of the sampled queries `qids` (in sample order), merged as a sharded search merges them and
+/// compared query by query; `sample` is (`of` queries in all, drawn with `seed`, depth `k`).
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
 fn audit_shard_hits(
     py: Python<'_>,
-    exact_parts: Vec<Vec<u8>>,
-    approximate_parts: Vec<Vec<u8>>,
+    parts: (Vec<Vec<u8>>, Vec<Vec<u8>>),
     qids: Vec<String>,
-    of: usize,
-    seed: u64,
-    k: usize,
+    sample: (usize, u64, usize),
     settings: Settings,
 ) -> PyResult<String> {
+    let ((exact_parts, approximate_parts), (of, seed, k)) = (parts, sample);
     let params = search_params(settings);
     py.detach_caught(|| {
         let merged = |parts: &[Vec<u8>], depth: usize| {

@@ -147,17 +147,16 @@ def _add_approximate_options(s: argparse.ArgumentParser) -> None:
 
 def _index(args: argparse.Namespace) -> int:
     options = picked(args, "quantize", "threads", "quiet")
+    options["memory_budget_mb"] = args.memory_mb
+    if args.ray is not None and args.shards is None:
+        raise SystemExit("clirkit index impact: --ray builds a sharded index: give --shards N")
     if args.shards is not None:
         from clirkit.distributed.impact import build_sharded_impact
 
-        sharded = build_sharded_impact(
-            args.vectors, args.index, args.shards, ray=args.ray, memory_budget_mb=args.memory_mb, **options
-        )
+        sharded = build_sharded_impact(args.vectors, args.index, args.shards, ray=args.ray, **options)
         built = f"{sharded.num_docs} documents in {sharded.num_shards} shards"
-    elif args.ray is not None:
-        raise SystemExit("clirkit index impact: --ray builds a sharded index: give --shards N")
     else:
-        index = ImpactIndex.build(args.vectors, args.index, memory_budget_mb=args.memory_mb, **options)
+        index = ImpactIndex.build(args.vectors, args.index, **options)
         built = f"{index.num_docs} documents, {index.num_terms} terms"
     if not args.quiet:
         print(f"indexed {built} -> {args.index}", file=sys.stderr)
@@ -197,33 +196,20 @@ def _search_sharded(args: argparse.Namespace, queries: str | Path) -> int:
     from contextlib import ExitStack
 
     from clirkit.distributed.cluster import connected
-    from clirkit.distributed.impact import ShardedImpactIndex
+    from clirkit.distributed.impact import Pruning, ShardedImpactIndex
 
     settings = ApproximateSettings(query_terms=args.query_terms, candidates=args.candidates)
-    approximate = settings if args.approximate else None
+    pruning = Pruning(settings, args.postings_per_term)
+    approximate = pruning if args.approximate else None
     with ExitStack() as stack:
         if args.ray is not None:
             stack.enter_context(connected(args.ray))
         index = stack.enter_context(
             ShardedImpactIndex.open(args.index, threads=args.threads, ray=args.ray is not None)
         )
-        searched = index.search_file_to_trec(
-            queries,
-            args.output,
-            args.k,
-            tag=args.tag,
-            approximate=approximate,
-            postings_per_term=args.postings_per_term,
-        )
+        searched = index.search_file_to_trec(queries, args.output, args.k, tag=args.tag, pruning=approximate)
         if args.audit is not None:
-            report = index.audit(
-                queries,
-                args.audit,
-                seed=args.audit_seed,
-                k=args.k,
-                settings=settings,
-                postings_per_term=args.postings_per_term,
-            )
+            report = index.audit(queries, args.audit, seed=args.audit_seed, k=args.k, pruning=pruning)
             _write_audit(args, report)
     return searched
 

@@ -19,7 +19,14 @@ from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, query_triples
 from clirkit.distributed import cluster
-from clirkit.distributed.sharded import ShardedManifest, ShardScatter, build_line_shards, read_manifest
+from clirkit.distributed.sharded import (
+    ShardedManifest,
+    ShardedSearch,
+    ShardPlacement,
+    ShardScatter,
+    build_line_shards,
+    read_manifest,
+)
 
 #: A query as the shards take it: (qid, text, lang or None).
 QueryTriple = tuple[str, str, Optional[str]]
@@ -67,19 +74,8 @@ def build_sharded_bm25(
         )
     if "fields" in options:
         options["fields"] = list(options["fields"])
-    build_line_shards(
-        "bm25",
-        corpus,
-        index,
-        shards,
-        _build_shard,
-        options,
-        threads=threads,
-        quiet=quiet,
-        ray=ray,
-        max_retries=max_retries,
-        crash_once=_crash_once,
-    )
+    placement = ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
+    build_line_shards("bm25", corpus, index, shards, _build_shard, options, placement)
     return ShardedBM25Index.open(index)
 
 
@@ -108,24 +104,13 @@ class Bm25Shard:
         return self._shard.batch_search(queries, threads=self._threads, **options).shard_hits()
 
 
-class _ShardedSearch:
+class _ShardedSearch(ShardedSearch):
     """What every way of searching a sharded BM25 index shares: each shard's exact top k of the
     queries (from its :class:`~clirkit.distributed.sharded.ShardScatter`), merged into the single
     index's run."""
 
-    manifest: ShardedManifest
-    scatter: ShardScatter
-
     def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
         return self.scatter.parts(triples, options)
-
-    @property
-    def num_docs(self) -> int:
-        return self.manifest.num_docs
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.manifest.shards)
 
     def batch_search(
         self,
@@ -211,12 +196,3 @@ class RayShardedBM25(_ShardedSearch):
     def actors(self) -> list[Any]:
         """The shard actors, in shard order."""
         return self.scatter.actors
-
-    def close(self) -> None:
-        self.scatter.close()
-
-    def __enter__(self) -> RayShardedBM25:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -21,14 +21,22 @@ Without Ray the shards are searched in threads of this process; with Ray
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any
 
 from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
 from clirkit.distributed import cluster
-from clirkit.distributed.sharded import ShardedManifest, ShardScatter, build_line_shards, read_manifest
+from clirkit.distributed.sharded import (
+    ShardedManifest,
+    ShardedSearch,
+    ShardPlacement,
+    ShardScatter,
+    build_line_shards,
+    read_manifest,
+)
 from clirkit.impact import (
     DEFAULT_POSTINGS_PER_TERM,
     DEFAULT_QUANTIZE,
@@ -39,7 +47,7 @@ from clirkit.impact import (
     native_queries,
 )
 
-__all__ = ["ImpactShard", "ShardedImpactIndex", "build_sharded_impact"]
+__all__ = ["ImpactShard", "Pruning", "ShardedImpactIndex", "build_sharded_impact"]
 
 #: A query as the shards take it: (qid, [(term, weight), ...]).
 QueryPairs = list[tuple[str, list[tuple[str, float]]]]
@@ -79,20 +87,19 @@ def build_sharded_impact(
         "quantize": checked_int("quantize", quantize, 1, 2**32 - 1),
         "memory_budget_mb": checked_int("memory_budget_mb", memory_budget_mb, 1, 2**40),
     }
-    build_line_shards(
-        "impact",
-        vectors,
-        index,
-        shards,
-        _build_shard,
-        options,
-        threads=threads,
-        quiet=quiet,
-        ray=ray,
-        max_retries=max_retries,
-        crash_once=_crash_once,
-    )
+    placement = ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
+    build_line_shards("impact", vectors, index, shards, _build_shard, options, placement)
     return ShardedImpactIndex.open(index, threads=threads)
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """An approximate sharded search: every shard's approximate structure keeps its
+    ``postings_per_term`` postings of highest impact per term (as
+    :meth:`clirkit.impact.ImpactIndex.approximate`), and every shard is searched with ``settings``."""
+
+    settings: ApproximateSettings = field(default_factory=ApproximateSettings)
+    postings_per_term: int = DEFAULT_POSTINGS_PER_TERM
 
 
 class ImpactShard:
@@ -133,37 +140,20 @@ def _query_pairs(queries: Queries) -> QueryPairs:
     return _native.read_impact_queries(given) if isinstance(given, str) else given
 
 
-class ShardedImpactIndex:
+class ShardedImpactIndex(ShardedSearch):
     """A sharded impact index opened for search: its shards in threads of this process sharing
     ``threads`` cores (0: all), or with ``ray=True`` one Ray actor per shard on the cluster this
     process is connected to (:func:`clirkit.distributed.cluster.connected`; an actor whose
     worker dies is restarted and its call retried, up to ``max_restarts`` times). Exact search
     gives the single index's run byte for byte; ``approximate`` searches (a
     :class:`clirkit.impact.ApproximateSettings`, each shard pruned to ``postings_per_term``) are
-    opt-in and audited by :meth:`audit`. :meth:`close` (or ``with``) ends the actors.
-    ``_crash_once`` (tests only) names a file whose first claimant ends its actor's worker
-    mid-search."""
+    opt-in and audited by :meth:`audit`. :meth:`close` (or ``with``) ends the actors."""
 
-    def __init__(
-        self,
-        manifest: ShardedManifest,
-        *,
-        threads: int = 0,
-        ray: bool = False,
-        cpus_per_shard: float | None = None,
-        max_restarts: int = 3,
-        _crash_once: PathLike | None = None,
-    ) -> None:
+    def __init__(self, manifest: ShardedManifest, **options: Any) -> None:
+        """``options``: those of :class:`~clirkit.distributed.sharded.ShardScatter` (``threads``,
+        ``ray``, ``cpus_per_shard``, ``max_restarts``, ``crash_once``)."""
         self.manifest = _checked_impact(manifest)
-        self.scatter = ShardScatter(
-            manifest,
-            ImpactShard,
-            threads=threads,
-            ray=ray,
-            cpus_per_shard=cpus_per_shard,
-            max_restarts=max_restarts,
-            crash_once=_crash_once,
-        )
+        self.scatter = ShardScatter(manifest, ImpactShard, **options)
 
     @staticmethod
     def open(index: PathLike, **options: Any) -> ShardedImpactIndex:
@@ -172,110 +162,64 @@ class ShardedImpactIndex:
         return ShardedImpactIndex(read_manifest(index), **options)
 
     @property
-    def num_docs(self) -> int:
-        return self.manifest.num_docs
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.manifest.shards)
-
-    @property
     def quantize(self) -> int:
         """The factor every shard quantized weights with."""
         return int(self.manifest.fields["quantize"])
 
-    def close(self) -> None:
-        self.scatter.close()
-
-    def __enter__(self) -> ShardedImpactIndex:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _parts(
-        self,
-        pairs: QueryPairs,
-        k: int,
-        approximate: Optional[tuple[int, ApproximateSettings]],
-    ) -> list[bytes]:
+    def _parts(self, pairs: QueryPairs, k: int, pruning: Pruning | None) -> list[bytes]:
         checked_int("k", k, 1, 2**63 - 1)
         mode = None
-        if approximate is not None:
-            per_term, settings = approximate
+        if pruning is not None:
+            settings = pruning.settings
             mode = {
-                "postings_per_term": checked_int("postings_per_term", per_term, 0, 2**63 - 1),
+                "postings_per_term": checked_int(
+                    "postings_per_term", pruning.postings_per_term, 0, 2**63 - 1
+                ),
                 "settings": [settings.query_terms, settings.candidates],
             }
         return self.scatter.parts(pairs, {"k": k, "approximate": mode})
 
     def batch_search(
-        self,
-        queries: Queries,
-        k: int = 1000,
-        *,
-        approximate: ApproximateSettings | None = None,
-        postings_per_term: int = DEFAULT_POSTINGS_PER_TERM,
+        self, queries: Queries, k: int = 1000, *, pruning: Pruning | None = None
     ) -> dict[str, list[tuple[str, float]]]:
         """The top ``k`` of each query (a queries file as :meth:`clirkit.impact.ImpactIndex.search_file`
         reads it, ``{qid: vector}`` or ``[(qid, vector)]``), ``{qid: [(docid, score), ...]}`` in query
-        and canonical order: exact, or with ``approximate`` settings approximate (each shard pruned
-        to ``postings_per_term`` postings per term)."""
+        and canonical order: exact, or approximate with a ``pruning`` (:class:`Pruning`)."""
         pairs = _query_pairs(queries)
-        mode = None if approximate is None else (postings_per_term, approximate)
-        merged = _native.merge_shard_hits(self._parts(pairs, k, mode), [q for q, _ in pairs], k)
+        merged = _native.merge_shard_hits(self._parts(pairs, k, pruning), [q for q, _ in pairs], k)
         assert merged is not None  # no output file was given
         return merged
 
     def search_file_to_trec(
-        self,
-        queries_path: PathLike,
-        output: PathLike,
-        k: int = 1000,
-        *,
-        tag: str = RUN_TAG,
-        approximate: ApproximateSettings | None = None,
-        postings_per_term: int = DEFAULT_POSTINGS_PER_TERM,
+        self, queries: PathLike, out: PathLike, k: int, *, tag: str = RUN_TAG, pruning: Pruning | None = None
     ) -> int:
-        """Search a queries file and write the TREC run ``output`` (atomically): exact, the bytes
+        """Search a queries file and write the TREC run ``out`` (atomically): exact, the bytes
         :meth:`clirkit.impact.ImpactIndex.search_file_to_trec` writes on the single index; or
         approximate as :meth:`batch_search`. Returns the number of queries searched."""
-        pairs = _native.read_impact_queries(os.fspath(queries_path))
-        mode = None if approximate is None else (postings_per_term, approximate)
-        parts = self._parts(pairs, k, mode)
-        _native.merge_shard_hits(parts, [q for q, _ in pairs], k, os.fspath(output), tag)
+        pairs = _native.read_impact_queries(os.fspath(queries))
+        parts = self._parts(pairs, k, pruning)
+        _native.merge_shard_hits(parts, [q for q, _ in pairs], k, os.fspath(out), tag)
         return len(pairs)
 
     def audit(
-        self,
-        queries: Queries,
-        n: int,
-        *,
-        seed: int = 0,
-        k: int = 10,
-        settings: ApproximateSettings | None = None,
-        postings_per_term: int = DEFAULT_POSTINGS_PER_TERM,
+        self, queries: Queries, n: int, *, seed: int = 0, k: int = 10, pruning: Pruning | None = None
     ) -> AuditReport:
         """Re-run ``n`` of ``queries`` (drawn with ``seed`` as the single index's audit draws them)
         with the exact sharded search and compare each exact top 10 with the approximate sharded
-        search's top 10 at depth ``k`` (what a run of depth ``k`` holds) under ``settings`` (default
-        :class:`clirkit.impact.ApproximateSettings`'s)."""
-        settings = settings or ApproximateSettings()
+        search's top 10 at depth ``k`` (what a run of depth ``k`` holds) under ``pruning`` (default
+        :class:`Pruning`'s)."""
+        pruning = pruning or Pruning()
+        settings = pruning.settings
         pairs = _query_pairs(queries)
         n = checked_int("n", n, 1, 2**63 - 1)
         seed = checked_int("seed", seed, 0, 2**64 - 1)
         sampled = [pairs[i] for i in _native.audit_sample(len(pairs), n, seed)]
         depth = max(checked_int("k", k, 1, 2**63 - 1), 10)
         exact = self._parts(sampled, 10, None)
-        approximate = self._parts(sampled, depth, (postings_per_term, settings))
+        approximate = self._parts(sampled, depth, pruning)
+        qids = [q for q, _ in sampled]
         text = _native.audit_shard_hits(
-            exact,
-            approximate,
-            [q for q, _ in sampled],
-            len(pairs),
-            seed,
-            k,
-            (settings.query_terms, settings.candidates),
+            (exact, approximate), qids, (len(pairs), seed, k), (settings.query_terms, settings.candidates)
         )
         return AuditReport.from_json(text)
 

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
@@ -151,6 +151,50 @@ class ShardScatter:
         self.actors = []
 
 
+_Self = TypeVar("_Self", bound="ShardedSearch")
+
+
+class ShardedSearch:
+    """What every way of searching a sharded index shares: its manifest, the
+    :class:`ShardScatter` of its shards, and the end of their actors (:meth:`close`, or ``with``)."""
+
+    manifest: ShardedManifest
+    scatter: ShardScatter
+
+    @property
+    def num_docs(self) -> int:
+        return self.manifest.num_docs
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.manifest.shards)
+
+    def close(self) -> None:
+        """End the shard actors (nothing to end for shards searched in threads)."""
+        self.scatter.close()
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class ShardPlacement:
+    """Where and how the shards of a build run. ``ray``: None or False builds them here, one after
+    another on ``threads`` threads; an address (or True for Ray's default) builds them as Ray
+    tasks, each on ``threads`` threads (0: one) and retried up to ``max_retries`` times if its
+    worker dies. ``crash_once`` (tests only) names a file whose first claimant ends its worker
+    process mid-build."""
+
+    threads: int = 0
+    quiet: bool = False
+    ray: cluster.RayAddress = None
+    max_retries: int = 3
+    crash_once: PathLike | None = None
+
+
 def build_line_shards(
     kind: str,
     source: PathLike,
@@ -158,40 +202,30 @@ def build_line_shards(
     shards: int,
     build_shard: ShardBuilder,
     options: dict[str, Any],
-    *,
-    threads: int = 0,
-    quiet: bool = False,
-    ray: cluster.RayAddress = None,
-    max_retries: int = 3,
-    crash_once: PathLike | None = None,
+    placement: ShardPlacement,
 ) -> None:
     """Build the sharded index ``index`` of ``kind`` (``"bm25"``, ``"impact"``) from a plain input
     file cut into ``shards`` ranges of whole lines, shard ``i`` built from range ``i`` by
-    ``build_shard`` (a module-level function, so that Ray can send it), then checked and committed
-    atomically (shards and manifest appear together; nothing is left on failure).
-
-    ``ray``: None or False builds the shards here, one after another on ``threads`` threads; an
-    address (or True for Ray's default) builds them as Ray tasks, each on ``threads`` threads
-    (0: one) and retried up to ``max_retries`` times if its worker dies. ``crash_once`` (tests
-    only) names a file whose first claimant ends its worker process mid-build."""
+    ``build_shard`` (a module-level function, so that Ray can send it) where ``placement`` says,
+    then checked and committed atomically (shards and manifest appear together; nothing is left
+    on failure)."""
     if shards < 1:
         raise InvalidInputError(f"shards must be at least 1, got {shards}")
+    threads, ray = checked_threads(placement.threads), placement.ray
     # Absolute: Ray workers need not share this process's working directory.
     source = os.path.abspath(source)
-    threads = checked_threads(threads)
     ranges = _native.split_corpus(source, shards)
-    crash = None if crash_once is None else os.fspath(crash_once)
+    crash = None if placement.crash_once is None else os.fspath(placement.crash_once)
     build = _native.ShardedIndexBuild(kind, os.path.abspath(index), shards)
     try:
         if not ray:
             for i, line_range in enumerate(ranges):
-                build_shard(
-                    source, line_range, os.fspath(build.shard_dir(i)), {**options, "quiet": quiet}, threads
-                )
+                shard_dir = os.fspath(build.shard_dir(i))
+                build_shard(source, line_range, shard_dir, {**options, "quiet": placement.quiet}, threads)
         else:
             with cluster.connected(ray) as ray_module:
                 cpus = min(float(threads or 1), cluster.cluster_cpus(ray_module))
-                task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_crashing_build)
+                task = ray_module.remote(num_cpus=cpus, max_retries=placement.max_retries)(_crashing_build)
                 shard_options = {**options, "quiet": True}
                 refs = [
                     task.remote(

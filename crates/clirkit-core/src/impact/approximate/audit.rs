@@ -53,7 +53,12 @@ pub fn sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
 
 /// Accuracy@10 and score gap of `approximate` against `exact` (each best first).
 pub fn compare(exact: &[Hit], approximate: &[Hit]) -> (f64, f64) {
-    compare_by(exact, approximate, |a, b| a.doc == b.doc, |h| h.score as f64)
+    compare_by(
+        exact,
+        approximate,
+        |a, b| a.doc == b.doc,
+        |h| h.score as f64,
+    )
 }
 
 /// [`compare`] over any kind of hit: `same` says whether two hits are one document, `score`
