@@ -191,8 +191,11 @@ impl PyImpactIndex {
     }
 }
 
+/// Queries as Python gives and takes them: (qid, [(term, weight)]) pairs.
+pub(crate) type QueryPairs = Vec<(String, Vec<(String, f64)>)>;
+
 /// Queries given as (qid, [(term, weight)]) pairs, numbered from line 1.
-pub(crate) fn vectors_from_pairs(pairs: Vec<(String, Vec<(String, f64)>)>) -> Vec<WeightedVector> {
+pub(crate) fn vectors_from_pairs(pairs: QueryPairs) -> Vec<WeightedVector> {
     pairs
         .into_iter()
         .enumerate()
@@ -220,10 +223,7 @@ pub(crate) fn search_file_to_run(
 
 /// A queries file read as `ImpactIndex.search_file` reads it: (qid, [(term, weight)]) pairs.
 #[pyfunction]
-fn read_impact_queries(
-    py: Python<'_>,
-    path: PathBuf,
-) -> PyResult<Vec<(String, Vec<(String, f64)>)>> {
+fn read_impact_queries(py: Python<'_>, path: PathBuf) -> PyResult<QueryPairs> {
     let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
     Ok(queries.into_iter().map(|q| (q.id, q.terms)).collect())
 }

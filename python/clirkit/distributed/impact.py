@@ -28,15 +28,8 @@ from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
-from clirkit.distributed import cluster
-from clirkit.distributed.sharded import (
-    ShardedManifest,
-    ShardedSearch,
-    ShardPlacement,
-    ShardScatter,
-    build_line_shards,
-    read_manifest,
-)
+from clirkit.distributed import cluster, sharded
+from clirkit.distributed.sharded import ShardedManifest
 from clirkit.impact import (
     DEFAULT_POSTINGS_PER_TERM,
     DEFAULT_QUANTIZE,
@@ -87,8 +80,8 @@ def build_sharded_impact(
         "quantize": checked_int("quantize", quantize, 1, 2**32 - 1),
         "memory_budget_mb": checked_int("memory_budget_mb", memory_budget_mb, 1, 2**40),
     }
-    placement = ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
-    build_line_shards("impact", vectors, index, shards, _build_shard, options, placement)
+    placement = sharded.ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
+    sharded.build_line_shards("impact", vectors, index, shards, _build_shard, options, placement)
     return ShardedImpactIndex.open(index, threads=threads)
 
 
@@ -140,7 +133,7 @@ def _query_pairs(queries: Queries) -> QueryPairs:
     return _native.read_impact_queries(given) if isinstance(given, str) else given
 
 
-class ShardedImpactIndex(ShardedSearch):
+class ShardedImpactIndex(sharded.ShardedSearch):
     """A sharded impact index opened for search: its shards in threads of this process sharing
     ``threads`` cores (0: all), or with ``ray=True`` one Ray actor per shard on the cluster this
     process is connected to (:func:`clirkit.distributed.cluster.connected`; an actor whose
@@ -153,13 +146,13 @@ class ShardedImpactIndex(ShardedSearch):
         """``options``: those of :class:`~clirkit.distributed.sharded.ShardScatter` (``threads``,
         ``ray``, ``cpus_per_shard``, ``max_restarts``, ``crash_once``)."""
         self.manifest = _checked_impact(manifest)
-        self.scatter = ShardScatter(manifest, ImpactShard, **options)
+        self.scatter = sharded.ShardScatter(manifest, ImpactShard, **options)
 
     @staticmethod
     def open(index: PathLike, **options: Any) -> ShardedImpactIndex:
         """Open a sharded impact index (options as the constructor's); a missing shard, one of
         another build or a sharded index of another kind is refused, naming it."""
-        return ShardedImpactIndex(read_manifest(index), **options)
+        return ShardedImpactIndex(sharded.read_manifest(index), **options)
 
     @property
     def quantize(self) -> int:
