@@ -88,6 +88,7 @@ fn compressed_search_agrees_with_exact_and_converges_with_budget() {
         &queries,
         k,
         1,
+        &Default::default(),
     )
     .unwrap();
     assert_eq!(index.search(&queries, &exact).unwrap(), reference);
@@ -285,6 +286,18 @@ fn run_written_window_by_window_is_the_whole_runs_file_at_any_thread_count() {
                     expected,
                     "maxp {maxp:?}, exact {exact}, {threads} threads, window {window}"
                 );
+                // Counted, window by window: every query once, the same file.
+                let counter = std::sync::Arc::new(crate::progress::Counter::default());
+                let counted = SearchOptions {
+                    progress: crate::progress::Progress::to(counter.clone()),
+                    ..opts(threads)
+                };
+                let written = (streamed.as_path(), "t");
+                index
+                    .write_run(&queries, &qids, &counted, maxp, written, window)
+                    .unwrap();
+                assert_eq!(std::fs::read(&streamed).unwrap(), expected);
+                assert_eq!(counter.done(), qids.len() as u64);
             }
         }
     }

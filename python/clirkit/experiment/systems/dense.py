@@ -184,20 +184,22 @@ def write_search_run(
     task: Any,
     *,
     maxp: bool,
-    threads: int,
+    ctx: RunContext,
     **options: Any,
 ) -> None:
     """Searches ``index`` (dense or multi-vector: both take ``queries`` then ``qids`` last) and
     writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``.
-    ``options`` (e.g. dense ``refine``) go to the search as given."""
+    ``options`` (e.g. dense ``refine``) go to the search as given; the search has ``ctx``'s threads
+    and, unless ``ctx.quiet``, its progress bar."""
+    options = {**options, "threads": ctx.threads, "quiet": ctx.quiet}
     if task.drop_self_hits:
         from clirkit.runs import write_run
 
-        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads, **options)
+        found = index.search_run(*queries, hits + 1, maxp=maxp, **options)
         run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
         write_run(out / RUN_FILE, run, tag)
     else:
-        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads, **options)
+        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, **options)
 
 
 def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
@@ -351,7 +353,7 @@ class DenseKind:
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
             searching = {"refine": options["refine"], "nprobe": options.get("nprobe", 1)}
-            write_search_run(opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads,
+            write_search_run(opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, ctx=ctx,
                              **searching)  # fmt: skip
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
@@ -420,7 +422,7 @@ class DenseKind:
                 "clirkit-dense",
                 task,
                 maxp=False,
-                threads=ctx.threads,
+                ctx=ctx,
                 refine=options["refine"],
                 nprobe=options.get("nprobe", 1),
             )

@@ -269,7 +269,7 @@ class MultiVectorKind:
                 "clirkit-multivector",
                 task,
                 maxp=maxp,
-                threads=ctx.threads,
+                ctx=ctx,
                 **search_options(options),
             )
 
@@ -324,7 +324,7 @@ class MultiVectorKind:
                 "clirkit-multivector",
                 task,
                 maxp=False,
-                threads=ctx.threads,
+                ctx=ctx,
                 **search_options(options),
             )
 
