@@ -113,14 +113,15 @@ def advance_current(n: int) -> None:
 
 @contextmanager
 def polled(
-    total: int, label: str, unit: str, enabled: bool = True, stream: Optional[TextIO] = None
+    total: Optional[int], label: str, unit: str, enabled: bool = True, stream: Optional[TextIO] = None
 ) -> Iterator[Optional[Any]]:
     """A bar over ``total`` units for one native call that runs with the GIL released: yields the
     ``_native.ProgressCounter`` to pass to the call, which the core adds to as it works, and reads it
-    from a thread of its own every :data:`REDRAW_SECONDS` while the block runs. Yields ``None`` when
-    the bar would not be drawn (``enabled`` false, or the stream not a terminal), so a quiet call counts
-    nothing and starts no thread."""
-    bar = ProgressBar(total, label, unit, enabled=enabled, stream=stream)
+    from a thread of its own every :data:`REDRAW_SECONDS` while the block runs. With ``total`` None
+    the core states the total (``counter.total``; a build, once it knows its sizes) and the bar is
+    drawn from then on. Yields ``None`` when the bar would not be drawn (``enabled`` false, or the
+    stream not a terminal), so a quiet call counts nothing and starts no thread."""
+    bar = ProgressBar(1 if total is None else total, label, unit, enabled=enabled, stream=stream)
     if not bar.enabled or bar.total == 0:
         yield None
         return
@@ -129,11 +130,19 @@ def polled(
     counter = _native.ProgressCounter()
     stop = threading.Event()
 
+    def show() -> None:
+        if total is None:
+            if not counter.total:
+                return
+            bar.total = counter.total
+        bar.update(counter.done)
+
     def draw() -> None:
         while not stop.wait(REDRAW_SECONDS):
-            bar.update(counter.done)
+            show()
 
-    bar.update(0)  # drawn at once, and the rate counts from the start
+    if total is not None:
+        bar.update(0)  # drawn at once, and the rate counts from the start
     thread = threading.Thread(target=draw, name="clirkit-progress", daemon=True)
     thread.start()
     try:
@@ -141,7 +150,7 @@ def polled(
     finally:
         stop.set()
         thread.join()
-        bar.update(counter.done)
+        show()
         bar.close()
 
 

@@ -28,7 +28,7 @@ from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
-from clirkit._progress import searching
+from clirkit._progress import polled, searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 from clirkit.dense.index import NativeIndex, run_dict
@@ -101,26 +101,26 @@ class MultiVectorIndex(NativeIndex):
         seed: int = 0,
         threads: int = 0,
         keep_vectors: bool = False,
+        quiet: bool = False,
     ) -> MultiVectorIndex:
         """Index token matrices (one item per document or passage, named by ``ids``) into ``dir``
         (written atomically) and open it. ``centroids`` defaults to the largest power of two at most
-        4·√tokens; ``kmeans_sample`` to 64 tokens per centroid."""
+        4·√tokens; ``kmeans_sample`` to 64 tokens per centroid. A progress bar of the token
+        assignments to centroids (the k-means passes over the sample, then every token) is drawn on
+        stderr when it is a terminal, unless ``quiet``."""
         data, off = _tokens(tokens, offsets, "documents")
-        native = _native.MultiVectorIndex.build(
-            data,
-            off,
-            [i if isinstance(i, str) else str(i) for i in ids],
-            Path(dir),
-            {
-                "nbits": checked_int("nbits", nbits),
-                "centroids": checked_int("centroids", centroids),
-                "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
-                "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
-                "seed": checked_int("seed", seed, 0, 2**64 - 1),
-                "threads": checked_threads(threads),
-                "keep_vectors": keep_vectors,
-            },
-        )
+        options = {
+            "nbits": checked_int("nbits", nbits),
+            "centroids": checked_int("centroids", centroids),
+            "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
+            "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
+            "seed": checked_int("seed", seed, 0, 2**64 - 1),
+            "threads": checked_threads(threads),
+            "keep_vectors": keep_vectors,
+        }
+        id_list = [i if isinstance(i, str) else str(i) for i in ids]
+        with polled(None, "indexing", "tokens assigned", enabled=not quiet) as progress:
+            native = _native.MultiVectorIndex.build(data, off, id_list, Path(dir), options, progress=progress)
         return MultiVectorIndex(native)
 
     @staticmethod

@@ -36,15 +36,22 @@ pub fn bar(total: Option<u64>, message: &str, quiet: bool) -> ProgressBar {
 #[derive(Clone, Debug, Default)]
 pub struct Progress(Option<Arc<Counter>>);
 
-/// The count a [`Progress`] adds to: units done so far (for searches, queries).
+/// The count a [`Progress`] adds to: units done so far (for searches, queries), and the total when
+/// the work states it ([`Progress::expect`]; 0 until then: the caller knows it, as a search's
+/// query count).
 #[derive(Debug, Default)]
 pub struct Counter {
     done: AtomicU64,
+    total: AtomicU64,
 }
 
 impl Counter {
     pub fn done(&self) -> u64 {
         self.done.load(Ordering::Relaxed)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
     }
 }
 
@@ -57,6 +64,13 @@ impl Progress {
     /// Whether anything is counted (work that would only count may be skipped otherwise).
     pub fn is_live(&self) -> bool {
         self.0.is_some()
+    }
+
+    /// The work will count `total` units (a build states it once its sizes are known).
+    pub fn expect(&self, total: usize) {
+        if let Some(counter) = &self.0 {
+            counter.total.store(total as u64, Ordering::Relaxed);
+        }
     }
 
     /// `n` more units done.
@@ -118,6 +132,9 @@ mod tests {
         assert_eq!(counter.done(), 7);
         progress.advance(3);
         assert_eq!(counter.done(), 10);
+        assert_eq!(counter.total(), 0);
+        progress.expect(12);
+        assert_eq!(counter.total(), 12);
     }
 
     #[test]
@@ -125,6 +142,7 @@ mod tests {
         let progress = Progress::default();
         assert!(!progress.is_live());
         progress.advance(4);
+        progress.expect(4);
         progress.sliced(2, 2).finished(0, 1);
     }
 }

@@ -85,6 +85,7 @@ impl BuildArgs {
             seed: self.seed,
             threads: self.threads,
             keep_vectors: self.keep_vectors,
+            ..Default::default()
         }
     }
 }
@@ -144,7 +145,9 @@ pub struct PyMultiVectorIndex {
 
 #[pymethods]
 impl PyMultiVectorIndex {
+    /// Build; `progress` counts token assignments to centroids and gets their total.
     #[staticmethod]
+    #[pyo3(signature = (tokens, offsets, ids, dir, options, progress=None))]
     fn build(
         py: Python<'_>,
         tokens: PyReadonlyArray2<'_, f32>,
@@ -152,9 +155,13 @@ impl PyMultiVectorIndex {
         ids: Vec<String>,
         dir: PathBuf,
         options: BuildArgs,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<Self> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "documents")?;
-        let opts = options.options();
+        let opts = BuildOptions {
+            progress: progress_of(progress),
+            ..options.options()
+        };
         let inner = py
             .detach_caught(|| {
                 let docs = TokenMatrix::new(data, dim, offsets, Some(&ids), "documents")?;

@@ -27,6 +27,12 @@ impl PyProgressCounter {
     fn done(&self) -> u64 {
         self.counter.done()
     }
+
+    /// The units the work stated it will count (a build, once its sizes are known), else 0.
+    #[getter]
+    fn total(&self) -> u64 {
+        self.counter.total()
+    }
 }
 
 /// The core's progress hook adding to `counter`, or one that counts nothing.

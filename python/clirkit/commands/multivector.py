@@ -118,6 +118,7 @@ def run_index(args: argparse.Namespace) -> int:
             "seed",
             "threads",
             "keep_vectors",
+            "quiet",
         ),
     )
     done = (

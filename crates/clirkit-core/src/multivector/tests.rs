@@ -389,3 +389,32 @@ fn corrupt_stored_vectors_are_caught_where_search_reads_them() {
     }
     assert!(crate::io::manifest::verify_dir(&path, &format::LAYOUT).is_err());
 }
+
+#[test]
+fn a_build_counts_every_token_assignment_it_states_and_writes_the_same_files() {
+    use crate::progress::{Counter, Progress};
+    let dir = tempfile::tempdir().unwrap();
+    let (data, offsets, ids) = collection(30, 4);
+    let docs = TokenMatrix::new(&data, DIM, &offsets, Some(&ids), "docs").unwrap();
+    let quiet = BuildOptions {
+        centroids: Some(8),
+        kmeans_sample: Some(50),
+        kmeans_iterations: 3,
+        threads: 2,
+        ..Default::default()
+    };
+    let counter = std::sync::Arc::new(Counter::default());
+    let counted = BuildOptions {
+        progress: Progress::to(counter.clone()),
+        ..quiet.clone()
+    };
+    MultiVectorIndex::build(&docs, &ids, dir.path().join("quiet"), &quiet).unwrap();
+    MultiVectorIndex::build(&docs, &ids, dir.path().join("counted"), &counted).unwrap();
+    let total = 3 * 50 + docs.rows() as u64;
+    assert_eq!((counter.done(), counter.total()), (total, total));
+    for file in std::fs::read_dir(dir.path().join("quiet")).unwrap() {
+        let name = file.unwrap().file_name();
+        let read = |index: &str| std::fs::read(dir.path().join(index).join(&name)).unwrap();
+        assert_eq!(read("quiet"), read("counted"), "{name:?}");
+    }
+}

@@ -90,6 +90,7 @@ def index_token_parts(
         out / "index",
         **{k: options.get(k, v) for k, v in BUILD_DEFAULTS.items()},
         threads=ctx.threads,
+        quiet=ctx.quiet,
     )
 
 

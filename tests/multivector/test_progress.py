@@ -1,6 +1,7 @@
-"""Multi-vector search (compressed, exact, and ``maxsim_search`` without an index) draws the one
-progress bar of the queries searched, fed by the core's counter while the GIL is released: on a
-terminal only, not with ``quiet``, and the results are the same either way."""
+"""Multi-vector search (compressed, exact, and ``maxsim_search`` without an index) and the build draw
+the one progress bar (queries searched; token assignments to centroids), fed by the core's counter
+while the GIL is released: on a terminal only, not with ``quiet``, and the results are the same
+either way."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from clirkit.cli import main as cli
 from clirkit.encoders.tokens import token_paths
 from clirkit.multivector import MultiVectorIndex, maxsim_search
 from conftest import Terminal, check_search_bar_unless_quiet, search_command
@@ -59,3 +61,35 @@ def test_cli_search_draws_the_bar_unless_quiet(tmp_path, monkeypatch):
     output = tmp_path / "run.trec"
     command = [*search_command("multivector", tmp_path / "idx", tmp_path / "q", output), "--k", "5"]
     check_search_bar_unless_quiet(command, output, monkeypatch, "9/9 queries")
+
+
+def test_a_build_shows_its_token_assignments_on_a_terminal_only(tmp_path, monkeypatch):
+    docs = items(60, 5, 5)
+    ids = [f"d{i}" for i in range(60)]
+    options = {"centroids": 8, "kmeans_sample": 40, "kmeans_iterations": 3, "threads": 2}
+    total = 3 * 40 + 60 * 5  # the k-means passes over the sample, then every token
+    terminal, piped, quiet = Terminal(), io.StringIO(), Terminal()
+    files = []
+    for name, stream, extra in (
+        ("shown", terminal, {}),
+        ("piped", piped, {}),
+        ("quiet", quiet, {"quiet": True}),
+    ):
+        monkeypatch.setattr(sys, "stderr", stream)
+        MultiVectorIndex.build(*docs, ids, tmp_path / name, **options, **extra)
+        files.append({p.name: p.read_bytes() for p in sorted((tmp_path / name).iterdir())})
+    assert files[0] == files[1] == files[2]
+    assert f"{total}/{total} tokens assigned" in terminal.getvalue() and "indexing" in terminal.getvalue()
+    assert piped.getvalue() == "" and quiet.getvalue() == ""
+    # The command line: the same bar, none with --quiet.
+    paths = token_paths(tmp_path / "docs")
+    np.save(paths["tokens"], docs[0])
+    np.save(paths["offsets"], docs[1].astype(np.int64))
+    paths["ids"].write_text("".join(i + "\n" for i in ids))
+    command = ["index", "multivector", "--embeddings", str(tmp_path / "docs"), "--centroids", "8"]
+    for quiet_flag in (False, True):
+        shown = Terminal()
+        monkeypatch.setattr(sys, "stderr", shown)
+        index = str(tmp_path / f"cli-{quiet_flag}")
+        assert cli([*command, "--index", index, *(["--quiet"] if quiet_flag else [])]) == 0
+        assert ("tokens assigned" in shown.getvalue()) is not quiet_flag
