@@ -48,6 +48,18 @@ class Terminal(io.StringIO):
         return True
 
 
+def run_experiment(tmp_path: Path, head: str, systems: str, name: str = "exp"):
+    """Runs the experiment file ``tmp_path/NAME.toml`` (``head``, ``systems``, nDCG@10; paths relative to
+    ``tmp_path``) with its store in ``tmp_path/work``, quietly; returns the :class:`Experiment`."""
+    from clirkit.experiment import Experiment
+
+    path = tmp_path / f"{name}.toml"
+    path.write_text(head + systems + '\n[evaluation]\nmeasures = ["nDCG@10"]\n', encoding="utf-8")
+    exp = Experiment(path, tmp_path / "work", quiet=True)
+    exp.run(log=io.StringIO())
+    return exp
+
+
 def search_command(kind: str, index: Path, queries: Path, output: Path) -> list[str]:
     """The ``cli`` arguments of ``clirkit search KIND``: INDEX searched for QUERIES into the run OUTPUT."""
     return ["search", kind, "--index", str(index), "--queries", str(queries), "--output", str(output)]

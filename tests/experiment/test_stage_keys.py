@@ -3,7 +3,7 @@ stages"): for every key the experiment reader accepts in a node's table (``docs/
 generated from the reader), changing it changes the digest of exactly the stages it first reaches and of
 everything downstream of them, and of nothing else; a key that reaches no stage's output is listed in
 :data:`OUT_OF_KEY` with the reason. One plan holds every node kind (BM25, RM3, dense with a model and
-from embeddings, flat, PQ and IVF; impact with a model and from vectors, exact and approximate;
+from embeddings, flat, PQ, IVF and sharded; impact with a model and from vectors, exact and approximate;
 multi-vector with a model and from token files; a run file; fusion; each rerank backend; evaluation), so
 a change that leaks into another node's stages is seen. Plans only: nothing is built or searched (the
 model directories are stand-ins whose content identity is what the keys hold)."""
@@ -38,6 +38,13 @@ def base_nodes(tmp: Path) -> dict[str, dict[str, Any]]:
             "embeddings": f["emb"],
             "query_embeddings": f["qemb"],
             "ivf": 2,
+        },
+        "systems.dense_sharded": {
+            "kind": "dense",
+            "embeddings": f["emb"],
+            "query_embeddings": f["qemb"],
+            "pq": 4,
+            "shards": 2,
         },
         "systems.impact": {"kind": "impact", "model": f["impact-model"], "fields": ["text"]},
         "systems.impact_pre": {
@@ -161,6 +168,8 @@ reaching("systems.dense_pq", SEARCH, refine=10)
 reaching("systems.dense_pq", INDEX, nbits=8, ivf=2, metric="l2", train_size=100, seed=1, no_vectors=True)
 reaching("systems.dense_pq", INDEX, vector_dtype="float16")
 reaching("systems.dense_ivf", SEARCH, nprobe=2)
+reaching("systems.dense_pq", INDEX, shards=5)
+reaching("systems.dense_sharded", INDEX, shards=3)
 reaching("systems.impact", ("impact-index",), quantize=50)
 reaching("systems.impact", SEARCH, approximate={})
 reaching("systems.impact_pre", ("impact-index",), vectors="@vectors2", quantize=50)
@@ -238,6 +247,10 @@ OUT_OF_KEY: dict[tuple[str, str], tuple[Any, str]] = {
         (node, "memory_mb"): (64, "rows read at a time; the dense index is byte-identical for any")
         for node in ("systems.dense", "systems.dense_flat", "systems.dense_pq", "systems.dense_ivf")
     },
+    ("systems.dense_sharded", "ray"): (
+        True,
+        "where the shards are built and searched (threads here or Ray); the index and run are byte-identical",
+    ),
     **{
         (node, key): (
             value,
@@ -364,6 +377,7 @@ def test_every_key_the_reader_accepts_is_audited(tmp_path):
             "systems.dense_flat",
             "systems.dense_pq",
             "systems.dense_ivf",
+            "systems.dense_sharded",
         ],
         '[systems.NAME], kind = "impact"': ["systems.impact", "systems.impact_pre"],
         '[systems.NAME], kind = "multivector"': ["systems.mv", "systems.mv_pre"],

@@ -270,7 +270,8 @@ class MultiVectorKind:
                 "clirkit-multivector",
                 task,
                 maxp=maxp,
-                ctx=ctx,
+                threads=ctx.threads,
+                quiet=ctx.quiet,
                 **search_options(options),
             )
 
@@ -325,7 +326,8 @@ class MultiVectorKind:
                 "clirkit-multivector",
                 task,
                 maxp=False,
-                ctx=ctx,
+                threads=ctx.threads,
+                quiet=ctx.quiet,
                 **search_options(options),
             )
 
