@@ -448,7 +448,7 @@ class DenseIndex:
         indexes: list[DenseIndex],
         ids: list[str] | None = None,
         embeddings: _npt.NDArray[_np.float32] | None = None,
-        npy: os.PathLike[str] | str | None = None,
+        npy: list[tuple[os.PathLike[str] | str, Sequence[int] | None]] | None = None,
         memory_mb: int = 256,
         threads: int = 0,
         quiet: bool = False,

@@ -19,6 +19,16 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::path::PathBuf;
 
+/// `.npy` files (each whole, or the rows listed, in that order) read one after another as one source.
+fn npy_parts(npy: Vec<(PathBuf, Option<Vec<usize>>)>) -> Result<Concat, Error> {
+    let mut parts = Vec::with_capacity(npy.len());
+    for (path, rows) in npy {
+        let source: Box<dyn VectorSource + Send> = Box::new(NpyFile::open(&path)?);
+        parts.push(ConcatPart { source, rows });
+    }
+    Concat::new(parts, "embeddings")
+}
+
 /// Search results as numpy arrays: scores (q, k) and internal ids (q, k).
 type Hits<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>);
 
@@ -122,12 +132,7 @@ impl PyDenseIndex {
         let opts = options.options()?;
         let inner = py
             .detach_caught(|| {
-                let mut parts = Vec::with_capacity(npy.len());
-                for (path, rows) in npy {
-                    let source: Box<dyn VectorSource + Send> = Box::new(NpyFile::open(&path)?);
-                    parts.push(ConcatPart { source, rows });
-                }
-                let source = Concat::new(parts, "embeddings")?;
+                let source = npy_parts(npy)?;
                 DenseIndex::build_streaming(&source, &ids, &opts, memory_mb << 20, &dir)?;
                 DenseIndex::open(&dir)
             })
@@ -135,9 +140,10 @@ impl PyDenseIndex {
         Ok(PyDenseIndex { inner })
     }
 
-    /// Write into `dir` the rows of `indexes`, then new vectors (`embeddings` or the `.npy` file
-    /// `npy`, with `ids`), all encoded with this index's codebook; returns the index opened from
-    /// `dir` (which may be the directory of one of `indexes`).
+    /// Write into `dir` the rows of `indexes`, then new vectors (`embeddings`, or the `.npy` files
+    /// `npy` as `build_npy` takes them, read a chunk at a time; with `ids`), all encoded with this
+    /// index's codebook; returns the index opened from `dir` (which may be the directory of one of
+    /// `indexes`).
     #[pyo3(signature = (dir, indexes, ids=None, embeddings=None, npy=None, memory_mb=256, threads=0,
                         quiet=false))]
     #[allow(clippy::too_many_arguments)]
@@ -148,7 +154,7 @@ impl PyDenseIndex {
         indexes: Vec<PyRef<'_, PyDenseIndex>>,
         ids: Option<Vec<String>>,
         embeddings: Option<PyReadonlyArray2<'_, f32>>,
-        npy: Option<PathBuf>,
+        npy: Option<Vec<(PathBuf, Option<Vec<usize>>)>>,
         memory_mb: usize,
         threads: usize,
         quiet: bool,
@@ -160,12 +166,12 @@ impl PyDenseIndex {
         let indexes: Vec<&DenseIndex> = indexes.iter().map(|i| &i.inner).collect();
         let inner = py
             .detach_caught(|| {
-                let source: Option<Box<dyn VectorSource>> = match (array, &npy) {
+                let source: Option<Box<dyn VectorSource>> = match (array, npy) {
                     (Some(_), Some(_)) => {
-                        return Err(Error::invalid("give embeddings or an .npy file, not both"))
+                        return Err(Error::invalid("give embeddings or .npy files, not both"))
                     }
                     (Some((data, dim)), None) => Some(Box::new(SliceSource::new(data, dim)?)),
-                    (None, Some(path)) => Some(Box::new(NpyFile::open(path)?)),
+                    (None, Some(parts)) => Some(Box::new(npy_parts(parts)?)),
                     (None, None) => None,
                 };
                 let mut parts: Vec<Part<'_>> = indexes.iter().map(|i| Part::Index(i)).collect();

@@ -167,7 +167,7 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
         raise InvalidInputError("--ids is required with a .npy matrix")
     else:
         parts = parts_from_files(args.embeddings, args.ids, args.shards or 1)
-    training = {**_training(args), "vector_dtype": args.vector_dtype}
+    training = {**_training(args), "vector_dtype": args.vector_dtype, "memory_mb": args.memory_mb}
     index = build_sharded_dense(parts, args.index, **training, threads=args.threads, ray=args.ray)
     done = f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index}"
     return report_timed(args, start, done)

@@ -87,6 +87,36 @@ class NativeIndex:
         return self.ntotal
 
 
+def _all_paths(value: Any) -> bool:
+    """``value`` is a non-empty list or tuple of paths (several ``.npy`` files)."""
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(v, (str, os.PathLike)) for v in value)
+    )
+
+
+def _npy_source(
+    embeddings: PathLike | Sequence[PathLike], rows: Sequence[Sequence[int] | None] | None
+) -> list[tuple[Path, Sequence[int] | None]] | np.ndarray:
+    """``.npy`` files (and per file the rows kept, in order, or None for all) as the native streamed
+    readers take them: (file, rows) pairs; a file they cannot stream (float64, Fortran order, big
+    endian, gzip) makes it the matrix of those rows, read into memory."""
+    files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
+    kept = [None] * len(files) if rows is None else [None if r is None else r for r in rows]
+    if len(kept) != len(files):
+        raise InvalidInputError(f"rows: {len(kept)} row lists for {len(files)} embedding files")
+    streamable = True
+    for path in files:
+        dtype, fortran_order, compressed = npy_header(path)
+        streamable &= dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
+    if streamable:
+        return [(Path(p), r) for p, r in zip(files, kept)]
+    # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
+    matrices = [load_matrix(p) if r is None else load_matrix(p)[list(r)] for p, r in zip(files, kept)]
+    return matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
+
+
 def run_dict(pairs: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> RunDict:
     """``{qid: {docid: score}}`` from the native ``[(qid, [(docid, score)])]``."""
     return {q: dict(docs) for q, docs in pairs}
@@ -194,45 +224,42 @@ class DenseIndex(NativeIndex):
             pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
         )
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
-        kept = [None] * len(files) if rows is None else [None if r is None else list(r) for r in rows]
-        if len(kept) != len(files):
-            raise InvalidInputError(f"rows: {len(kept)} row lists for {len(files)} embedding files")
-        streamable = True
-        for path in files:
-            dtype, fortran_order, compressed = npy_header(path)
-            streamable &= dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
-        if not streamable:
-            # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
-            matrices = [load_matrix(p) if r is None else load_matrix(p)[r] for p, r in zip(files, kept)]
-            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
-            DenseIndex.build(matrix, id_list, **options).save(index_dir)
+        source = _npy_source(embeddings, rows)
+        if isinstance(source, np.ndarray):
+            DenseIndex.build(source, id_list, **options).save(index_dir)
             return DenseIndex.open(index_dir)
-        parts = [(Path(p), r) for p, r in zip(files, kept)]
-        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), options, memory_mb)
+        native = _native.DenseIndex.build_npy(source, id_list, Path(index_dir), options, memory_mb)
         return DenseIndex(native)
 
     def add(
         self,
-        embeddings: np.ndarray | PathLike,
+        embeddings: np.ndarray | PathLike | Sequence[PathLike],
         ids: Iterable[str],
         index_dir: PathLike,
         *,
+        rows: Sequence[Sequence[int] | None] | None = None,
         keep_rows: bool = True,
         memory_mb: int = 256,
         threads: int = 0,
         quiet: bool = False,
     ) -> DenseIndex:
-        """This index's vectors then ``embeddings`` (an array, or a ``.npy`` file read in chunks),
-        encoded with this index's codebook, written to ``index_dir`` (this index's own directory
-        is fine) and returned: the same index as building all the vectors at once with this codebook.
+        """This index's vectors then ``embeddings`` (an array, or ``.npy`` files read in chunks, with
+        ``rows`` as :meth:`build_file` takes them), encoded with this index's codebook, written to
+        ``index_dir`` (this index's own directory is fine) and returned: the same index as building
+        all the vectors at once with this codebook.
 
         ``keep_rows=False`` leaves this index's vectors out: a new index of ``embeddings`` encoded with
         this codebook (and IVF centroids), which can then be merged with this one (:meth:`merge`).
         """
-        return self._combined(
-            index_dir, [self] if keep_rows else [], embeddings, ids, memory_mb, threads, quiet
-        )
+        new: dict[str, Any] = {"ids": [i if isinstance(i, str) else str(i) for i in ids]}
+        if isinstance(embeddings, (str, os.PathLike)) or _all_paths(embeddings):
+            source = _npy_source(embeddings, rows)
+            new["npy" if isinstance(source, list) else "embeddings"] = source
+        elif rows is not None:
+            raise InvalidInputError("rows applies to .npy files, not to an array of embeddings")
+        else:
+            new["embeddings"] = as_matrix(embeddings, "embeddings")
+        return self._combined(index_dir, [self] if keep_rows else [], new, memory_mb, threads, quiet)
 
     @staticmethod
     def merge(
@@ -242,25 +269,19 @@ class DenseIndex(NativeIndex):
         with the same codebook (see :meth:`add` with ``keep_rows=False``); ids must be unique across them."""
         if not indexes:
             raise InvalidInputError("merge: give at least one index")
-        return indexes[0]._combined(index_dir, list(indexes), None, None, memory_mb, threads, True)
+        return indexes[0]._combined(index_dir, list(indexes), {}, memory_mb, threads, True)
 
     def _combined(
         self,
         index_dir: PathLike,
         indexes: list[DenseIndex],
-        embeddings: np.ndarray | PathLike | None,
-        ids: Iterable[str] | None,
+        new: dict[str, Any],
         memory_mb: int,
         threads: int,
         quiet: bool,
     ) -> DenseIndex:
-        new: dict[str, Any] = {}
-        if embeddings is not None:
-            new["ids"] = [i if isinstance(i, str) else str(i) for i in ids or []]
-            if isinstance(embeddings, (str, os.PathLike)):
-                new["npy"] = Path(embeddings)
-            else:
-                new["embeddings"] = as_matrix(embeddings, "embeddings")
+        """``indexes`` then the vectors ``new`` (``ids`` with ``embeddings`` or ``npy``) written with
+        this codebook to ``index_dir``."""
         native = self.native.write_combined(
             Path(index_dir),
             [i.native for i in indexes],

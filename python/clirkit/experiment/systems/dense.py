@@ -534,9 +534,8 @@ def build_shards(shards: list[Any], index_dir: Path, options: dict[str, Any], ct
     built as ``clirkit index dense --shards N [--ray]`` builds it: in threads, or as Ray tasks."""
     from clirkit.distributed.dense import build_sharded_dense
 
-    build_sharded_dense(
-        shards, index_dir, **index_build_options(options), threads=ctx.threads, ray=options["ray"]
-    )
+    build = {"memory_mb": options["memory_mb"], "threads": ctx.threads, "ray": options["ray"]}
+    build_sharded_dense(shards, index_dir, **index_build_options(options), **build)
 
 
 def search_dense(
