@@ -81,3 +81,26 @@ def test_bad_parts_are_refused(tmp_path, parts):
         split_parts([(given[0][0], given[0][1][:-1], None)], 2)
     with pytest.raises(InvalidInputError, match=r"b\.npy: 47 rows kept but 46 ids are given"):
         split_parts([(given[1][0], given[1][1][:-1], given[1][2])], 2)
+
+
+def test_shards_are_streamed_from_the_files_with_the_budget(tmp_path, parts, monkeypatch):
+    """No shard's rows are gathered into a matrix: each shard is encoded from the files a chunk at a
+    time, the ``memory_mb`` budget shared by the shards encoded at once."""
+    import clirkit.distributed.dense as sharded
+
+    def refused(self):
+        raise AssertionError(f"{self.npy}: rows gathered into a matrix")
+
+    budgets = []
+    real_add = DenseIndex.add
+
+    def add(self, embeddings, ids, index_dir, **kw):
+        budgets.append(kw["memory_mb"])
+        assert not isinstance(embeddings, np.ndarray)
+        return real_add(self, embeddings, ids, index_dir, **kw)
+
+    monkeypatch.setattr(sharded.EmbeddingRows, "matrix", refused)
+    monkeypatch.setattr(DenseIndex, "add", add)
+    given, ids = parts
+    build_sharded_dense(split_parts(given, 3), tmp_path / "exp", pq=4, memory_mb=10, threads=2)
+    assert budgets == [5, 5, 5]

@@ -69,6 +69,15 @@ class EmbeddingRows:
         at = self.start + positions
         return at if self.rows is None else self.rows[at]
 
+    def selection(self) -> Optional[Sequence[int]]:
+        """The file's rows, in order, as :meth:`clirkit.dense.DenseIndex.build_file` takes a file's
+        ``rows``: None for every row of the file."""
+        if self.rows is not None:
+            return self.rows[self.start : self.end]
+        if self.start == 0 and self.end == np.load(self.npy, mmap_mode="r").shape[0]:
+            return None
+        return range(self.start, self.end)
+
     def matrix(self) -> np.ndarray:
         """The rows as float32, read through a memory map (float16 converted)."""
         data = np.load(self.npy, mmap_mode="r")
@@ -150,16 +159,17 @@ def _add_shard(
     pieces: tuple[EmbeddingRows, ...],
     shard_dir: str,
     threads: int,
+    memory_mb: int,
     crash_once: str | None = None,
 ) -> int:
     """Encode one shard's rows with the codebook at ``codebook_dir`` into ``shard_dir`` (a Ray task,
-    or a plain call); returns its row count."""
+    or a plain call), streamed from the files about ``memory_mb`` MB at a time; returns its row count."""
     crash_if_marked(crash_once)
     codebook = DenseIndex.open(codebook_dir)
-    matrix = pieces[0].matrix() if len(pieces) == 1 else np.concatenate([p.matrix() for p in pieces])
+    files, rows = [p.npy for p in pieces], [p.selection() for p in pieces]
     ids = [i for p in pieces for i in p.ids]
-    shard = codebook.add(matrix, ids, shard_dir, keep_rows=False, threads=threads, quiet=True)
-    return shard.ntotal
+    grow = {"memory_mb": memory_mb, "threads": threads, "quiet": True}
+    return codebook.add(files, ids, shard_dir, rows=rows, keep_rows=False, **grow).ntotal
 
 
 def build_sharded_dense(
@@ -174,6 +184,7 @@ def build_sharded_dense(
     seed: int = 0,
     keep_vectors: bool = True,
     vector_dtype: str = "float32",
+    memory_mb: int = 256,
     threads: int = 0,
     ray: RayAddress = None,
     max_retries: int = 3,
@@ -183,8 +194,10 @@ def build_sharded_dense(
     another: :func:`split_parts`) into the sharded index ``index_dir`` (written atomically) and open
     it: the codebook (and IVF centroids) trained once on the rows the single index over all of them
     trains on, so that the sharded index searches as that index does; the shards encoded with it in
-    parallel. Options are those of :meth:`clirkit.dense.DenseIndex.build` (the shards keep their
-    vectors as ``vector_dtype`` says).
+    parallel, each streamed from the files as :meth:`clirkit.dense.DenseIndex.build_file` reads
+    them (``memory_mb`` for the chunks of the shards encoded at once here; of each Ray task). Options
+    are those of :meth:`clirkit.dense.DenseIndex.build` (the shards keep their vectors as
+    ``vector_dtype`` says).
 
     ``ray``: None or False adds the shards here, in threads; an address (or True for Ray's default)
     adds them as Ray tasks, each retried up to ``max_retries`` times if its worker dies.
@@ -213,11 +226,12 @@ def build_sharded_dense(
             with connected(ray) as ray_module:
                 cpus = min(float(threads or 1), cluster_cpus(ray_module))
                 task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_add_shard)
-                ray_module.get([task.remote(*job, task_threads(cpus), crash) for job in jobs])
+                ray_module.get([task.remote(*job, task_threads(cpus), memory_mb, crash) for job in jobs])
         else:
+            workers = min(len(jobs), worker_count(threads))
             each = max(1, worker_count(threads) // len(jobs))
-            with ThreadPoolExecutor(max_workers=min(len(jobs), worker_count(threads))) as pool:
-                list(pool.map(lambda job: _add_shard(*job, each, crash), jobs))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(lambda job: _add_shard(*job, each, memory_mb // workers, crash), jobs))
         build.finish()
     except BaseException:
         build.abort()

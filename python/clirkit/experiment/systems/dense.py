@@ -540,9 +540,8 @@ def build_shards(shards: list[Any], index_dir: Path, options: dict[str, Any], ct
     built as ``clirkit index dense --shards N [--ray]`` builds it: in threads, or as Ray tasks."""
     from clirkit.distributed.dense import build_sharded_dense
 
-    build_sharded_dense(
-        shards, index_dir, **index_build_options(options), threads=ctx.threads, ray=options["ray"]
-    )
+    build = {"memory_mb": options["memory_mb"], "threads": ctx.threads, "ray": options["ray"]}
+    build_sharded_dense(shards, index_dir, **index_build_options(options), **build)
 
 
 def search_dense(
@@ -564,7 +563,8 @@ def search_dense(
         from clirkit.dense import DenseIndex
 
         opened = DenseIndex.open(index_dir)
-        write_search_run(opened, queries, out, hits, TAG, task, maxp=maxp, threads=ctx.threads, **searching)
+        options = {"maxp": maxp, "threads": ctx.threads, "quiet": ctx.quiet, **searching}
+        write_search_run(opened, queries, out, hits, TAG, task, **options)
         return
     from clirkit.distributed.dense import ShardedDenseIndex
 
