@@ -18,6 +18,7 @@ __all__ = [
     "InternalError",
     "max_record_bytes",
     "InputStream",
+    "ProgressCounter",
     "set_max_record_bytes",
     "read_run",
     "write_run",
@@ -78,6 +79,15 @@ class IndexFormatError(ClirkitError): ...
 class UnknownLanguageError(ClirkitError): ...
 class InvalidInputError(ClirkitError): ...
 class InternalError(ClirkitError): ...
+
+# --- progress (a count the core adds to while a call runs; clirkit._progress.polled reads it) --
+@final
+class ProgressCounter:
+    def __new__(cls) -> ProgressCounter: ...
+    @property
+    def done(self) -> int: ...
+    @property
+    def total(self) -> int: ...
 
 # --- runs and qrels -------------------------------------------------------------------------
 def max_record_bytes() -> int: ...
@@ -455,6 +465,7 @@ class DenseIndex:
         nprobe: int = 1,
         refine: int = 0,
         threads: int = 0,
+        progress: ProgressCounter | None = None,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
     def search_run(
         self,
@@ -465,6 +476,7 @@ class DenseIndex:
         refine: int = 0,
         threads: int = 0,
         maxp: str | None = None,
+        progress: ProgressCounter | None = None,
     ) -> list[tuple[str, list[tuple[str, float]]]]: ...
     def search_trec(
         self,
@@ -477,6 +489,7 @@ class DenseIndex:
         refine: int = 0,
         threads: int = 0,
         maxp: str | None = None,
+        progress: ProgressCounter | None = None,
     ) -> None: ...
     def shortlist(
         self,
@@ -568,6 +581,7 @@ class MultiVectorIndex:
         ids: list[str],
         dir: os.PathLike[str] | str,
         options: Dict[str, Any],
+        progress: ProgressCounter | None = None,
     ) -> MultiVectorIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> MultiVectorIndex: ...
@@ -576,6 +590,7 @@ class MultiVectorIndex:
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
         options: MultiVectorSearchOptions,
+        progress: ProgressCounter | None = None,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
     def search_run(
         self,
@@ -586,6 +601,7 @@ class MultiVectorIndex:
         maxp: str | None = None,
         path: os.PathLike[str] | str | None = None,
         tag: str = "clirkit-multivector",
+        progress: ProgressCounter | None = None,
     ) -> list[tuple[str, list[tuple[str, float]]]] | None: ...
     def id(self, i: int) -> str: ...
     def find(self, id: str) -> int | None: ...
@@ -612,6 +628,7 @@ def maxsim_search(
     query_offsets: _npt.NDArray[_np.uint64],
     k: int = 1000,
     threads: int = 0,
+    progress: ProgressCounter | None = None,
 ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
 
 # --- passages (MaxP) --------------------------------------------------------------------------

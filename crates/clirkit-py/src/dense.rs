@@ -5,6 +5,7 @@ use crate::common::id_at;
 use crate::dense_sharded::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
+use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::dense::passages::DenseSearch;
 use clirkit_core::dense::source::{Concat, ConcatPart, NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions, VectorDtype};
@@ -41,19 +42,18 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
     Ok((data, dim))
 }
 
-/// The query matrix of a search and its options.
+/// The query matrix of a search and its options; `progress` counts the queries searched.
 fn search_input<'a>(
     queries: &'a PyReadonlyArray2<'_, f32>,
-    k: usize,
-    nprobe: usize,
-    refine: usize,
-    threads: usize,
+    (k, nprobe, refine, threads): (usize, usize, usize, usize),
+    progress: Option<&Bound<'_, PyProgressCounter>>,
 ) -> PyResult<((&'a [f32], usize), SearchOptions)> {
     let opts = SearchOptions {
         k,
         nprobe,
         refine,
         threads,
+        progress: progress_of(progress),
     };
     Ok((matrix(queries, "queries")?, opts))
 }
@@ -210,8 +210,10 @@ impl PyDenseIndex {
         py.detach_caught(|| self.inner.save(&dir)).py_err()
     }
 
-    /// (scores float32 (q, k), internal ids int64 (q, k)); missing hits are -inf / -1.
-    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0))]
+    /// (scores float32 (q, k), internal ids int64 (q, k)); missing hits are -inf / -1. `progress`
+    /// counts the queries searched.
+    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0, progress=None))]
+    #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
         py: Python<'py>,
@@ -220,8 +222,9 @@ impl PyDenseIndex {
         nprobe: usize,
         refine: usize,
         threads: usize,
+        progress: Option<&Bound<'py, PyProgressCounter>>,
     ) -> PyResult<Hits<'py>> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let hits = py
             .detach_caught(|| self.inner.search(data, dim, &opts))
             .py_err()?;
@@ -242,7 +245,7 @@ impl PyDenseIndex {
 
     /// Search and return the run as ordered (qid, [(docid, score), ...]) pairs; with `maxp` (the
     /// passage id separator) the run is of documents, `k` per query, aggregated by MaxP.
-    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0, maxp=None))]
+    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0, maxp=None, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_run(
         &self,
@@ -254,14 +257,15 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
         maxp: Option<&str>,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<PyRun> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.run()).py_err().map(run_to_py)
     }
 
     /// Search and write a TREC run file atomically (of documents with `maxp`, as `search_run`).
-    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0, maxp=None))]
+    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0, maxp=None, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_trec(
         &self,
@@ -275,8 +279,9 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
         maxp: Option<&str>,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<()> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.write_run(&path, tag, RUN_WINDOW))
             .py_err()
@@ -295,7 +300,7 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
     ) -> PyResult<(usize, bool, Shortlist<'py>)> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), None)?;
         let lists = py
             .detach_caught(|| self.inner.shortlist(data, dim, &opts))
             .py_err()?;

@@ -197,7 +197,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.ray is not None:
         raise InvalidInputError(f"--ray searches a sharded index; {args.index} is not one")
     index = DenseIndex.open(args.index)
-    search_options = ("k", "tag", "nprobe", "refine", "threads", "maxp", "separator")
+    search_options = ("k", "tag", "nprobe", "refine", "threads", "maxp", "separator", "quiet")
     index.search_trec(queries, qids, args.output, **picked(args, *search_options))
     by_maxp = " documents by MaxP" if args.maxp else ""
     return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)

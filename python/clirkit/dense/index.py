@@ -24,6 +24,7 @@ import numpy as np
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
+from clirkit._progress import searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix, load_matrix, npy_header
@@ -309,17 +310,20 @@ class DenseIndex(NativeIndex):
         nprobe: int = 1,
         refine: int | None = None,
         threads: int = 0,
+        quiet: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` per query: (scores float32 (q, k), internal ids int64 (q, k), -1 padded).
 
         ``nprobe``: IVF lists scanned per query. ``refine``: re-score this many PQ candidates
         exactly with the stored vectors; ``None`` (default) re-scores the top ``k`` when the index
         stores vectors (as FAISS's ``PQ...,RFlat`` with k_factor 1) and uses PQ scores otherwise;
-        ``0`` always returns PQ scores.
+        ``0`` always returns PQ scores. A progress bar of the queries searched is drawn on stderr
+        when it is a terminal, unless ``quiet``.
         """
-        return self.native.search(
-            as_matrix(queries, "queries"), k, nprobe, self._refine_depth(k, refine), checked_threads(threads)
-        )
+        matrix = as_matrix(queries, "queries")
+        depth, threads = self._refine_depth(k, refine), checked_threads(threads)
+        with searching(len(matrix), quiet) as progress:
+            return self.native.search(matrix, k, nprobe, depth, threads, progress=progress)
 
     def _refine_depth(self, k: int, refine: int | None) -> int:
         """The shortlist re-scored exactly: ``refine`` as given, or ``k`` by default on a PQ index
@@ -329,13 +333,12 @@ class DenseIndex(NativeIndex):
             return refine
         return k if self.kind != "flat" and self.native.has_vectors else 0
 
-    def _search_options(self, k: int, options: dict[str, Any]) -> dict[str, Any]:
-        """The keyword options of :meth:`search` as the native search takes them."""
-        return {
-            **options,
-            "refine": self._refine_depth(k, options.get("refine")),
-            "threads": checked_threads(options.get("threads", 0)),
-        }
+    def _search_options(self, k: int, options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The keyword options of :meth:`search` as the native search takes them, and ``quiet``."""
+        native = {key: value for key, value in options.items() if key != "quiet"}
+        native["refine"] = self._refine_depth(k, options.get("refine"))
+        native["threads"] = checked_threads(options.get("threads", 0))
+        return native, bool(options.get("quiet", False))
 
     def search_run(
         self,
@@ -353,12 +356,14 @@ class DenseIndex(NativeIndex):
         writes them; ``separator`` splits them at its last occurrence) and returns ``k`` documents per
         query, each scored by its best passage: passages are fetched until ``k`` documents are certain or
         the index runs out (on a flat index, exactly what searching every passage and then
-        :func:`clirkit.encoders.passages.maxp` give).
+        :func:`clirkit.encoders.passages.maxp` give); the progress bar counts the first fetch.
         """
-        kw = self._search_options(k, kw)
-        pairs = self.native.search_run(
-            as_matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
-        )
+        kw, quiet = self._search_options(k, kw)
+        matrix = as_matrix(queries, "queries")
+        with searching(len(matrix), quiet) as progress:
+            pairs = self.native.search_run(
+                matrix, list(qids), k, maxp=separator if maxp else None, progress=progress, **kw
+            )
         return run_dict(pairs)
 
     def search_trec(
@@ -374,16 +379,19 @@ class DenseIndex(NativeIndex):
         **kw: Any,
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
-        kw = self._search_options(k, kw)
-        self.native.search_trec(
-            as_matrix(queries, "queries"),
-            list(qids),
-            Path(path),
-            k,
-            tag,
-            maxp=separator if maxp else None,
-            **kw,
-        )
+        kw, quiet = self._search_options(k, kw)
+        matrix = as_matrix(queries, "queries")
+        with searching(len(matrix), quiet) as progress:
+            self.native.search_trec(
+                matrix,
+                list(qids),
+                Path(path),
+                k,
+                tag,
+                maxp=separator if maxp else None,
+                progress=progress,
+                **kw,
+            )
 
     metric = NativeValue(str)
     kind = NativeValue(str, "``flat``, ``pq{M}x{nbits}`` or ``ivf{NLIST},pq{M}x{nbits}``.")

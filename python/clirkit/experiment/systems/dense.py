@@ -567,7 +567,8 @@ def search_dense(
         from clirkit.dense import DenseIndex
 
         opened = DenseIndex.open(index_dir)
-        write_search_run(opened, queries, out, hits, TAG, task, maxp=maxp, threads=ctx.threads, **searching)
+        options = {"maxp": maxp, "threads": ctx.threads, "quiet": ctx.quiet, **searching}
+        write_search_run(opened, queries, out, hits, TAG, task, **options)
         return
     from clirkit.distributed.dense import ShardedDenseIndex
 
