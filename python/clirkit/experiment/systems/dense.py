@@ -424,6 +424,17 @@ class DenseKind:
         )
 
 
+def read_shard_options(r: Any) -> dict[str, Any]:
+    """``shards`` and ``ray`` of a system whose index can be sharded (``clirkit index KIND --shards N
+    [--ray]``, ``clirkit search KIND [--ray]``), checked."""
+    options = {"shards": r.positive("shards"), "ray": r.get("ray", (bool, str), False) or None}
+    if isinstance(options["ray"], str) and not options["ray"].strip():
+        raise r.error("ray", 'must be true or a cluster address ("auto", "ray://head:10001")')
+    if options["ray"] is not None and options["shards"] is None:
+        raise r.error("ray", "builds and searches a sharded index: give shards = N")
+    return options
+
+
 def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
     """``pq``, :data:`INDEX_KEYS` and ``nprobe``, checked as ``clirkit index/search dense`` checks them."""
     pq = r.positive("pq")
@@ -438,15 +449,10 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
         "nprobe": r.positive("nprobe", 1),
         # clirkit index dense --shards N [--ray], clirkit search dense [--ray]
-        "shards": r.positive("shards"),
-        "ray": r.get("ray", (bool, str), False) or None,
+        **read_shard_options(r),
         # clirkit index dense --memory-mb: rows read at a time (the index is the same for any)
         "memory_mb": r.positive("memory_mb", 256, allow_zero=True),
     }
-    if isinstance(options["ray"], str) and not options["ray"].strip():
-        raise r.error("ray", 'must be true or a cluster address ("auto", "ray://head:10001")')
-    if options["ray"] is not None and options["shards"] is None:
-        raise r.error("ray", "builds and searches a sharded index: give shards = N")
     if options["nbits"] not in (4, 8):
         raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
     if options["seed"] >= 2**64:
