@@ -296,7 +296,7 @@ class ApproximateImpactIndex:
         seed: int,
         k: int,
         threads: int,
-    ) -> Tuple[int, int]: ...
+    ) -> str: ...
 
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Any, Sequence, Union  # noqa: E402

@@ -115,13 +115,15 @@ def _add_approximate_options(s: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--target-accuracy",
         type=_target,
-        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on "
-        "--calibration-sample queries (re-run exactly) reaches this",
+        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on all queries "
+        "reaches this with 95%% confidence, judged on --calibration-sample of them (re-run exactly): "
+        "the lower confidence bound of the sample's mean must reach it",
     )
     g.add_argument(
         "--calibration-sample",
         type=positive_int,
-        help="queries re-run exactly to choose settings for --target-accuracy (default 50)",
+        help="queries re-run exactly to choose settings for --target-accuracy (default 50; more gives a "
+        "tighter bound, so cheaper settings; all queries make the bound their exact mean)",
     )
     g.add_argument(
         "--audit",
@@ -172,8 +174,9 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
 
     approx = index.approximate(postings_per_term=args.postings_per_term, threads=args.threads)
     settings = ApproximateSettings(query_terms=args.query_terms, candidates=args.candidates)
+    calibration = None
     if args.target_accuracy is not None:
-        settings = approx.calibrate(
+        calibration = approx.calibrate(
             queries,
             args.target_accuracy,
             sample=args.calibration_sample,
@@ -181,12 +184,9 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
             k=args.k,
             threads=args.threads,
         )
-        if not args.quiet:
-            print(
-                f"calibrated for Accuracy@10 {args.target_accuracy}: query terms {settings.query_terms or 'all'}, "
-                f"candidates {settings.candidates}",
-                file=sys.stderr,
-            )
+        settings = calibration.settings
+        if not args.quiet or not calibration.reached:
+            print(calibration.summary(), file=sys.stderr)
     searched = approx.search_file_to_trec(
         queries, args.output, args.k, tag=args.tag, settings=settings, threads=args.threads, quiet=args.quiet
     )
@@ -197,6 +197,7 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
         data = {
             "postings_per_term": args.postings_per_term,
             "target_accuracy": args.target_accuracy,
+            "calibration": None if calibration is None else calibration.to_dict(),
             **report.to_dict(),
         }
         write_json_atomic(f"{args.output}.audit.json", data, indent=1)
