@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 from pathlib import Path
 
 import pytest
@@ -40,9 +41,45 @@ def bm25_system(name: str, **params: float) -> str:
     return "\n".join([f"[systems.{name}]", 'kind = "bm25"', *settings, 'fields = ["text"]']) + "\n"
 
 
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, so progress bars draw on it (``clirkit._progress``)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run_experiment(tmp_path: Path, head: str, systems: str, name: str = "exp"):
+    """Runs the experiment file ``tmp_path/NAME.toml`` (``head``, ``systems``, nDCG@10; paths relative to
+    ``tmp_path``) with its store in ``tmp_path/work``, quietly; returns the :class:`Experiment`."""
+    from clirkit.experiment import Experiment
+
+    path = tmp_path / f"{name}.toml"
+    path.write_text(head + systems + '\n[evaluation]\nmeasures = ["nDCG@10"]\n', encoding="utf-8")
+    exp = Experiment(path, tmp_path / "work", quiet=True)
+    exp.run(log=io.StringIO())
+    return exp
+
+
 def search_command(kind: str, index: Path, queries: Path, output: Path) -> list[str]:
     """The ``cli`` arguments of ``clirkit search KIND``: INDEX searched for QUERIES into the run OUTPUT."""
     return ["search", kind, "--index", str(index), "--queries", str(queries), "--output", str(output)]
+
+
+def check_search_bar_unless_quiet(command: list[str], output: Path, monkeypatch, drawn: str) -> None:
+    """Runs the ``cli`` search ``command`` (writing ``output``) on a terminal, then again with
+    ``--quiet``: the bar's text ``drawn`` shows only the first time, and both runs are the same."""
+    import sys
+
+    from clirkit.cli import main as cli
+
+    runs = []
+    for quiet in (False, True):
+        terminal = Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert cli([*command, *(["--quiet"] if quiet else [])]) == 0
+        assert (drawn in terminal.getvalue()) is not quiet
+        runs.append(output.read_bytes())
+    assert runs[0] == runs[1]
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from typing import Dict, List, Optional, Tuple, Union, final
 
 __all__ = [
     "__version__",
-    "ShardedBm25Build",
+    "ShardedIndexBuild",
     "split_corpus",
     "sharded_index_kind",
     "read_bm25_queries",
@@ -18,6 +18,7 @@ __all__ = [
     "InternalError",
     "max_record_bytes",
     "InputStream",
+    "ProgressCounter",
     "set_max_record_bytes",
     "read_run",
     "write_run",
@@ -34,6 +35,9 @@ __all__ = [
     "SearchResults",
     "ImpactIndex",
     "ApproximateImpactIndex",
+    "read_impact_queries",
+    "audit_sample",
+    "audit_shard_hits",
     "NativeRun",
     "FUSION_METHODS",
     "NORMALIZATIONS",
@@ -78,6 +82,15 @@ class IndexFormatError(ClirkitError): ...
 class UnknownLanguageError(ClirkitError): ...
 class InvalidInputError(ClirkitError): ...
 class InternalError(ClirkitError): ...
+
+# --- progress (a count the core adds to while a call runs; clirkit._progress.polled reads it) --
+@final
+class ProgressCounter:
+    def __new__(cls) -> ProgressCounter: ...
+    @property
+    def done(self) -> int: ...
+    @property
+    def total(self) -> int: ...
 
 # --- runs and qrels -------------------------------------------------------------------------
 def max_record_bytes() -> int: ...
@@ -209,9 +222,12 @@ class ImpactIndex:
         threads: int = 0,
         quiet: bool = False,
         memory_budget_mb: int = 1024,
+        range: Optional[Tuple[int, int, int]] = None,
     ) -> ImpactIndex: ...
     @staticmethod
     def open(index: str) -> ImpactIndex: ...
+    @staticmethod
+    def open_shard(index: str, shard: int) -> ImpactIndex: ...
     @property
     def num_docs(self) -> int: ...
     @property
@@ -297,6 +313,15 @@ class ApproximateImpactIndex:
         k: int,
         threads: int,
     ) -> str: ...
+
+def read_impact_queries(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
+def audit_sample(count: int, n: int, seed: int) -> List[int]: ...
+def audit_shard_hits(
+    parts: Tuple[List[bytes], List[bytes]],
+    qids: List[str],
+    sample: Tuple[int, int, int],
+    settings: Tuple[int, int],
+) -> str: ...
 
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Any, Sequence, Union  # noqa: E402
@@ -438,7 +463,7 @@ class DenseIndex:
         indexes: list[DenseIndex],
         ids: list[str] | None = None,
         embeddings: _npt.NDArray[_np.float32] | None = None,
-        npy: os.PathLike[str] | str | None = None,
+        npy: list[tuple[os.PathLike[str] | str, Sequence[int] | None]] | None = None,
         memory_mb: int = 256,
         threads: int = 0,
         quiet: bool = False,
@@ -455,6 +480,7 @@ class DenseIndex:
         nprobe: int = 1,
         refine: int = 0,
         threads: int = 0,
+        progress: ProgressCounter | None = None,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
     def search_run(
         self,
@@ -465,6 +491,7 @@ class DenseIndex:
         refine: int = 0,
         threads: int = 0,
         maxp: str | None = None,
+        progress: ProgressCounter | None = None,
     ) -> list[tuple[str, list[tuple[str, float]]]]: ...
     def search_trec(
         self,
@@ -477,6 +504,7 @@ class DenseIndex:
         refine: int = 0,
         threads: int = 0,
         maxp: str | None = None,
+        progress: ProgressCounter | None = None,
     ) -> None: ...
     def shortlist(
         self,
@@ -568,6 +596,7 @@ class MultiVectorIndex:
         ids: list[str],
         dir: os.PathLike[str] | str,
         options: Dict[str, Any],
+        progress: ProgressCounter | None = None,
     ) -> MultiVectorIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> MultiVectorIndex: ...
@@ -576,6 +605,7 @@ class MultiVectorIndex:
         tokens: _npt.NDArray[_np.float32],
         offsets: _npt.NDArray[_np.uint64],
         options: MultiVectorSearchOptions,
+        progress: ProgressCounter | None = None,
     ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
     def search_run(
         self,
@@ -586,6 +616,7 @@ class MultiVectorIndex:
         maxp: str | None = None,
         path: os.PathLike[str] | str | None = None,
         tag: str = "clirkit-multivector",
+        progress: ProgressCounter | None = None,
     ) -> list[tuple[str, list[tuple[str, float]]]] | None: ...
     def id(self, i: int) -> str: ...
     def find(self, id: str) -> int | None: ...
@@ -612,6 +643,7 @@ def maxsim_search(
     query_offsets: _npt.NDArray[_np.uint64],
     k: int = 1000,
     threads: int = 0,
+    progress: ProgressCounter | None = None,
 ) -> tuple[_npt.NDArray[_np.float32], _npt.NDArray[_np.int64]]: ...
 
 # --- passages (MaxP) --------------------------------------------------------------------------
@@ -631,8 +663,10 @@ def merge_shard_hits(
 ) -> Optional[Dict[str, List[Tuple[str, float]]]]: ...
 
 @final
-class ShardedBm25Build:
-    def __new__(cls, index: str, shards: int) -> ShardedBm25Build: ...
+class ShardedIndexBuild:
+    def __new__(cls, kind: str, index: str, shards: int) -> ShardedIndexBuild: ...
+    @property
+    def kind(self) -> str: ...
     @property
     def shards(self) -> int: ...
     def shard_dir(self, i: int) -> os.PathLike[str]: ...

@@ -2,21 +2,26 @@
 ``label [elapsed] bar done/total unit (rate/s, eta …)`` on one line of stderr, redrawn at most five
 times a second, drawn only when the stream is a terminal and the caller is not quiet, so logs, pipes
 and CI output stay clean. Encoding (:mod:`clirkit.encoders.resumable`), listwise and pointwise
-reranking (:mod:`clirkit.rerank`) and an experiment's stages use it.
+reranking (:mod:`clirkit.rerank`), dense and multi-vector search and an experiment's stages use it.
 
 Work done deep inside a call (the batches an encoder runs for ``encode_queries``) advances the bar its
-caller made current with :func:`counting`, so no encoder signature carries a bar."""
+caller made current with :func:`counting`, so no encoder signature carries a bar. Work done in the Rust
+core with the GIL released (a dense or multi-vector search) adds to a native counter that
+:func:`polled` reads from a thread of its own while the call runs."""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
 WIDTH = 30
+#: Seconds between redraws of a bar, and between reads of a native counter (:func:`polled`).
+REDRAW_SECONDS = 0.2
 
 
 def duration(seconds: float) -> str:
@@ -53,7 +58,7 @@ class ProgressBar:
         if self.first is None:
             self.first = (now, self.done)
         self.done, self.note = done, note
-        if self.enabled and (now - self.shown >= 0.2 or done >= self.total):
+        if self.enabled and (now - self.shown >= REDRAW_SECONDS or done >= self.total):
             self.shown = now
             self.stream.write("\r" + self.line(now))
             if done >= self.total:
@@ -104,3 +109,51 @@ def advance_current(n: int) -> None:
     bar = _CURRENT.get()
     if bar is not None:
         bar.advance(n)
+
+
+@contextmanager
+def polled(
+    total: Optional[int], label: str, unit: str, enabled: bool = True, stream: Optional[TextIO] = None
+) -> Iterator[Optional[Any]]:
+    """A bar over ``total`` units for one native call that runs with the GIL released: yields the
+    ``_native.ProgressCounter`` to pass to the call, which the core adds to as it works, and reads it
+    from a thread of its own every :data:`REDRAW_SECONDS` while the block runs. With ``total`` None
+    the core states the total (``counter.total``; a build, once it knows its sizes) and the bar is
+    drawn from then on. Yields ``None`` when the bar would not be drawn (``enabled`` false, or the
+    stream not a terminal), so a quiet call counts nothing and starts no thread."""
+    bar = ProgressBar(1 if total is None else total, label, unit, enabled=enabled, stream=stream)
+    if not bar.enabled or bar.total == 0:
+        yield None
+        return
+    from clirkit import _native
+
+    counter = _native.ProgressCounter()
+    stop = threading.Event()
+
+    def show() -> None:
+        if total is None:
+            if not counter.total:
+                return
+            bar.total = counter.total
+        bar.update(counter.done)
+
+    def draw() -> None:
+        while not stop.wait(REDRAW_SECONDS):
+            show()
+
+    if total is not None:
+        bar.update(0)  # drawn at once, and the rate counts from the start
+    thread = threading.Thread(target=draw, name="clirkit-progress", daemon=True)
+    thread.start()
+    try:
+        yield counter
+    finally:
+        stop.set()
+        thread.join()
+        show()
+        bar.close()
+
+
+def searching(queries: int, quiet: bool) -> Any:
+    """:func:`polled` for a search of ``queries`` queries (dense, multi-vector)."""
+    return polled(queries, "searching", "queries", enabled=not quiet)

@@ -270,7 +270,8 @@ class Calibration:
 Queries = Union[PathLike, VectorQueries]
 
 
-def _native_queries(queries: Queries) -> Union[str, list[tuple[str, list[tuple[str, float]]]]]:
+def native_queries(queries: Queries) -> Union[str, list[tuple[str, list[tuple[str, float]]]]]:
+    """Queries as the native searches take them: a file's path, or ``(qid, [(term, weight)])`` pairs."""
     if isinstance(queries, (str, os.PathLike)):
         return os.fspath(queries)
     items = queries.items() if isinstance(queries, Mapping) else queries
@@ -307,7 +308,7 @@ class ApproximateImpactIndex:
         """Search a queries file (as :meth:`ImpactIndex.search_file` reads it) or ``{qid: vector}`` in
         parallel (results independent of ``threads``)."""
         native = self.native.batch_search(
-            _native_queries(queries), k, settings._native(), checked_threads(threads), quiet
+            native_queries(queries), k, settings._native(), checked_threads(threads), quiet
         )
         return SearchResults(native, RUN_TAG)
 
@@ -348,7 +349,7 @@ class ApproximateImpactIndex:
         number) exactly and compare each exact top 10 with the approximate search's top 10 at depth ``k``
         (what a run of depth ``k`` holds)."""
         text = self.native.audit(
-            _native_queries(queries),
+            native_queries(queries),
             checked_int("n", n, 1, 2**63 - 1),
             checked_int("seed", seed, 0, 2**64 - 1),
             k,
@@ -375,7 +376,7 @@ class ApproximateImpactIndex:
         setting's bound reaches the target, those of highest bound (``reached`` false; audit the run to
         see the accuracy reached)."""
         text = self.native.calibrate(
-            _native_queries(queries),
+            native_queries(queries),
             float(target_accuracy),
             checked_int("sample", sample, 1, 2**63 - 1),
             checked_int("seed", seed, 0, 2**64 - 1),

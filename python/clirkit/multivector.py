@@ -28,6 +28,7 @@ from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
+from clirkit._progress import polled, searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 from clirkit.dense.index import NativeIndex, run_dict
@@ -51,11 +52,17 @@ def _tokens(tokens: Any, offsets: Any, what: str) -> tuple[np.ndarray, np.ndarra
     return np.ascontiguousarray(arr, dtype=np.float32), np.ascontiguousarray(off, dtype=np.uint64)
 
 
-def _search_options(k: int, options: dict[str, Any]) -> Any:
-    """The native search options, every count checked first (a clean error naming it)."""
+def _search_options(k: int, options: dict[str, Any]) -> tuple[Any, bool]:
+    """The native search options, every count checked first (a clean error naming it), and ``quiet``."""
     for name in ("ncells", "ndocs", "rerank"):
         checked_int(name, options.get(name))
-    return _native.MultiVectorSearchOptions(checked_int("k", k), **options)
+    native = {key: value for key, value in options.items() if key != "quiet"}
+    return _native.MultiVectorSearchOptions(checked_int("k", k), **native), bool(options.get("quiet", False))
+
+
+def _queries(offsets: np.ndarray) -> int:
+    """How many items ``offsets`` delimit."""
+    return max(len(offsets) - 1, 0)
 
 
 def maxsim_search(
@@ -66,12 +73,15 @@ def maxsim_search(
     k: int = 1000,
     *,
     threads: int = 0,
+    quiet: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact MaxSim of every query against every document, without an index: (scores float32 (q, k),
-    document numbers int64 (q, k)), -inf / -1 padded."""
+    document numbers int64 (q, k)), -inf / -1 padded; a progress bar of the queries searched is drawn
+    on stderr when it is a terminal, unless ``quiet``."""
     d, do = _tokens(doc_tokens, doc_offsets, "documents")
     q, qo = _tokens(query_tokens, query_offsets, "queries")
-    return _native.maxsim_search(d, do, q, qo, k, threads)
+    with searching(_queries(qo), quiet) as progress:
+        return _native.maxsim_search(d, do, q, qo, k, threads, progress=progress)
 
 
 class MultiVectorIndex(NativeIndex):
@@ -91,26 +101,26 @@ class MultiVectorIndex(NativeIndex):
         seed: int = 0,
         threads: int = 0,
         keep_vectors: bool = False,
+        quiet: bool = False,
     ) -> MultiVectorIndex:
         """Index token matrices (one item per document or passage, named by ``ids``) into ``dir``
         (written atomically) and open it. ``centroids`` defaults to the largest power of two at most
-        4·√tokens; ``kmeans_sample`` to 64 tokens per centroid."""
+        4·√tokens; ``kmeans_sample`` to 64 tokens per centroid. A progress bar of the token
+        assignments to centroids (the k-means passes over the sample, then every token) is drawn on
+        stderr when it is a terminal, unless ``quiet``."""
         data, off = _tokens(tokens, offsets, "documents")
-        native = _native.MultiVectorIndex.build(
-            data,
-            off,
-            [i if isinstance(i, str) else str(i) for i in ids],
-            Path(dir),
-            {
-                "nbits": checked_int("nbits", nbits),
-                "centroids": checked_int("centroids", centroids),
-                "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
-                "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
-                "seed": checked_int("seed", seed, 0, 2**64 - 1),
-                "threads": checked_threads(threads),
-                "keep_vectors": keep_vectors,
-            },
-        )
+        options = {
+            "nbits": checked_int("nbits", nbits),
+            "centroids": checked_int("centroids", centroids),
+            "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
+            "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
+            "seed": checked_int("seed", seed, 0, 2**64 - 1),
+            "threads": checked_threads(threads),
+            "keep_vectors": keep_vectors,
+        }
+        id_list = [i if isinstance(i, str) else str(i) for i in ids]
+        with polled(None, "indexing", "tokens assigned", enabled=not quiet) as progress:
+            native = _native.MultiVectorIndex.build(data, off, id_list, Path(dir), options, progress=progress)
         return MultiVectorIndex(native)
 
     @staticmethod
@@ -124,10 +134,13 @@ class MultiVectorIndex(NativeIndex):
         """Top-``k`` per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
 
         Options: ``ncells``, ``centroid_score_threshold`` (``float("-inf")``: no pruning), ``ndocs``,
-        ``rerank``, ``refine``, ``exact``, ``threads``.
+        ``rerank``, ``refine``, ``exact``, ``threads``, and ``quiet`` (no progress bar; one is drawn
+        on stderr when it is a terminal).
         """
         q, qo = _tokens(tokens, offsets, "queries")
-        return self.native.search(q, qo, _search_options(k, options))
+        native, quiet = _search_options(k, options)
+        with searching(_queries(qo), quiet) as progress:
+            return self.native.search(q, qo, native, progress=progress)
 
     def search_run(
         self,
@@ -144,8 +157,11 @@ class MultiVectorIndex(NativeIndex):
         gets ``k`` documents scored by their best passage among those scored (every passage with
         ``exact``). Options as :meth:`search`."""
         q, qo = _tokens(tokens, offsets, "queries")
-        searching = _search_options(k, options)
-        pairs = self.native.search_run(q, qo, list(qids), searching, maxp=separator if maxp else None)
+        native, quiet = _search_options(k, options)
+        with searching(_queries(qo), quiet) as progress:
+            pairs = self.native.search_run(
+                q, qo, list(qids), native, maxp=separator if maxp else None, progress=progress
+            )
         return run_dict(pairs)
 
     def search_trec(
@@ -163,10 +179,18 @@ class MultiVectorIndex(NativeIndex):
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
         q, qo = _tokens(tokens, offsets, "queries")
-        searching = _search_options(k, options)
-        self.native.search_run(
-            q, qo, list(qids), searching, maxp=separator if maxp else None, path=Path(path), tag=tag
-        )
+        native, quiet = _search_options(k, options)
+        with searching(_queries(qo), quiet) as progress:
+            self.native.search_run(
+                q,
+                qo,
+                list(qids),
+                native,
+                maxp=separator if maxp else None,
+                path=Path(path),
+                tag=tag,
+                progress=progress,
+            )
 
     ndocs = NativeValue(int)
     ntokens = NativeValue(int)

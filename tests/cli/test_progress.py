@@ -8,11 +8,7 @@ import sys
 
 from clirkit._progress import ProgressBar, duration
 from clirkit.rerank import CallableScorer, rerank_pointwise
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+from conftest import Terminal
 
 
 def test_a_bar_shows_counts_rate_and_eta_on_a_terminal_only():

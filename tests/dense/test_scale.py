@@ -42,6 +42,27 @@ def test_streamed_build_equals_in_memory_build(tmp_path, dtype):
         assert files(tmp_path / "memory") == files(tmp_path / "streamed")
 
 
+def test_add_streams_several_files_and_row_selections(tmp_path):
+    """``add`` of ``.npy`` files with ``rows`` (as ``build_file`` takes them) writes what ``add`` of the
+    matrix of those rows writes; a file that cannot be streamed (float64) is read into memory."""
+    x = clustered(400, 16, 4)
+    np.save(tmp_path / "a.npy", x[:150].astype(np.float16))
+    np.save(tmp_path / "b.npy", x[150:])
+    np.save(tmp_path / "b64.npy", x[150:].astype(np.float64))
+    kept = [n for n in range(250) if n % 4]
+    ids = [f"a{n}" for n in range(10, 150)] + [f"b{n}" for n in kept]
+    codebook = DenseIndex.build(x, [f"x{i}" for i in range(len(x))], pq=8, ivf=3, train_size=300, seed=1)
+    matrix = np.concatenate([x[10:150].astype(np.float16).astype(np.float32), x[150:][kept]])
+    codebook.add(matrix, ids, tmp_path / "memory", keep_rows=False)
+    for b in ("b.npy", "b64.npy"):
+        out = tmp_path / f"streamed-{b}"
+        parts = [tmp_path / "a.npy", tmp_path / b]
+        added = codebook.add(parts, ids, out, rows=[range(10, 150), kept], keep_rows=False, memory_mb=0)
+        assert added.ntotal == len(ids) and files(out) == files(tmp_path / "memory"), b
+    with pytest.raises(InvalidInputError, match="rows applies to .npy files"):
+        codebook.add(matrix, ids, tmp_path / "bad", rows=[None])
+
+
 def test_cli_append_and_merge_equal_one_build_with_the_same_codebook(tmp_path):
     x = clustered(500, 16, 1)
     q = clustered(7, 16, 2)

@@ -3,7 +3,6 @@ so an experiment's query-encoding stages show counts and an ETA on a terminal an
 
 from __future__ import annotations
 
-import io
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,11 +10,7 @@ import pytest
 from clirkit._progress import ProgressBar, counting
 from clirkit.encoders.tokenization import map_batches
 from clirkit.experiment.systems.dense import encode_task_queries
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+from conftest import Terminal
 
 
 @pytest.mark.parametrize("workers", [1, 3])

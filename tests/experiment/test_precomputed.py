@@ -6,7 +6,6 @@ files' content; bad keys are errors naming them."""
 from __future__ import annotations
 
 import gzip
-import io
 import json
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from clirkit.cli import main as cli
 from clirkit.experiment import Experiment
 from clirkit.experiment.toml_source import ExperimentError
-from conftest import SAMPLE, sample_experiment_head
+from conftest import SAMPLE, run_experiment, sample_experiment_head
 
 
 def _records(name: str) -> list[dict]:
@@ -39,15 +38,6 @@ def _subset(prefix: Path, out: Path, keep) -> None:
     rows = [n for n, i in enumerate(ids) if keep(i)]
     np.save(f"{out}.npy", np.load(f"{prefix}.npy")[rows])
     Path(f"{out}.ids.txt").write_text("".join(ids[n] + "\n" for n in rows), encoding="utf-8")
-
-
-def _experiment(tmp_path: Path, head: str, systems: str, name: str = "exp") -> Experiment:
-    """Runs the experiment file ``tmp_path/NAME.toml`` (paths relative to ``tmp_path``)."""
-    path = tmp_path / f"{name}.toml"
-    path.write_text(head + systems + '\n[evaluation]\nmeasures = ["nDCG@10"]\n', encoding="utf-8")
-    exp = Experiment(path, tmp_path / "work", quiet=True)
-    exp.run(log=io.StringIO())
-    return exp
 
 
 def _mono_head(name: str, langs) -> str:
@@ -86,14 +76,14 @@ def test_dense_embeddings_equal_the_cli_in_place_and_by_language(tmp_path):
     _write_embeddings(tmp_path / "emb", [d["_id"] for d in DOCS], rng)
     _write_embeddings(tmp_path / "q", [q["_id"] for q in QUERIES], rng)
     # every document, the English questions: the embeddings read in place, the queries' rows kept
-    exp = _experiment(tmp_path, sample_experiment_head("pre", ["en"]), DENSE)
+    exp = run_experiment(tmp_path, sample_experiment_head("pre", ["en"]), DENSE)
     _subset(tmp_path / "q", tmp_path / "q-en", lambda i: _lang(i) == "en")
     expected = _dense_cli(tmp_path, tmp_path / "emb", tmp_path / "q-en", "all")
     assert (exp.plan.runs["dense"]["mlir/en"].output / "run.trec").read_bytes() == expected
     index = next(s for s in exp.plan.stages if s.kind == "dense-index")
     assert "docs" not in index.identity  # keyed by the embeddings alone
     # a language's documents: the rows of its documents, streamed from the same file
-    exp = _experiment(tmp_path, _mono_head("pre", ["de"]), DENSE, "mono")
+    exp = run_experiment(tmp_path, _mono_head("pre", ["de"]), DENSE, "mono")
     _subset(tmp_path / "emb", tmp_path / "emb-de", lambda i: _lang(i) == "de")
     _subset(tmp_path / "q", tmp_path / "q-de", lambda i: _lang(i) == "de")
     expected = _dense_cli(tmp_path, tmp_path / "emb-de", tmp_path / "q-de", "de")
@@ -104,7 +94,7 @@ def test_dense_stages_follow_the_files_content(tmp_path):
     rng = np.random.default_rng(3)
     _write_embeddings(tmp_path / "emb", [d["_id"] for d in DOCS], rng)
     _write_embeddings(tmp_path / "q", [q["_id"] for q in QUERIES], rng)
-    _experiment(tmp_path, sample_experiment_head("pre", ["en"]), DENSE)
+    run_experiment(tmp_path, sample_experiment_head("pre", ["en"]), DENSE)
     again = Experiment(tmp_path / "exp.toml", tmp_path / "work", quiet=True)
     assert again.plan.counts() == (len(again.plan.stages), 0)
     _write_embeddings(tmp_path / "q", [q["_id"] for q in QUERIES], rng)  # new query vectors
@@ -121,17 +111,17 @@ def test_dense_table_by_language_and_missing_queries(tmp_path):
     _write_embeddings(tmp_path / "q", [q["_id"] for q in QUERIES], rng)
     _subset(tmp_path / "q", tmp_path / "q-de", lambda i: _lang(i) == "de")
     table = DENSE.replace('query_embeddings = "q"', 'query_embeddings = { de = "q-de" }')
-    exp = _experiment(tmp_path, sample_experiment_head("pre", ["de"]), table)
+    exp = run_experiment(tmp_path, sample_experiment_head("pre", ["de"]), table)
     expected = _dense_cli(tmp_path, tmp_path / "emb", tmp_path / "q-de", "de-all")
     assert (exp.plan.runs["dense"]["mlir/de"].output / "run.trec").read_bytes() == expected
     with pytest.raises(
         ExperimentError, match=r"query_embeddings: task mlir/en asks queries in en; entries: de"
     ):
-        _experiment(tmp_path, sample_experiment_head("pre", ["en"]), table, "en")
+        run_experiment(tmp_path, sample_experiment_head("pre", ["en"]), table, "en")
     _subset(tmp_path / "q", tmp_path / "q-few", lambda i: _lang(i) == "en" and not i.startswith("5"))
     few = DENSE.replace('"q"', '"q-few"')
     with pytest.raises(ExperimentError, match=r"q-few: no vector for query '5.*' of task mlir/en"):
-        _experiment(tmp_path, sample_experiment_head("pre", ["en"]), few, "few")
+        run_experiment(tmp_path, sample_experiment_head("pre", ["en"]), few, "few")
 
 
 def _vectors(rng: np.random.Generator, ids: list[str]) -> list[dict]:
@@ -166,7 +156,7 @@ hits = 50
         ("all", sample_experiment_head("pre", ["en"]), "mlir/en", lambda i: True, lambda i: _lang(i) == "en"),
         ("de", _mono_head("pre", ["de"]), "mono/de", lambda i: _lang(i) == "de", lambda i: _lang(i) == "de"),
     ]:
-        exp = _experiment(tmp_path, head, systems, name)
+        exp = run_experiment(tmp_path, head, systems, name)
         doc_file = _jsonl(tmp_path / f"d-{name}.jsonl", [d for d in docs if keep_doc(d["id"])])
         query_file = _jsonl(tmp_path / f"q-{name}.jsonl", [q for q in queries if keep_query(q["id"])])
         index, run = tmp_path / f"cli-{name}", tmp_path / f"cli-{name}.trec"
@@ -198,7 +188,7 @@ query_tokens = "queries"
 centroids = 16
 hits = 50
 """
-    exp = _experiment(tmp_path, sample_experiment_head("pre", ["en"]), systems)
+    exp = run_experiment(tmp_path, sample_experiment_head("pre", ["en"]), systems)
     index, run = tmp_path / "cli-index", tmp_path / "cli.trec"
     assert cli(["index", "multivector", "--embeddings", str(tmp_path / "docs"), "--index", str(index),
                 "--centroids", "16", "--quiet"]) == 0  # fmt: skip

@@ -3,7 +3,7 @@ stages"): for every key the experiment reader accepts in a node's table (``docs/
 generated from the reader), changing it changes the digest of exactly the stages it first reaches and of
 everything downstream of them, and of nothing else; a key that reaches no stage's output is listed in
 :data:`OUT_OF_KEY` with the reason. One plan holds every node kind (BM25, RM3, dense with a model and
-from embeddings, flat, PQ and IVF; impact with a model and from vectors, exact and approximate;
+from embeddings, flat, PQ, IVF and sharded; impact with a model and from vectors, exact and approximate;
 multi-vector with a model and from token files; a run file; fusion; each rerank backend; evaluation), so
 a change that leaks into another node's stages is seen. Plans only: nothing is built or searched (the
 model directories are stand-ins whose content identity is what the keys hold)."""
@@ -39,12 +39,25 @@ def base_nodes(tmp: Path) -> dict[str, dict[str, Any]]:
             "query_embeddings": f["qemb"],
             "ivf": 2,
         },
+        "systems.dense_sharded": {
+            "kind": "dense",
+            "embeddings": f["emb"],
+            "query_embeddings": f["qemb"],
+            "pq": 4,
+            "shards": 2,
+        },
         "systems.impact": {"kind": "impact", "model": f["impact-model"], "fields": ["text"]},
         "systems.impact_pre": {
             "kind": "impact",
             "vectors": f["vectors"],
             "query_vectors": f["qvectors"],
             "approximate": {"candidates": 100},
+        },
+        "systems.impact_sharded": {
+            "kind": "impact",
+            "vectors": f["vectors"],
+            "query_vectors": f["qvectors"],
+            "shards": 2,
         },
         "systems.mv": {"kind": "multivector", "model": f["mv-model"], "fields": ["text"]},
         "systems.mv_pre": {
@@ -161,10 +174,14 @@ reaching("systems.dense_pq", SEARCH, refine=10)
 reaching("systems.dense_pq", INDEX, nbits=8, ivf=2, metric="l2", train_size=100, seed=1, no_vectors=True)
 reaching("systems.dense_pq", INDEX, vector_dtype="float16")
 reaching("systems.dense_ivf", SEARCH, nprobe=2)
+reaching("systems.dense_pq", INDEX, shards=5)
+reaching("systems.dense_sharded", INDEX, shards=3)
 reaching("systems.impact", ("impact-index",), quantize=50)
 reaching("systems.impact", SEARCH, approximate={})
 reaching("systems.impact_pre", ("impact-index",), vectors="@vectors2", quantize=50)
 reaching("systems.impact_pre", SEARCH, query_vectors="@qvectors2")
+reaching("systems.impact_pre", ("impact-index",), shards=4)
+reaching("systems.impact_sharded", ("impact-index",), shards=3)
 reaching(
     "systems.impact_pre",
     SEARCH,
@@ -237,6 +254,13 @@ OUT_OF_KEY: dict[tuple[str, str], tuple[Any, str]] = {
     **{
         (node, "memory_mb"): (64, "rows read at a time; the dense index is byte-identical for any")
         for node in ("systems.dense", "systems.dense_flat", "systems.dense_pq", "systems.dense_ivf")
+    },
+    **{
+        (node, "ray"): (
+            True,
+            "where the shards are built and searched (threads here or Ray); the index and run are byte-identical",
+        )
+        for node in ("systems.dense_sharded", "systems.impact_sharded")
     },
     **{
         (node, key): (
@@ -364,8 +388,9 @@ def test_every_key_the_reader_accepts_is_audited(tmp_path):
             "systems.dense_flat",
             "systems.dense_pq",
             "systems.dense_ivf",
+            "systems.dense_sharded",
         ],
-        '[systems.NAME], kind = "impact"': ["systems.impact", "systems.impact_pre"],
+        '[systems.NAME], kind = "impact"': ["systems.impact", "systems.impact_pre", "systems.impact_sharded"],
         '[systems.NAME], kind = "multivector"': ["systems.mv", "systems.mv_pre"],
         '[systems.NAME], kind = "run"': ["systems.given"],
         "[fusion.NAME]": ["fusion.rrf", "fusion.mix"],

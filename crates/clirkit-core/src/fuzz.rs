@@ -445,6 +445,7 @@ fn fuzz_dense_index() {
                 nprobe,
                 refine,
                 threads: 1,
+                ..Default::default()
             };
             if let Ok(hits) = index.search(&queries, dim, &opts) {
                 for &(_, id) in hits.iter().flatten() {

@@ -5,6 +5,7 @@ use crate::common::id_at;
 use crate::dense_sharded::Shortlist;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
+use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::dense::passages::DenseSearch;
 use clirkit_core::dense::source::{Concat, ConcatPart, NpyFile, SliceSource, VectorSource};
 use clirkit_core::dense::{BuildOptions, DenseIndex, Metric, Part, SearchOptions, VectorDtype};
@@ -17,6 +18,16 @@ use numpy::{
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::path::PathBuf;
+
+/// `.npy` files (each whole, or the rows listed, in that order) read one after another as one source.
+fn npy_parts(npy: Vec<(PathBuf, Option<Vec<usize>>)>) -> Result<Concat, Error> {
+    let mut parts = Vec::with_capacity(npy.len());
+    for (path, rows) in npy {
+        let source: Box<dyn VectorSource + Send> = Box::new(NpyFile::open(&path)?);
+        parts.push(ConcatPart { source, rows });
+    }
+    Concat::new(parts, "embeddings")
+}
 
 /// Search results as numpy arrays: scores (q, k) and internal ids (q, k).
 type Hits<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<i64>>);
@@ -31,19 +42,18 @@ fn matrix<'a>(a: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f3
     Ok((data, dim))
 }
 
-/// The query matrix of a search and its options.
+/// The query matrix of a search and its options; `progress` counts the queries searched.
 fn search_input<'a>(
     queries: &'a PyReadonlyArray2<'_, f32>,
-    k: usize,
-    nprobe: usize,
-    refine: usize,
-    threads: usize,
+    (k, nprobe, refine, threads): (usize, usize, usize, usize),
+    progress: Option<&Bound<'_, PyProgressCounter>>,
 ) -> PyResult<((&'a [f32], usize), SearchOptions)> {
     let opts = SearchOptions {
         k,
         nprobe,
         refine,
         threads,
+        progress: progress_of(progress),
     };
     Ok((matrix(queries, "queries")?, opts))
 }
@@ -122,12 +132,7 @@ impl PyDenseIndex {
         let opts = options.options()?;
         let inner = py
             .detach_caught(|| {
-                let mut parts = Vec::with_capacity(npy.len());
-                for (path, rows) in npy {
-                    let source: Box<dyn VectorSource + Send> = Box::new(NpyFile::open(&path)?);
-                    parts.push(ConcatPart { source, rows });
-                }
-                let source = Concat::new(parts, "embeddings")?;
+                let source = npy_parts(npy)?;
                 DenseIndex::build_streaming(&source, &ids, &opts, memory_mb << 20, &dir)?;
                 DenseIndex::open(&dir)
             })
@@ -135,9 +140,10 @@ impl PyDenseIndex {
         Ok(PyDenseIndex { inner })
     }
 
-    /// Write into `dir` the rows of `indexes`, then new vectors (`embeddings` or the `.npy` file
-    /// `npy`, with `ids`), all encoded with this index's codebook; returns the index opened from
-    /// `dir` (which may be the directory of one of `indexes`).
+    /// Write into `dir` the rows of `indexes`, then new vectors (`embeddings`, or the `.npy` files
+    /// `npy` as `build_npy` takes them, read a chunk at a time; with `ids`), all encoded with this
+    /// index's codebook; returns the index opened from `dir` (which may be the directory of one of
+    /// `indexes`).
     #[pyo3(signature = (dir, indexes, ids=None, embeddings=None, npy=None, memory_mb=256, threads=0,
                         quiet=false))]
     #[allow(clippy::too_many_arguments)]
@@ -148,7 +154,7 @@ impl PyDenseIndex {
         indexes: Vec<PyRef<'_, PyDenseIndex>>,
         ids: Option<Vec<String>>,
         embeddings: Option<PyReadonlyArray2<'_, f32>>,
-        npy: Option<PathBuf>,
+        npy: Option<Vec<(PathBuf, Option<Vec<usize>>)>>,
         memory_mb: usize,
         threads: usize,
         quiet: bool,
@@ -160,12 +166,12 @@ impl PyDenseIndex {
         let indexes: Vec<&DenseIndex> = indexes.iter().map(|i| &i.inner).collect();
         let inner = py
             .detach_caught(|| {
-                let source: Option<Box<dyn VectorSource>> = match (array, &npy) {
+                let source: Option<Box<dyn VectorSource>> = match (array, npy) {
                     (Some(_), Some(_)) => {
-                        return Err(Error::invalid("give embeddings or an .npy file, not both"))
+                        return Err(Error::invalid("give embeddings or .npy files, not both"))
                     }
                     (Some((data, dim)), None) => Some(Box::new(SliceSource::new(data, dim)?)),
-                    (None, Some(path)) => Some(Box::new(NpyFile::open(path)?)),
+                    (None, Some(parts)) => Some(Box::new(npy_parts(parts)?)),
                     (None, None) => None,
                 };
                 let mut parts: Vec<Part<'_>> = indexes.iter().map(|i| Part::Index(i)).collect();
@@ -204,8 +210,10 @@ impl PyDenseIndex {
         py.detach_caught(|| self.inner.save(&dir)).py_err()
     }
 
-    /// (scores float32 (q, k), internal ids int64 (q, k)); missing hits are -inf / -1.
-    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0))]
+    /// (scores float32 (q, k), internal ids int64 (q, k)); missing hits are -inf / -1. `progress`
+    /// counts the queries searched.
+    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0, progress=None))]
+    #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
         py: Python<'py>,
@@ -214,8 +222,9 @@ impl PyDenseIndex {
         nprobe: usize,
         refine: usize,
         threads: usize,
+        progress: Option<&Bound<'py, PyProgressCounter>>,
     ) -> PyResult<Hits<'py>> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let hits = py
             .detach_caught(|| self.inner.search(data, dim, &opts))
             .py_err()?;
@@ -236,7 +245,7 @@ impl PyDenseIndex {
 
     /// Search and return the run as ordered (qid, [(docid, score), ...]) pairs; with `maxp` (the
     /// passage id separator) the run is of documents, `k` per query, aggregated by MaxP.
-    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0, maxp=None))]
+    #[pyo3(signature = (queries, qids, k=1000, nprobe=1, refine=0, threads=0, maxp=None, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_run(
         &self,
@@ -248,14 +257,15 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
         maxp: Option<&str>,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<PyRun> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.run()).py_err().map(run_to_py)
     }
 
     /// Search and write a TREC run file atomically (of documents with `maxp`, as `search_run`).
-    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0, maxp=None))]
+    #[pyo3(signature = (queries, qids, path, k=1000, tag="clirkit-dense", nprobe=1, refine=0, threads=0, maxp=None, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_trec(
         &self,
@@ -269,8 +279,9 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
         maxp: Option<&str>,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<()> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let search = DenseSearch::new(&self.inner, (data, dim), &qids, &opts, maxp);
         py.detach_caught(|| search.write_run(&path, tag, RUN_WINDOW))
             .py_err()
@@ -289,7 +300,7 @@ impl PyDenseIndex {
         refine: usize,
         threads: usize,
     ) -> PyResult<(usize, bool, Shortlist<'py>)> {
-        let ((data, dim), opts) = search_input(&queries, k, nprobe, refine, threads)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), None)?;
         let lists = py
             .detach_caught(|| self.inner.shortlist(data, dim, &opts))
             .py_err()?;

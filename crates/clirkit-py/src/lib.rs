@@ -19,6 +19,7 @@ mod index_kinds;
 mod io;
 mod multivector;
 mod passages;
+mod progress;
 mod rerank;
 mod text;
 
@@ -26,6 +27,7 @@ mod text;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
+    progress::register(m)?;
     io::register(m)?;
     index_kinds::register(m)?;
     text::register(m)?;

@@ -5,6 +5,7 @@
 use crate::common::{define_register, id_at};
 use crate::errors::{to_py, DetachCaught, IntoPy};
 use crate::io::{run_to_py, PyRun};
+use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::io::trec;
 use clirkit_core::multivector::{
     exact, BuildOptions, Hits, MultiVectorIndex, SearchOptions, TokenMatrix,
@@ -84,6 +85,7 @@ impl BuildArgs {
             seed: self.seed,
             threads: self.threads,
             keep_vectors: self.keep_vectors,
+            ..Default::default()
         }
     }
 }
@@ -92,6 +94,16 @@ impl BuildArgs {
 #[pyclass(name = "MultiVectorSearchOptions", module = "clirkit._native", frozen)]
 pub struct PyMultiVectorSearchOptions {
     inner: SearchOptions,
+}
+
+impl PyMultiVectorSearchOptions {
+    /// These options, counting the queries searched in `progress`.
+    fn counted(&self, progress: Option<&Bound<'_, PyProgressCounter>>) -> SearchOptions {
+        SearchOptions {
+            progress: progress_of(progress),
+            ..self.inner.clone()
+        }
+    }
 }
 
 #[pymethods]
@@ -119,6 +131,7 @@ impl PyMultiVectorSearchOptions {
             refine,
             exact,
             threads,
+            ..Default::default()
         };
         PyMultiVectorSearchOptions { inner }
     }
@@ -132,7 +145,9 @@ pub struct PyMultiVectorIndex {
 
 #[pymethods]
 impl PyMultiVectorIndex {
+    /// Build; `progress` counts token assignments to centroids and gets their total.
     #[staticmethod]
+    #[pyo3(signature = (tokens, offsets, ids, dir, options, progress=None))]
     fn build(
         py: Python<'_>,
         tokens: PyReadonlyArray2<'_, f32>,
@@ -140,9 +155,13 @@ impl PyMultiVectorIndex {
         ids: Vec<String>,
         dir: PathBuf,
         options: BuildArgs,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<Self> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "documents")?;
-        let opts = options.options();
+        let opts = BuildOptions {
+            progress: progress_of(progress),
+            ..options.options()
+        };
         let inner = py
             .detach_caught(|| {
                 let docs = TokenMatrix::new(data, dim, offsets, Some(&ids), "documents")?;
@@ -158,16 +177,19 @@ impl PyMultiVectorIndex {
         Ok(PyMultiVectorIndex { inner })
     }
 
-    /// Top-k per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded.
+    /// Top-k per query: (scores float32 (q, k), internal ids int64 (q, k)), -inf / -1 padded;
+    /// `progress` counts the queries searched.
+    #[pyo3(signature = (tokens, offsets, options, progress=None))]
     fn search<'py>(
         &self,
         py: Python<'py>,
         tokens: PyReadonlyArray2<'py, f32>,
         offsets: PyReadonlyArray1<'py, u64>,
         options: &PyMultiVectorSearchOptions,
+        progress: Option<&Bound<'py, PyProgressCounter>>,
     ) -> PyResult<PyHits<'py>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
-        let opts = &options.inner;
+        let opts = &options.counted(progress);
         let hits = py
             .detach_caught(|| {
                 let queries = TokenMatrix::new(data, dim, offsets, None, "queries")?;
@@ -180,7 +202,7 @@ impl PyMultiVectorIndex {
     /// Search and return ordered (qid, [(docid, score), ...]) pairs, or with `maxp` (the passage id
     /// separator) `k` documents per query scored by their best passage; with `path`, write a TREC
     /// run file atomically instead and return nothing.
-    #[pyo3(signature = (tokens, offsets, qids, options, maxp=None, path=None, tag="clirkit-multivector"))]
+    #[pyo3(signature = (tokens, offsets, qids, options, maxp=None, path=None, tag="clirkit-multivector", progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_run(
         &self,
@@ -192,9 +214,10 @@ impl PyMultiVectorIndex {
         maxp: Option<&str>,
         path: Option<PathBuf>,
         tag: &str,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<Option<PyRun>> {
         let (data, dim, offsets) = slices(&tokens, &offsets, "queries")?;
-        let opts = &options.inner;
+        let opts = &options.counted(progress);
         py.detach_caught(|| {
             let queries = TokenMatrix::new(data, dim, offsets, Some(&qids), "queries")?;
             match &path {
@@ -259,7 +282,8 @@ impl PyMultiVectorIndex {
 /// Exact MaxSim of every query against every document, no index: the top `k` per query as
 /// (scores float32 (q, k), document numbers int64 (q, k)).
 #[pyfunction]
-#[pyo3(signature = (doc_tokens, doc_offsets, query_tokens, query_offsets, k=1000, threads=0))]
+#[pyo3(signature = (doc_tokens, doc_offsets, query_tokens, query_offsets, k=1000, threads=0, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn maxsim_search<'py>(
     py: Python<'py>,
     doc_tokens: PyReadonlyArray2<'py, f32>,
@@ -268,14 +292,16 @@ fn maxsim_search<'py>(
     query_offsets: PyReadonlyArray1<'py, u64>,
     k: usize,
     threads: usize,
+    progress: Option<&Bound<'py, PyProgressCounter>>,
 ) -> PyResult<PyHits<'py>> {
     let (ddata, ddim, doffsets) = slices(&doc_tokens, &doc_offsets, "documents")?;
     let (qdata, qdim, qoffsets) = slices(&query_tokens, &query_offsets, "queries")?;
+    let progress = progress_of(progress);
     let hits = py
         .detach_caught(|| {
             let docs = TokenMatrix::new(ddata, ddim, doffsets, None, "documents")?;
             let queries = TokenMatrix::new(qdata, qdim, qoffsets, None, "queries")?;
-            let hits = exact::search(&docs, &queries, k, threads)?;
+            let hits = exact::search(&docs, &queries, k, threads, &progress)?;
             exact::finite_scores(hits, |q| format!("query {q}"))
         })
         .py_err()?;

@@ -167,7 +167,8 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
         raise InvalidInputError("--ids is required with a .npy matrix")
     else:
         parts = parts_from_files(args.embeddings, args.ids, args.shards or 1)
-    index = build_sharded_dense(parts, args.index, **_training(args), threads=args.threads, ray=args.ray)
+    training = {**_training(args), "vector_dtype": args.vector_dtype, "memory_mb": args.memory_mb}
+    index = build_sharded_dense(parts, args.index, **training, threads=args.threads, ray=args.ray)
     done = f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index}"
     return report_timed(args, start, done)
 
@@ -196,7 +197,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.ray is not None:
         raise InvalidInputError(f"--ray searches a sharded index; {args.index} is not one")
     index = DenseIndex.open(args.index)
-    search_options = ("k", "tag", "nprobe", "refine", "threads", "maxp", "separator")
+    search_options = ("k", "tag", "nprobe", "refine", "threads", "maxp", "separator", "quiet")
     index.search_trec(queries, qids, args.output, **picked(args, *search_options))
     by_maxp = " documents by MaxP" if args.maxp else ""
     return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)

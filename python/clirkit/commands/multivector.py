@@ -118,6 +118,7 @@ def run_index(args: argparse.Namespace) -> int:
             "seed",
             "threads",
             "keep_vectors",
+            "quiet",
         ),
     )
     done = (
@@ -136,7 +137,11 @@ def run_search(args: argparse.Namespace) -> int:
     tokens, offsets, qids = load_tokens(args.queries)
     search_options = ("ncells", "centroid_score_threshold", "ndocs", "rerank", "refine", "exact", "threads")
     index.search_trec(
-        tokens, offsets, qids, args.output, **picked(args, "k", "tag", "maxp", "separator", *search_options)
+        tokens,
+        offsets,
+        qids,
+        args.output,
+        **picked(args, "k", "tag", "maxp", "separator", "quiet", *search_options),
     )
     by_maxp = " documents by MaxP" if args.maxp else ""
     return report_timed(args, start, f"searched {len(qids)} queries (k={args.k}{by_maxp})", args.output)

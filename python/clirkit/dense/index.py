@@ -24,6 +24,7 @@ import numpy as np
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
+from clirkit._progress import searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix, load_matrix, npy_header
@@ -84,6 +85,36 @@ class NativeIndex:
 
     def __len__(self) -> int:
         return self.ntotal
+
+
+def _all_paths(value: Any) -> bool:
+    """``value`` is a non-empty list or tuple of paths (several ``.npy`` files)."""
+    return (
+        isinstance(value, (list, tuple))
+        and bool(value)
+        and all(isinstance(v, (str, os.PathLike)) for v in value)
+    )
+
+
+def _npy_source(
+    embeddings: PathLike | Sequence[PathLike], rows: Sequence[Sequence[int] | None] | None
+) -> list[tuple[Path, Sequence[int] | None]] | np.ndarray:
+    """``.npy`` files (and per file the rows kept, in order, or None for all) as the native streamed
+    readers take them: (file, rows) pairs; a file they cannot stream (float64, Fortran order, big
+    endian, gzip) makes it the matrix of those rows, read into memory."""
+    files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
+    kept = [None] * len(files) if rows is None else [None if r is None else r for r in rows]
+    if len(kept) != len(files):
+        raise InvalidInputError(f"rows: {len(kept)} row lists for {len(files)} embedding files")
+    streamable = True
+    for path in files:
+        dtype, fortran_order, compressed = npy_header(path)
+        streamable &= dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
+    if streamable:
+        return [(Path(p), r) for p, r in zip(files, kept)]
+    # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
+    matrices = [load_matrix(p) if r is None else load_matrix(p)[list(r)] for p, r in zip(files, kept)]
+    return matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
 
 
 def run_dict(pairs: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> RunDict:
@@ -193,45 +224,42 @@ class DenseIndex(NativeIndex):
             pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
         )
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        files = [embeddings] if isinstance(embeddings, (str, os.PathLike)) else list(embeddings)
-        kept = [None] * len(files) if rows is None else [None if r is None else list(r) for r in rows]
-        if len(kept) != len(files):
-            raise InvalidInputError(f"rows: {len(kept)} row lists for {len(files)} embedding files")
-        streamable = True
-        for path in files:
-            dtype, fortran_order, compressed = npy_header(path)
-            streamable &= dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
-        if not streamable:
-            # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
-            matrices = [load_matrix(p) if r is None else load_matrix(p)[r] for p, r in zip(files, kept)]
-            matrix = matrices[0] if len(matrices) == 1 else np.concatenate(matrices)
-            DenseIndex.build(matrix, id_list, **options).save(index_dir)
+        source = _npy_source(embeddings, rows)
+        if isinstance(source, np.ndarray):
+            DenseIndex.build(source, id_list, **options).save(index_dir)
             return DenseIndex.open(index_dir)
-        parts = [(Path(p), r) for p, r in zip(files, kept)]
-        native = _native.DenseIndex.build_npy(parts, id_list, Path(index_dir), options, memory_mb)
+        native = _native.DenseIndex.build_npy(source, id_list, Path(index_dir), options, memory_mb)
         return DenseIndex(native)
 
     def add(
         self,
-        embeddings: np.ndarray | PathLike,
+        embeddings: np.ndarray | PathLike | Sequence[PathLike],
         ids: Iterable[str],
         index_dir: PathLike,
         *,
+        rows: Sequence[Sequence[int] | None] | None = None,
         keep_rows: bool = True,
         memory_mb: int = 256,
         threads: int = 0,
         quiet: bool = False,
     ) -> DenseIndex:
-        """This index's vectors then ``embeddings`` (an array, or a ``.npy`` file read in chunks),
-        encoded with this index's codebook, written to ``index_dir`` (this index's own directory
-        is fine) and returned: the same index as building all the vectors at once with this codebook.
+        """This index's vectors then ``embeddings`` (an array, or ``.npy`` files read in chunks, with
+        ``rows`` as :meth:`build_file` takes them), encoded with this index's codebook, written to
+        ``index_dir`` (this index's own directory is fine) and returned: the same index as building
+        all the vectors at once with this codebook.
 
         ``keep_rows=False`` leaves this index's vectors out: a new index of ``embeddings`` encoded with
         this codebook (and IVF centroids), which can then be merged with this one (:meth:`merge`).
         """
-        return self._combined(
-            index_dir, [self] if keep_rows else [], embeddings, ids, memory_mb, threads, quiet
-        )
+        new: dict[str, Any] = {"ids": [i if isinstance(i, str) else str(i) for i in ids]}
+        if isinstance(embeddings, (str, os.PathLike)) or _all_paths(embeddings):
+            source = _npy_source(embeddings, rows)
+            new["npy" if isinstance(source, list) else "embeddings"] = source
+        elif rows is not None:
+            raise InvalidInputError("rows applies to .npy files, not to an array of embeddings")
+        else:
+            new["embeddings"] = as_matrix(embeddings, "embeddings")
+        return self._combined(index_dir, [self] if keep_rows else [], new, memory_mb, threads, quiet)
 
     @staticmethod
     def merge(
@@ -241,25 +269,19 @@ class DenseIndex(NativeIndex):
         with the same codebook (see :meth:`add` with ``keep_rows=False``); ids must be unique across them."""
         if not indexes:
             raise InvalidInputError("merge: give at least one index")
-        return indexes[0]._combined(index_dir, list(indexes), None, None, memory_mb, threads, True)
+        return indexes[0]._combined(index_dir, list(indexes), {}, memory_mb, threads, True)
 
     def _combined(
         self,
         index_dir: PathLike,
         indexes: list[DenseIndex],
-        embeddings: np.ndarray | PathLike | None,
-        ids: Iterable[str] | None,
+        new: dict[str, Any],
         memory_mb: int,
         threads: int,
         quiet: bool,
     ) -> DenseIndex:
-        new: dict[str, Any] = {}
-        if embeddings is not None:
-            new["ids"] = [i if isinstance(i, str) else str(i) for i in ids or []]
-            if isinstance(embeddings, (str, os.PathLike)):
-                new["npy"] = Path(embeddings)
-            else:
-                new["embeddings"] = as_matrix(embeddings, "embeddings")
+        """``indexes`` then the vectors ``new`` (``ids`` with ``embeddings`` or ``npy``) written with
+        this codebook to ``index_dir``."""
         native = self.native.write_combined(
             Path(index_dir),
             [i.native for i in indexes],
@@ -288,17 +310,20 @@ class DenseIndex(NativeIndex):
         nprobe: int = 1,
         refine: int | None = None,
         threads: int = 0,
+        quiet: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` per query: (scores float32 (q, k), internal ids int64 (q, k), -1 padded).
 
         ``nprobe``: IVF lists scanned per query. ``refine``: re-score this many PQ candidates
         exactly with the stored vectors; ``None`` (default) re-scores the top ``k`` when the index
         stores vectors (as FAISS's ``PQ...,RFlat`` with k_factor 1) and uses PQ scores otherwise;
-        ``0`` always returns PQ scores.
+        ``0`` always returns PQ scores. A progress bar of the queries searched is drawn on stderr
+        when it is a terminal, unless ``quiet``.
         """
-        return self.native.search(
-            as_matrix(queries, "queries"), k, nprobe, self._refine_depth(k, refine), checked_threads(threads)
-        )
+        matrix = as_matrix(queries, "queries")
+        depth, threads = self._refine_depth(k, refine), checked_threads(threads)
+        with searching(len(matrix), quiet) as progress:
+            return self.native.search(matrix, k, nprobe, depth, threads, progress=progress)
 
     def _refine_depth(self, k: int, refine: int | None) -> int:
         """The shortlist re-scored exactly: ``refine`` as given, or ``k`` by default on a PQ index
@@ -308,13 +333,12 @@ class DenseIndex(NativeIndex):
             return refine
         return k if self.kind != "flat" and self.native.has_vectors else 0
 
-    def _search_options(self, k: int, options: dict[str, Any]) -> dict[str, Any]:
-        """The keyword options of :meth:`search` as the native search takes them."""
-        return {
-            **options,
-            "refine": self._refine_depth(k, options.get("refine")),
-            "threads": checked_threads(options.get("threads", 0)),
-        }
+    def _search_options(self, k: int, options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The keyword options of :meth:`search` as the native search takes them, and ``quiet``."""
+        native = {key: value for key, value in options.items() if key != "quiet"}
+        native["refine"] = self._refine_depth(k, options.get("refine"))
+        native["threads"] = checked_threads(options.get("threads", 0))
+        return native, bool(options.get("quiet", False))
 
     def search_run(
         self,
@@ -332,12 +356,14 @@ class DenseIndex(NativeIndex):
         writes them; ``separator`` splits them at its last occurrence) and returns ``k`` documents per
         query, each scored by its best passage: passages are fetched until ``k`` documents are certain or
         the index runs out (on a flat index, exactly what searching every passage and then
-        :func:`clirkit.encoders.passages.maxp` give).
+        :func:`clirkit.encoders.passages.maxp` give); the progress bar counts the first fetch.
         """
-        kw = self._search_options(k, kw)
-        pairs = self.native.search_run(
-            as_matrix(queries, "queries"), list(qids), k, maxp=separator if maxp else None, **kw
-        )
+        kw, quiet = self._search_options(k, kw)
+        matrix = as_matrix(queries, "queries")
+        with searching(len(matrix), quiet) as progress:
+            pairs = self.native.search_run(
+                matrix, list(qids), k, maxp=separator if maxp else None, progress=progress, **kw
+            )
         return run_dict(pairs)
 
     def search_trec(
@@ -353,16 +379,19 @@ class DenseIndex(NativeIndex):
         **kw: Any,
     ) -> None:
         """Search and write a TREC run file atomically (canonical order); ``maxp`` as :meth:`search_run`."""
-        kw = self._search_options(k, kw)
-        self.native.search_trec(
-            as_matrix(queries, "queries"),
-            list(qids),
-            Path(path),
-            k,
-            tag,
-            maxp=separator if maxp else None,
-            **kw,
-        )
+        kw, quiet = self._search_options(k, kw)
+        matrix = as_matrix(queries, "queries")
+        with searching(len(matrix), quiet) as progress:
+            self.native.search_trec(
+                matrix,
+                list(qids),
+                Path(path),
+                k,
+                tag,
+                maxp=separator if maxp else None,
+                progress=progress,
+                **kw,
+            )
 
     metric = NativeValue(str)
     kind = NativeValue(str, "``flat``, ``pq{M}x{nbits}`` or ``ivf{NLIST},pq{M}x{nbits}``.")

@@ -1,15 +1,17 @@
 """Sharded dense indexes whose search equals, byte for byte, one index with the same codebook.
 
-The rows are cut into shards in order (shard ``s`` holds the global rows ``offset[s]..``). The
-codebook (and IVF centroids) is trained once, on the seeded sample the single index trains on,
-into ``codebook/`` (an index of just those rows); every shard is then encoded with it, in
-parallel (Ray tasks, or threads). Searching is two rounds through the shards (Ray actors holding
-a shard each, opened by path, or threads): each shard returns its part of the single index's PQ
-shortlist with the selection keys and PQ scores (``DenseIndex.shortlist``), the coordinator
-merges them into the single index's shortlist (:func:`clirkit._native.merge_dense_shortlists`);
-when the search re-scores, the owning shards score exactly those rows with the stored vectors
-(``DenseIndex.rescore``); the final top ``k`` is ordered as the single index orders it. A flat
-index is one round: each shard's exact top ``k``, merged.
+The rows are cut into shards in order (shard ``s`` holds the global rows ``offset[s]..``); a shard's
+rows may come from several ``.npy`` files, or be a selection of a file's rows (a task's documents
+spread over files, or a language's rows of one file), as :meth:`clirkit.dense.DenseIndex.build_file`
+reads them (:func:`split_parts`). The codebook (and IVF centroids) is trained once, on the seeded
+sample the single index trains on, into ``codebook/`` (an index of just those rows); every shard is
+then encoded with it, in parallel (Ray tasks, or threads). Searching is two rounds through the shards
+(Ray actors holding a shard each, opened by path, or threads): each shard returns its part of the
+single index's PQ shortlist with the selection keys and PQ scores (``DenseIndex.shortlist``), the
+coordinator merges them into the single index's shortlist
+(:func:`clirkit._native.merge_dense_shortlists`); when the search re-scores, the owning shards score
+exactly those rows with the stored vectors (``DenseIndex.rescore``); the final top ``k`` is ordered as
+the single index orders it. A flat index is one round: each shard's exact top ``k``, merged.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -40,32 +42,101 @@ from clirkit.distributed.cluster import (
 )
 from clirkit.distributed.sharded import ShardedManifest, read_manifest
 
-__all__ = ["EmbeddingRows", "ShardedDenseIndex", "build_sharded_dense", "parts_from_encoding", "split_rows"]
+__all__ = [
+    "EmbeddingRows",
+    "ShardedDenseIndex",
+    "build_sharded_dense",
+    "parts_from_encoding",
+    "split_parts",
+    "split_rows",
+]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EmbeddingRows:
-    """Rows ``start..end`` of the ``.npy`` matrix ``npy`` with their ids: what one shard indexes."""
+    """Rows of the ``.npy`` matrix ``npy`` with their ids: ``start..end``, or, given ``rows`` (row
+    numbers of the file, in the order they are indexed), ``rows[start:end]``. A shard indexes one of
+    these, or several one after another."""
 
     npy: str
     start: int
     end: int
     ids: tuple[str, ...]
+    rows: Optional[np.ndarray] = None
+
+    def file_rows(self, positions: np.ndarray) -> np.ndarray:
+        """The file's row numbers at ``positions`` (counted from this run's first row)."""
+        at = self.start + positions
+        return at if self.rows is None else self.rows[at]
+
+    def selection(self) -> Optional[Sequence[int]]:
+        """The file's rows, in order, as :meth:`clirkit.dense.DenseIndex.build_file` takes a file's
+        ``rows``: None for every row of the file."""
+        if self.rows is not None:
+            return self.rows[self.start : self.end]
+        if self.start == 0 and self.end == np.load(self.npy, mmap_mode="r").shape[0]:
+            return None
+        return range(self.start, self.end)
 
     def matrix(self) -> np.ndarray:
         """The rows as float32, read through a memory map (float16 converted)."""
-        return as_matrix(np.load(self.npy, mmap_mode="r")[self.start : self.end], f"{self.npy}")
+        data = np.load(self.npy, mmap_mode="r")
+        if self.rows is None:
+            return as_matrix(data[self.start : self.end], self.npy)
+        return as_matrix(data[self.rows[self.start : self.end]], self.npy)
+
+
+#: What one shard indexes: rows of one file, or of several one after another.
+Shard = Union[EmbeddingRows, Sequence[EmbeddingRows]]
+
+
+def split_parts(
+    parts: Sequence[tuple[PathLike, Sequence[str], Optional[Sequence[int]]]], shards: int
+) -> list[tuple[EmbeddingRows, ...]]:
+    """The rows of ``parts`` (``.npy`` file, the ids of its rows indexed, those rows in order or None
+    for all), one part after another as :meth:`clirkit.dense.DenseIndex.build_file` indexes them, cut
+    into ``shards`` runs of consecutive rows of about equal size: each shard's runs of one file."""
+    spans = []  # (npy, ids, rows or None), the index's rows in order
+    for npy, ids, rows in parts:
+        npy = os.fspath(npy)
+        ids = tuple(ids)
+        if rows is None:
+            count = np.load(npy, mmap_mode="r").shape[0]
+            if count != len(ids):
+                raise InvalidInputError(f"{npy} has {count} rows but {len(ids)} ids are given")
+            spans.append((npy, ids, None))
+        else:
+            kept = np.asarray(rows, dtype=np.int64)
+            if len(kept) != len(ids):
+                raise InvalidInputError(f"{npy}: {len(kept)} rows kept but {len(ids)} ids are given")
+            spans.append((npy, ids, kept))
+    total = sum(len(ids) for _, ids, _ in spans)
+    if shards < 1 or shards > max(total, 1):
+        raise InvalidInputError(f"shards must be between 1 and the {total} rows, got {shards}")
+    bounds = [total * s // shards for s in range(shards + 1)]
+    out: list[tuple[EmbeddingRows, ...]] = []
+    for a, b in zip(bounds, bounds[1:]):
+        pieces = []
+        first = 0  # the index row of the span's first row
+        for npy, ids, kept in spans:
+            lo, hi = max(a, first) - first, min(b, first + len(ids)) - first
+            if lo < hi:
+                if kept is None:
+                    pieces.append(EmbeddingRows(npy, lo, hi, ids[lo:hi]))
+                else:  # only this run's row numbers travel with it (to a Ray task)
+                    pieces.append(EmbeddingRows(npy, 0, hi - lo, ids[lo:hi], kept[lo:hi]))
+            first += len(ids)
+        out.append(tuple(pieces))
+    return out
 
 
 def split_rows(npy: PathLike, ids: Sequence[str], shards: int) -> list[EmbeddingRows]:
     """``npy`` (one row per id) cut into ``shards`` runs of consecutive rows of about equal size."""
-    rows = np.load(os.fspath(npy), mmap_mode="r").shape[0]
-    if rows != len(ids):
-        raise InvalidInputError(f"{npy} has {rows} rows but {len(ids)} ids are given")
-    if shards < 1 or shards > max(rows, 1):
-        raise InvalidInputError(f"shards must be between 1 and the {rows} rows, got {shards}")
-    bounds = [rows * s // shards for s in range(shards + 1)]
-    return [EmbeddingRows(os.fspath(npy), a, b, tuple(ids[a:b])) for a, b in zip(bounds, bounds[1:])]
+    return [shard for (shard,) in split_parts([(npy, ids, None)], shards)]
+
+
+def _pieces(shard: Shard) -> tuple[EmbeddingRows, ...]:
+    return (shard,) if isinstance(shard, EmbeddingRows) else tuple(shard)
 
 
 def _training_sample(parts: Sequence[EmbeddingRows], train_size: int | None, seed: int) -> np.ndarray:
@@ -78,24 +149,31 @@ def _training_sample(parts: Sequence[EmbeddingRows], train_size: int | None, see
         size = p.end - p.start
         mine = wanted[(wanted >= first) & (wanted < first + size)] - first
         if len(mine):
-            out.append(as_matrix(np.load(p.npy, mmap_mode="r")[p.start + mine], p.npy))
+            out.append(as_matrix(np.load(p.npy, mmap_mode="r")[p.file_rows(mine)], p.npy))
         first += size
     return np.concatenate(out)
 
 
 def _add_shard(
-    codebook_dir: str, part: EmbeddingRows, shard_dir: str, threads: int, crash_once: str | None = None
+    codebook_dir: str,
+    pieces: tuple[EmbeddingRows, ...],
+    shard_dir: str,
+    threads: int,
+    memory_mb: int,
+    crash_once: str | None = None,
 ) -> int:
     """Encode one shard's rows with the codebook at ``codebook_dir`` into ``shard_dir`` (a Ray task,
-    or a plain call); returns its row count."""
+    or a plain call), streamed from the files about ``memory_mb`` MB at a time; returns its row count."""
     crash_if_marked(crash_once)
     codebook = DenseIndex.open(codebook_dir)
-    shard = codebook.add(part.matrix(), part.ids, shard_dir, keep_rows=False, threads=threads, quiet=True)
-    return shard.ntotal
+    files, rows = [p.npy for p in pieces], [p.selection() for p in pieces]
+    ids = [i for p in pieces for i in p.ids]
+    grow = {"memory_mb": memory_mb, "threads": threads, "quiet": True}
+    return codebook.add(files, ids, shard_dir, rows=rows, keep_rows=False, **grow).ntotal
 
 
 def build_sharded_dense(
-    parts: Sequence[EmbeddingRows],
+    parts: Sequence[Shard],
     index_dir: PathLike,
     *,
     pq: int | None = None,
@@ -105,15 +183,21 @@ def build_sharded_dense(
     train_size: int | None = None,
     seed: int = 0,
     keep_vectors: bool = True,
+    vector_dtype: str = "float32",
+    memory_mb: int = 256,
     threads: int = 0,
     ray: RayAddress = None,
     max_retries: int = 3,
     _crash_once: PathLike | None = None,
 ) -> ShardedDenseIndex:
-    """Index ``parts`` as one shard each into the sharded index ``index_dir`` (written atomically)
-    and open it: the codebook (and IVF centroids) trained once on the rows the single index over
-    all of them trains on, so that the sharded index searches as that index does; the shards
-    encoded with it in parallel. Options are those of :meth:`clirkit.dense.DenseIndex.build`.
+    """Index ``parts`` as one shard each (an :class:`EmbeddingRows`, or several read one after
+    another: :func:`split_parts`) into the sharded index ``index_dir`` (written atomically) and open
+    it: the codebook (and IVF centroids) trained once on the rows the single index over all of them
+    trains on, so that the sharded index searches as that index does; the shards encoded with it in
+    parallel, each streamed from the files as :meth:`clirkit.dense.DenseIndex.build_file` reads
+    them (``memory_mb`` for the chunks of the shards encoded at once here; of each Ray task). Options
+    are those of :meth:`clirkit.dense.DenseIndex.build` (the shards keep their vectors as
+    ``vector_dtype`` says).
 
     ``ray``: None or False adds the shards here, in threads; an address (or True for Ray's default)
     adds them as Ray tasks, each retried up to ``max_retries`` times if its worker dies.
@@ -121,28 +205,33 @@ def build_sharded_dense(
     if not parts:
         raise InvalidInputError("a sharded index needs at least one shard")
     threads = checked_threads(threads)
-    build = _native.ShardedDenseBuild(os.path.abspath(index_dir), len(parts))
+    shards = [_pieces(p) for p in parts]
+    if not all(shards):
+        raise InvalidInputError("every shard needs at least one run of rows")
+    build = _native.ShardedDenseBuild(os.path.abspath(index_dir), len(shards))
     try:
         codebook_dir = os.fspath(build.codebook_dir())
-        sample = _training_sample(parts, train_size, seed)
+        sample = _training_sample([p for pieces in shards for p in pieces], train_size, seed)
         kind = {"pq": pq, "nbits": nbits, "ivf": ivf, "metric": metric, "keep_vectors": keep_vectors}
+        kind["vector_dtype"] = vector_dtype  # the shards, written with the codebook's index, keep it
         sample_ids = [f"train-{i}" for i in range(len(sample))]
         # Trained on all of the sample with the same seed: the single index's codebook.
         codebook = DenseIndex.build(
             sample, sample_ids, train_size=len(sample), seed=seed, threads=threads, **kind
         )
         codebook.save(codebook_dir)
-        jobs = [(codebook_dir, p, os.fspath(build.shard_dir(i))) for i, p in enumerate(parts)]
+        jobs = [(codebook_dir, p, os.fspath(build.shard_dir(i))) for i, p in enumerate(shards)]
         crash = None if _crash_once is None else os.fspath(_crash_once)
         if ray:
             with connected(ray) as ray_module:
                 cpus = min(float(threads or 1), cluster_cpus(ray_module))
                 task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_add_shard)
-                ray_module.get([task.remote(*job, task_threads(cpus), crash) for job in jobs])
+                ray_module.get([task.remote(*job, task_threads(cpus), memory_mb, crash) for job in jobs])
         else:
+            workers = min(len(jobs), worker_count(threads))
             each = max(1, worker_count(threads) // len(jobs))
-            with ThreadPoolExecutor(max_workers=min(len(jobs), worker_count(threads))) as pool:
-                list(pool.map(lambda job: _add_shard(*job, each, crash), jobs))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(lambda job: _add_shard(*job, each, memory_mb // workers, crash), jobs))
         build.finish()
     except BaseException:
         build.abort()

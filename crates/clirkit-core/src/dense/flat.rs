@@ -7,6 +7,7 @@
 
 use super::fastscan::Isa;
 use super::Metric;
+use crate::progress::Progress;
 use crate::topk::{merge_slices, TopK};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -200,12 +201,14 @@ pub fn search(
     data: &[f32],
     d: usize,
     queries: &[f32],
-    k: usize,
-    threads: usize,
+    (k, threads): (usize, usize),
+    progress: &Progress,
 ) -> Vec<TopK<f32>> {
     let nq = queries.len() / d;
     let n = data.len() / d;
     let (query_chunk, row_chunk) = plan(nq, n, threads);
+    let slices = n.div_ceil(row_chunk).max(1);
+    let counted = progress.sliced(nq.div_ceil(query_chunk), slices);
     let partial: Vec<Vec<TopK<f32>>> = work_items(nq, query_chunk, n, row_chunk)
         .into_par_iter()
         .map(|(qs, rs)| {
@@ -215,10 +218,11 @@ pub fn search(
                 &data[rs.start * d..rs.end * d],
             );
             scan_rows(isa, metric, queries, d, rows, rs.start, &mut heaps);
+            counted.finished(qs.start / query_chunk, qs.len());
             heaps
         })
         .collect();
-    merge_slices(partial, n.div_ceil(row_chunk).max(1), k)
+    merge_slices(partial, slices, k)
 }
 
 #[cfg(test)]
@@ -251,11 +255,18 @@ mod tests {
                 })
                 .collect();
             for threads in [1, 2, 7] {
-                let got: Vec<Vec<u32>> =
-                    search(Isa::Scalar, metric, &data, d, &queries, 7, threads)
-                        .into_iter()
-                        .map(|t| t.into_sorted().iter().map(|h| h.id).collect())
-                        .collect();
+                let got: Vec<Vec<u32>> = search(
+                    Isa::Scalar,
+                    metric,
+                    &data,
+                    d,
+                    &queries,
+                    (7, threads),
+                    &Progress::default(),
+                )
+                .into_iter()
+                .map(|t| t.into_sorted().iter().map(|h| h.id).collect())
+                .collect();
                 assert_eq!(got, want, "{metric:?} threads={threads}");
             }
         }
@@ -267,15 +278,23 @@ mod tests {
         let d = 37;
         let (data, queries) = data_and_queries(11, 600, 11, d);
         let bits = |isa: Isa, metric: Metric| -> Vec<Vec<(u32, u32)>> {
-            search(isa, metric, &data, d, &queries, 25, 3)
-                .into_iter()
-                .map(|t| {
-                    t.into_sorted()
-                        .iter()
-                        .map(|h| (h.score.to_bits(), h.id))
-                        .collect()
-                })
-                .collect()
+            search(
+                isa,
+                metric,
+                &data,
+                d,
+                &queries,
+                (25, 3),
+                &Progress::default(),
+            )
+            .into_iter()
+            .map(|t| {
+                t.into_sorted()
+                    .iter()
+                    .map(|h| (h.score.to_bits(), h.id))
+                    .collect()
+            })
+            .collect()
         };
         for metric in [Metric::InnerProduct, Metric::L2] {
             let want = bits(Isa::Scalar, metric);

@@ -42,7 +42,9 @@ pub fn search_maxp(
         .saturating_mul(INITIAL_PASSAGES_PER_DOCUMENT)
         .min(index.ntotal())
         .max(1);
-    // The first round searches every query, which also checks the query matrix.
+    // The first round searches every query, which also checks the query matrix; it alone is
+    // counted by `opts.progress` (the later rounds search the few queries left, deeper).
+    let mut progress = opts.progress.clone();
     loop {
         let subset: Vec<f32> = pending
             .iter()
@@ -55,6 +57,7 @@ pub fn search_maxp(
             } else {
                 0
             },
+            progress: std::mem::take(&mut progress),
             ..*opts
         };
         let fetched = index.search(&subset, dim, &round)?;
@@ -203,6 +206,30 @@ mod tests {
                 assert!(docs.queries.iter().any(|(_, d)| d.len() < k), "k={k}");
             }
         }
+    }
+
+    #[test]
+    fn search_maxp_counts_its_first_round_once_per_query() {
+        use crate::progress::{Counter, Progress};
+        let (dim, nq) = (8, 12);
+        let index = passage_index(300, 30, dim);
+        let (queries, qids) = random_queries(nq, dim);
+        let counter = std::sync::Arc::new(Counter::default());
+        let opts = SearchOptions {
+            k: 50,
+            progress: Progress::to(counter.clone()),
+            ..Default::default()
+        };
+        let got = search_maxp(&index, &queries, dim, &qids, &opts, "#").unwrap();
+        let quiet = SearchOptions {
+            k: 50,
+            ..Default::default()
+        };
+        assert_eq!(
+            got,
+            search_maxp(&index, &queries, dim, &qids, &quiet, "#").unwrap()
+        );
+        assert_eq!(counter.done(), nq as u64);
     }
 
     #[test]

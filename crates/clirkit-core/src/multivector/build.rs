@@ -18,6 +18,7 @@ use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::io::manifest;
 use crate::parallel;
+use crate::progress::Progress;
 use crate::rng::SplitMix64;
 use rayon::prelude::*;
 use std::path::Path;
@@ -43,6 +44,9 @@ pub struct BuildOptions {
     pub threads: usize,
     /// Also store the full token vectors (exact search needs them).
     pub keep_vectors: bool,
+    /// Counts token assignments to centroids (the k-means passes over the sample, then every
+    /// token), the build's main cost; the total is stated once the sample size is known.
+    pub progress: Progress,
 }
 
 impl Default for BuildOptions {
@@ -56,6 +60,7 @@ impl Default for BuildOptions {
             seed: 0,
             threads: 0,
             keep_vectors: false,
+            progress: Progress::default(),
         }
     }
 }
@@ -70,8 +75,9 @@ pub fn default_centroids(ntokens: usize) -> usize {
     1usize << (target.log2().floor() as u32)
 }
 
-/// The nearest centroid (L2; ties to the lower number) of every token.
-fn assign(data: &[f32], dim: usize, centroids: &[f32]) -> Vec<u16> {
+/// The nearest centroid (L2; ties to the lower number) of every token, each block of tokens added
+/// to `progress` as it is assigned.
+fn assign(data: &[f32], dim: usize, centroids: &[f32], progress: &Progress) -> Vec<u16> {
     let ncent = centroids.len() / dim;
     let norms: Vec<f32> = centroids.chunks_exact(dim).map(norm_sq).collect();
     let mut codes = vec![0u16; data.len() / dim];
@@ -91,6 +97,7 @@ fn assign(data: &[f32], dim: usize, centroids: &[f32]) -> Vec<u16> {
                 }
                 *code = best.1 as u16;
             }
+            progress.advance(out.len());
         });
     codes
 }
@@ -102,7 +109,7 @@ fn kmeans(
     sample: &[f32],
     dim: usize,
     k: usize,
-    iterations: usize,
+    (iterations, progress): (usize, &Progress),
     rng: &mut SplitMix64,
 ) -> Vec<f32> {
     let mut centroids: Vec<f32> = rng
@@ -111,7 +118,7 @@ fn kmeans(
         .flat_map(|&r| sample[r * dim..(r + 1) * dim].iter().copied())
         .collect();
     for _ in 0..iterations {
-        let codes = assign(sample, dim, &centroids);
+        let codes = assign(sample, dim, &centroids, progress);
         let mut sums = vec![0f64; k * dim];
         let mut counts = vec![0usize; k];
         for (x, &c) in sample.chunks_exact(dim).zip(&codes) {
@@ -198,6 +205,8 @@ impl MultiVectorIndex {
             .kmeans_sample
             .unwrap_or(SAMPLE_PER_CENTROID * ncent)
             .clamp(ncent, ntokens);
+        let assignments = opts.kmeans_iterations.saturating_mul(sample_size);
+        opts.progress.expect(assignments.saturating_add(ntokens));
         let out = AtomicDir::create(dir.as_ref())?;
         let tmp = out.path().to_path_buf();
         let data = tokens.data();
@@ -211,7 +220,8 @@ impl MultiVectorIndex {
                 .iter()
                 .flat_map(|&r| data[r * dim..(r + 1) * dim].iter().copied())
                 .collect();
-            let mut centroids = kmeans(&sample, dim, ncent, opts.kmeans_iterations, &mut rng);
+            let passes = (opts.kmeans_iterations, &opts.progress);
+            let mut centroids = kmeans(&sample, dim, ncent, passes, &mut rng);
             drop(sample);
             if normalized {
                 // Unit tokens are compared by inner product: unit centroids, as in PLAID.
@@ -222,7 +232,7 @@ impl MultiVectorIndex {
                     }
                 }
             }
-            let codes = assign(data, dim, &centroids);
+            let codes = assign(data, dim, &centroids, &opts.progress);
             let held_out = rng.sample(ntokens, CODEC_SAMPLE_TOKENS.min(ntokens));
             let residual_sample: Vec<f32> = held_out
                 .iter()

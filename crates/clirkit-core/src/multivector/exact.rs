@@ -5,6 +5,7 @@ use super::matmul::dot_rows;
 use super::tokens::TokenMatrix;
 use crate::error::{Error, Result};
 use crate::parallel;
+use crate::progress::Progress;
 use crate::topk::TopK;
 use rayon::prelude::*;
 
@@ -57,23 +58,35 @@ pub(crate) fn check_dims(queries: &TokenMatrix, dim: usize) -> Result<()> {
 
 /// The top `k` documents of every query by exact MaxSim: (score, document number), best first,
 /// ties to the lower number. Queries run in parallel on `threads` workers (0: all cores), and each
-/// query's documents in slices; the result does not depend on the thread count.
-pub fn search(docs: &TokenMatrix, queries: &TokenMatrix, k: usize, threads: usize) -> Result<Hits> {
+/// query's documents in slices; the result does not depend on the thread count. Each query adds one
+/// to `progress` when its scan finishes.
+pub fn search(
+    docs: &TokenMatrix,
+    queries: &TokenMatrix,
+    k: usize,
+    threads: usize,
+    progress: &Progress,
+) -> Result<Hits> {
     check_dims(queries, docs.dim())?;
     if k == 0 {
         return Err(Error::invalid("k must be at least 1"));
     }
     let tasks = docs.len().div_ceil(DOCS_PER_TASK);
-    parallel::install(threads, |_| scan(docs, queries, k, tasks))
+    parallel::install(threads, |_| scan(docs, queries, (k, tasks), progress))
 }
 
-fn scan(docs: &TokenMatrix, queries: &TokenMatrix, k: usize, tasks: usize) -> Hits {
+fn scan(
+    docs: &TokenMatrix,
+    queries: &TokenMatrix,
+    (k, tasks): (usize, usize),
+    progress: &Progress,
+) -> Hits {
     let dim = docs.dim();
     (0..queries.len())
         .into_par_iter()
         .map(|q| {
             let query = queries.item(q);
-            (0..tasks)
+            let hits = (0..tasks)
                 .into_par_iter()
                 .fold(
                     || (TopK::new(k), Vec::new()),
@@ -96,7 +109,9 @@ fn scan(docs: &TokenMatrix, queries: &TokenMatrix, k: usize, tasks: usize) -> Hi
                 .into_sorted()
                 .iter()
                 .map(|h| (h.score, h.id))
-                .collect()
+                .collect();
+            progress.advance(1);
+            hits
         })
         .collect()
 }
@@ -130,7 +145,10 @@ mod tests {
         let docs = TokenMatrix::new(&data, dim, &offsets, None, "docs").unwrap();
         let qdata: Vec<f32> = (0..5 * dim).map(|_| rng.unit() as f32 - 0.5).collect();
         let queries = TokenMatrix::new(&qdata, dim, &[0, 2, 5], None, "queries").unwrap();
-        let hits = search(&docs, &queries, 10, 2).unwrap();
+        let counter = std::sync::Arc::new(crate::progress::Counter::default());
+        let progress = Progress::to(counter.clone());
+        let hits = search(&docs, &queries, 10, 2, &progress).unwrap();
+        assert_eq!(counter.done(), 2, "each query counted once");
         for (q, hs) in hits.iter().enumerate() {
             let mut want: Vec<(f32, u32)> = (0..docs.len())
                 .map(|d| (naive(queries.item(q), docs.item(d), dim), d as u32))
@@ -144,7 +162,7 @@ mod tests {
             }
         }
         let other = TokenMatrix::new(&qdata[..4], 4, &[0, 1], None, "queries").unwrap();
-        assert!(search(&docs, &other, 3, 1)
+        assert!(search(&docs, &other, 3, 1, &Progress::default())
             .unwrap_err()
             .to_string()
             .contains("dimension 4"));

@@ -22,6 +22,7 @@ use crate::ids::check_query_ids;
 use crate::io::trec;
 use crate::parallel;
 use crate::passages;
+use crate::progress::Progress;
 use crate::ranking::Run;
 use crate::topk::TopK;
 use rayon::prelude::*;
@@ -44,6 +45,8 @@ pub struct SearchOptions {
     /// Score every document exactly with the stored full vectors.
     pub exact: bool,
     pub threads: usize,
+    /// Counts each query as it finishes.
+    pub progress: Progress,
 }
 
 impl Default for SearchOptions {
@@ -57,6 +60,7 @@ impl Default for SearchOptions {
             refine: false,
             exact: false,
             threads: 0,
+            progress: Progress::default(),
         }
     }
 }
@@ -186,7 +190,7 @@ impl MultiVectorIndex {
             let docs =
                 TokenMatrix::trusted(vectors.all()?, self.dim(), self.doc_offsets.as_slice());
             let depth = if all_scored { self.ndocs() } else { opts.k };
-            return exact::search(&docs, queries, depth, opts.threads);
+            return exact::search(&docs, queries, depth, opts.threads, &opts.progress);
         }
         let budget = opts.resolve();
         if budget.ncells == 0 || budget.threshold.is_nan() {
@@ -201,7 +205,11 @@ impl MultiVectorIndex {
                 .into_par_iter()
                 .map_init(
                     || self.scratch(),
-                    |s, q| self.search_one(queries.item(q), &budget, keep, full, s),
+                    |s, q| {
+                        let hits = self.search_one(queries.item(q), &budget, keep, full, s);
+                        opts.progress.advance(1);
+                        hits
+                    },
                 )
                 .collect()
         })?

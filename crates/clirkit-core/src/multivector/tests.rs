@@ -88,6 +88,7 @@ fn compressed_search_agrees_with_exact_and_converges_with_budget() {
         &queries,
         k,
         1,
+        &Default::default(),
     )
     .unwrap();
     assert_eq!(index.search(&queries, &exact).unwrap(), reference);
@@ -285,6 +286,18 @@ fn run_written_window_by_window_is_the_whole_runs_file_at_any_thread_count() {
                     expected,
                     "maxp {maxp:?}, exact {exact}, {threads} threads, window {window}"
                 );
+                // Counted, window by window: every query once, the same file.
+                let counter = std::sync::Arc::new(crate::progress::Counter::default());
+                let counted = SearchOptions {
+                    progress: crate::progress::Progress::to(counter.clone()),
+                    ..opts(threads)
+                };
+                let written = (streamed.as_path(), "t");
+                index
+                    .write_run(&queries, &qids, &counted, maxp, written, window)
+                    .unwrap();
+                assert_eq!(std::fs::read(&streamed).unwrap(), expected);
+                assert_eq!(counter.done(), qids.len() as u64);
             }
         }
     }
@@ -375,4 +388,33 @@ fn corrupt_stored_vectors_are_caught_where_search_reads_them() {
         );
     }
     assert!(crate::io::manifest::verify_dir(&path, &format::LAYOUT).is_err());
+}
+
+#[test]
+fn a_build_counts_every_token_assignment_it_states_and_writes_the_same_files() {
+    use crate::progress::{Counter, Progress};
+    let dir = tempfile::tempdir().unwrap();
+    let (data, offsets, ids) = collection(30, 4);
+    let docs = TokenMatrix::new(&data, DIM, &offsets, Some(&ids), "docs").unwrap();
+    let quiet = BuildOptions {
+        centroids: Some(8),
+        kmeans_sample: Some(50),
+        kmeans_iterations: 3,
+        threads: 2,
+        ..Default::default()
+    };
+    let counter = std::sync::Arc::new(Counter::default());
+    let counted = BuildOptions {
+        progress: Progress::to(counter.clone()),
+        ..quiet.clone()
+    };
+    MultiVectorIndex::build(&docs, &ids, dir.path().join("quiet"), &quiet).unwrap();
+    MultiVectorIndex::build(&docs, &ids, dir.path().join("counted"), &counted).unwrap();
+    let total = 3 * 50 + docs.rows() as u64;
+    assert_eq!((counter.done(), counter.total()), (total, total));
+    for file in std::fs::read_dir(dir.path().join("quiet")).unwrap() {
+        let name = file.unwrap().file_name();
+        let read = |index: &str| std::fs::read(dir.path().join(index).join(&name)).unwrap();
+        assert_eq!(read("quiet"), read("counted"), "{name:?}");
+    }
 }

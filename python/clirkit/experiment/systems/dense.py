@@ -2,7 +2,9 @@
 
 Each documents file is encoded once per model and settings (resumably: a killed encoding continues
 where it stopped); a task's index holds the rows of its documents (a language's subset, or several
-files together), and its search encodes the task's queries."""
+files together), and its search encodes the task's queries. With ``shards = N`` the index is the
+sharded one of ``clirkit index dense --shards N`` (built and searched in threads here, or on a Ray
+cluster with ``ray``: :mod:`clirkit.distributed.dense`), whose run is the single index's."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from clirkit.experiment.data import iter_documents
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
 from clirkit.experiment.stages import warn_empty_documents
-from clirkit.experiment.systems import register_system_kind
+from clirkit.experiment.systems import register_system_kind, system_error
 from clirkit.experiment.systems.bm25 import drop_self_hits
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder, heads_encode_stage
 from clirkit.experiment.systems.instructions import (
@@ -39,6 +41,7 @@ from clirkit.experiment.systems.precomputed import (
 EMBEDDINGS = "embeddings"  # prefix of embeddings.npy + embeddings.ids.txt in an encode artifact
 QUERY_EMBEDDINGS = "queries.npy"
 SEPARATOR = "#"
+TAG = "clirkit-dense"
 
 
 def cached_encoder(ctx: RunContext, name: str, encoder_class: Any, options: dict[str, Any], threads: Any):
@@ -176,28 +179,19 @@ def encode_task_queries(encoder: Any, task: Any, ctx: RunContext) -> Any:
 
 
 def write_search_run(
-    index: Any,
-    queries: tuple[Any, ...],
-    out: Path,
-    hits: int,
-    tag: str,
-    task: Any,
-    *,
-    maxp: bool,
-    threads: int,
-    **options: Any,
+    index: Any, queries: tuple[Any, ...], out: Path, hits: int, tag: str, task: Any, **options: Any
 ) -> None:
-    """Searches ``index`` (dense or multi-vector: both take ``queries`` then ``qids`` last) and
-    writes the task's run; dropping self hits asks for one hit more so each query keeps ``hits``.
-    ``options`` (e.g. dense ``refine``) go to the search as given."""
+    """Searches ``index`` (dense, sharded dense or multi-vector: each takes ``queries`` then ``qids``
+    last) and writes the task's run; dropping self hits asks for one hit more so each query keeps
+    ``hits``. ``options`` (e.g. ``maxp``, ``threads``, dense ``refine``) go to the search as given."""
     if task.drop_self_hits:
         from clirkit.runs import write_run
 
-        found = index.search_run(*queries, hits + 1, maxp=maxp, threads=threads, **options)
+        found = index.search_run(*queries, hits + 1, **options)
         run = {q: dict(drop_self_hits(list(found[q].items()), q, hits)) for q in found}
         write_run(out / RUN_FILE, run, tag)
     else:
-        index.search_trec(*queries, out / RUN_FILE, hits, maxp=maxp, threads=threads, **options)
+        index.search_trec(*queries, out / RUN_FILE, hits, **options)
 
 
 def encoder_options(r: Any, base: str, batch_size: int) -> dict[str, Any]:
@@ -262,6 +256,8 @@ class DenseKind:
         "refine",
         *INDEX_KEYS,
         "nprobe",
+        "shards",
+        "ray",
         "memory_mb",
         "dtype",
         *MODEL_SYSTEM_KEYS,
@@ -275,7 +271,14 @@ class DenseKind:
         index = read_index_options(r, refine)
         if given is not None:
             return {**given, "passages": None, "refine": refine, **index}
-        return {**self.encoding_options(r, base), "refine": refine, **index}
+        encoding = self.encoding_options(r, base)
+        if encoding["passages"] is not None and index["shards"] is not None:
+            raise r.error(
+                "shards",
+                "a sharded index has no MaxP search, which passages = [size, stride] needs "
+                "(as clirkit search dense --maxp refuses one): leave out shards or passages",
+            )
+        return {**encoding, "refine": refine, **index}
 
     @staticmethod
     def encoding_options(r: Any, base: str) -> dict[str, Any]:
@@ -316,7 +319,8 @@ class DenseKind:
                 wanted = kept_document_ids(source)
                 npy = encoded.output / f"{prefix}.npy"
                 parts.append((npy, read_ids(encoded.output / f"{prefix}.ids.txt"), wanted))
-            build_dense(parts, out / "index", options, ctx, passages=options["passages"] is not None)
+            passages = options["passages"] is not None
+            build_dense(plan, spec.name, task, parts, out / "index", options, ctx, passages=passages)
 
         index = add_index_stage(plan, "dense-index", "dense index", index_key(options), encodes, task, build)
 
@@ -344,15 +348,10 @@ class DenseKind:
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            from clirkit.dense import DenseIndex
-
-            opened = DenseIndex.open(index.output / "index")
             qids = [q for q, _, _ in task.queries]
             vectors = np.load(queries.output / QUERY_EMBEDDINGS)
             maxp = options["passages"] is not None
-            searching = {"refine": options["refine"], "nprobe": options.get("nprobe", 1)}
-            write_search_run(opened, (vectors, qids), out, hits, "clirkit-dense", task, maxp=maxp, threads=ctx.threads,
-                             **searching)  # fmt: skip
+            search_dense(index.output / "index", (vectors, qids), out, hits, task, options, ctx, maxp=maxp)
 
         return plan.add(Stage("search", f"{spec.name} {task.label}", params, (index, queries), None, search))
 
@@ -371,12 +370,19 @@ class DenseKind:
         def build(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.dense import read_ids
 
+            whole = doc_parts[0].path if len(doc_parts) == 1 and doc_parts[0].wanted is None else None
+            if whole and os.path.isdir(whole) and len(embedding_pairs(whole)) == options["shards"]:
+                from clirkit.distributed.dense import parts_from_encoding
+
+                # One index shard per embedding shard, as clirkit index dense --embeddings DIR builds it.
+                build_shards(parts_from_encoding(whole), out / "index", options, ctx)
+                return
             parts = [
                 (npy, read_ids(ids), part.wanted)
                 for part in doc_parts
                 for npy, ids in embedding_pairs(part.path)
             ]
-            build_dense(parts, out / "index", options, ctx, passages=False)
+            build_dense(plan, spec.name, task, parts, out / "index", options, ctx, passages=False)
 
         index = plan.add(
             Stage(
@@ -401,7 +407,6 @@ class DenseKind:
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             import numpy as np
 
-            from clirkit.dense import DenseIndex
             from clirkit.dense.vectors import as_matrix, load_vectors
 
             pairs = [load_vectors(npy, ids) for npy, ids in embedding_pairs(query_prefix)]
@@ -412,22 +417,22 @@ class DenseKind:
             rows = query_rows(qids, task, query_prefix)
             if len(rows) != len(qids):
                 vectors, qids = vectors[rows], [qids[n] for n in rows]
-            write_search_run(
-                DenseIndex.open(index.output / "index"),
-                (vectors, qids),
-                out,
-                hits,
-                "clirkit-dense",
-                task,
-                maxp=False,
-                threads=ctx.threads,
-                refine=options["refine"],
-                nprobe=options.get("nprobe", 1),
-            )
+            search_dense(index.output / "index", (vectors, qids), out, hits, task, options, ctx, maxp=False)
 
         return plan.add(
             Stage("search", f"{spec.name} {task.label}", params, (index,), query_identity, search)
         )
+
+
+def read_shard_options(r: Any) -> dict[str, Any]:
+    """``shards`` and ``ray`` of a system whose index can be sharded (``clirkit index KIND --shards N
+    [--ray]``, ``clirkit search KIND [--ray]``), checked."""
+    options = {"shards": r.positive("shards"), "ray": r.get("ray", (bool, str), False) or None}
+    if isinstance(options["ray"], str) and not options["ray"].strip():
+        raise r.error("ray", 'must be true or a cluster address ("auto", "ray://head:10001")')
+    if options["ray"] is not None and options["shards"] is None:
+        raise r.error("ray", "builds and searches a sharded index: give shards = N")
+    return options
 
 
 def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
@@ -443,6 +448,8 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "no_vectors": r.get("no_vectors", bool, False),
         "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
         "nprobe": r.positive("nprobe", 1),
+        # clirkit index dense --shards N [--ray], clirkit search dense [--ray]
+        **read_shard_options(r),
         # clirkit index dense --memory-mb: rows read at a time (the index is the same for any)
         "memory_mb": r.positive("memory_mb", 256, allow_zero=True),
     }
@@ -462,9 +469,12 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
 
 
 def index_key(options: dict[str, Any]) -> dict[str, Any]:
-    """What a dense index stage depends on: ``pq`` and every index option given another value than the
-    CLI's default (an index built with the defaults keeps its key)."""
+    """What a dense index stage depends on: ``pq``, every index option given another value than the
+    CLI's default (an index built with the defaults keeps its key) and ``shards`` when given (a sharded
+    index is another directory, even of one shard; where it is built, here or on Ray, changes nothing)."""
     changed = {k: options[k] for k in INDEX_KEYS if options.get(k, INDEX_DEFAULTS[k]) != INDEX_DEFAULTS[k]}
+    if options.get("shards") is not None:
+        changed["shards"] = options["shards"]
     return {"pq": options["pq"], **changed}
 
 
@@ -475,6 +485,9 @@ def index_build_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_dense(
+    plan: Plan,
+    system: str,
+    task: Any,
     parts: list[tuple[Path | str, list[str], Optional[frozenset[str]]]],
     index_dir: Path,
     options: dict[str, Any],
@@ -484,7 +497,9 @@ def build_dense(
 ) -> None:
     """Index the rows of ``parts`` (``.npy`` file, its ids, the ids kept or None for all) one part after
     another, streamed from the files as ``clirkit index dense`` reads its file: no matrix is copied.
-    With ``passages`` a row is kept when its document (the id before the last ``#``) is."""
+    With ``passages`` a row is kept when its document (the id before the last ``#``) is. With
+    ``shards`` those rows, in that order, are cut into shards of consecutive rows of about equal size,
+    as ``clirkit index dense --shards N`` cuts the rows of its one file."""
     from clirkit.dense import DenseIndex
 
     files, rows, ids = [], [], []
@@ -492,15 +507,25 @@ def build_dense(
         files.append(npy)
         if wanted is None:
             rows.append(None)
-            ids.extend(part_ids)
+            ids.append(part_ids)
             continue
         doc_of = (lambda i: i.rsplit(SEPARATOR, 1)[0]) if passages else (lambda i: i)
         kept = [n for n, i in enumerate(part_ids) if doc_of(i) in wanted]
         rows.append(kept)
-        ids.extend(part_ids[n] for n in kept)
+        ids.append([part_ids[n] for n in kept])
+    shards = options.get("shards")
+    if shards is not None:
+        from clirkit.distributed.dense import split_parts
+
+        total = sum(len(i) for i in ids)
+        if shards > total:
+            message = f"{shards} shards for the {total} rows of task {task.label}'s index"
+            raise system_error(plan, system, ("shards",), message)
+        build_shards(split_parts(list(zip(files, ids, rows)), shards), index_dir, options, ctx)
+        return
     DenseIndex.build_file(
         files,
-        ids,
+        [i for part_ids in ids for i in part_ids],
         index_dir,
         rows=rows,
         **index_build_options(options),
@@ -508,6 +533,49 @@ def build_dense(
         threads=ctx.threads,
         quiet=ctx.quiet,
     )
+
+
+def build_shards(shards: list[Any], index_dir: Path, options: dict[str, Any], ctx: RunContext) -> None:
+    """The sharded index of ``shards`` (:func:`clirkit.distributed.dense.build_sharded_dense`'s parts),
+    built as ``clirkit index dense --shards N [--ray]`` builds it: in threads, or as Ray tasks."""
+    from clirkit.distributed.dense import build_sharded_dense
+
+    build = {"memory_mb": options["memory_mb"], "threads": ctx.threads, "ray": options["ray"]}
+    build_sharded_dense(shards, index_dir, **index_build_options(options), **build)
+
+
+def search_dense(
+    index_dir: Path,
+    queries: tuple[Any, list[str]],
+    out: Path,
+    hits: int,
+    task: Any,
+    options: dict[str, Any],
+    ctx: RunContext,
+    *,
+    maxp: bool,
+) -> None:
+    """The task's run from the dense index at ``index_dir`` (``(vectors, qids)``), as ``clirkit search
+    dense`` writes it: a sharded index (``shards``) searched through its shards in threads, or through
+    shard actors on the Ray cluster ``ray`` names."""
+    searching = {"refine": options["refine"], "nprobe": options.get("nprobe", 1)}
+    if options.get("shards") is None:
+        from clirkit.dense import DenseIndex
+
+        opened = DenseIndex.open(index_dir)
+        options = {"maxp": maxp, "threads": ctx.threads, "quiet": ctx.quiet, **searching}
+        write_search_run(opened, queries, out, hits, TAG, task, **options)
+        return
+    from clirkit.distributed.dense import ShardedDenseIndex
+
+    if options["ray"] is None:
+        with ShardedDenseIndex.open(index_dir, threads=ctx.threads) as sharded:
+            write_search_run(sharded, queries, out, hits, TAG, task, **searching)
+        return
+    from clirkit.distributed.cluster import connected
+
+    with connected(options["ray"]), ShardedDenseIndex.open(index_dir, ray=True) as sharded:
+        write_search_run(sharded, queries, out, hits, TAG, task, **searching)
 
 
 register_system_kind(DenseKind())

@@ -90,6 +90,7 @@ def index_token_parts(
         out / "index",
         **{k: options.get(k, v) for k, v in BUILD_DEFAULTS.items()},
         threads=ctx.threads,
+        quiet=ctx.quiet,
     )
 
 
@@ -270,6 +271,7 @@ class MultiVectorKind:
                 task,
                 maxp=maxp,
                 threads=ctx.threads,
+                quiet=ctx.quiet,
                 **search_options(options),
             )
 
@@ -325,6 +327,7 @@ class MultiVectorKind:
                 task,
                 maxp=False,
                 threads=ctx.threads,
+                quiet=ctx.quiet,
                 **search_options(options),
             )
 

@@ -29,7 +29,8 @@ impl DenseIndex {
                 let data = self.float32_vectors_checked()?;
                 let isa = Isa::select_float()?;
                 parallel::install(opts.threads, |threads| {
-                    flat::search(isa, self.metric, data, self.dim, queries, opts.k, threads)
+                    let (k, metric, progress) = (opts.k, self.metric, &opts.progress);
+                    flat::search(isa, metric, data, self.dim, queries, (k, threads), progress)
                         .into_iter()
                         .map(|t| t.into_sorted().iter().map(|h| (h.score, h.id)).collect())
                         .collect()
@@ -181,6 +182,7 @@ impl DenseIndex {
         let query_chunk = query_chunk.min(TASK_QUERIES);
         let slices = nblocks.div_ceil(block_chunk).max(1);
         let tasks = flat::work_items(nq, query_chunk, nblocks, block_chunk);
+        let counted = opts.progress.sliced(nq.div_ceil(query_chunk), slices);
         let luts: Vec<f32> = queries
             .par_chunks(d)
             .flat_map_iter(|q| {
@@ -200,7 +202,7 @@ impl DenseIndex {
                     shortlist,
                     nprobe: opts.nprobe,
                 };
-                if p.pq.nbits == 4 {
+                let keys = if p.pq.nbits == 4 {
                     self.scan4(p, &task, isa)
                 } else {
                     self.scan8(p, &task)
@@ -211,7 +213,9 @@ impl DenseIndex {
                                 .collect()
                         })
                         .collect()
-                }
+                };
+                counted.finished(qs.start / query_chunk, qs.len());
+                keys
             })
             .collect();
         gather_slices(partial, slices)

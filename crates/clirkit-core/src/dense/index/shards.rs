@@ -333,6 +333,7 @@ mod tests {
                         nprobe,
                         refine,
                         threads: 3,
+                        ..Default::default()
                     };
                     let want = single.search(&queries, d, &so).unwrap();
                     let got = sharded_search(&shards, &offsets, &queries, d, &so);

@@ -70,7 +70,11 @@ impl DenseIndex {
                     spare_keys: Vec::new(),
                     rescore_scratch: Default::default(),
                 },
-                |scratch, group| self.search_group(p, &float_tables, group, opts, isa, scratch),
+                |scratch, group| {
+                    let hits = self.search_group(p, &float_tables, group, opts, isa, scratch);
+                    opts.progress.advance(group.len() / self.dim);
+                    hits
+                },
             )
             .collect();
         let mut hits = Vec::with_capacity(queries.len() / self.dim);

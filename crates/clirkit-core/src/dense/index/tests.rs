@@ -63,6 +63,7 @@ fn refine_over_whole_collection_equals_flat() {
                     refine: n,
                     nprobe: 4,
                     threads,
+                    ..Default::default()
                 };
                 let got = idx.search(&queries, d, &so).unwrap();
                 assert_eq!(
@@ -369,6 +370,7 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
         refine: 60,
         nprobe: 2,
         threads: 1,
+        ..Default::default()
     };
     for (c, (nbits, ivf)) in [(4, None), (8, None), (4, Some(4))].into_iter().enumerate() {
         let at_once = tmp.path().join(format!("once{c}"));
@@ -470,6 +472,7 @@ fn float16_vectors_rescore_as_their_float32_widening_at_half_the_size() {
         refine: 60,
         nprobe: 2,
         threads: 2,
+        ..Default::default()
     };
     for (c, (nbits, ivf)) in [(4, None), (8, None), (4, Some(4))].into_iter().enumerate() {
         let wide = opts(Some(8), nbits, ivf, Metric::InnerProduct);
@@ -602,6 +605,7 @@ fn small_collection_path_equals_the_general_path_hit_for_hit() {
                             refine,
                             threads,
                             nprobe: 1,
+                            ..Default::default()
                         };
                         let general = crate::parallel::install(threads, |t| {
                             let shortlists = idx.pq_shortlists(p, &queries, 19, &so, t, isa);
@@ -726,6 +730,45 @@ fn general_path_shortlists_are_the_exhaustive_quantized_best() {
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn progress_counts_every_query_once_on_every_path_and_changes_no_hit() {
+    use crate::progress::{Counter, Progress};
+    use std::sync::Arc;
+    let (n, d, nq) = (300, 16, 9);
+    let data = clustered(n, d, 1);
+    let queries = clustered(nq, d, 2);
+    // Flat, the small 4-bit path, the general path (8 bits, and 4 bits with IVF).
+    for (pq, nbits, ivf) in [
+        (None, 4, None),
+        (Some(8), 4, None),
+        (Some(8), 8, None),
+        (Some(8), 4, Some(4)),
+    ] {
+        let idx = DenseIndex::build(&data, d, &ids(n), &opts(pq, nbits, ivf, Metric::L2)).unwrap();
+        for (threads, refine) in [(1, 0), (3, 0), (3, 40)] {
+            let quiet = SearchOptions {
+                k: 10,
+                nprobe: 2,
+                refine: if pq.is_some() { refine } else { 0 },
+                threads,
+                ..Default::default()
+            };
+            let counter = Arc::new(Counter::default());
+            let counted = SearchOptions {
+                progress: Progress::to(counter.clone()),
+                ..quiet.clone()
+            };
+            let want = idx.search(&queries, d, &quiet).unwrap();
+            assert_eq!(idx.search(&queries, d, &counted).unwrap(), want);
+            assert_eq!(
+                counter.done(),
+                nq as u64,
+                "{pq:?} {nbits} {ivf:?} {threads}"
+            );
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::ids::IdTable;
 use crate::io::bytes::Array;
 use crate::io::format::ChunkChecks;
+use crate::progress::Progress;
 use crate::ranking::Run;
 
 /// How to build a [`DenseIndex`].
@@ -80,6 +81,8 @@ pub struct SearchOptions {
     /// Re-score this many PQ candidates exactly with the stored vectors (0 = off).
     pub refine: usize,
     pub threads: usize,
+    /// Counts each query as its scan finishes (the re-scoring of `refine` follows uncounted).
+    pub progress: Progress,
 }
 
 impl Default for SearchOptions {
@@ -89,6 +92,7 @@ impl Default for SearchOptions {
             nprobe: 1,
             refine: 0,
             threads: 0,
+            progress: Progress::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::eval::significance::student_t_upper_quantile;
 use crate::impact::vectors::WeightedVector;
 use crate::impact::{Hit, ImpactIndex};
+use crate::ranking::Run;
 use crate::rng::SplitMix64;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,22 @@ pub fn sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
 
 /// Accuracy@10 and score gap of `approximate` against `exact` (each best first).
 pub fn compare(exact: &[Hit], approximate: &[Hit]) -> (f64, f64) {
+    compare_by(
+        exact,
+        approximate,
+        |a, b| a.doc == b.doc,
+        |h| h.score as f64,
+    )
+}
+
+/// [`compare`] over any kind of hit: `same` says whether two hits are one document, `score`
+/// gives a hit's score.
+fn compare_by<T>(
+    exact: &[T],
+    approximate: &[T],
+    same: impl Fn(&T, &T) -> bool,
+    score: impl Fn(&T) -> f64,
+) -> (f64, f64) {
     let exact = &exact[..exact.len().min(AUDIT_DEPTH)];
     let approximate = &approximate[..approximate.len().min(AUDIT_DEPTH)];
     if exact.is_empty() {
@@ -60,9 +77,9 @@ pub fn compare(exact: &[Hit], approximate: &[Hit]) -> (f64, f64) {
     }
     let found = exact
         .iter()
-        .filter(|e| approximate.iter().any(|a| a.doc == e.doc))
+        .filter(|e| approximate.iter().any(|a| same(a, e)))
         .count();
-    let sum = |hits: &[Hit]| hits.iter().map(|h| h.score as f64).sum::<f64>();
+    let sum = |hits: &[T]| hits.iter().map(&score).sum::<f64>();
     let (want, got) = (sum(exact), sum(approximate));
     let gap = if want > 0.0 {
         ((want - got) / want).max(0.0)
@@ -134,13 +151,58 @@ pub fn audit(
             }
         })
         .collect();
+    Ok(report(per_query, queries.len(), seed, params))
+}
+
+/// The audit of a search whose runs were merged from shards ([`crate::sharded::merge_hits`]):
+/// `exact` holds the exact top 10 of the queries an audit seeded `seed` draws from `of`
+/// ([`sample`]), `approximate` their approximate top k under `params`, both in the sample's
+/// order; documents are matched by id, as the single index's audit matches them by number.
+pub fn audit_runs(
+    exact: &Run,
+    approximate: &Run,
+    of: usize,
+    seed: u64,
+    params: SearchParams,
+) -> Result<AuditReport> {
+    if exact.queries.len() != approximate.queries.len() {
+        return Err(Error::invalid(format!(
+            "audit: {} exact and {} approximate queries",
+            exact.queries.len(),
+            approximate.queries.len()
+        )));
+    }
+    let per_query = exact
+        .queries
+        .iter()
+        .zip(&approximate.queries)
+        .map(|((qid, e), (other, a))| {
+            if qid != other {
+                return Err(Error::invalid(format!(
+                    "audit: exact query '{qid}' against approximate query '{other}'"
+                )));
+            }
+            let (accuracy_at_10, score_gap) =
+                compare_by(e, a, |x, y| x.doc_id == y.doc_id, |h| h.score);
+            Ok(QueryAudit {
+                query: qid.clone(),
+                accuracy_at_10,
+                score_gap,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(report(per_query, of, seed, params))
+}
+
+/// The report of the audited queries `per_query`, drawn with `seed` from `of` queries.
+fn report(per_query: Vec<QueryAudit>, of: usize, seed: u64, params: SearchParams) -> AuditReport {
     let count = per_query.len().max(1) as f64;
     let fold = |f: fn(&QueryAudit) -> f64, init: f64, pick: fn(f64, f64) -> f64| {
         per_query.iter().map(f).fold(init, pick)
     };
-    Ok(AuditReport {
+    AuditReport {
         audited: per_query.len(),
-        of: queries.len(),
+        of,
         seed,
         accuracy_at_10: fold(|q| q.accuracy_at_10, 0.0, |a, b| a + b) / count,
         min_accuracy_at_10: if per_query.is_empty() {
@@ -152,7 +214,7 @@ pub fn audit(
         max_score_gap: fold(|q| q.score_gap, 0.0, f64::max),
         params,
         queries: per_query,
-    })
+    }
 }
 
 /// The search settings [`calibrate`] chooses from.
