@@ -113,7 +113,7 @@ def phase_main(args: argparse.Namespace) -> dict:
     elif args.phase == "stats-merge":
         # The coordinator's pass alone (global statistics, ids unique across shards), over hard
         # links to the shards just built.
-        build = _native.ShardedBm25Build(str(work / "restat"), args.shards)
+        build = _native.ShardedIndexBuild("bm25", str(work / "restat"), args.shards)
         for i in range(args.shards):
             shutil.copytree(sharded / f"shard-{i:04d}", build.shard_dir(i), copy_function=os.link)
         t0 = time.perf_counter()

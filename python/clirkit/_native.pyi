@@ -4,7 +4,7 @@ from typing import Dict, List, Optional, Tuple, Union, final
 
 __all__ = [
     "__version__",
-    "ShardedBm25Build",
+    "ShardedIndexBuild",
     "split_corpus",
     "sharded_index_kind",
     "read_bm25_queries",
@@ -35,6 +35,9 @@ __all__ = [
     "SearchResults",
     "ImpactIndex",
     "ApproximateImpactIndex",
+    "read_impact_queries",
+    "audit_sample",
+    "audit_shard_hits",
     "NativeRun",
     "FUSION_METHODS",
     "NORMALIZATIONS",
@@ -219,9 +222,12 @@ class ImpactIndex:
         threads: int = 0,
         quiet: bool = False,
         memory_budget_mb: int = 1024,
+        range: Optional[Tuple[int, int, int]] = None,
     ) -> ImpactIndex: ...
     @staticmethod
     def open(index: str) -> ImpactIndex: ...
+    @staticmethod
+    def open_shard(index: str, shard: int) -> ImpactIndex: ...
     @property
     def num_docs(self) -> int: ...
     @property
@@ -306,7 +312,16 @@ class ApproximateImpactIndex:
         seed: int,
         k: int,
         threads: int,
-    ) -> Tuple[int, int]: ...
+    ) -> str: ...
+
+def read_impact_queries(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
+def audit_sample(count: int, n: int, seed: int) -> List[int]: ...
+def audit_shard_hits(
+    parts: Tuple[List[bytes], List[bytes]],
+    qids: List[str],
+    sample: Tuple[int, int, int],
+    settings: Tuple[int, int],
+) -> str: ...
 
 # --- fusion ----------------------------------------------------------------------------------
 from typing import Any, Sequence, Union  # noqa: E402
@@ -648,8 +663,10 @@ def merge_shard_hits(
 ) -> Optional[Dict[str, List[Tuple[str, float]]]]: ...
 
 @final
-class ShardedBm25Build:
-    def __new__(cls, index: str, shards: int) -> ShardedBm25Build: ...
+class ShardedIndexBuild:
+    def __new__(cls, kind: str, index: str, shards: int) -> ShardedIndexBuild: ...
+    @property
+    def kind(self) -> str: ...
     @property
     def shards(self) -> int: ...
     def shard_dir(self, i: int) -> os.PathLike[str]: ...

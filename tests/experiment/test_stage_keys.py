@@ -53,6 +53,12 @@ def base_nodes(tmp: Path) -> dict[str, dict[str, Any]]:
             "query_vectors": f["qvectors"],
             "approximate": {"candidates": 100},
         },
+        "systems.impact_sharded": {
+            "kind": "impact",
+            "vectors": f["vectors"],
+            "query_vectors": f["qvectors"],
+            "shards": 2,
+        },
         "systems.mv": {"kind": "multivector", "model": f["mv-model"], "fields": ["text"]},
         "systems.mv_pre": {
             "kind": "multivector",
@@ -174,6 +180,8 @@ reaching("systems.impact", ("impact-index",), quantize=50)
 reaching("systems.impact", SEARCH, approximate={})
 reaching("systems.impact_pre", ("impact-index",), vectors="@vectors2", quantize=50)
 reaching("systems.impact_pre", SEARCH, query_vectors="@qvectors2")
+reaching("systems.impact_pre", ("impact-index",), shards=4)
+reaching("systems.impact_sharded", ("impact-index",), shards=3)
 reaching(
     "systems.impact_pre",
     SEARCH,
@@ -247,10 +255,13 @@ OUT_OF_KEY: dict[tuple[str, str], tuple[Any, str]] = {
         (node, "memory_mb"): (64, "rows read at a time; the dense index is byte-identical for any")
         for node in ("systems.dense", "systems.dense_flat", "systems.dense_pq", "systems.dense_ivf")
     },
-    ("systems.dense_sharded", "ray"): (
-        True,
-        "where the shards are built and searched (threads here or Ray); the index and run are byte-identical",
-    ),
+    **{
+        (node, "ray"): (
+            True,
+            "where the shards are built and searched (threads here or Ray); the index and run are byte-identical",
+        )
+        for node in ("systems.dense_sharded", "systems.impact_sharded")
+    },
     **{
         (node, key): (
             value,
@@ -379,7 +390,7 @@ def test_every_key_the_reader_accepts_is_audited(tmp_path):
             "systems.dense_ivf",
             "systems.dense_sharded",
         ],
-        '[systems.NAME], kind = "impact"': ["systems.impact", "systems.impact_pre"],
+        '[systems.NAME], kind = "impact"': ["systems.impact", "systems.impact_pre", "systems.impact_sharded"],
         '[systems.NAME], kind = "multivector"': ["systems.mv", "systems.mv_pre"],
         '[systems.NAME], kind = "run"': ["systems.given"],
         "[fusion.NAME]": ["fusion.rrf", "fusion.mix"],

@@ -87,7 +87,28 @@ pub static KINDS: &[IndexKind] = &[
         |d| Ok(bm25::sharded::check_shards(d)?.to_json())),
     IndexKind::sharded(&dense_index::SHARDED_LAYOUT, |d| Ok(dense_index::check_sharded(d)?.num_docs),
         |d| Ok(dense_index::check_sharded(d)?.to_json())),
+    IndexKind::sharded(&impact::sharded::LAYOUT, |d| Ok(impact::sharded::check_shards(d)?.num_docs),
+        |d| Ok(impact::sharded::check_shards(d)?.to_json())),
 ];
+
+/// The kinds whose sharded index is a directory of shards built by line ranges of one input and
+/// committed by [`finish_sharded`] (dense keeps a codebook beside its shards: its own build).
+pub const LINE_SHARDED_KINDS: &[&str] = &["bm25", "impact"];
+
+/// Commit the sharded index of kind `kind` (one of [`LINE_SHARDED_KINDS`]) whose shards were
+/// built into `dir`: the kind's checks across shards and its manifest, returned as JSON.
+pub fn finish_sharded(kind: &str, dir: crate::sharded::ShardedDir) -> Result<String> {
+    match kind {
+        "bm25" => Ok(bm25::sharded::ShardedBuild::from_dir(dir)
+            .finish()?
+            .to_json()),
+        "impact" => Ok(impact::sharded::finish(dir)?.to_json()),
+        other => Err(Error::invalid(format!(
+            "no sharded build of kind '{other}' (kinds: {})",
+            LINE_SHARDED_KINDS.join(", ")
+        ))),
+    }
+}
 
 /// The kind whose format name is `format`.
 pub fn by_format(format: &str) -> Option<&'static IndexKind> {

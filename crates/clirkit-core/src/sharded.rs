@@ -10,11 +10,17 @@
 //! (a Ray task, say), then the kind's manifest is committed with [`ShardedDir::commit`], which
 //! moves the whole directory into place at once.
 
+mod hits;
+pub use hits::{encode_hits, merge_hits};
+
 use crate::error::{Error, Result};
+use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::io::index_dir::{self, read_manifest_text, MANIFEST};
 use crate::io::manifest::{self, Manifest};
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 
 /// The format name of every sharded index starts with this, its kind following.
@@ -122,6 +128,43 @@ pub fn parts(dir: &Path) -> Result<Vec<PathBuf>> {
         parts.push(part_path(dir, &record, "the codebook")?);
     }
     Ok(parts)
+}
+
+/// Refuse a document id held by two shards (a single build refuses a duplicate id too), and
+/// more documents than the 32-bit document numbers of a single index could hold. Each shard's
+/// ids are unique and stored in byte order, so one merge of the sorted lists finds a duplicate
+/// as two equal neighbours: O(N log K) for N ids in K shards, no table of all ids. `shards`
+/// holds each shard's directory (named in the error) and id table, in shard order.
+pub fn check_unique_ids(shards: &[(&Path, &IdTable)]) -> Result<()> {
+    let total: usize = shards.iter().map(|(_, ids)| ids.len()).sum();
+    if total > u32::MAX as usize {
+        return Err(Error::invalid("more than 2^32 - 1 documents in all shards"));
+    }
+    let mut lists: Vec<_> = shards.iter().map(|(_, ids)| ids.iter_sorted()).collect();
+    let mut heads: BinaryHeap<Reverse<(&str, usize)>> = BinaryHeap::new();
+    for (shard, list) in lists.iter_mut().enumerate() {
+        if let Some(id) = list.next() {
+            heads.push(Reverse((id, shard)));
+        }
+    }
+    let mut previous: Option<(&str, usize)> = None;
+    while let Some(Reverse((id, shard))) = heads.pop() {
+        if let Some((earlier, earlier_shard)) = previous.filter(|(p, _)| *p == id) {
+            let (first, second) = (earlier_shard.min(shard), earlier_shard.max(shard));
+            return Err(Error::format(
+                shards[second].0,
+                format!(
+                    "document id '{earlier}' is also in {}; ids must be unique across shards",
+                    shards[first].0.display()
+                ),
+            ));
+        }
+        previous = Some((id, shard));
+        if let Some(next) = lists[shard].next() {
+            heads.push(Reverse((next, shard)));
+        }
+    }
+    Ok(())
 }
 
 /// A sharded index under construction. Dropped uncommitted, it is removed with its shards.

@@ -3,7 +3,6 @@
 
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
-use clirkit_core::bm25::sharded;
 use clirkit_core::bm25::{
     self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Expansion, Hit, Rm3Params, Strategy,
 };
@@ -11,6 +10,7 @@ use clirkit_core::io::jsonl::LineRange;
 use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
 use clirkit_core::ranking::{Run, ScoredDoc};
+use clirkit_core::sharded;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;

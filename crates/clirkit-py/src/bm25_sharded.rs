@@ -1,18 +1,19 @@
 //! Sharded BM25's building blocks for `clirkit.distributed`: cutting a corpus into line ranges,
-//! a sharded index under construction (`ShardedBm25Build`) and merging the shards' hits into one
+//! a sharded index of any kind built by line ranges under construction (`ShardedIndexBuild`) and merging the shards' hits into one
 //! run (a sharded index's checked manifest, of any kind, is `index_kinds.rs`'s
 //! `sharded_manifest`). Shards themselves are `Bm25Index.build(range=...)`,
 //! `Bm25Index.open_shard` and `Bm25Index.search_shard`.
 
 use crate::common::{define_register, BuildSlot};
 use crate::errors::{DetachCaught, IntoPy};
-use clirkit_core::bm25::sharded::{self, ShardedBuild};
+use clirkit_core::error::Error;
+use clirkit_core::index_kinds::{finish_sharded, LINE_SHARDED_KINDS};
 use clirkit_core::io::atomic::AtomicFile;
 use clirkit_core::io::id_text::write_error;
 use clirkit_core::io::jsonl::split_lines;
-use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec::write_run_to;
 use clirkit_core::ranking::Run;
+use clirkit_core::sharded::{self, ShardedDir};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -86,27 +87,42 @@ fn merge_shard_hits<'py>(
     Ok(Some(dict))
 }
 
-/// A sharded BM25 index under construction: build shard `i` into `shard_dir(i)` (from any
-/// process), then `finish()` merges the statistics and moves the index into place. Released
-/// unfinished, it is removed with its shards.
-#[pyclass(name = "ShardedBm25Build", module = "clirkit._native", frozen)]
-pub struct PyShardedBm25Build {
-    inner: BuildSlot<ShardedBuild>,
+/// A sharded index of kind `kind` (`"bm25"` or `"impact"`) under construction: build shard `i`
+/// into `shard_dir(i)` (from any process), then `finish()` checks the shards against each other
+/// (BM25 also merges their statistics) and moves the index into place. Released unfinished, it
+/// is removed with its shards.
+#[pyclass(name = "ShardedIndexBuild", module = "clirkit._native", frozen)]
+pub struct PyShardedIndexBuild {
+    kind: String,
+    inner: BuildSlot<ShardedDir>,
 }
 
 #[pymethods]
-impl PyShardedBm25Build {
+impl PyShardedIndexBuild {
     #[new]
-    fn new(index: PathBuf, shards: usize) -> PyResult<Self> {
-        let build = ShardedBuild::create(&index, shards).py_err()?;
-        Ok(PyShardedBm25Build {
+    fn new(kind: String, index: PathBuf, shards: usize) -> PyResult<Self> {
+        if !LINE_SHARDED_KINDS.contains(&kind.as_str()) {
+            return Err(Error::invalid(format!(
+                "no sharded build of kind '{kind}' (kinds: {})",
+                LINE_SHARDED_KINDS.join(", ")
+            )))
+            .py_err();
+        }
+        let build = ShardedDir::create(&index, shards).py_err()?;
+        Ok(PyShardedIndexBuild {
+            kind,
             inner: BuildSlot::new(build),
         })
     }
 
     #[getter]
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    #[getter]
     fn shards(&self) -> PyResult<usize> {
-        self.inner.with(ShardedBuild::shards)
+        self.inner.with(ShardedDir::shards)
     }
 
     /// Where shard `i` is to be built.
@@ -114,9 +130,9 @@ impl PyShardedBm25Build {
         self.inner.with(|build| build.shard_dir(i))
     }
 
-    /// Merge the shards' statistics and commit the sharded index; returns its manifest as JSON.
+    /// Check the shards and commit the sharded index; returns its manifest as JSON.
     fn finish(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(self.inner.finish(py, ShardedBuild::finish)?.to_json())
+        self.inner.finish(py, |dir| finish_sharded(&self.kind, dir))
     }
 
     /// Give the build up now (its directory and shards are removed).
@@ -125,6 +141,6 @@ impl PyShardedBm25Build {
     }
 }
 
-define_register!(classes: [PyShardedBm25Build], functions: [
+define_register!(classes: [PyShardedIndexBuild], functions: [
     split_corpus, sharded_index_kind, read_bm25_queries, merge_shard_hits
 ]);

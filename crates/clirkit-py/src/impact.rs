@@ -5,6 +5,7 @@ use crate::bm25::{hits_to_py, DocIds, PySearchResults};
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::impact::{self, BuildOptions, ImpactIndex, Strategy, WeightedVector};
+use clirkit_core::io::jsonl::LineRange;
 use clirkit_core::io::manifest::Manifest;
 use pyo3::prelude::*;
 use std::path::{Path, PathBuf};
@@ -26,10 +27,12 @@ pub struct PyImpactIndex {
 impl PyImpactIndex {
     /// Build an index from JSONL term-weight vectors (atomically) and open it; several files are
     /// indexed one after another, as their concatenation. Postings beyond `memory_budget_mb` are
-    /// spilled to disk (the files are the same).
+    /// spilled to disk (the files are the same). With `range` (start byte, end byte, first line
+    /// number, from `split_corpus`), from those lines of the one file only: one shard.
     #[staticmethod]
     #[pyo3(signature = (vectors, index, *, quantize=impact::DEFAULT_QUANTIZE, threads=0, quiet=false,
-                        memory_budget_mb=1024))]
+                        memory_budget_mb=1024, range=None))]
+    #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
         vectors: Vec<PathBuf>,
@@ -38,12 +41,18 @@ impl PyImpactIndex {
         threads: usize,
         quiet: bool,
         memory_budget_mb: usize,
+        range: Option<(u64, u64, u64)>,
     ) -> PyResult<Self> {
         let opts = BuildOptions {
             quantize,
             threads,
             quiet,
             memory_budget_bytes: memory_budget_mb.saturating_mul(1 << 20),
+            range: range.map(|(start, end, first_line)| LineRange {
+                start,
+                end,
+                first_line,
+            }),
         };
         let files: Vec<&std::path::Path> = vectors.iter().map(PathBuf::as_path).collect();
         py.detach_caught(|| impact::build_files(&files, &index, &opts))
@@ -54,10 +63,14 @@ impl PyImpactIndex {
     /// Open an existing index (memory-mapped).
     #[staticmethod]
     fn open(py: Python<'_>, index: PathBuf) -> PyResult<Self> {
-        let inner = py.detach_caught(|| ImpactIndex::open(&index)).py_err()?;
-        Ok(PyImpactIndex {
-            inner: Arc::new(inner),
-        })
+        Self::opened(py.detach_caught(|| ImpactIndex::open(&index)))
+    }
+
+    /// Open shard `shard` of the sharded impact index at `index`; a missing shard or one of
+    /// another build is refused.
+    #[staticmethod]
+    fn open_shard(py: Python<'_>, index: PathBuf, shard: usize) -> PyResult<Self> {
+        Self::opened(py.detach_caught(|| ImpactIndex::open_shard(&index, shard)))
     }
 
     #[getter]
@@ -155,6 +168,13 @@ impl PyImpactIndex {
 }
 
 impl PyImpactIndex {
+    /// The index an open returned, or its error.
+    fn opened(index: clirkit_core::Result<ImpactIndex>) -> PyResult<Self> {
+        Ok(PyImpactIndex {
+            inner: Arc::new(index.py_err()?),
+        })
+    }
+
     fn run_batch(
         &self,
         py: Python<'_>,
@@ -171,8 +191,11 @@ impl PyImpactIndex {
     }
 }
 
+/// Queries as Python gives and takes them: (qid, [(term, weight)]) pairs.
+pub(crate) type QueryPairs = Vec<(String, Vec<(String, f64)>)>;
+
 /// Queries given as (qid, [(term, weight)]) pairs, numbered from line 1.
-pub(crate) fn vectors_from_pairs(pairs: Vec<(String, Vec<(String, f64)>)>) -> Vec<WeightedVector> {
+pub(crate) fn vectors_from_pairs(pairs: QueryPairs) -> Vec<WeightedVector> {
     pairs
         .into_iter()
         .enumerate()
@@ -198,4 +221,11 @@ pub(crate) fn search_file_to_run(
     Ok(queries.len())
 }
 
-define_register!(classes: [PyImpactIndex], functions: []);
+/// A queries file read as `ImpactIndex.search_file` reads it: (qid, [(term, weight)]) pairs.
+#[pyfunction]
+fn read_impact_queries(py: Python<'_>, path: PathBuf) -> PyResult<QueryPairs> {
+    let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
+    Ok(queries.into_iter().map(|q| (q.id, q.terms)).collect())
+}
+
+define_register!(classes: [PyImpactIndex], functions: [read_impact_queries]);

@@ -180,8 +180,9 @@ impl PyApproximateImpactIndex {
         .map(|report| report.to_json())
     }
 
-    /// The (query_terms, candidates) of least work whose mean Accuracy@10 on `n` queries drawn
-    /// with `seed` reaches `target` at depth `k` (the most accurate when none does).
+    /// The calibration (JSON: the chosen settings, the sample's Accuracy@10 and its lower
+    /// confidence bound) of the least work whose Accuracy@10 on `n` queries drawn with `seed`
+    /// reaches `target` at depth `k` with 95% confidence (the highest bound when none does).
     #[pyo3(signature = (queries, target, n, seed, k, threads))]
     #[allow(clippy::too_many_arguments)]
     fn calibrate(
@@ -193,7 +194,7 @@ impl PyApproximateImpactIndex {
         seed: u64,
         k: usize,
         threads: usize,
-    ) -> PyResult<(usize, usize)> {
+    ) -> PyResult<String> {
         py.detach_caught(|| {
             let queries = queries.read()?;
             clirkit_core::parallel::install(threads, |_| {
@@ -201,8 +202,41 @@ impl PyApproximateImpactIndex {
             })?
         })
         .py_err()
-        .map(|p| (p.query_terms, p.candidates))
+        .map(|c| c.to_json())
     }
 }
 
-define_register!(classes: [PyApproximateImpactIndex], functions: []);
+/// The positions of the `n` queries of `count` an audit seeded `seed` draws, in query order.
+#[pyfunction]
+fn audit_sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
+    approximate::audit::sample(count, n, seed)
+}
+
+/// The audit of a sharded approximate search, as JSON: `parts` holds the shards' exact top 10s
+/// and their approximate top `k`s under `settings` (`SearchResults.shard_hits` of each shard)
+/// of the sampled queries `qids` (in sample order), merged as a sharded search merges them and
+/// compared query by query; `sample` is (`of` queries in all, drawn with `seed`, depth `k`).
+#[pyfunction]
+fn audit_shard_hits(
+    py: Python<'_>,
+    parts: (Vec<Vec<u8>>, Vec<Vec<u8>>),
+    qids: Vec<String>,
+    sample: (usize, u64, usize),
+    settings: Settings,
+) -> PyResult<String> {
+    let ((exact_parts, approximate_parts), (of, seed, k)) = (parts, sample);
+    let params = search_params(settings);
+    py.detach_caught(|| {
+        let merged = |parts: &[Vec<u8>], depth: usize| {
+            let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            clirkit_core::sharded::merge_hits(&parts, &qids, depth)
+        };
+        let exact = merged(&exact_parts, approximate::audit::AUDIT_DEPTH)?;
+        let approx = merged(&approximate_parts, k.max(approximate::audit::AUDIT_DEPTH))?;
+        approximate::audit::audit_runs(&exact, &approx, of, seed, params)
+    })
+    .py_err()
+    .map(|report| report.to_json())
+}
+
+define_register!(classes: [PyApproximateImpactIndex], functions: [audit_sample, audit_shard_hits]);

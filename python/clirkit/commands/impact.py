@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from clirkit.commands.common import (
+    add_ray_option,
     add_search_parser,
     add_spill_memory_option,
     add_worker_options,
@@ -18,12 +19,15 @@ from clirkit.commands.common import (
     seed_int,
     threads,
 )
+from clirkit.distributed.sharded import sharded_kind
 from clirkit.impact import (
     DEFAULT_CANDIDATES,
     DEFAULT_POSTINGS_PER_TERM,
     DEFAULT_QUANTIZE,
     RUN_TAG,
     ApproximateSettings,
+    AuditReport,
+    Calibration,
     ImpactIndex,
 )
 
@@ -52,6 +56,12 @@ def register(top, groups) -> None:
         help="impacts are round(weight * QUANTIZE) (default 100; 1 keeps integer weights as they are)",
     )
     add_spill_memory_option(p)
+    p.add_argument(
+        "--shards",
+        type=positive_int,
+        help="build a sharded index of N shards (a plain, uncompressed vectors file); searched as the single index",
+    )
+    add_ray_option(p, "build the shards as tasks on this Ray cluster")
     add_worker_options(p, _index)
 
     s = add_search_parser(
@@ -73,6 +83,7 @@ def register(top, groups) -> None:
     s.add_argument("--output", required=True, help="TREC run file to write")
     s.add_argument("--k", type=positive_int, default=1000, help="hits per query")
     s.add_argument("--tag", default=RUN_TAG, help="run tag (6th column)")
+    add_ray_option(s, "search a sharded index through shard actors on this Ray cluster")
     _add_approximate_options(s)
     add_worker_options(s, _search)
 
@@ -115,13 +126,15 @@ def _add_approximate_options(s: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--target-accuracy",
         type=_target,
-        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on "
-        "--calibration-sample queries (re-run exactly) reaches this",
+        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on all queries "
+        "reaches this with 95%% confidence, judged on --calibration-sample of them (re-run exactly): "
+        "the lower confidence bound of the sample's mean must reach it",
     )
     g.add_argument(
         "--calibration-sample",
         type=positive_int,
-        help="queries re-run exactly to choose settings for --target-accuracy (default 50)",
+        help="queries re-run exactly to choose settings for --target-accuracy (default 50; more gives a "
+        "tighter bound, so cheaper settings; all queries make the bound their exact mean)",
     )
     g.add_argument(
         "--audit",
@@ -137,9 +150,19 @@ def _add_approximate_options(s: argparse.ArgumentParser) -> None:
 
 def _index(args: argparse.Namespace) -> int:
     options = picked(args, "quantize", "threads", "quiet")
-    index = ImpactIndex.build(args.vectors, args.index, memory_budget_mb=args.memory_mb, **options)
+    options["memory_budget_mb"] = args.memory_mb
+    if args.ray is not None and args.shards is None:
+        raise SystemExit("clirkit index impact: --ray builds a sharded index: give --shards N")
+    if args.shards is not None:
+        from clirkit.distributed.impact import build_sharded_impact
+
+        sharded = build_sharded_impact(args.vectors, args.index, args.shards, ray=args.ray, **options)
+        built = f"{sharded.num_docs} documents in {sharded.num_shards} shards"
+    else:
+        index = ImpactIndex.build(args.vectors, args.index, **options)
+        built = f"{index.num_docs} documents, {index.num_terms} terms"
     if not args.quiet:
-        print(f"indexed {index.num_docs} documents, {index.num_terms} terms -> {args.index}", file=sys.stderr)
+        print(f"indexed {built} -> {args.index}", file=sys.stderr)
     return 0
 
 
@@ -151,6 +174,51 @@ def _search(args: argparse.Namespace) -> int:
     for name, default in APPROXIMATE_OPTIONS.items():
         if getattr(args, name) is None:
             setattr(args, name, default)
+    if sharded_kind(args.index) is not None:
+        if args.target_accuracy is not None:
+            raise SystemExit(
+                "clirkit search impact: --target-accuracy is not available on a sharded index; "
+                "give --query-terms and --candidates (calibrate them on the single index)"
+            )
+        with tempfile.TemporaryDirectory(prefix="clirkit-queries-") as tmp:
+            queries = _encode_queries(args, Path(tmp)) if args.model else args.queries
+            searched = _search_sharded(args, queries)
+    elif args.ray is not None:
+        raise SystemExit(
+            "clirkit search impact: --ray searches a sharded index (clirkit index impact --shards N)"
+        )
+    else:
+        searched = _search_single(args)
+    if not args.quiet:
+        print(f"searched {searched} queries -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def _search_sharded(args: argparse.Namespace, queries: str | Path) -> int:
+    """``clirkit search impact`` on a sharded index: shards in threads, or through Ray actors."""
+    from contextlib import ExitStack
+
+    from clirkit.distributed.cluster import connected
+    from clirkit.distributed.impact import Pruning, ShardedImpactIndex
+
+    settings = ApproximateSettings(query_terms=args.query_terms, candidates=args.candidates)
+    pruning = Pruning(settings, args.postings_per_term)
+    approximate = pruning if args.approximate else None
+    with ExitStack() as stack:
+        if args.ray is not None:
+            stack.enter_context(connected(args.ray))
+        index = stack.enter_context(
+            ShardedImpactIndex.open(args.index, threads=args.threads, ray=args.ray is not None)
+        )
+        searched = index.search_file_to_trec(queries, args.output, args.k, tag=args.tag, pruning=approximate)
+        if args.audit is not None:
+            report = index.audit(queries, args.audit, seed=args.audit_seed, k=args.k, pruning=pruning)
+            _write_audit(args, report)
+    return searched
+
+
+def _search_single(args: argparse.Namespace) -> int:
+    """``clirkit search impact`` on one index, exact or approximate."""
     index = ImpactIndex.open(args.index)
     with tempfile.TemporaryDirectory(prefix="clirkit-queries-") as tmp:
         queries = _encode_queries(args, Path(tmp)) if args.model else args.queries
@@ -161,19 +229,16 @@ def _search(args: argparse.Namespace) -> int:
             searched = index.search_file_to_trec(
                 queries, args.output, args.k, tag=args.tag, threads=args.threads, quiet=args.quiet
             )
-    if not args.quiet:
-        print(f"searched {searched} queries -> {args.output}", file=sys.stderr)
-    return 0
+    return searched
 
 
 def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: str | Path) -> int:
     """The approximate search of ``clirkit search impact --approximate``, its calibration and audit."""
-    from clirkit._atomic import write_json_atomic
-
     approx = index.approximate(postings_per_term=args.postings_per_term, threads=args.threads)
     settings = ApproximateSettings(query_terms=args.query_terms, candidates=args.candidates)
+    calibration = None
     if args.target_accuracy is not None:
-        settings = approx.calibrate(
+        calibration = approx.calibrate(
             queries,
             args.target_accuracy,
             sample=args.calibration_sample,
@@ -181,12 +246,9 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
             k=args.k,
             threads=args.threads,
         )
-        if not args.quiet:
-            print(
-                f"calibrated for Accuracy@10 {args.target_accuracy}: query terms {settings.query_terms or 'all'}, "
-                f"candidates {settings.candidates}",
-                file=sys.stderr,
-            )
+        settings = calibration.settings
+        if not args.quiet or not calibration.reached:
+            print(calibration.summary(), file=sys.stderr)
     searched = approx.search_file_to_trec(
         queries, args.output, args.k, tag=args.tag, settings=settings, threads=args.threads, quiet=args.quiet
     )
@@ -194,15 +256,26 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
         report = approx.audit(
             queries, args.audit, seed=args.audit_seed, k=args.k, settings=settings, threads=args.threads
         )
-        data = {
-            "postings_per_term": args.postings_per_term,
-            "target_accuracy": args.target_accuracy,
-            **report.to_dict(),
-        }
-        write_json_atomic(f"{args.output}.audit.json", data, indent=1)
-        # The audit is the point of asking for it: printed even with --quiet.
-        print(report.summary(), file=sys.stderr)
+        _write_audit(args, report, calibration)
     return searched
+
+
+def _write_audit(
+    args: argparse.Namespace, report: AuditReport, calibration: Calibration | None = None
+) -> None:
+    """The audit beside the run (``OUTPUT.audit.json``, with the calibration that chose the settings, if
+    any) and its summary on stderr."""
+    from clirkit._atomic import write_json_atomic
+
+    data = {
+        "postings_per_term": args.postings_per_term,
+        "target_accuracy": args.target_accuracy,
+        "calibration": None if calibration is None else calibration.to_dict(),
+        **report.to_dict(),
+    }
+    write_json_atomic(f"{args.output}.audit.json", data, indent=1)
+    # The audit is the point of asking for it: printed even with --quiet.
+    print(report.summary(), file=sys.stderr)
 
 
 def _encode_queries(args: argparse.Namespace, tmp: Path) -> Path:

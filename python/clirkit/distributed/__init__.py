@@ -10,14 +10,17 @@ cluster is asked for."""
 from __future__ import annotations
 
 from clirkit.distributed.bm25 import RayShardedBM25, ShardedBM25Index, build_sharded_bm25
+from clirkit.distributed.impact import ShardedImpactIndex, build_sharded_impact
 from clirkit.distributed.sharded import ShardedManifest, ShardRecord, read_manifest, sharded_kind
 
 __all__ = [
     "RayShardedBM25",
     "ShardRecord",
     "ShardedBM25Index",
+    "ShardedImpactIndex",
     "ShardedManifest",
     "build_sharded_bm25",
+    "build_sharded_impact",
     "read_manifest",
     "sharded_kind",
 ]

@@ -12,31 +12,30 @@ its worker dies)."""
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
-from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike
 from clirkit.bm25 import DEFAULT_B, DEFAULT_K1, Queries, query_triples
 from clirkit.distributed import cluster
-from clirkit.distributed.sharded import ShardedManifest, read_manifest
+from clirkit.distributed.sharded import (
+    ShardedManifest,
+    ShardedSearch,
+    ShardPlacement,
+    ShardScatter,
+    build_line_shards,
+    read_manifest,
+)
 
 #: A query as the shards take it: (qid, text, lang or None).
 QueryTriple = tuple[str, str, Optional[str]]
 
 
 def _build_shard(
-    corpus: str,
-    line_range: tuple[int, int, int],
-    shard_dir: str,
-    options: dict[str, Any],
-    threads: int,
-    crash_once: str | None = None,
+    corpus: str, line_range: tuple[int, int, int], shard_dir: str, options: dict[str, Any], threads: int
 ) -> int:
     """Build one shard (a Ray task, or a plain call); returns its document count."""
-    cluster.crash_if_marked(crash_once)
     index = _native.Bm25Index.build(corpus, shard_dir, threads=threads, range=line_range, **options)
     return index.num_docs
 
@@ -63,8 +62,6 @@ def build_sharded_bm25(
     address (or True for Ray's default) builds them as Ray tasks, each on ``threads`` threads
     (0: one) and retried up to ``max_retries`` times if its worker dies. ``_crash_once`` (tests
     only) names a file whose first claimant ends its worker process mid-build."""
-    if shards < 1:
-        raise InvalidInputError(f"shards must be at least 1, got {shards}")
     if options.get("keep_first_duplicate"):
         # Each shard sees only its part: a duplicate across shards could not be dropped in corpus order.
         raise InvalidInputError(
@@ -77,39 +74,8 @@ def build_sharded_bm25(
         )
     if "fields" in options:
         options["fields"] = list(options["fields"])
-    # Absolute: Ray workers need not share this process's working directory.
-    corpus = os.path.abspath(corpus)
-    threads = checked_threads(threads)
-    ranges = _native.split_corpus(corpus, shards)
-    crash = None if _crash_once is None else os.fspath(_crash_once)
-    build = _native.ShardedBm25Build(os.path.abspath(index), shards)
-    try:
-        if not ray:
-            for i, line_range in enumerate(ranges):
-                _build_shard(
-                    corpus, line_range, os.fspath(build.shard_dir(i)), {**options, "quiet": quiet}, threads
-                )
-        else:
-            with cluster.connected(ray) as ray_module:
-                cpus = min(float(threads or 1), cluster.cluster_cpus(ray_module))
-                task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_build_shard)
-                shard_options = {**options, "quiet": True}
-                refs = [
-                    task.remote(
-                        corpus,
-                        r,
-                        os.fspath(build.shard_dir(i)),
-                        shard_options,
-                        cluster.task_threads(cpus),
-                        crash,
-                    )
-                    for i, r in enumerate(ranges)
-                ]
-                ray_module.get(refs)
-        build.finish()
-    except BaseException:
-        build.abort()
-        raise
+    placement = ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
+    build_line_shards("bm25", corpus, index, shards, _build_shard, options, placement)
     return ShardedBM25Index.open(index)
 
 
@@ -125,22 +91,26 @@ def _checked_bm25(manifest: ShardedManifest) -> ShardedManifest:
     return manifest
 
 
-class _ShardedSearch:
-    """What every way of searching a sharded BM25 index shares: each shard's exact top k of the
-    queries (:meth:`_parts`, the way's own), merged into the single index's run."""
+class Bm25Shard:
+    """One shard of a sharded BM25 index opened to score with the whole collection's statistics
+    (:class:`~clirkit.distributed.sharded.ShardScatter` opens one per shard, here or in a Ray
+    actor)."""
 
-    manifest: ShardedManifest
+    def __init__(self, index: str, shard: int, threads: int) -> None:
+        self._shard = _native.Bm25Index.open_shard(index, shard)
+        self._threads = threads
+
+    def search(self, queries: list[QueryTriple], options: dict[str, Any]) -> bytes:
+        return self._shard.batch_search(queries, threads=self._threads, **options).shard_hits()
+
+
+class _ShardedSearch(ShardedSearch):
+    """What every way of searching a sharded BM25 index shares: each shard's exact top k of the
+    queries (from its :class:`~clirkit.distributed.sharded.ShardScatter`), merged into the single
+    index's run."""
 
     def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
-        raise NotImplementedError
-
-    @property
-    def num_docs(self) -> int:
-        return self.manifest.num_docs
-
-    @property
-    def num_shards(self) -> int:
-        return len(self.manifest.shards)
+        return self.scatter.parts(triples, options)
 
     def batch_search(
         self,
@@ -184,39 +154,15 @@ class ShardedBM25Index(_ShardedSearch):
 
     def __init__(self, manifest: ShardedManifest, *, threads: int = 0) -> None:
         self.manifest = _checked_bm25(manifest)
-        self._threads = checked_threads(threads)
-        self._shards = [_native.Bm25Index.open_shard(manifest.path, i) for i in range(len(manifest.shards))]
+        self.scatter = ShardScatter(manifest, Bm25Shard, threads=threads)
 
     @staticmethod
     def open(index: PathLike, *, threads: int = 0) -> ShardedBM25Index:
         """Open a sharded BM25 index; a missing shard or one of another build is refused."""
         return ShardedBM25Index(read_manifest(index), threads=threads)
 
-    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
-        # Each shard's search releases the GIL; the cores are shared out among the shards.
-        each = max(1, worker_count(self._threads) // self.num_shards)
-        with ThreadPoolExecutor(max_workers=self.num_shards) as pool:
-            return list(
-                pool.map(
-                    lambda shard: shard.batch_search(triples, threads=each, **options).shard_hits(),
-                    self._shards,
-                )
-            )
-
     def __repr__(self) -> str:
         return f"ShardedBM25Index({self.manifest.path!r}, num_docs={self.num_docs}, shards={self.num_shards})"
-
-
-class _ShardActor:
-    """One shard, held by a Ray actor: opened by path, so a restarted actor reopens it."""
-
-    def __init__(self, index: str, shard: int, threads: int) -> None:
-        self._shard = _native.Bm25Index.open_shard(index, shard)
-        self._threads = threads
-
-    def search(self, triples: list[QueryTriple], options: dict[str, Any], crash_once: str | None) -> bytes:
-        cluster.crash_if_marked(crash_once)
-        return self._shard.batch_search(triples, threads=self._threads, **options).shard_hits()
 
 
 class RayShardedBM25(_ShardedSearch):
@@ -236,31 +182,17 @@ class RayShardedBM25(_ShardedSearch):
         max_restarts: int = 3,
         _crash_once: PathLike | None = None,
     ) -> None:
-        ray = cluster.require_ray()
-        if not ray.is_initialized():
-            raise InvalidInputError("connect to a Ray cluster first (clirkit.distributed.cluster.connected)")
         self.manifest = _checked_bm25(read_manifest(index))
-        self._ray = ray
-        self._crash_once = None if _crash_once is None else os.fspath(_crash_once)
-        shards = len(self.manifest.shards)
-        cpus = cpus_per_shard if cpus_per_shard is not None else cluster.actor_cpus(ray, shards)
-        actor = ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
-            _ShardActor
+        self.scatter = ShardScatter(
+            self.manifest,
+            Bm25Shard,
+            ray=True,
+            cpus_per_shard=cpus_per_shard,
+            max_restarts=max_restarts,
+            crash_once=_crash_once,
         )
-        path = os.path.abspath(self.manifest.path)
-        self.actors = [actor.remote(path, i, cluster.task_threads(cpus)) for i in range(shards)]
 
-    def _parts(self, triples: list[QueryTriple], options: dict[str, Any]) -> list[bytes]:
-        queries = self._ray.put(triples)
-        return self._ray.get([a.search.remote(queries, options, self._crash_once) for a in self.actors])
-
-    def close(self) -> None:
-        for a in self.actors:
-            self._ray.kill(a, no_restart=True)
-        self.actors = []
-
-    def __enter__(self) -> RayShardedBM25:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    @property
+    def actors(self) -> list[Any]:
+        """The shard actors, in shard order."""
+        return self.scatter.actors

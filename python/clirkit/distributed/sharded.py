@@ -3,17 +3,27 @@
 shard's directory, build stamp (the checksum of the shard's own manifest) and document count, and
 carrying a checksum of its own. It is a clirkit index for the rule every build follows (a build
 replaces a clirkit index but never another directory), and a shard that is missing or of another
-build is refused when the index is opened."""
+build is refused when the index is opened.
+
+Also what searching and building such an index share, whatever its kind: :class:`ShardScatter`
+asks every shard for its part of a search (in threads, or through one Ray actor per shard), and
+:func:`build_line_shards` builds one shard per range of lines of one input (here or as Ray tasks)
+and commits them together."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from clirkit import _native
+from clirkit._native import InvalidInputError
+from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike
+from clirkit.distributed import cluster
 
 
 @dataclass(frozen=True)
@@ -54,3 +64,197 @@ def read_manifest(path: PathLike) -> ShardedManifest:
     fields = json.loads(manifest)
     shards = tuple(ShardRecord(s["dir"], s["build"], int(s["num_docs"])) for s in fields["shards"])
     return ShardedManifest(path, kind, sum(s.num_docs for s in shards), shards, fields)
+
+
+class ShardSearcher(Protocol):
+    """One shard, opened for search: its part of a sharded search (its exact or approximate top
+    k of every query, encoded as ``SearchResults.shard_hits`` encodes them)."""
+
+    def search(self, queries: Any, options: dict[str, Any]) -> bytes: ...
+
+
+#: How a kind opens one shard: (the sharded index's path, the shard's number, threads).
+ShardOpener = Callable[[str, int, int], ShardSearcher]
+
+#: How a kind builds one shard: (input file, line range, shard directory, options, threads).
+ShardBuilder = Callable[[str, tuple[int, int, int], str, dict[str, Any], int], Any]
+
+
+class ShardActor:
+    """One shard held by a Ray actor: opened by path, so a restarted actor reopens it."""
+
+    def __init__(self, opener: ShardOpener, index: str, shard: int, threads: int) -> None:
+        self._shard = opener(index, shard, threads)
+
+    def search(self, queries: Any, options: dict[str, Any], crash_once: str | None) -> bytes:
+        cluster.crash_if_marked(crash_once)
+        return self._shard.search(queries, options)
+
+
+class ShardScatter:
+    """The shards of a sharded index, each asked for its part of a search, in parallel: opened
+    in this process and searched in threads sharing ``threads`` cores (0: all), or with ``ray``
+    held by one Ray actor each on the cluster this process is connected to
+    (:func:`clirkit.distributed.cluster.connected`), an actor whose worker dies restarted (it
+    reopens its shard by path) and its call retried, up to ``max_restarts`` times.
+    ``crash_once`` (tests only) names a file whose first claimant ends its actor's worker
+    mid-search. :meth:`close` ends the actors."""
+
+    def __init__(
+        self,
+        manifest: ShardedManifest,
+        opener: ShardOpener,
+        *,
+        threads: int = 0,
+        ray: bool = False,
+        cpus_per_shard: float | None = None,
+        max_restarts: int = 3,
+        crash_once: PathLike | None = None,
+    ) -> None:
+        self.manifest = manifest
+        count = len(manifest.shards)
+        path = os.path.abspath(manifest.path)
+        self._crash_once = None if crash_once is None else os.fspath(crash_once)
+        self._ray: Any = None
+        self.actors: list[Any] = []
+        self._local: list[ShardSearcher] = []
+        if ray:
+            self._ray = cluster.require_ray()
+            if not self._ray.is_initialized():
+                raise InvalidInputError(
+                    "connect to a Ray cluster first (clirkit.distributed.cluster.connected)"
+                )
+            cpus = cpus_per_shard if cpus_per_shard is not None else cluster.actor_cpus(self._ray, count)
+            actor = self._ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
+                ShardActor
+            )
+            threads_each = cluster.task_threads(cpus)
+            self.actors = [actor.remote(opener, path, i, threads_each) for i in range(count)]
+        else:
+            # Each shard's search releases the GIL; the cores are shared out among the shards.
+            each = max(1, worker_count(checked_threads(threads)) // count)
+            self._local = [opener(path, i, each) for i in range(count)]
+
+    def parts(self, queries: Any, options: dict[str, Any]) -> list[bytes]:
+        """Every shard's part of the search of ``queries`` with ``options``, in shard order."""
+        if self._ray is not None:
+            shared = self._ray.put(queries)  # once into the object store, read there by every actor
+            return self._ray.get([a.search.remote(shared, options, self._crash_once) for a in self.actors])
+        with ThreadPoolExecutor(max_workers=len(self._local)) as pool:
+            return list(pool.map(lambda shard: shard.search(queries, options), self._local))
+
+    def close(self) -> None:
+        """End the shard actors (nothing to end for shards searched in threads)."""
+        if self._ray is not None:
+            for a in self.actors:
+                self._ray.kill(a, no_restart=True)
+        self.actors = []
+
+
+_Self = TypeVar("_Self", bound="ShardedSearch")
+
+
+class ShardedSearch:
+    """What every way of searching a sharded index shares: its manifest, the
+    :class:`ShardScatter` of its shards, and the end of their actors (:meth:`close`, or ``with``)."""
+
+    manifest: ShardedManifest
+    scatter: ShardScatter
+
+    @property
+    def num_docs(self) -> int:
+        return self.manifest.num_docs
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.manifest.shards)
+
+    def close(self) -> None:
+        """End the shard actors (nothing to end for shards searched in threads)."""
+        self.scatter.close()
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class ShardPlacement:
+    """Where and how the shards of a build run. ``ray``: None or False builds them here, one after
+    another on ``threads`` threads; an address (or True for Ray's default) builds them as Ray
+    tasks, each on ``threads`` threads (0: one) and retried up to ``max_retries`` times if its
+    worker dies. ``crash_once`` (tests only) names a file whose first claimant ends its worker
+    process mid-build."""
+
+    threads: int = 0
+    quiet: bool = False
+    ray: cluster.RayAddress = None
+    max_retries: int = 3
+    crash_once: PathLike | None = None
+
+
+def build_line_shards(
+    kind: str,
+    source: PathLike,
+    index: PathLike,
+    shards: int,
+    build_shard: ShardBuilder,
+    options: dict[str, Any],
+    placement: ShardPlacement,
+) -> None:
+    """Build the sharded index ``index`` of ``kind`` (``"bm25"``, ``"impact"``) from a plain input
+    file cut into ``shards`` ranges of whole lines, shard ``i`` built from range ``i`` by
+    ``build_shard`` (a module-level function, so that Ray can send it) where ``placement`` says,
+    then checked and committed atomically (shards and manifest appear together; nothing is left
+    on failure)."""
+    if shards < 1:
+        raise InvalidInputError(f"shards must be at least 1, got {shards}")
+    threads, ray = checked_threads(placement.threads), placement.ray
+    # Absolute: Ray workers need not share this process's working directory.
+    source = os.path.abspath(source)
+    ranges = _native.split_corpus(source, shards)
+    crash = None if placement.crash_once is None else os.fspath(placement.crash_once)
+    build = _native.ShardedIndexBuild(kind, os.path.abspath(index), shards)
+    try:
+        if not ray:
+            for i, line_range in enumerate(ranges):
+                shard_dir = os.fspath(build.shard_dir(i))
+                build_shard(source, line_range, shard_dir, {**options, "quiet": placement.quiet}, threads)
+        else:
+            with cluster.connected(ray) as ray_module:
+                cpus = min(float(threads or 1), cluster.cluster_cpus(ray_module))
+                task = ray_module.remote(num_cpus=cpus, max_retries=placement.max_retries)(_crashing_build)
+                shard_options = {**options, "quiet": True}
+                refs = [
+                    task.remote(
+                        build_shard,
+                        source,
+                        r,
+                        os.fspath(build.shard_dir(i)),
+                        shard_options,
+                        cluster.task_threads(cpus),
+                        crash,
+                    )
+                    for i, r in enumerate(ranges)
+                ]
+                ray_module.get(refs)
+        build.finish()
+    except BaseException:
+        build.abort()
+        raise
+
+
+def _crashing_build(
+    build_shard: ShardBuilder,
+    source: str,
+    line_range: tuple[int, int, int],
+    shard_dir: str,
+    options: dict[str, Any],
+    threads: int,
+    crash_once: str | None,
+) -> None:
+    """One shard's build as a Ray task (after the fault injection of tests)."""
+    cluster.crash_if_marked(crash_once)
+    build_shard(source, line_range, shard_dir, options, threads)

@@ -7,7 +7,7 @@
 //! dictionary (every term of every shard with its document frequency over all of them, no
 //! postings). A shard opened with [`Bm25Index::open_shard`] scores with them, so each shard's
 //! exact top k holds the single index's scores, and the single index's top k is among the
-//! shards' top k's merged in canonical order ([`merge_hits`]): score descending, then id
+//! shards' top k's merged in canonical order ([`crate::sharded::merge_hits`]): score descending, then id
 //! descending as bytes, which is also the single index's tie rule (its tie key is the id's rank
 //! in byte order).
 //!
@@ -19,18 +19,16 @@
 
 use super::format;
 use super::merge::{check_built_alike, for_each_term};
-use super::{Bm25Index, Hit};
+use super::Bm25Index;
 use crate::error::{Error, Result};
 use crate::io::format::MappedFile;
 use crate::io::index_dir::MANIFEST;
 use crate::io::manifest::{self, Layout};
 use crate::postings::termdict::{self, TermEntry};
-use crate::ranking::{Run, ScoredDoc};
 use crate::sharded::{shard_path, ShardRecord, ShardedDir};
 use format::Bm25Manifest;
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub const FORMAT: &str = "clirkit-sharded-bm25";
@@ -148,6 +146,11 @@ impl ShardedBuild {
         })
     }
 
+    /// The build of the shards built into `dir`.
+    pub fn from_dir(dir: ShardedDir) -> Self {
+        ShardedBuild { dir }
+    }
+
     pub fn shards(&self) -> usize {
         self.dir.shards()
     }
@@ -168,7 +171,9 @@ impl ShardedBuild {
                 "stores document vectors (for RM3), which a sharded index cannot use",
             ));
         }
-        check_unique_ids(&indexes)?;
+        let ids: Vec<(&Path, &crate::ids::IdTable)> =
+            indexes.iter().map(|i| (i.dir(), &i.ids)).collect();
+        crate::sharded::check_unique_ids(&ids)?;
 
         let mut entries = Vec::new();
         let mut texts = Vec::new();
@@ -213,120 +218,6 @@ impl ShardedBuild {
         self.dir.commit(&manifest)?;
         Ok(manifest)
     }
-}
-
-/// Refuse a document id held by two shards (a single build refuses a duplicate id too), and
-/// more documents than the 32-bit document numbers of a single index could hold. Each shard's
-/// ids are unique and stored in byte order, so one merge of the sorted lists finds a duplicate
-/// as two equal neighbours: O(N log K) for N ids in K shards, no table of all ids.
-fn check_unique_ids(indexes: &[Bm25Index]) -> Result<()> {
-    let total: usize = indexes.iter().map(Bm25Index::num_docs).sum();
-    if total > u32::MAX as usize {
-        return Err(Error::invalid("more than 2^32 - 1 documents in all shards"));
-    }
-    let mut lists: Vec<_> = indexes.iter().map(|i| i.ids.iter_sorted()).collect();
-    let mut heads: BinaryHeap<Reverse<(&str, usize)>> = BinaryHeap::new();
-    for (shard, list) in lists.iter_mut().enumerate() {
-        if let Some(id) = list.next() {
-            heads.push(Reverse((id, shard)));
-        }
-    }
-    let mut previous: Option<(&str, usize)> = None;
-    while let Some(Reverse((id, shard))) = heads.pop() {
-        if let Some((earlier, earlier_shard)) = previous.filter(|(p, _)| *p == id) {
-            let (first, second) = (earlier_shard.min(shard), earlier_shard.max(shard));
-            return Err(Error::format(
-                indexes[second].dir(),
-                format!(
-                    "document id '{earlier}' is also in {}; ids must be unique across shards",
-                    indexes[first].dir().display()
-                ),
-            ));
-        }
-        previous = Some((id, shard));
-        if let Some(next) = lists[shard].next() {
-            heads.push(Reverse((next, shard)));
-        }
-    }
-    Ok(())
-}
-
-/// One shard's hits for a batch of queries (its documents' string ids by `doc_id`), as bytes for
-/// the trip to whoever merges them: per query `n u32`, then `n` times `score f32 · id length u32 ·
-/// id`, little-endian.
-pub fn encode_hits<'a>(doc_id: impl Fn(u32) -> &'a str, results: &[Vec<Hit>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for hits in results {
-        out.extend_from_slice(&(hits.len() as u32).to_le_bytes());
-        for hit in hits {
-            let id = doc_id(hit.doc).as_bytes();
-            out.extend_from_slice(&hit.score.to_le_bytes());
-            out.extend_from_slice(&(id.len() as u32).to_le_bytes());
-            out.extend_from_slice(id);
-        }
-    }
-    out
-}
-
-/// Reads what [`encode_hits`] wrote; anything short or malformed is an error.
-struct HitsReader<'a> {
-    bytes: &'a [u8],
-    shard: usize,
-}
-
-fn corrupt(shard: usize) -> Error {
-    Error::invalid(format!(
-        "the hits of shard {shard} are truncated or corrupt"
-    ))
-}
-
-impl HitsReader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8]> {
-        if self.bytes.len() < n {
-            return Err(corrupt(self.shard));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
-    }
-
-    fn query(&mut self, into: &mut Vec<ScoredDoc>) -> Result<()> {
-        for _ in 0..self.u32()? {
-            let score = f32::from_bits(self.u32()?);
-            let len = self.u32()? as usize;
-            let shard = self.shard;
-            let id = std::str::from_utf8(self.take(len)?).map_err(|_| corrupt(shard))?;
-            into.push(ScoredDoc::new(id, score as f64));
-        }
-        Ok(())
-    }
-}
-
-/// Merge shards' hits ([`encode_hits`], for the same queries `qids` in order) into each query's
-/// top `k` in canonical order: the run of the single index over all the shards' documents.
-pub fn merge_hits(parts: &[&[u8]], qids: &[String], k: usize) -> Result<Run> {
-    let mut readers: Vec<HitsReader> = parts
-        .iter()
-        .enumerate()
-        .map(|(shard, bytes)| HitsReader { bytes, shard })
-        .collect();
-    let mut run = Run::new();
-    for qid in qids {
-        let mut docs = Vec::new();
-        for reader in &mut readers {
-            reader.query(&mut docs)?;
-        }
-        run.push(qid.clone(), docs);
-    }
-    if let Some(reader) = readers.iter().find(|r| !r.bytes.is_empty()) {
-        return Err(corrupt(reader.shard));
-    }
-    run.truncate(k);
-    Ok(run)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::ids::{IdTable, UniqueIds};
 use crate::io::atomic::AtomicDir;
 use crate::io::format::{FileWriter, Kind};
-use crate::io::jsonl::{LineBlock, LineReader};
+use crate::io::jsonl::{LineBlock, LineRange, LineReader};
 use crate::io::manifest::{self, Manifest};
 use crate::postings::{encode_postings, POSTINGS_PADDING};
 use rayon::prelude::*;
@@ -29,6 +29,9 @@ pub struct BuildOptions {
     /// Postings held in memory before a run is spilled to disk (and the bound of the postings
     /// gathered at once by the final merge).
     pub memory_budget_bytes: usize,
+    /// Index only this range of lines of the one vectors file (a shard of a sharded index,
+    /// [`crate::io::jsonl::split_lines`]); errors keep the file's true line numbers.
+    pub range: Option<LineRange>,
 }
 
 impl Default for BuildOptions {
@@ -38,6 +41,7 @@ impl Default for BuildOptions {
             threads: 0,
             quiet: false,
             memory_budget_bytes: 1 << 30,
+            range: None,
         }
     }
 }
@@ -65,6 +69,11 @@ pub fn build_files(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result
     if files.is_empty() {
         return Err(Error::invalid("no vector files given"));
     }
+    if files.len() > 1 && opts.range.is_some() {
+        return Err(Error::invalid(
+            "a line range indexes one vectors file, not several",
+        ));
+    }
     crate::parallel::install(opts.threads, |_| build_in_pool(files, index, opts))?
 }
 
@@ -79,7 +88,10 @@ fn build_in_pool(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<I
     let mut dropped_zero = 0u64;
     let progress = crate::progress::bar(None, "indexing vectors", opts.quiet);
     for (file, &vectors) in files.iter().enumerate() {
-        let mut reader = LineReader::open(vectors)?;
+        let mut reader = match &opts.range {
+            Some(range) => LineReader::open_range(vectors, range)?,
+            None => LineReader::open(vectors)?,
+        };
         let mut block = LineBlock::default();
         loop {
             reader.next_block(8192, &mut block)?;
@@ -160,11 +172,14 @@ fn build_in_pool(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<I
         quantize: opts.quantize,
         max_impact,
         build: ImpactBuildRecord {
-            vectors: files
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" + "),
+            vectors: match &opts.range {
+                Some(r) => format!("{} (bytes {}..{})", files[0].display(), r.start, r.end),
+                None => files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+            },
             zero_impact_terms_dropped: dropped_zero,
         },
     };

@@ -3,7 +3,7 @@ use crate::io::temp_file;
 use crate::rng::SplitMix64;
 use std::collections::HashMap;
 
-fn quiet() -> BuildOptions {
+pub(super) fn quiet() -> BuildOptions {
     BuildOptions {
         threads: 2,
         quiet: true,
@@ -26,7 +26,7 @@ fn random_vector(rng: &mut SplitMix64, vocab: usize, len: usize) -> Vec<(String,
     terms
 }
 
-fn vector_line(id: &str, terms: &[(String, f64)]) -> String {
+pub(super) fn vector_line(id: &str, terms: &[(String, f64)]) -> String {
     let vector: serde_json::Map<String, serde_json::Value> = terms
         .iter()
         .map(|(t, w)| (t.clone(), serde_json::json!(w)))
@@ -35,7 +35,7 @@ fn vector_line(id: &str, terms: &[(String, f64)]) -> String {
 }
 
 pub(super) struct Collection {
-    _dir: tempfile::TempDir,
+    pub(super) dir: tempfile::TempDir,
     pub(super) index: ImpactIndex,
     /// Each document's id and quantized vector.
     pub(super) docs: Vec<(String, HashMap<String, u64>)>,
@@ -67,7 +67,7 @@ pub(super) fn random_collection(seed: u64, num_docs: usize, vocab: usize) -> Col
     build(&path, &dir.path().join("idx"), &quiet()).unwrap();
     let index = ImpactIndex::open(dir.path().join("idx")).unwrap();
     Collection {
-        _dir: dir,
+        dir,
         index,
         docs: docs
             .iter()

@@ -424,6 +424,17 @@ class DenseKind:
         )
 
 
+def read_shard_options(r: Any) -> dict[str, Any]:
+    """``shards`` and ``ray`` of a system whose index can be sharded (``clirkit index KIND --shards N
+    [--ray]``, ``clirkit search KIND [--ray]``), checked."""
+    options = {"shards": r.positive("shards"), "ray": r.get("ray", (bool, str), False) or None}
+    if isinstance(options["ray"], str) and not options["ray"].strip():
+        raise r.error("ray", 'must be true or a cluster address ("auto", "ray://head:10001")')
+    if options["ray"] is not None and options["shards"] is None:
+        raise r.error("ray", "builds and searches a sharded index: give shards = N")
+    return options
+
+
 def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
     """``pq``, :data:`INDEX_KEYS` and ``nprobe``, checked as ``clirkit index/search dense`` checks them."""
     pq = r.positive("pq")
@@ -438,15 +449,10 @@ def read_index_options(r: Any, refine: Optional[int]) -> dict[str, Any]:
         "vector_dtype": r.choice("vector_dtype", ("float32", "float16"), "float32"),
         "nprobe": r.positive("nprobe", 1),
         # clirkit index dense --shards N [--ray], clirkit search dense [--ray]
-        "shards": r.positive("shards"),
-        "ray": r.get("ray", (bool, str), False) or None,
+        **read_shard_options(r),
         # clirkit index dense --memory-mb: rows read at a time (the index is the same for any)
         "memory_mb": r.positive("memory_mb", 256, allow_zero=True),
     }
-    if isinstance(options["ray"], str) and not options["ray"].strip():
-        raise r.error("ray", 'must be true or a cluster address ("auto", "ray://head:10001")')
-    if options["ray"] is not None and options["shards"] is None:
-        raise r.error("ray", "builds and searches a sharded index: give shards = N")
     if options["nbits"] not in (4, 8):
         raise r.error("nbits", f"must be 4 or 8, got {options['nbits']}")
     if options["seed"] >= 2**64:
@@ -534,8 +540,18 @@ def build_shards(shards: list[Any], index_dir: Path, options: dict[str, Any], ct
     built as ``clirkit index dense --shards N [--ray]`` builds it: in threads, or as Ray tasks."""
     from clirkit.distributed.dense import build_sharded_dense
 
+    ray_cluster(options, ctx)
     build = {"memory_mb": options["memory_mb"], "threads": ctx.threads, "ray": options["ray"]}
     build_sharded_dense(shards, index_dir, **index_build_options(options), **build)
+
+
+def ray_cluster(options: dict[str, Any], ctx: RunContext) -> None:
+    """With ``ray``, this process connected to that cluster once for the whole run (a local cluster
+    started by the first stage that needs it serves every later one, and ends with the run)."""
+    if options.get("ray") is not None:
+        from clirkit.distributed.cluster import connected
+
+        ctx.entered(("ray", options["ray"]), lambda: connected(options["ray"]))
 
 
 def search_dense(
@@ -566,9 +582,8 @@ def search_dense(
         with ShardedDenseIndex.open(index_dir, threads=ctx.threads) as sharded:
             write_search_run(sharded, queries, out, hits, TAG, task, **searching)
         return
-    from clirkit.distributed.cluster import connected
-
-    with connected(options["ray"]), ShardedDenseIndex.open(index_dir, ray=True) as sharded:
+    ray_cluster(options, ctx)
+    with ShardedDenseIndex.open(index_dir, ray=True) as sharded:
         write_search_run(sharded, queries, out, hits, TAG, task, **searching)
 
 

@@ -7,13 +7,18 @@ of its documents (a language's subset, or several files together), quantized wit
 Search is exact unless the system has an ``approximate = { ... }`` table (``postings_per_term``,
 ``query_terms``, ``candidates``, ``target_accuracy``, ``calibration_sample``, ``audit``, ``seed``: the
 options of ``clirkit search impact --approximate``), which is part of the search stage's key. With
-``audit = N`` the search stage writes ``audit.json`` beside its run, and the experiment's results carry
-its Accuracy@10 and score gap."""
+``audit = N`` the search stage writes ``audit.json`` beside its run (with the calibration when a target is
+set: the sample's Accuracy@10 and its 95% lower bound), and the experiment's results carry its Accuracy@10
+and score gap; a calibration is logged on stderr (even when quiet if its bound falls short of the target).
+With ``shards = N`` the index is the sharded one of ``clirkit index impact --shards N`` over the task's
+vectors (built and searched in threads here, or on a Ray cluster with ``ray``:
+:mod:`clirkit.distributed.impact`), whose exact run is the single index's."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,6 +36,7 @@ from clirkit.experiment.systems.dense import (
     encode_task_queries,
     encoder_options,
     kept_document_ids,
+    read_shard_options,
 )
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder
 from clirkit.experiment.systems.instructions import INSTRUCTION_KEYS, encoder_instructions, role_instructions
@@ -137,19 +143,54 @@ def write_kept_vectors(path: str, out: Path, keep: Any) -> Path:
     return out
 
 
+def _plain(path: str) -> bool:
+    """Whether ``path`` is neither gzip nor zstd (by its magic bytes): a file a sharded build can cut
+    at byte offsets."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return not (head.startswith(b"\x1f\x8b") or head == b"\x28\xb5\x2f\xfd")
+
+
 def build_impact(parts: list[tuple[str, Any]], out: Path, options: dict[str, Any], ctx: RunContext) -> None:
     """Index the documents of ``parts`` (a vectors file, and the test a kept id passes, None for all)
     one file after another, as ``clirkit index impact`` indexes a file; only a part that keeps some of
-    its documents is written (to ``out``, deleted once indexed), the others are read in place."""
+    its documents is written (to ``out``, deleted once indexed), the others are read in place. With
+    ``shards`` the index is ``clirkit index impact --shards N [--ray]``'s over one plain file: the one
+    part read in place when it is whole and plain, else the parts' kept lines written as one file."""
     from clirkit.impact import ImpactIndex
 
-    files, written = [], []
+    if options.get("shards") is not None:
+        from clirkit.distributed.impact import build_sharded_impact
+
+        if len(parts) == 1 and parts[0][1] is None and _plain(parts[0][0]):
+            whole, written = Path(parts[0][0]), None
+        else:
+            whole = written = out / "documents.vectors.jsonl"
+            with open(whole, "wb") as joined:
+                for n, (path, keep) in enumerate(parts):
+                    kept = write_kept_vectors(path, out / f"part-{n}.vectors.jsonl", keep or (lambda _: True))
+                    joined.write(kept.read_bytes())
+                    kept.unlink()
+        build_sharded_impact(
+            whole,
+            out / "index",
+            options["shards"],
+            quantize=options["quantize"],
+            memory_budget_mb=options["memory_mb"],
+            threads=ctx.threads,
+            quiet=ctx.quiet,
+            ray=options["ray"],
+        )
+        if written is not None:
+            written.unlink()
+        return
+    files, written_parts = [], []
     for n, (path, keep) in enumerate(parts):
         if keep is None:
             files.append(path)
         else:
-            written.append(write_kept_vectors(path, out / f"part-{n}.vectors.jsonl", keep))
-            files.append(os.fspath(written[-1]))
+            written_parts.append(write_kept_vectors(path, out / f"part-{n}.vectors.jsonl", keep))
+            files.append(os.fspath(written_parts[-1]))
     ImpactIndex.build(
         files,
         out / "index",
@@ -158,7 +199,7 @@ def build_impact(parts: list[tuple[str, Any]], out: Path, options: dict[str, Any
         threads=ctx.threads,
         quiet=ctx.quiet,
     )
-    for path in written:
+    for path in written_parts:
         path.unlink()
 
 
@@ -196,20 +237,31 @@ class ImpactKind:
         "hits",
         "approximate",
         "memory_mb",
+        "shards",
+        "ray",
         *INSTRUCTION_KEYS,
     )
 
     def validate(self, r: Any, base: str) -> dict[str, Any]:
         # clirkit index impact --memory-mb: postings held before spilling (the files are the same for any)
         build = {"quantize": r.positive("quantize", 100), "memory_mb": r.positive("memory_mb", 1024)}
+        # clirkit index impact --shards N [--ray], clirkit search impact [--ray]
+        build.update(read_shard_options(r))
+        approximate = approximate_options(r)
+        if approximate is not None and approximate["target_accuracy"] is not None and build["shards"]:
+            raise r.error(
+                "approximate",
+                "target_accuracy is not available on a sharded index (as clirkit search impact refuses it): "
+                "give query_terms and candidates",
+            )
         given = read_inputs(r, base, ("vectors", "query_vectors"), _one, _one, ENCODING_KEYS)
         if given is not None:
-            return {**given, **build, "approximate": approximate_options(r)}
+            return {**given, **build, "approximate": approximate}
         return {
             **encoder_options(r, base, 8),
             **build,
             "query_max_length": r.positive("query_max_length"),
-            "approximate": approximate_options(r),
+            "approximate": approximate,
         }
 
     def plan_search(self, plan: Plan, spec: Any, task: Any) -> Stage:
@@ -253,7 +305,7 @@ class ImpactKind:
             build_impact(parts, out, options, ctx)
 
         index = add_index_stage(
-            plan, "impact-index", "impact index", {"quantize": options["quantize"]}, encodes, task, build
+            plan, "impact-index", "impact index", index_key(options), encodes, task, build
         )
 
         def encode_queries(stage: Stage, out: Path, ctx: RunContext) -> None:
@@ -294,16 +346,19 @@ class ImpactKind:
             from clirkit.impact import ImpactIndex
             from clirkit.runs import write_run
 
-            opened = ImpactIndex.open(index.output / "index")
             vectors = [
                 (q, v) for q, v in json.loads((queries.output / QUERY_VECTORS).read_text(encoding="utf-8"))
             ]
             # A query none of whose terms is weighted (an empty vector) finds nothing.
             vectors = [(q, v) for q, v in vectors if v]
             k = hits + 1 if task.drop_self_hits else hits
-            if approximate is None:
+            if options["shards"] is not None:
+                results: Any = search_sharded(index.output / "index", vectors, k, options, out, ctx)
+            elif approximate is None:
+                opened = ImpactIndex.open(index.output / "index")
                 results = opened.batch_search(vectors, k, threads=ctx.threads, quiet=ctx.quiet)
             else:
+                opened = ImpactIndex.open(index.output / "index")
                 results = _search_approximate(opened, vectors, k, approximate, out, ctx)
             if task.drop_self_hits:
                 run = {q: dict(drop_self_hits(results[q], q, hits)) for q in results.qids()}
@@ -328,7 +383,7 @@ class ImpactKind:
             build_impact(parts, out, options, ctx)
 
         label = f"impact index {task.docs.describe()}"
-        index = plan.add(Stage("impact-index", label, {"quantize": options["quantize"]}, (), identity, build))
+        index = plan.add(Stage("impact-index", label, index_key(options), (), identity, build))
         query_path = query_input(plan, spec.name, "query_vectors", options["query_vectors"], task)
         hits = options["hits"] or plan.config.hits
         params = {"hits": hits, "drop_self_hits": task.drop_self_hits}
@@ -340,11 +395,14 @@ class ImpactKind:
         def search(stage: Stage, out: Path, ctx: RunContext) -> None:
             from clirkit.impact import ImpactIndex
 
-            opened = ImpactIndex.open(index.output / "index")
             k = hits + 1 if task.drop_self_hits else hits
-            if approximate is None:
+            if options["shards"] is not None:
+                results: Any = search_sharded(index.output / "index", query_path, k, options, out, ctx)
+            elif approximate is None:
+                opened = ImpactIndex.open(index.output / "index")
                 results = opened.search_file(query_path, k, threads=ctx.threads, quiet=ctx.quiet)
             else:
+                opened = ImpactIndex.open(index.output / "index")
                 results = _search_approximate(opened, query_path, k, approximate, out, ctx)
             write_impact_run(results, query_rows(results.qids(), task, query_path), out, hits, task)
 
@@ -357,6 +415,68 @@ def _one(path: str) -> list[str]:
     return [path]
 
 
+def index_key(options: dict[str, Any]) -> dict[str, Any]:
+    """What an impact index stage depends on: ``quantize``, and ``shards`` when given (a sharded index
+    is another directory, even of one shard; where it is built, here or on Ray, changes nothing)."""
+    key: dict[str, Any] = {"quantize": options["quantize"]}
+    if options.get("shards") is not None:
+        key["shards"] = options["shards"]
+    return key
+
+
+class MergedRun:
+    """A sharded search's run (``{qid: [(docid, score), ...]}`` in query order) with what the run
+    writers of this module read of a single index's results: ``qids()``, ``run[qid]``, ``to_trec``."""
+
+    def __init__(self, hits: dict[str, list[tuple[str, float]]]) -> None:
+        self.hits = hits
+
+    def qids(self) -> list[str]:
+        return list(self.hits)
+
+    def __getitem__(self, qid: str) -> list[tuple[str, float]]:
+        return self.hits[qid]
+
+    def to_trec(self, path: Path) -> None:
+        from clirkit._native import write_run_pairs
+
+        write_run_pairs(path, list(self.hits.items()), "clirkit-impact")
+
+
+def search_sharded(
+    index_dir: Path, queries: Any, k: int, options: dict[str, Any], out: Path, ctx: RunContext
+):
+    """The queries (``(qid, vector)`` pairs or a query vectors file) searched on the sharded index at
+    ``index_dir`` as ``clirkit search impact`` searches it: through its shards in threads, or through
+    shard actors on the Ray cluster ``ray`` names; approximate and audited when the system asks."""
+    from contextlib import ExitStack
+
+    from clirkit._atomic import write_json_atomic
+    from clirkit.distributed.cluster import connected
+    from clirkit.distributed.impact import Pruning, ShardedImpactIndex
+    from clirkit.impact import ApproximateSettings
+
+    approximate = options["approximate"]
+    pruning = None
+    if approximate is not None:
+        settings = ApproximateSettings(
+            query_terms=approximate["query_terms"], candidates=approximate["candidates"]
+        )
+        pruning = Pruning(settings, approximate["postings_per_term"])
+    with ExitStack() as stack:
+        if options["ray"] is not None:
+            stack.enter_context(connected(options["ray"]))
+        sharded = ShardedImpactIndex.open(index_dir, threads=ctx.threads, ray=options["ray"] is not None)
+        stack.enter_context(sharded)
+        results = MergedRun(sharded.batch_search(queries, k, pruning=pruning))
+        if pruning is not None and approximate["audit"] is not None and results.hits:
+            report = sharded.audit(
+                queries, approximate["audit"], seed=approximate["seed"], k=k, pruning=pruning
+            )
+            write_json_atomic(out / AUDIT_FILE, report.to_dict())
+    return results
+
+
 def _search_approximate(
     index: Any, vectors: Any, k: int, options: dict[str, Any], out: Path, ctx: RunContext
 ):
@@ -367,8 +487,9 @@ def _search_approximate(
 
     approx = index.approximate(postings_per_term=options["postings_per_term"], threads=ctx.threads)
     settings = ApproximateSettings(query_terms=options["query_terms"], candidates=options["candidates"])
+    calibration = None
     if options["target_accuracy"] is not None and vectors:
-        settings = approx.calibrate(
+        calibration = approx.calibrate(
             vectors,
             options["target_accuracy"],
             sample=options["calibration_sample"],
@@ -376,12 +497,16 @@ def _search_approximate(
             k=k,
             threads=ctx.threads,
         )
+        settings = calibration.settings
+        if not ctx.quiet or not calibration.reached:
+            print(f"clirkit: {calibration.summary()}", file=sys.stderr)
     results = approx.batch_search(vectors, k, settings=settings, threads=ctx.threads, quiet=ctx.quiet)
     if options["audit"] is not None and vectors:
         report = approx.audit(
             vectors, options["audit"], seed=options["seed"], k=k, settings=settings, threads=ctx.threads
         )
-        write_json_atomic(out / AUDIT_FILE, report.to_dict())
+        calibrated = None if calibration is None else calibration.to_dict()
+        write_json_atomic(out / AUDIT_FILE, {**report.to_dict(), "calibration": calibrated})
     return results
 
 

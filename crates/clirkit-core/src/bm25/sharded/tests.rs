@@ -4,6 +4,8 @@ use super::*;
 use crate::bm25::tests::{assert_same_index_files, doc, quiet, random_corpus_dir, write_corpus};
 use crate::bm25::{build, merge, BatchQuery, Bm25Params, BuildOptions};
 use crate::io::jsonl::{split_lines, LineRange};
+use crate::ranking::Run;
+use crate::sharded::{encode_hits, merge_hits};
 
 /// The build of shard `range` of `corpus` with `opts`.
 fn shard_build(corpus: &Path, range: LineRange, shard: &Path, opts: &BuildOptions) -> Result<()> {

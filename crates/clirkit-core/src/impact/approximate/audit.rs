@@ -1,6 +1,6 @@
 //! How far an approximate run is from exact: [`audit`] re-runs a seeded sample of its queries
-//! exactly and compares the top 10s; [`calibrate`] picks the cheapest search knobs that reach a
-//! target Accuracy@10 on such a sample.
+//! exactly and compares the top 10s; [`calibrate`] picks the cheapest search knobs whose
+//! Accuracy@10 on such a sample reaches a target with 95% confidence ([`lower_bound`]).
 //!
 //! Per audited query: Accuracy@10 is the share of the exact top 10 that the approximate top 10
 //! holds (1 when the exact search finds nothing), and the score gap is the relative shortfall of
@@ -10,8 +10,10 @@
 use super::params::{check_target, SearchParams};
 use super::structure::ApproximateIndex;
 use crate::error::{Error, Result};
+use crate::eval::significance::student_t_upper_quantile;
 use crate::impact::vectors::WeightedVector;
 use crate::impact::{Hit, ImpactIndex};
+use crate::ranking::Run;
 use crate::rng::SplitMix64;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -52,6 +54,22 @@ pub fn sample(count: usize, n: usize, seed: u64) -> Vec<usize> {
 
 /// Accuracy@10 and score gap of `approximate` against `exact` (each best first).
 pub fn compare(exact: &[Hit], approximate: &[Hit]) -> (f64, f64) {
+    compare_by(
+        exact,
+        approximate,
+        |a, b| a.doc == b.doc,
+        |h| h.score as f64,
+    )
+}
+
+/// [`compare`] over any kind of hit: `same` says whether two hits are one document, `score`
+/// gives a hit's score.
+fn compare_by<T>(
+    exact: &[T],
+    approximate: &[T],
+    same: impl Fn(&T, &T) -> bool,
+    score: impl Fn(&T) -> f64,
+) -> (f64, f64) {
     let exact = &exact[..exact.len().min(AUDIT_DEPTH)];
     let approximate = &approximate[..approximate.len().min(AUDIT_DEPTH)];
     if exact.is_empty() {
@@ -59,9 +77,9 @@ pub fn compare(exact: &[Hit], approximate: &[Hit]) -> (f64, f64) {
     }
     let found = exact
         .iter()
-        .filter(|e| approximate.iter().any(|a| a.doc == e.doc))
+        .filter(|e| approximate.iter().any(|a| same(a, e)))
         .count();
-    let sum = |hits: &[Hit]| hits.iter().map(|h| h.score as f64).sum::<f64>();
+    let sum = |hits: &[T]| hits.iter().map(&score).sum::<f64>();
     let (want, got) = (sum(exact), sum(approximate));
     let gap = if want > 0.0 {
         ((want - got) / want).max(0.0)
@@ -133,13 +151,58 @@ pub fn audit(
             }
         })
         .collect();
+    Ok(report(per_query, queries.len(), seed, params))
+}
+
+/// The audit of a search whose runs were merged from shards ([`crate::sharded::merge_hits`]):
+/// `exact` holds the exact top 10 of the queries an audit seeded `seed` draws from `of`
+/// ([`sample`]), `approximate` their approximate top k under `params`, both in the sample's
+/// order; documents are matched by id, as the single index's audit matches them by number.
+pub fn audit_runs(
+    exact: &Run,
+    approximate: &Run,
+    of: usize,
+    seed: u64,
+    params: SearchParams,
+) -> Result<AuditReport> {
+    if exact.queries.len() != approximate.queries.len() {
+        return Err(Error::invalid(format!(
+            "audit: {} exact and {} approximate queries",
+            exact.queries.len(),
+            approximate.queries.len()
+        )));
+    }
+    let per_query = exact
+        .queries
+        .iter()
+        .zip(&approximate.queries)
+        .map(|((qid, e), (other, a))| {
+            if qid != other {
+                return Err(Error::invalid(format!(
+                    "audit: exact query '{qid}' against approximate query '{other}'"
+                )));
+            }
+            let (accuracy_at_10, score_gap) =
+                compare_by(e, a, |x, y| x.doc_id == y.doc_id, |h| h.score);
+            Ok(QueryAudit {
+                query: qid.clone(),
+                accuracy_at_10,
+                score_gap,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(report(per_query, of, seed, params))
+}
+
+/// The report of the audited queries `per_query`, drawn with `seed` from `of` queries.
+fn report(per_query: Vec<QueryAudit>, of: usize, seed: u64, params: SearchParams) -> AuditReport {
     let count = per_query.len().max(1) as f64;
     let fold = |f: fn(&QueryAudit) -> f64, init: f64, pick: fn(f64, f64) -> f64| {
         per_query.iter().map(f).fold(init, pick)
     };
-    Ok(AuditReport {
+    AuditReport {
         audited: per_query.len(),
-        of: queries.len(),
+        of,
         seed,
         accuracy_at_10: fold(|q| q.accuracy_at_10, 0.0, |a, b| a + b) / count,
         min_accuracy_at_10: if per_query.is_empty() {
@@ -151,7 +214,7 @@ pub fn audit(
         max_score_gap: fold(|q| q.score_gap, 0.0, f64::max),
         params,
         queries: per_query,
-    })
+    }
 }
 
 /// The search settings [`calibrate`] chooses from.
@@ -168,11 +231,75 @@ pub fn ladder() -> Vec<SearchParams> {
     out
 }
 
-/// The setting of [`ladder`] of least estimated work whose mean Accuracy@10 on `n` queries drawn
-/// with `seed` reaches `target` at depth `k`; the most accurate one when none does (the audit
-/// then says by how much it falls short). The work of a query is counted, not timed, so the
-/// choice does not depend on the machine's load: the postings its walked lists hold plus the
-/// forward-index entries of the documents it re-scores.
+/// The confidence of [`calibrate`]'s lower bound (one-sided).
+pub const CALIBRATION_CONFIDENCE: f64 = 0.95;
+
+/// The per-query Accuracy@10 shortfall a sample is assumed able to hide: [`lower_bound`] never
+/// takes the sample's spread below that of a sample where one query missed one document of ten.
+const ONE_MISS: f64 = 1.0 / AUDIT_DEPTH as f64;
+
+/// A one-sided lower confidence bound, at [`CALIBRATION_CONFIDENCE`], for the mean of `all` values
+/// of which `sample` were drawn without replacement: the sample mean less Student's t (n - 1
+/// degrees of freedom) times the standard error, corrected for the finite population
+/// (`sqrt((all - n) / (all - 1))`: the bound is the mean itself when the sample is every value).
+/// The sample variance is taken as at least [`ONE_MISS`]² / n, the variance of a sample where one
+/// value fell short by [`ONE_MISS`]: a sample without a miss does not show there is none.
+pub fn lower_bound(sample: &[f64], all: usize) -> f64 {
+    let n = sample.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let mean = sample.iter().sum::<f64>() / n as f64;
+    if n >= all {
+        return mean;
+    }
+    let nf = n as f64;
+    let variance = if n > 1 {
+        sample.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0)
+    } else {
+        0.0
+    };
+    let variance = variance.max(ONE_MISS * ONE_MISS / nf);
+    let finite = ((all - n) as f64 / (all - 1) as f64).sqrt();
+    let t = student_t_upper_quantile(1.0 - CALIBRATION_CONFIDENCE, (nf - 1.0).max(1.0));
+    mean - t * (variance / nf).sqrt() * finite
+}
+
+/// What [`calibrate`] chose, and the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// The settings chosen.
+    pub params: SearchParams,
+    pub target: f64,
+    /// Queries re-run exactly, of how many, drawn with which seed.
+    pub sample: usize,
+    pub of: usize,
+    pub seed: u64,
+    /// Mean Accuracy@10 of `params` on the sample.
+    pub accuracy_at_10: f64,
+    /// The [`lower_bound`] of the mean Accuracy@10 of all `of` queries under `params`.
+    pub lower_bound: f64,
+    pub confidence: f64,
+    /// Whether `lower_bound` reaches `target`; when not, `params` are the ladder's setting of
+    /// highest bound and the run will likely fall short (its audit says by how much).
+    pub reached: bool,
+}
+
+impl Calibration {
+    /// The calibration as one JSON object.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a calibration serializes")
+    }
+}
+
+/// The setting of [`ladder`] of least estimated work whose Accuracy@10 on the whole query set
+/// reaches `target` with [`CALIBRATION_CONFIDENCE`], judged on `n` queries drawn with `seed` at
+/// depth `k`: the cheapest whose [`lower_bound`] reaches the target (a sample mean that merely
+/// reaches it misses on the whole set about half the time a setting sits at the target). When
+/// none does, the setting of highest bound (`reached` false: the audit then says by how much the
+/// run falls short). The work of a query is counted, not timed, so the choice does not depend on
+/// the machine's load: the postings its walked lists hold plus the forward-index entries of the
+/// documents it re-scores.
 pub fn calibrate(
     approx: &ApproximateIndex,
     index: &ImpactIndex,
@@ -181,38 +308,51 @@ pub fn calibrate(
     n: usize,
     seed: u64,
     k: usize,
-) -> Result<SearchParams> {
+) -> Result<Calibration> {
     check_target(target)?;
     let positions = sample(queries.len(), n, seed);
     let exact = exact_top(index, queries, &positions)?;
-    let mut best: Option<(bool, f64, u64, SearchParams)> = None;
+    // (reached, bound, mean, work, params) of the best setting so far.
+    let mut best: Option<(bool, f64, f64, u64, SearchParams)> = None;
     for params in ladder() {
         let approximate = approximate_top(approx, index, queries, &positions, k, params)?;
-        let accuracy: f64 = exact
+        let accuracies: Vec<f64> = exact
             .iter()
             .zip(&approximate)
             .map(|(e, a)| compare(e, a).0)
-            .sum::<f64>()
-            / positions.len().max(1) as f64;
+            .collect();
+        let mean = accuracies.iter().sum::<f64>() / accuracies.len().max(1) as f64;
+        let bound = lower_bound(&accuracies, queries.len());
         let work: u64 = positions
             .iter()
             .map(|&i| approx.work(index, &queries[i].terms, k, params))
             .sum();
-        let reached = accuracy >= target - 1e-9;
+        let reached = bound >= target - 1e-9;
         let better = match best {
             None => true,
-            Some((r, a, w, _)) => match (reached, r) {
+            Some((r, b, m, w, _)) => match (reached, r) {
                 (true, false) => true,
                 (false, true) => false,
                 (true, true) => work < w,
-                (false, false) => accuracy > a || (accuracy == a && work < w),
+                (false, false) => (bound, mean) > (b, m) || (bound == b && mean == m && work < w),
             },
         };
         if better {
-            best = Some((reached, accuracy, work, params));
+            best = Some((reached, bound, mean, work, params));
         }
     }
-    Ok(best.expect("the ladder is not empty").3)
+    let (reached, lower_bound, accuracy_at_10, _, params) = best.expect("the ladder is not empty");
+    Ok(Calibration {
+        params,
+        target,
+        sample: positions.len(),
+        of: queries.len(),
+        seed,
+        accuracy_at_10,
+        lower_bound,
+        confidence: CALIBRATION_CONFIDENCE,
+        reached,
+    })
 }
 
 impl AuditReport {
