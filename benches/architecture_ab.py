@@ -1,7 +1,8 @@
 """Same-minute A/B of two clirkit builds: one workload per process, builds alternated.
 Run each build's ``python/`` first on the path (``PYTHONPATH=<checkout>/python``):
 
-    python benches/architecture_ab.py prepare    # indexes and inputs under benches/.work/ab (either build)
+    python benches/architecture_ab.py prepare [WORKLOAD ...]  # indexes and inputs under benches/.work/ab
+                                                              # (either build; all workloads by default)
     python benches/architecture_ab.py WORKLOAD   # bm25 | impact | dense | fusion: seconds and a digest
 
 The fusion workload reads ``rrf_1000x1000_run*.trec`` in the work folder, as written by
@@ -23,12 +24,15 @@ W = Path(__file__).resolve().parent / ".work" / "ab"
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact"
 
 
-def prepare():
+PREPARED = ("bm25", "impact", "dense")  # the workloads with inputs of their own to prepare
+
+
+def prepare(workloads=PREPARED):
     W.mkdir(parents=True, exist_ok=True)
-    if not (W / "bm25").exists():
+    if "bm25" in workloads and not (W / "bm25").exists():
         native.Bm25Index.build(str(SCIFACT / "corpus.jsonl"), str(W / "bm25"), lang="en", quiet=True)
     rng = np.random.default_rng(7)
-    if not (W / "impact").exists():
+    if "impact" in workloads and not (W / "impact").exists():
         vocab = [f"t{i}" for i in range(30000)]
         zipf = np.minimum(rng.zipf(1.3, size=100_000 * 40), 30000) - 1
         with open(W / "impact.jsonl", "w") as f:
@@ -42,7 +46,7 @@ def prepare():
             terms = rng.choice(2000, size=8, replace=False)
             qs.append((f"q{q}", [(vocab[t], 1.0 + float(rng.random())) for t in terms]))
         (W / "impact_queries.json").write_text(json.dumps(qs))
-    if not (W / "dense").exists():
+    if "dense" in workloads and not (W / "dense").exists():
         docs = rng.standard_normal((200_000, 64)).astype(np.float32)
         ids = [f"d{i}" for i in range(len(docs))]
         DenseIndex.build(docs, ids, pq=16, keep_vectors=False, quiet=True).save(str(W / "dense"))
@@ -81,4 +85,7 @@ def run(workload):
 
 
 if __name__ == "__main__":
-    prepare() if sys.argv[1] == "prepare" else run(sys.argv[1])
+    if sys.argv[1] == "prepare":
+        prepare(sys.argv[2:] or PREPARED)
+    else:
+        run(sys.argv[1])

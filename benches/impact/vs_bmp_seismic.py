@@ -141,7 +141,7 @@ class ClirkitApproximate:
         """The search settings ``ApproximateImpactIndex.calibrate`` picks for ``target`` (its default
         sample of 50 queries, seed 0) on the structure of ``postings_per_term``."""
         structure = self.ready({"postings_per_term": postings_per_term})
-        chosen = structure.calibrate(prepared, target, k=10, threads=2)
+        chosen = structure.calibrate(prepared, target, k=10, threads=2).settings
         return {
             "postings_per_term": postings_per_term,
             "query_terms": chosen.query_terms,

@@ -16,10 +16,10 @@ Search is exact unless asked otherwise. :meth:`ImpactIndex.approximate` builds a
 (statically pruned posting lists and a forward index, in memory) whose returned scores are exact but
 which may miss documents of the exact top k; :meth:`ApproximateImpactIndex.audit` says how many, by
 re-running a seeded sample of queries exactly, and :meth:`ApproximateImpactIndex.calibrate` picks the
-cheapest settings that reach a target Accuracy@10 on such a sample.
+cheapest settings whose Accuracy@10 on such a sample reaches a target with 95% confidence.
 
 >>> approx = index.approximate(postings_per_term=4000)                       # doctest: +SKIP
->>> settings = approx.calibrate("queries.vectors.jsonl", target_accuracy=0.99)  # doctest: +SKIP
+>>> settings = approx.calibrate("queries.vectors.jsonl", target_accuracy=0.99).settings  # doctest: +SKIP
 >>> approx.search_file("queries.vectors.jsonl", settings=settings)           # doctest: +SKIP
 >>> approx.audit("queries.vectors.jsonl", 50, settings=settings).accuracy_at_10  # doctest: +SKIP
 """
@@ -227,6 +227,46 @@ class AuditReport:
         )
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What :meth:`ApproximateImpactIndex.calibrate` chose: ``settings``, judged on ``sample`` of ``of``
+    queries (drawn with ``seed``, re-run exactly), where they reached Accuracy@10 ``accuracy_at_10``;
+    ``lower_bound`` is the one-sided ``confidence`` (95%) lower bound of the mean Accuracy@10 of all
+    ``of`` queries under them (Student's t on the sample, finite-population corrected: the sample's mean
+    when the sample is every query). ``reached``: whether that bound reaches ``target``; when not, the
+    settings are those of highest bound, and the run likely falls short (its audit says by how much)."""
+
+    settings: ApproximateSettings
+    target: float
+    sample: int
+    of: int
+    seed: int
+    accuracy_at_10: float
+    lower_bound: float
+    confidence: float
+    reached: bool
+
+    @staticmethod
+    def from_json(text: str) -> Calibration:
+        raw = json.loads(text)
+        settings = ApproximateSettings(**raw.pop("params"))
+        return Calibration(**raw, settings=settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The calibration as JSON-ready data (what an audit file records beside the audit)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for a log."""
+        s = self.settings
+        verdict = "reaches" if self.reached else "falls short of"
+        return (
+            f"calibrated: query terms {s.query_terms or 'all'}, candidates {s.candidates}: Accuracy@10 "
+            f"{self.accuracy_at_10:.4f} on {self.sample} of {self.of} queries (seed {self.seed}), "
+            f"{self.confidence:.0%} lower bound {self.lower_bound:.4f} {verdict} the target {self.target}"
+        )
+
+
 Queries = Union[PathLike, VectorQueries]
 
 
@@ -327,11 +367,15 @@ class ApproximateImpactIndex:
         seed: int = 0,
         k: int = 10,
         threads: int = 0,
-    ) -> ApproximateSettings:
-        """The settings of least counted work whose mean Accuracy@10 on ``sample`` of ``queries`` (drawn
-        with ``seed``, re-run exactly) reaches ``target_accuracy`` at depth ``k``; the most accurate
-        settings tried when none does (audit the run to see the accuracy reached)."""
-        query_terms, candidates = self.native.calibrate(
+    ) -> Calibration:
+        """The settings of least counted work whose Accuracy@10 on all of ``queries`` reaches
+        ``target_accuracy`` at depth ``k`` with 95% confidence, judged on ``sample`` of them (drawn with
+        ``seed``, re-run exactly): the cheapest whose lower confidence bound on the sample reaches the
+        target (:class:`Calibration` says how the bound is made). A larger sample gives a tighter bound,
+        so cheaper settings; the whole query set as the sample makes the bound the exact mean. When no
+        setting's bound reaches the target, those of highest bound (``reached`` false; audit the run to
+        see the accuracy reached)."""
+        text = self.native.calibrate(
             native_queries(queries),
             float(target_accuracy),
             checked_int("sample", sample, 1, 2**63 - 1),
@@ -339,7 +383,7 @@ class ApproximateImpactIndex:
             k,
             checked_threads(threads),
         )
-        return ApproximateSettings(query_terms=query_terms, candidates=candidates)
+        return Calibration.from_json(text)
 
     def __repr__(self) -> str:
         return f"ApproximateImpactIndex(postings_per_term={self.postings_per_term}, kept_postings={self.kept_postings})"

@@ -73,7 +73,18 @@ def test_a_bad_approximate_table_names_its_key(tmp_path, shared):
             Experiment(_config(tmp_path, model, table), tmp_path / "work", quiet=True)
 
 
-def test_precomputed_vectors_approximate_run_and_audit_equal_the_cli(tmp_path):
+@pytest.mark.parametrize(
+    ("table", "flags"),
+    [
+        ("candidates = 60", ["--candidates", "60"]),
+        # Calibrated: the same settings chosen, the calibration recorded beside the audit.
+        (
+            "target_accuracy = 0.8, calibration_sample = 10",
+            ["--target-accuracy", "0.8", "--calibration-sample", "10"],
+        ),
+    ],
+)
+def test_precomputed_vectors_approximate_run_and_audit_equal_the_cli(tmp_path, table, flags):
     rng = random.Random(3)
     vocab = [f"t{n}" for n in range(40)]
 
@@ -97,8 +108,8 @@ kind = "impact"
 vectors = "docs.vectors.jsonl"
 query_vectors = "queries.vectors.jsonl"
 hits = 50
-approximate = { postings_per_term = 4, candidates = 60, audit = 12, seed = 9 }
-"""
+approximate = { postings_per_term = 4, TABLE, audit = 12, seed = 9 }
+""".replace("TABLE", table)
     path = tmp_path / "pre.toml"
     path.write_text(
         sample_experiment_head("pre", ["en"]) + systems + '\n[evaluation]\nmeasures = ["nDCG@10"]\n'
@@ -113,9 +124,14 @@ approximate = { postings_per_term = 4, candidates = 60, audit = 12, seed = 9 }
     )
     assert cli(["search", "impact", "--index", str(index), "--queries", str(tmp_path / "queries.vectors.jsonl"),
                 "--output", str(run), "--k", "50", "--quiet", "--approximate", "--postings-per-term", "4",
-                "--candidates", "60", "--audit", "12", "--audit-seed", "9"]) == 0  # fmt: skip
+                *flags, "--audit", "12", "--audit-seed", "9"]) == 0  # fmt: skip
     assert (stage.output / "run.trec").read_bytes() == run.read_bytes()
     audit = json.loads((stage.output / "audit.json").read_text())
     sidecar = json.loads(Path(f"{run}.audit.json").read_text())
     assert {k: sidecar[k] for k in audit} == audit
     assert audit["accuracy_at_10"] < 1.0
+    calibration = audit["calibration"]
+    if "--target-accuracy" in flags:
+        assert calibration["sample"] == 10 and calibration["seed"] == 9 and calibration["target"] == 0.8
+    else:
+        assert calibration is None

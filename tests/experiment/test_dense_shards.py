@@ -202,9 +202,22 @@ def local_ray():
     ray.shutdown()
 
 
-def test_ray_builds_and_searches_as_the_cli(embeddings, local_ray):
+def test_ray_builds_and_searches_as_the_cli(embeddings, local_ray, monkeypatch):
+    import clirkit.distributed.cluster as cluster
+
+    entered = []
+    real = cluster.connected
+
+    def connected(address):
+        entered.append(address)
+        return real(address)
+
+    monkeypatch.setattr(cluster, "connected", connected)
     tmp = embeddings
-    exp = run_experiment(tmp, sample_experiment_head("ray", ["en"]), SYSTEM + "shards = 3\nray = true\n")
+    exp = run_experiment(
+        tmp, sample_experiment_head("ray", ["de", "en"]), SYSTEM + "shards = 3\nray = true\n"
+    )
+    assert entered == [True]  # one connection for the build and both searches
     _subset(tmp / "q", tmp / "q-en", "en")
     _same_as_cli(
         exp, "mlir/en", _cli(tmp, tmp / "emb", tmp / "q-en", "ray", ["--shards", "3", "--ray"], ["--ray"])

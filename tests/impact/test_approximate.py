@@ -90,10 +90,35 @@ def test_audit_equals_an_independent_exact_comparison(collection):
 def test_calibration_reaches_its_target(collection):
     index, queries, tmp = collection
     approx = index.approximate(postings_per_term=0, threads=2)
-    settings = approx.calibrate(tmp / "queries.jsonl", 1.0, sample=60, threads=2)
-    assert approx.audit(tmp / "queries.jsonl", 60, settings=settings).accuracy_at_10 == 1.0
+    calibration = approx.calibrate(tmp / "queries.jsonl", 1.0, sample=60, threads=2)
+    # The sample is every query: the bound is the sample's mean itself, and it reaches the target.
+    assert calibration.reached and (calibration.sample, calibration.of) == (60, 60)
+    assert calibration.lower_bound == calibration.accuracy_at_10 == 1.0 and calibration.confidence == 0.95
+    audit = approx.audit(tmp / "queries.jsonl", 60, settings=calibration.settings)
+    assert audit.accuracy_at_10 == 1.0
+    # From 20 of the 60, a perfect sample does not show a perfect run: the bound stays below 1.0, the
+    # target is not reached, and the log says so.
+    part = approx.calibrate(tmp / "queries.jsonl", 1.0, sample=20, threads=2)
+    assert not part.reached and part.accuracy_at_10 == 1.0 and part.lower_bound < 1.0
+    assert "on 20 of 60 queries (seed 0), 95% lower bound 0.99" in part.summary()
+    assert part.summary().endswith("falls short of the target 1.0")
     with pytest.raises(InvalidInputError, match="target_accuracy"):
         approx.calibrate(queries, 1.5)
+
+
+def test_calibration_bound_is_below_the_sample_mean_and_holds_on_the_run(collection):
+    index, queries, tmp = collection
+    approx = index.approximate(postings_per_term=10, threads=2)
+    for target in (0.5, 0.7, 0.9):
+        calibration = approx.calibrate(queries, target, sample=25, seed=4, threads=2)
+        assert calibration.lower_bound < calibration.accuracy_at_10
+        # The sample is the audit's of the same size and seed: its mean is the calibration's.
+        sampled = approx.audit(queries, 25, seed=4, settings=calibration.settings, threads=2)
+        assert sampled.accuracy_at_10 == pytest.approx(calibration.accuracy_at_10)
+        if calibration.reached:
+            assert calibration.lower_bound >= target
+            whole = approx.audit(queries, len(queries), settings=calibration.settings, threads=2)
+            assert whole.accuracy_at_10 >= target
 
 
 def test_cli_is_exact_unless_asked_and_audits(collection, capsys):
@@ -133,3 +158,12 @@ def test_cli_is_exact_unless_asked_and_audits(collection, capsys):
     assert cli([*base, "--output", str(tmp / "hard.trec"), *hard, "--quiet"]) == 0
     sidecar = json.loads((tmp / "hard.trec.audit.json").read_text())
     assert sidecar["accuracy_at_10"] < 1.0 and sidecar["settings"] == {"query_terms": 2, "candidates": 12}
+    assert sidecar["calibration"] is None
+    capsys.readouterr()
+    target = ["--approximate", "--target-accuracy", "0.9", "--calibration-sample", "30", "--audit", "60"]
+    assert cli([*base, "--output", str(tmp / "target.trec"), *target]) == 0
+    err = capsys.readouterr().err
+    assert "Accuracy@10" in err and "on 30 of 60 queries (seed 0), 95% lower bound" in err
+    calibration = json.loads((tmp / "target.trec.audit.json").read_text())["calibration"]
+    assert calibration["sample"] == 30 and calibration["of"] == 60 and calibration["target"] == 0.9
+    assert calibration["lower_bound"] <= calibration["accuracy_at_10"]

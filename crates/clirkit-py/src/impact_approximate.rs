@@ -180,8 +180,9 @@ impl PyApproximateImpactIndex {
         .map(|report| report.to_json())
     }
 
-    /// The (query_terms, candidates) of least work whose mean Accuracy@10 on `n` queries drawn
-    /// with `seed` reaches `target` at depth `k` (the most accurate when none does).
+    /// The calibration (JSON: the chosen settings, the sample's Accuracy@10 and its lower
+    /// confidence bound) of the least work whose Accuracy@10 on `n` queries drawn with `seed`
+    /// reaches `target` at depth `k` with 95% confidence (the highest bound when none does).
     #[pyo3(signature = (queries, target, n, seed, k, threads))]
     #[allow(clippy::too_many_arguments)]
     fn calibrate(
@@ -193,7 +194,7 @@ impl PyApproximateImpactIndex {
         seed: u64,
         k: usize,
         threads: usize,
-    ) -> PyResult<(usize, usize)> {
+    ) -> PyResult<String> {
         py.detach_caught(|| {
             let queries = queries.read()?;
             clirkit_core::parallel::install(threads, |_| {
@@ -201,7 +202,7 @@ impl PyApproximateImpactIndex {
             })?
         })
         .py_err()
-        .map(|p| (p.query_terms, p.candidates))
+        .map(|c| c.to_json())
     }
 }
 

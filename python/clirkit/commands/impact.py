@@ -27,6 +27,7 @@ from clirkit.impact import (
     RUN_TAG,
     ApproximateSettings,
     AuditReport,
+    Calibration,
     ImpactIndex,
 )
 
@@ -125,13 +126,15 @@ def _add_approximate_options(s: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--target-accuracy",
         type=_target,
-        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on "
-        "--calibration-sample queries (re-run exactly) reaches this",
+        help="choose --query-terms and --candidates: the least work whose Accuracy@10 on all queries "
+        "reaches this with 95%% confidence, judged on --calibration-sample of them (re-run exactly): "
+        "the lower confidence bound of the sample's mean must reach it",
     )
     g.add_argument(
         "--calibration-sample",
         type=positive_int,
-        help="queries re-run exactly to choose settings for --target-accuracy (default 50)",
+        help="queries re-run exactly to choose settings for --target-accuracy (default 50; more gives a "
+        "tighter bound, so cheaper settings; all queries make the bound their exact mean)",
     )
     g.add_argument(
         "--audit",
@@ -233,8 +236,9 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
     """The approximate search of ``clirkit search impact --approximate``, its calibration and audit."""
     approx = index.approximate(postings_per_term=args.postings_per_term, threads=args.threads)
     settings = ApproximateSettings(query_terms=args.query_terms, candidates=args.candidates)
+    calibration = None
     if args.target_accuracy is not None:
-        settings = approx.calibrate(
+        calibration = approx.calibrate(
             queries,
             args.target_accuracy,
             sample=args.calibration_sample,
@@ -242,12 +246,9 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
             k=args.k,
             threads=args.threads,
         )
-        if not args.quiet:
-            print(
-                f"calibrated for Accuracy@10 {args.target_accuracy}: query terms {settings.query_terms or 'all'}, "
-                f"candidates {settings.candidates}",
-                file=sys.stderr,
-            )
+        settings = calibration.settings
+        if not args.quiet or not calibration.reached:
+            print(calibration.summary(), file=sys.stderr)
     searched = approx.search_file_to_trec(
         queries, args.output, args.k, tag=args.tag, settings=settings, threads=args.threads, quiet=args.quiet
     )
@@ -255,17 +256,21 @@ def _search_approximate(args: argparse.Namespace, index: ImpactIndex, queries: s
         report = approx.audit(
             queries, args.audit, seed=args.audit_seed, k=args.k, settings=settings, threads=args.threads
         )
-        _write_audit(args, report)
+        _write_audit(args, report, calibration)
     return searched
 
 
-def _write_audit(args: argparse.Namespace, report: AuditReport) -> None:
-    """The audit beside the run (``OUTPUT.audit.json``) and its summary on stderr."""
+def _write_audit(
+    args: argparse.Namespace, report: AuditReport, calibration: Calibration | None = None
+) -> None:
+    """The audit beside the run (``OUTPUT.audit.json``, with the calibration that chose the settings, if
+    any) and its summary on stderr."""
     from clirkit._atomic import write_json_atomic
 
     data = {
         "postings_per_term": args.postings_per_term,
         "target_accuracy": args.target_accuracy,
+        "calibration": None if calibration is None else calibration.to_dict(),
         **report.to_dict(),
     }
     write_json_atomic(f"{args.output}.audit.json", data, indent=1)

@@ -24,7 +24,7 @@ from clirkit.experiment.results import (
     read_external_scores,
     significance_rows,
 )
-from clirkit.experiment.stage import RUN_FILE, RunContext
+from clirkit.experiment.stage import RUN_FILE, RunContext, Stage
 from clirkit.experiment.stages import read_eval
 from clirkit.experiment.store import WORKDIR_MARKER, ArtifactStore, claim_directory
 from clirkit.experiment.systems.impact import audit_rows
@@ -151,18 +151,9 @@ class Experiment:
             f"{len(pending)} to run",
             file=log,
         )
-        for i, stage in enumerate(pending, 1):
-            t0 = time.monotonic()
-            print(f"[{i}/{len(pending)}] {stage.kind} {stage.label} ...", file=log, flush=True)
-            with self.store.stage_lock(stage.digest):
-                if self.plan.cached(stage):  # built meanwhile by a concurrent run of this experiment
-                    print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: built by another run", file=log)
-                    continue
-                with self.store.building(stage.kind, stage.digest, stage.manifest()) as work:
-                    stage.action(stage, work, ctx)
-            self.ran += 1
-            self.timings.append((stage.kind, stage.label, time.monotonic() - t0))
-            print(f"[{i}/{len(pending)}] {stage.kind} {stage.label}: {self.timings[-1][2]:.1f} s", file=log)
+        with ctx.exits:
+            for i, stage in enumerate(pending, 1):
+                self._run_stage(stage, f"[{i}/{len(pending)}]", ctx, log)
         results = self._assemble()
         self._write(results)
         print(
@@ -172,6 +163,20 @@ class Experiment:
         )
         self.results = results
         return results
+
+    def _run_stage(self, stage: Stage, position: str, ctx: RunContext, log: TextIO) -> None:
+        """Run ``stage`` under its lock unless a concurrent run of this experiment built it meanwhile."""
+        t0 = time.monotonic()
+        print(f"{position} {stage.kind} {stage.label} ...", file=log, flush=True)
+        with self.store.stage_lock(stage.digest):
+            if self.plan.cached(stage):
+                print(f"{position} {stage.kind} {stage.label}: built by another run", file=log)
+                return
+            with self.store.building(stage.kind, stage.digest, stage.manifest()) as work:
+                stage.action(stage, work, ctx)
+        self.ran += 1
+        self.timings.append((stage.kind, stage.label, time.monotonic() - t0))
+        print(f"{position} {stage.kind} {stage.label}: {self.timings[-1][2]:.1f} s", file=log)
 
     def _assemble(self) -> Results:
         nodes = [n for n in node_order(self.config) if n in self.plan.evals]

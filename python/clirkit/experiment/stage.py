@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -31,19 +32,25 @@ EVAL_FILE = "eval.json"
 
 @dataclass
 class RunContext:
-    """What stage actions share while a plan runs: thread count, quietness, loaded models."""
+    """What stage actions share while a plan runs: thread count, quietness, loaded models, and the
+    contexts entered for the whole run (left when it ends: :attr:`exits`)."""
 
     config: ExperimentConfig
     store: ArtifactStore
     threads: int
     quiet: bool
     cache: dict[Any, Any] = field(default_factory=dict)
+    exits: ExitStack = field(default_factory=ExitStack)
 
     def cached(self, key: Any, make: Callable[[], Any]) -> Any:
         """One object per key for the whole run (encoders, reranking backends)."""
         if key not in self.cache:
             self.cache[key] = make()
         return self.cache[key]
+
+    def entered(self, key: Any, make: Callable[[], AbstractContextManager[Any]]) -> Any:
+        """One context per key entered for the whole run (a Ray cluster connection), left when it ends."""
+        return self.cached(key, lambda: self.exits.enter_context(make()))
 
 
 Action = Callable[["Stage", Path, RunContext], None]

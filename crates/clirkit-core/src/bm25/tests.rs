@@ -149,6 +149,53 @@ fn pruned_search_equals_exhaustive() {
     }
 }
 
+/// The first k-th score small-k search prunes from is the full score of a k-th document of
+/// the collection, so never above the k-th score exhaustive scoring finds; and on lists long
+/// enough to hold k documents it is there to prune with.
+#[test]
+fn first_kth_score_is_at_most_the_kth_score() {
+    let (dir, corpus, _) = random_corpus_dir(0x5eed_f1e5, 3000, 80);
+    let path = dir.path().join("idx");
+    build(&corpus, &path, &quiet()).unwrap();
+    for index in [
+        Bm25Index::open(&path).unwrap(),
+        Bm25Index::open(without_block_maxima(&path, &dir.path().join("old"))).unwrap(),
+    ] {
+        let analyzer = index.query_analyzer(None).unwrap();
+        let mut rng = Rng(0xfeed);
+        let (mut estimated, mut reached) = (0, 0);
+        for q in 0..200 {
+            let terms = 1 + rng.below(6);
+            let query: Vec<String> = (0..terms).map(|_| format!("w{}x", rng.below(90))).collect();
+            let query = query.join(" ");
+            let k = [1, 3, 10, 64][q % 4];
+            let params = Bm25Params::default();
+            let cache = index.cache(params).unwrap();
+            let cursors = index.cursors(&analyzer, &query, &cache).unwrap();
+            let Some(first) = crate::postings::query::estimate::first_kth_score(&cursors, k) else {
+                continue;
+            };
+            estimated += 1;
+            let hits = index
+                .search_by(Strategy::Exhaustive, &query, None, k, params)
+                .unwrap();
+            assert_eq!(hits.len(), k, "{query:?} k={k}");
+            let kth = hits[k - 1].score;
+            assert!(
+                first <= kth,
+                "{query:?} k={k}: first {first} above the k-th score {kth}"
+            );
+            reached += usize::from(first == kth);
+        }
+        assert!(estimated > 150, "estimated {estimated} of 200");
+        // Exact on some: the leading term's best blocks often hold the top k (one-term queries).
+        assert!(
+            reached > 10,
+            "first k-th score exact on {reached} of {estimated}"
+        );
+    }
+}
+
 #[test]
 fn scores_follow_lucene_bm25() {
     let dir = tempfile::tempdir().unwrap();

@@ -85,6 +85,24 @@ pub fn student_t_two_sided_p(t: f64, df: f64) -> f64 {
     regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t)).clamp(0.0, 1.0)
 }
 
+/// The t with P(T >= t) = `upper` for Student's t with `df` degrees of freedom (0 < `upper` <= 0.5):
+/// the one-sided critical value, found by bisection on [`student_t_two_sided_p`].
+pub fn student_t_upper_quantile(upper: f64, df: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    while student_t_two_sided_p(hi, df) > 2.0 * upper && hi < 1e12 {
+        hi *= 2.0;
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if student_t_two_sided_p(mid, df) > 2.0 * upper {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 /// ln Γ(x) for x > 0 (Lanczos approximation, g = 7, n = 9; ~15 significant digits).
 pub fn ln_gamma(x: f64) -> f64 {
     const G: f64 = 7.0;
@@ -262,6 +280,10 @@ mod tests {
         assert!((student_t_two_sided_p(-3.5, 29.0) - 0.001_524_446_314_654_602).abs() < 1e-10);
         assert!((student_t_two_sided_p(0.0, 5.0) - 1.0).abs() < 1e-12);
         assert!((ln_gamma(10.0) - 362_880f64.ln()).abs() < 1e-12);
+        // scipy.stats.t.ppf(0.95, df)
+        assert!((student_t_upper_quantile(0.05, 49.0) - 1.676_550_892_616_853_5).abs() < 1e-9);
+        assert!((student_t_upper_quantile(0.05, 1.0) - 6.313_751_514_675_037).abs() < 1e-8);
+        assert!((student_t_upper_quantile(0.025, 10.0) - 2.228_138_851_986_274).abs() < 1e-9);
     }
 
     #[test]

@@ -57,12 +57,60 @@ impl PostingScorer for ImpactScorer {
     }
 }
 
-/// Whether scoring every posting should beat block-max pruning for this query: when the
-/// collection is small next to the query's postings, pruning cannot skip enough of them to pay
-/// for its bounds.
-fn exhaustive_is_cheaper(terms: &[block_max::QueryTerm<'_>], num_docs: usize) -> bool {
-    let postings: usize = terms.iter().map(|t| t.postings.doc_freq()).sum();
-    num_docs <= postings.saturating_mul(4)
+/// The exact algorithm one query runs: what a [`Strategy`] resolves to for it. Every path
+/// returns the same hits, scores and tie order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExactPath {
+    /// Block-max pruning over document blocks ([`block_max`]).
+    BlockMax,
+    /// Every posting into one integer accumulator per document ([`exhaustive`]).
+    Exhaustive,
+    /// A generic algorithm of [`crate::postings::query`] over cursors (`MaxScore`, `BlockMaxWand`).
+    Cursors(Strategy),
+}
+
+/// What the choice of an exact path looks at for one query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryShape {
+    /// Documents in the index.
+    pub num_docs: usize,
+    /// The query's terms found in the index.
+    pub terms: usize,
+    /// Their postings, summed.
+    pub postings: usize,
+    /// The depth asked for.
+    pub k: usize,
+}
+
+impl QueryShape {
+    fn of(terms: &[block_max::QueryTerm<'_>], num_docs: usize, k: usize) -> Self {
+        QueryShape {
+            num_docs,
+            terms: terms.len(),
+            postings: terms.iter().map(|t| t.postings.doc_freq()).sum(),
+            k,
+        }
+    }
+
+    /// The path [`Strategy::Auto`] runs for a query of this shape.
+    pub fn auto_path(&self) -> ExactPath {
+        // When the collection is small next to the query's postings, pruning cannot skip enough
+        // of them to pay for its bounds.
+        if self.num_docs <= self.postings.saturating_mul(4) {
+            ExactPath::Exhaustive
+        } else {
+            ExactPath::BlockMax
+        }
+    }
+
+    /// The path `strategy` runs for a query of this shape.
+    pub fn path(&self, strategy: Strategy) -> ExactPath {
+        match strategy {
+            Strategy::Auto => self.auto_path(),
+            Strategy::Exhaustive => ExactPath::Exhaustive,
+            named => ExactPath::Cursors(named),
+        }
+    }
 }
 
 /// Scores at or above this are not all representable in f32.
@@ -217,19 +265,12 @@ impl ImpactIndex {
         Ok(found)
     }
 
-    /// The top `k` for the checked query terms: `Auto` picks block-max pruning over document
-    /// blocks ([`block_max`]) or integer exhaustive scoring ([`exhaustive`]) by
-    /// [`exhaustive_is_cheaper`]; `Exhaustive` is the latter; `MaxScore` and `BlockMaxWand` run
-    /// those generic algorithms over cursors. Every one returns the same hits.
-    fn top_k(&self, strategy: Strategy, terms: &[block_max::QueryTerm<'_>], k: usize) -> Vec<Hit> {
-        let strategy = match strategy {
-            Strategy::Auto if exhaustive_is_cheaper(terms, self.num_docs()) => Strategy::Exhaustive,
-            named => named,
-        };
-        match strategy {
-            Strategy::Auto => block_max::top_k(terms, k, self.ranks()),
-            Strategy::Exhaustive => exhaustive::top_k(terms, k, self.ranks()),
-            named => {
+    /// The top `k` for the checked query terms by `path`.
+    fn top_k(&self, path: ExactPath, terms: &[block_max::QueryTerm<'_>], k: usize) -> Vec<Hit> {
+        match path {
+            ExactPath::BlockMax => block_max::top_k(terms, k, self.ranks()),
+            ExactPath::Exhaustive => exhaustive::top_k(terms, k, self.ranks()),
+            ExactPath::Cursors(strategy) => {
                 let cursors = terms
                     .iter()
                     .map(|t| {
@@ -239,26 +280,45 @@ impl ImpactIndex {
                         Cursor::new(t.postings, scorer)
                     })
                     .collect();
-                query::top_k(named, cursors, k, self.ranks())
+                query::top_k(strategy, cursors, k, self.ranks())
             }
         }
     }
 
+    /// The shape of the query `terms` at depth `k`: what [`QueryShape::auto_path`] decides by.
+    pub fn query_shape(&self, terms: &[(String, f64)], k: usize) -> Result<QueryShape> {
+        let terms = self.query_terms(terms, &|m| Error::invalid(format!("query: {m}")))?;
+        Ok(QueryShape::of(&terms, self.num_docs(), k))
+    }
+
+    /// The top `k` documents for the weighted `terms` by the exact path `choose` picks for their
+    /// shape (every path returns the same hits; benchmarks compare the paths through this).
+    pub fn search_with(
+        &self,
+        terms: &[(String, f64)],
+        k: usize,
+        choose: impl FnOnce(QueryShape) -> ExactPath,
+    ) -> Result<Vec<Hit>> {
+        let terms = self.query_terms(terms, &|m| Error::invalid(format!("query: {m}")))?;
+        let path = choose(QueryShape::of(&terms, self.num_docs(), k));
+        let hits = self.top_k(path, &terms, k);
+        postings_intact(&self.postings)?;
+        Ok(hits)
+    }
+
     /// The top `k` documents for the weighted `terms` by `strategy` (every strategy returns the
-    /// same hits; `Auto` is [`block_max`]). A query none of whose terms is in the index returns no hits.
+    /// same hits; `Auto` picks by [`QueryShape::auto_path`]). A query none of whose terms is in
+    /// the index returns no hits.
     pub fn search_by(
         &self,
         strategy: Strategy,
         terms: &[(String, f64)],
         k: usize,
     ) -> Result<Vec<Hit>> {
-        let terms = self.query_terms(terms, &|m| Error::invalid(format!("query: {m}")))?;
-        let hits = self.top_k(strategy, &terms, k);
-        postings_intact(&self.postings)?;
-        Ok(hits)
+        self.search_with(terms, k, |shape| shape.path(strategy))
     }
 
-    /// The top `k` documents, by block-max pruning over document blocks ([`block_max`]).
+    /// The top `k` documents, by the exact path [`Strategy::Auto`] picks.
     pub fn search(&self, terms: &[(String, f64)], k: usize) -> Result<Vec<Hit>> {
         self.search_by(Strategy::Auto, terms, k)
     }
@@ -364,7 +424,8 @@ impl ImpactIndex {
             .map(|q| {
                 let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
                 let terms = self.query_terms(&q.terms, &at)?;
-                let hits = self.top_k(Strategy::Auto, &terms, k);
+                let path = QueryShape::of(&terms, self.num_docs(), k).auto_path();
+                let hits = self.top_k(path, &terms, k);
                 postings_intact(&self.postings)?;
                 progress.inc(1);
                 Ok(hits)

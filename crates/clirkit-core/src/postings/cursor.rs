@@ -67,6 +67,7 @@ pub fn postings_intact(file: &crate::io::format::MappedFile) -> crate::error::Re
 }
 
 /// A position in one term's postings, decoding a block at a time.
+#[derive(Clone)]
 pub struct Cursor<'a, S: PostingScorer> {
     postings: TermPostings<'a>,
     scorer: S,
@@ -278,6 +279,54 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
                 bound
             }
         }
+    }
+
+    /// The `m` blocks with the largest bounds (by [`Cursor::block_bound`]'s measure), in doc
+    /// order; all of them when there are at most `m`.
+    pub fn best_blocks(&self, m: usize) -> Vec<usize> {
+        // One pass keeping the m best so far (m is a handful): a block replaces the weakest
+        // kept only when strictly better, so ties keep the earlier block.
+        let mut best: Vec<(f32, usize)> = Vec::with_capacity(m);
+        let mut keep = |value: f32, b: usize| {
+            if best.len() < m {
+                best.push((value, b));
+            } else if let Some(weakest) = best
+                .iter_mut()
+                .min_by(|x, y| x.0.total_cmp(&y.0).then(y.1.cmp(&x.1)))
+                .filter(|w| value > w.0)
+            {
+                *weakest = (value, b);
+            }
+        };
+        match self.postings.block_maxima {
+            // Bounds rise with the stored maxima: those order the blocks alike.
+            Some(maxima) => (0..self.postings.blocks)
+                .for_each(|b| keep(f32::from_bits(read_u32(maxima, b * 4)), b)),
+            None => (0..self.postings.blocks)
+                .for_each(|b| keep(self.postings.bound(&self.scorer, b), b)),
+        }
+        let mut blocks: Vec<usize> = best.into_iter().map(|(_, b)| b).collect();
+        blocks.sort_unstable();
+        blocks
+    }
+
+    /// Hand every posting of block `b` (not before the current block) to `visit` as (doc,
+    /// score), leaving the cursor on the block's last posting.
+    pub fn visit_block(&mut self, b: usize, mut visit: impl FnMut(u32, f32)) {
+        if b != self.block {
+            debug_assert!(b > self.block);
+            self.load_block(b);
+        }
+        self.ensure_values();
+        for i in 0..self.len {
+            visit(
+                self.docs[i],
+                self.scorer.score(self.docs[i], self.values[i]),
+            );
+        }
+        self.pos = self.len - 1;
+        self.doc = self.docs[self.pos];
+        self.scored_to = 0;
     }
 
     /// The last doc of the block the latest [`Cursor::block_bound`] bounded: its bound holds

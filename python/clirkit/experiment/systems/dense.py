@@ -540,8 +540,18 @@ def build_shards(shards: list[Any], index_dir: Path, options: dict[str, Any], ct
     built as ``clirkit index dense --shards N [--ray]`` builds it: in threads, or as Ray tasks."""
     from clirkit.distributed.dense import build_sharded_dense
 
+    ray_cluster(options, ctx)
     build = {"memory_mb": options["memory_mb"], "threads": ctx.threads, "ray": options["ray"]}
     build_sharded_dense(shards, index_dir, **index_build_options(options), **build)
+
+
+def ray_cluster(options: dict[str, Any], ctx: RunContext) -> None:
+    """With ``ray``, this process connected to that cluster once for the whole run (a local cluster
+    started by the first stage that needs it serves every later one, and ends with the run)."""
+    if options.get("ray") is not None:
+        from clirkit.distributed.cluster import connected
+
+        ctx.entered(("ray", options["ray"]), lambda: connected(options["ray"]))
 
 
 def search_dense(
@@ -572,9 +582,8 @@ def search_dense(
         with ShardedDenseIndex.open(index_dir, threads=ctx.threads) as sharded:
             write_search_run(sharded, queries, out, hits, TAG, task, **searching)
         return
-    from clirkit.distributed.cluster import connected
-
-    with connected(options["ray"]), ShardedDenseIndex.open(index_dir, ray=True) as sharded:
+    ray_cluster(options, ctx)
+    with ShardedDenseIndex.open(index_dir, ray=True) as sharded:
         write_search_run(sharded, queries, out, hits, TAG, task, **searching)
 
 

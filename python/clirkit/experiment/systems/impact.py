@@ -7,15 +7,18 @@ of its documents (a language's subset, or several files together), quantized wit
 Search is exact unless the system has an ``approximate = { ... }`` table (``postings_per_term``,
 ``query_terms``, ``candidates``, ``target_accuracy``, ``calibration_sample``, ``audit``, ``seed``: the
 options of ``clirkit search impact --approximate``), which is part of the search stage's key. With
-``audit = N`` the search stage writes ``audit.json`` beside its run, and the experiment's results carry
-its Accuracy@10 and score gap. With ``shards = N`` the index is the sharded one of ``clirkit index
-impact --shards N`` over the task's vectors (built and searched in threads here, or on a Ray cluster
-with ``ray``: :mod:`clirkit.distributed.impact`), whose exact run is the single index's."""
+``audit = N`` the search stage writes ``audit.json`` beside its run (with the calibration when a target is
+set: the sample's Accuracy@10 and its 95% lower bound), and the experiment's results carry its Accuracy@10
+and score gap; a calibration is logged on stderr (even when quiet if its bound falls short of the target).
+With ``shards = N`` the index is the sharded one of ``clirkit index impact --shards N`` over the task's
+vectors (built and searched in threads here, or on a Ray cluster with ``ray``:
+:mod:`clirkit.distributed.impact`), whose exact run is the single index's."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -484,8 +487,9 @@ def _search_approximate(
 
     approx = index.approximate(postings_per_term=options["postings_per_term"], threads=ctx.threads)
     settings = ApproximateSettings(query_terms=options["query_terms"], candidates=options["candidates"])
+    calibration = None
     if options["target_accuracy"] is not None and vectors:
-        settings = approx.calibrate(
+        calibration = approx.calibrate(
             vectors,
             options["target_accuracy"],
             sample=options["calibration_sample"],
@@ -493,12 +497,16 @@ def _search_approximate(
             k=k,
             threads=ctx.threads,
         )
+        settings = calibration.settings
+        if not ctx.quiet or not calibration.reached:
+            print(f"clirkit: {calibration.summary()}", file=sys.stderr)
     results = approx.batch_search(vectors, k, settings=settings, threads=ctx.threads, quiet=ctx.quiet)
     if options["audit"] is not None and vectors:
         report = approx.audit(
             vectors, options["audit"], seed=options["seed"], k=k, settings=settings, threads=ctx.threads
         )
-        write_json_atomic(out / AUDIT_FILE, report.to_dict())
+        calibrated = None if calibration is None else calibration.to_dict()
+        write_json_atomic(out / AUDIT_FILE, {**report.to_dict(), "calibration": calibrated})
     return results
 
 

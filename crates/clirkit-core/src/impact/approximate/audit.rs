@@ -1,6 +1,6 @@
 //! How far an approximate run is from exact: [`audit`] re-runs a seeded sample of its queries
-//! exactly and compares the top 10s; [`calibrate`] picks the cheapest search knobs that reach a
-//! target Accuracy@10 on such a sample.
+//! exactly and compares the top 10s; [`calibrate`] picks the cheapest search knobs whose
+//! Accuracy@10 on such a sample reaches a target with 95% confidence ([`lower_bound`]).
 //!
 //! Per audited query: Accuracy@10 is the share of the exact top 10 that the approximate top 10
 //! holds (1 when the exact search finds nothing), and the score gap is the relative shortfall of
@@ -10,6 +10,7 @@
 use super::params::{check_target, SearchParams};
 use super::structure::ApproximateIndex;
 use crate::error::{Error, Result};
+use crate::eval::significance::student_t_upper_quantile;
 use crate::impact::vectors::WeightedVector;
 use crate::impact::{Hit, ImpactIndex};
 use crate::ranking::Run;
@@ -230,11 +231,75 @@ pub fn ladder() -> Vec<SearchParams> {
     out
 }
 
-/// The setting of [`ladder`] of least estimated work whose mean Accuracy@10 on `n` queries drawn
-/// with `seed` reaches `target` at depth `k`; the most accurate one when none does (the audit
-/// then says by how much it falls short). The work of a query is counted, not timed, so the
-/// choice does not depend on the machine's load: the postings its walked lists hold plus the
-/// forward-index entries of the documents it re-scores.
+/// The confidence of [`calibrate`]'s lower bound (one-sided).
+pub const CALIBRATION_CONFIDENCE: f64 = 0.95;
+
+/// The per-query Accuracy@10 shortfall a sample is assumed able to hide: [`lower_bound`] never
+/// takes the sample's spread below that of a sample where one query missed one document of ten.
+const ONE_MISS: f64 = 1.0 / AUDIT_DEPTH as f64;
+
+/// A one-sided lower confidence bound, at [`CALIBRATION_CONFIDENCE`], for the mean of `all` values
+/// of which `sample` were drawn without replacement: the sample mean less Student's t (n - 1
+/// degrees of freedom) times the standard error, corrected for the finite population
+/// (`sqrt((all - n) / (all - 1))`: the bound is the mean itself when the sample is every value).
+/// The sample variance is taken as at least [`ONE_MISS`]² / n, the variance of a sample where one
+/// value fell short by [`ONE_MISS`]: a sample without a miss does not show there is none.
+pub fn lower_bound(sample: &[f64], all: usize) -> f64 {
+    let n = sample.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let mean = sample.iter().sum::<f64>() / n as f64;
+    if n >= all {
+        return mean;
+    }
+    let nf = n as f64;
+    let variance = if n > 1 {
+        sample.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (nf - 1.0)
+    } else {
+        0.0
+    };
+    let variance = variance.max(ONE_MISS * ONE_MISS / nf);
+    let finite = ((all - n) as f64 / (all - 1) as f64).sqrt();
+    let t = student_t_upper_quantile(1.0 - CALIBRATION_CONFIDENCE, (nf - 1.0).max(1.0));
+    mean - t * (variance / nf).sqrt() * finite
+}
+
+/// What [`calibrate`] chose, and the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// The settings chosen.
+    pub params: SearchParams,
+    pub target: f64,
+    /// Queries re-run exactly, of how many, drawn with which seed.
+    pub sample: usize,
+    pub of: usize,
+    pub seed: u64,
+    /// Mean Accuracy@10 of `params` on the sample.
+    pub accuracy_at_10: f64,
+    /// The [`lower_bound`] of the mean Accuracy@10 of all `of` queries under `params`.
+    pub lower_bound: f64,
+    pub confidence: f64,
+    /// Whether `lower_bound` reaches `target`; when not, `params` are the ladder's setting of
+    /// highest bound and the run will likely fall short (its audit says by how much).
+    pub reached: bool,
+}
+
+impl Calibration {
+    /// The calibration as one JSON object.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a calibration serializes")
+    }
+}
+
+/// The setting of [`ladder`] of least estimated work whose Accuracy@10 on the whole query set
+/// reaches `target` with [`CALIBRATION_CONFIDENCE`], judged on `n` queries drawn with `seed` at
+/// depth `k`: the cheapest whose [`lower_bound`] reaches the target (a sample mean that merely
+/// reaches it misses on the whole set about half the time a setting sits at the target). When
+/// none does, the setting of highest bound (`reached` false: the audit then says by how much the
+/// run falls short). The work of a query is counted, not timed, so the choice does not depend on
+/// the machine's load: the postings its walked lists hold plus the forward-index entries of the
+/// documents it re-scores.
 pub fn calibrate(
     approx: &ApproximateIndex,
     index: &ImpactIndex,
@@ -243,38 +308,51 @@ pub fn calibrate(
     n: usize,
     seed: u64,
     k: usize,
-) -> Result<SearchParams> {
+) -> Result<Calibration> {
     check_target(target)?;
     let positions = sample(queries.len(), n, seed);
     let exact = exact_top(index, queries, &positions)?;
-    let mut best: Option<(bool, f64, u64, SearchParams)> = None;
+    // (reached, bound, mean, work, params) of the best setting so far.
+    let mut best: Option<(bool, f64, f64, u64, SearchParams)> = None;
     for params in ladder() {
         let approximate = approximate_top(approx, index, queries, &positions, k, params)?;
-        let accuracy: f64 = exact
+        let accuracies: Vec<f64> = exact
             .iter()
             .zip(&approximate)
             .map(|(e, a)| compare(e, a).0)
-            .sum::<f64>()
-            / positions.len().max(1) as f64;
+            .collect();
+        let mean = accuracies.iter().sum::<f64>() / accuracies.len().max(1) as f64;
+        let bound = lower_bound(&accuracies, queries.len());
         let work: u64 = positions
             .iter()
             .map(|&i| approx.work(index, &queries[i].terms, k, params))
             .sum();
-        let reached = accuracy >= target - 1e-9;
+        let reached = bound >= target - 1e-9;
         let better = match best {
             None => true,
-            Some((r, a, w, _)) => match (reached, r) {
+            Some((r, b, m, w, _)) => match (reached, r) {
                 (true, false) => true,
                 (false, true) => false,
                 (true, true) => work < w,
-                (false, false) => accuracy > a || (accuracy == a && work < w),
+                (false, false) => (bound, mean) > (b, m) || (bound == b && mean == m && work < w),
             },
         };
         if better {
-            best = Some((reached, accuracy, work, params));
+            best = Some((reached, bound, mean, work, params));
         }
     }
-    Ok(best.expect("the ladder is not empty").3)
+    let (reached, lower_bound, accuracy_at_10, _, params) = best.expect("the ladder is not empty");
+    Ok(Calibration {
+        params,
+        target,
+        sample: positions.len(),
+        of: queries.len(),
+        seed,
+        accuracy_at_10,
+        lower_bound,
+        confidence: CALIBRATION_CONFIDENCE,
+        reached,
+    })
 }
 
 impl AuditReport {

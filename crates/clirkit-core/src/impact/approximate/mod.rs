@@ -16,14 +16,15 @@
 //! - [`structure`]: the forward index and the pruned lists, built in parallel;
 //! - [`search`]: one query, and a batch in parallel (results independent of the thread count);
 //! - [`audit`]: re-running sampled queries exactly (Accuracy@10, score gap), and choosing the
-//!   cheapest search knobs that reach a target Accuracy@10 on a sample (`target_accuracy`).
+//!   cheapest search knobs whose Accuracy@10 on a sample reaches a target with 95% confidence, a
+//!   lower confidence bound of the whole set's mean (`target_accuracy`).
 
 pub mod audit;
 pub mod params;
 pub mod search;
 pub mod structure;
 
-pub use audit::{audit, calibrate, AuditReport, QueryAudit};
+pub use audit::{audit, calibrate, lower_bound, AuditReport, Calibration, QueryAudit};
 pub use params::{BuildParams, SearchParams};
 pub use search::BatchSettings;
 pub use structure::ApproximateIndex;

@@ -1,6 +1,7 @@
-use super::audit::{compare, sample};
+use super::audit::{compare, ladder, sample};
 use super::*;
 use crate::impact::tests::{exact_top_k, random_collection, random_queries, Collection};
+use crate::impact::vectors::WeightedVector;
 use crate::impact::Hit;
 
 fn scored(c: &Collection, hits: &[Hit]) -> Vec<(String, f64)> {
@@ -139,8 +140,11 @@ fn calibration_reaches_a_reachable_target() {
     let c = random_collection(31, 600, 200);
     let approx = pruned(&c, 0);
     let queries = random_queries(32, 30, 200, 8);
-    let params = calibrate(&approx, &c.index, &queries, 1.0, 30, 1, 10).unwrap();
-    let report = audit(&approx, &c.index, &queries, 30, 1, 10, params).unwrap();
+    let chosen = calibrate(&approx, &c.index, &queries, 1.0, 30, 1, 10).unwrap();
+    // The sample is every query: its bound is its mean, which reaches the target.
+    assert!(chosen.reached && (chosen.sample, chosen.of) == (30, 30));
+    assert_eq!((chosen.accuracy_at_10, chosen.lower_bound), (1.0, 1.0));
+    let report = audit(&approx, &c.index, &queries, 30, 1, 10, chosen.params).unwrap();
     assert_eq!(report.accuracy_at_10, 1.0);
     // The cheapest setting does not reach it, so calibration had to choose.
     let cheapest = SearchParams {
@@ -150,6 +154,107 @@ fn calibration_reaches_a_reachable_target() {
     let low = audit(&approx, &c.index, &queries, 30, 1, 10, cheapest).unwrap();
     assert!(low.accuracy_at_10 < 1.0);
     assert!(calibrate(&approx, &c.index, &queries, 1.5, 30, 1, 10).is_err());
+    // From a part of the queries, a perfect sample does not show a perfect set: not reached, and
+    // the setting of highest bound (a perfect one on the sample) is kept.
+    let part = calibrate(&approx, &c.index, &queries, 1.0, 10, 1, 10).unwrap();
+    assert!(!part.reached && part.accuracy_at_10 == 1.0 && part.lower_bound < 1.0);
+}
+
+#[test]
+fn lower_bound_by_hand() {
+    // mean 0.925, sample sd 0.095743, n = 4 of 10: 0.925 - t(0.95, 3) * sd / 2 * sqrt(6 / 9)
+    // (scipy: 0.925 - stats.t.ppf(0.95, 3) * np.std(x, ddof=1) / 2 * np.sqrt(6 / 9)).
+    let x = [1.0, 1.0, 0.9, 0.8];
+    assert!((lower_bound(&x, 10) - 0.833_014_558_806_777_8).abs() < 1e-9);
+    // The whole set is its own mean; a larger set leaves a wider bound.
+    assert!((lower_bound(&x, 4) - 0.925).abs() < 1e-12);
+    assert!(lower_bound(&x, 1000) < lower_bound(&x, 10));
+    // No miss in the sample: still one miss's spread, 0.1^2 / n.
+    let perfect = [1.0; 50];
+    let t = crate::eval::significance::student_t_upper_quantile(0.05, 49.0);
+    let expected = 1.0 - t * (0.01f64 / 50.0 / 50.0).sqrt() * (150.0f64 / 199.0).sqrt();
+    assert!((lower_bound(&perfect, 200) - expected).abs() < 1e-12);
+    assert!(lower_bound(&perfect, 200) < 1.0);
+}
+
+/// What the rule before the lower bound picked: the cheapest setting whose MEAN Accuracy@10 on
+/// the sample reaches `target` (the most accurate when none does).
+fn cheapest_by_sample_mean(
+    approx: &ApproximateIndex,
+    c: &Collection,
+    queries: &[WeightedVector],
+    per_setting: &[(SearchParams, Vec<f64>)],
+    positions: &[usize],
+    target: f64,
+) -> SearchParams {
+    let mut best: Option<(bool, f64, u64, SearchParams)> = None;
+    for (params, accuracy) in per_setting {
+        let mean = positions.iter().map(|&i| accuracy[i]).sum::<f64>() / positions.len() as f64;
+        let work: u64 = positions
+            .iter()
+            .map(|&i| approx.work(&c.index, &queries[i].terms, 10, *params))
+            .sum();
+        let reached = mean >= target - 1e-9;
+        let better = match best {
+            None => true,
+            Some((r, m, w, _)) => match (reached, r) {
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => work < w,
+                (false, false) => mean > m || (mean == m && work < w),
+            },
+        };
+        if better {
+            best = Some((reached, mean, work, *params));
+        }
+    }
+    best.unwrap().3
+}
+
+#[test]
+fn calibration_holds_on_the_whole_set_where_the_sample_mean_alone_does_not() {
+    // 200 queries over a hard-pruned structure (Accuracy@10 varies from query to query),
+    // calibrated on 15 of them for several targets and seeds.
+    let c = random_collection(51, 1500, 300);
+    let approx = pruned(&c, 30);
+    let queries = random_queries(52, 200, 300, 8);
+    let everyone = |params| audit(&approx, &c.index, &queries, 200, 0, 10, params).unwrap();
+    let per_setting: Vec<(SearchParams, Vec<f64>)> = ladder()
+        .into_iter()
+        .map(|params| {
+            let report = everyone(params);
+            (
+                params,
+                report.queries.iter().map(|q| q.accuracy_at_10).collect(),
+            )
+        })
+        .collect();
+    let whole = |params: SearchParams| {
+        let (_, acc) = per_setting.iter().find(|(p, _)| *p == params).unwrap();
+        acc.iter().sum::<f64>() / acc.len() as f64
+    };
+    let (mut old_missed, mut new_missed, mut cases) = (0, 0, 0);
+    for seed in 0..6u64 {
+        let positions = sample(queries.len(), 15, seed);
+        for target in [0.6, 0.7, 0.8, 0.9] {
+            cases += 1;
+            let old =
+                cheapest_by_sample_mean(&approx, &c, &queries, &per_setting, &positions, target);
+            old_missed += usize::from(whole(old) < target);
+            let new = calibrate(&approx, &c.index, &queries, target, 15, seed, 10).unwrap();
+            assert!(new.lower_bound <= new.accuracy_at_10);
+            if new.reached {
+                new_missed += usize::from(whole(new.params) < target);
+            }
+        }
+    }
+    // The sample mean alone lands short of the target on the whole set in many cases; the bound
+    // never does here.
+    assert!(
+        old_missed >= cases / 4,
+        "old rule missed {old_missed} of {cases}"
+    );
+    assert_eq!(new_missed, 0, "of {cases}");
 }
 
 #[test]

@@ -25,15 +25,17 @@ fn bubble_down<S: PostingScorer>(order: &mut [usize], cursors: &[Cursor<'_, S>],
     }
 }
 
-/// Block-max WAND over the query's term cursors, keeping the best hits in `top`.
+/// Block-max WAND over the query's term cursors, keeping the best hits in `top`, pruning from
+/// `first` (at most the final k-th score) until `top` gives a higher threshold.
 pub(super) fn block_max_wand<S: PostingScorer>(
     mut cursors: Vec<Cursor<'_, S>>,
     mut top: impl Selection,
+    first: Threshold,
 ) -> Vec<Hit> {
     let n = cursors.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| cursors[i].doc);
-    let mut threshold = Threshold::OPEN;
+    let mut threshold = first;
     loop {
         let mut bound = 0f64;
         let mut pivot = None;

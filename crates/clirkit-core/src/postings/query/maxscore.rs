@@ -10,10 +10,12 @@
 use super::selection::{Hit, Selection, Threshold};
 use crate::postings::{Cursor, PostingScorer, END};
 
-/// Block-max MaxScore over the query's term cursors, keeping the best hits in `top`.
+/// Block-max MaxScore over the query's term cursors, keeping the best hits in `top`, pruning
+/// from `first` (at most the final k-th score) until `top` gives a higher threshold.
 pub(super) fn maxscore<S: PostingScorer>(
     mut cursors: Vec<Cursor<'_, S>>,
     mut top: impl Selection,
+    first: Threshold,
 ) -> Vec<Hit> {
     cursors.sort_by(|a, b| a.max_score.total_cmp(&b.max_score));
     let n = cursors.len();
@@ -24,8 +26,11 @@ pub(super) fn maxscore<S: PostingScorer>(
         acc += c.max_score as f64;
         prefix.push(acc);
     }
-    let mut threshold = Threshold::OPEN;
+    let mut threshold = first;
     let mut non_essential = 0;
+    while non_essential < n && !threshold.admits(prefix[non_essential]) {
+        non_essential += 1;
+    }
     let mut current = cursors.iter().map(|c| c.doc).min().unwrap_or(END);
     while non_essential < n && current != END {
         let mut score = 0f64;

@@ -13,6 +13,7 @@
 
 mod bmw;
 mod cost;
+pub(crate) mod estimate;
 pub mod exhaustive;
 mod maxscore;
 mod selection;
@@ -23,7 +24,7 @@ pub use cost::Strategy;
 pub use selection::Hit;
 
 use crate::postings::{Cursor, PostingScorer};
-use selection::{BufferSelection, HeapSelection, Selection, EXACT_THRESHOLD_MAX_K};
+use selection::{BufferSelection, HeapSelection, Selection, Threshold, EXACT_THRESHOLD_MAX_K};
 
 /// The top `k` documents of the query whose terms `cursors` walk, by `strategy`.
 pub fn top_k<S: PostingScorer>(
@@ -40,22 +41,35 @@ pub fn top_k<S: PostingScorer>(
         Strategy::Exhaustive => exhaustive::exhaustive(cursors, k, ranks),
         _ if k == 0 || cursors.is_empty() => Vec::new(),
         _ if k <= EXACT_THRESHOLD_MAX_K => {
-            document_at_a_time(strategy, cursors, HeapSelection::new(k, ranks), k)
+            // A few documents scored first give the walk a k-th score to prune from (the
+            // heap's threshold is exact, so a good start is most of what small k needs).
+            let first = Threshold::new(estimate::first_kth_score(&cursors, k));
+            document_at_a_time(strategy, cursors, HeapSelection::new(k, ranks), k, first)
         }
-        _ => document_at_a_time(strategy, cursors, BufferSelection::new(k, ranks), k),
+        _ => document_at_a_time(
+            strategy,
+            cursors,
+            BufferSelection::new(k, ranks),
+            k,
+            Threshold::OPEN,
+        ),
     }
 }
 
-/// A pruning strategy's search, keeping the best hits in `top`.
+/// A pruning strategy's search, keeping the best hits in `top`, pruning from `first` (at most
+/// the final k-th score).
 fn document_at_a_time<S: PostingScorer>(
     strategy: Strategy,
     cursors: Vec<Cursor<'_, S>>,
     top: impl Selection,
     k: usize,
+    first: Threshold,
 ) -> Vec<Hit> {
     match strategy {
-        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top),
-        _ if cost::windows_pay(cursors.len(), k) => windowed::windowed_maxscore(cursors, top),
-        _ => maxscore::maxscore(cursors, top),
+        Strategy::BlockMaxWand => bmw::block_max_wand(cursors, top, first),
+        _ if cost::windows_pay(cursors.len(), k) => {
+            windowed::windowed_maxscore(cursors, top, first)
+        }
+        _ => maxscore::maxscore(cursors, top, first),
     }
 }

@@ -25,14 +25,16 @@ use crate::postings::{Cursor, PostingScorer, END};
 /// terms (Lucene's inner window): their sums fit the first-level cache.
 const SLICE: u32 = 4096;
 
-/// Block-max MaxScore over windows of the query's term cursors, keeping the best hits in `top`.
+/// Block-max MaxScore over windows of the query's term cursors, keeping the best hits in `top`,
+/// pruning from `first` (at most the final k-th score) until `top` gives a higher threshold.
 pub(super) fn windowed_maxscore<S: PostingScorer>(
     mut cursors: Vec<Cursor<'_, S>>,
     top: impl Selection,
+    first: Threshold,
 ) -> Vec<Hit> {
     let n = cursors.len();
     let mut found = Found {
-        threshold: Threshold::OPEN,
+        threshold: first,
         top,
     };
     // Per window: each term's bound there, the terms by rising bound (`order[non_essential..]`
