@@ -464,7 +464,10 @@ fn auto_picks_by_the_query_shape() {
     }
     let s = shape(1_000_000, 8, 1_000_000, 10);
     assert_eq!(s.path(Strategy::Exhaustive), ExactPath::Exhaustive);
-    assert_eq!(s.path(Strategy::BlockMaxWand), ExactPath::Cursors(Strategy::BlockMaxWand));
+    assert_eq!(
+        s.path(Strategy::BlockMaxWand),
+        ExactPath::Cursors(Strategy::BlockMaxWand)
+    );
 }
 
 #[test]
