@@ -1,12 +1,17 @@
-"""What the search progress bar costs: the same batch searches timed with the bar off (``quiet``: no
-counter, no drawing thread) and on (the core's counter and the thread that reads it every 0.2 s and
-draws on a stream that says it is a terminal), alternating off/on within each repeat. Prints the
-median seconds of each and the ratio on/off per search, on seeded synthetic data:
+"""What the search progress bar costs: the same batch searches timed three ways, their order rotated
+from repeat to repeat: ``off`` (``quiet``: no counter, no drawing thread), ``counted`` (the core adds to
+a ``ProgressCounter`` that nothing reads: the core's share of the cost) and ``drawn`` (the counter and
+the thread that reads it every 0.2 s and draws on a stream that says it is a terminal: what a user on a
+terminal gets). Prints the median wall and process CPU seconds of each and the ratios to ``off``, on
+seeded synthetic data:
 
-* dense flat, 100,000 x 128, 2,000 queries (query chunks of 64 counted as they finish);
-* dense PQ 4-bit (M = 64), 100,000 x 128, 2,000 queries: the general path (above 65,536 vectors);
-* multi-vector (2-bit residuals), 20,000 documents of 32 tokens (d = 64), 2,000 queries of 16 tokens
+* dense flat, 50,000 x 128, 1,000 queries (query chunks of 64 counted as they finish);
+* dense PQ 4-bit (M = 64), 100,000 x 128, 10,000 queries: the general path (above 65,536 vectors);
+* multi-vector (2-bit residuals), 20,000 documents of 32 tokens (d = 64), 1,000 queries of 16 tokens
   (counted per query).
+
+The searches call the native index as ``DenseIndex.search`` and ``MultiVectorIndex.search`` do (through
+``clirkit._progress.searching``), so the three modes differ only in the progress work.
 
     python benches/dense/progress_overhead.py --repeats 7 --threads 2
 """
@@ -22,6 +27,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from clirkit import _native
+from clirkit._progress import searching
 from clirkit.dense import DenseIndex
 from clirkit.multivector import MultiVectorIndex
 
@@ -38,12 +45,16 @@ def unit(rows: int, dim: int, seed: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def timed(search, quiet: bool) -> float:
+def timed(search, mode: str) -> tuple[float, float]:
+    """Wall and process CPU seconds of one ``search(quiet, counter)`` in ``mode``."""
     sys.stderr = Terminal()
     try:
-        start = time.perf_counter()
-        search(quiet)
-        return time.perf_counter() - start
+        start, cpu = time.perf_counter(), time.process_time()
+        if mode == "counted":
+            search(True, _native.ProgressCounter())
+        else:
+            search(mode == "off", None)
+        return time.perf_counter() - start, time.process_time() - cpu
     finally:
         sys.stderr = sys.__stderr__
 
@@ -55,38 +66,56 @@ def main() -> None:
     args = ap.parse_args()
     t = args.threads
     with tempfile.TemporaryDirectory() as tmp:
-        data, queries = unit(100_000, 128, 1), unit(2_000, 128, 2)
+        data = unit(100_000, 128, 1)
         ids = [str(i) for i in range(len(data))]
-        flat = DenseIndex.build(data, ids, threads=t)
+        flat = DenseIndex.build(data[:50_000], ids[:50_000], threads=t)
         pq = DenseIndex.build(data, ids, pq=64, threads=t, keep_vectors=False)
         docs = unit(20_000 * 32, 64, 3)
         doc_offsets = np.arange(0, len(docs) + 1, 32, dtype=np.uint64)
         mv = MultiVectorIndex.build(
             docs, doc_offsets, [str(i) for i in range(20_000)], Path(tmp) / "mv", threads=t
         )
-        q_tokens, q_offsets = unit(2_000 * 16, 64, 4), np.arange(0, 2_000 * 16 + 1, 16, dtype=np.uint64)
+        flat_queries, pq_queries = unit(1_000, 128, 2), unit(10_000, 128, 5)
+        q_tokens, q_offsets = unit(1_000 * 16, 64, 4), np.arange(0, 1_000 * 16 + 1, 16, dtype=np.uint64)
+        mv_options = _native.MultiVectorSearchOptions(100, threads=t)
         searches = {
-            "dense flat 100k x 128, 2,000 queries, k=100": lambda quiet: flat.search(
-                queries, 100, threads=t, quiet=quiet
+            "dense flat 50k x 128, 1,000 queries, k=100": (
+                1_000,
+                lambda progress: flat.native.search(flat_queries, 100, 1, 0, t, progress=progress),
             ),
-            "dense PQ64x4 100k x 128, 2,000 queries, k=100": lambda quiet: pq.search(
-                queries, 100, threads=t, quiet=quiet
+            "dense PQ64x4 100k x 128 (general path), 10,000 queries, k=100": (
+                10_000,
+                lambda progress: pq.native.search(pq_queries, 100, 1, 0, t, progress=progress),
             ),
-            "multi-vector 20k x 32 tokens, 2,000 queries, k=100": lambda quiet: mv.search(
-                q_tokens, q_offsets, 100, threads=t, quiet=quiet
+            "multi-vector 20k x 32 tokens (d=64, 2 bits), 1,000 queries of 16 tokens, k=100": (
+                1_000,
+                lambda progress: mv.native.search(q_tokens, q_offsets, mv_options, progress=progress),
             ),
         }
-        for name, search in searches.items():
-            search(True)  # warm
-            off, on = [], []
+        modes = ("off", "counted", "drawn")
+        for name, (nq, call) in searches.items():
+
+            def search(quiet: bool, counter, nq=nq, call=call) -> None:
+                """As ``DenseIndex.search`` / ``MultiVectorIndex.search`` call the core."""
+                if counter is not None:
+                    call(counter)
+                    return
+                with searching(nq, quiet) as progress:
+                    call(progress)
+
+            search(True, None)  # warm
+            seconds: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
             for r in range(args.repeats):
-                for quiet in (True, False) if r % 2 == 0 else (False, True):
-                    (off if quiet else on).append(timed(search, quiet))
-            a, b = statistics.median(off), statistics.median(on)
-            print(
-                f"{name}: off {a:.3f} s, on {b:.3f} s, on/off {b / a:.3f} (medians of {args.repeats})",
-                flush=True,
-            )
+                for mode in modes[r % 3 :] + modes[: r % 3]:
+                    seconds[mode].append(timed(search, mode))
+            for what, i in (("wall", 0), ("CPU", 1)):
+                m = {mode: statistics.median(s[i] for s in seconds[mode]) for mode in modes}
+                print(
+                    f"{name}, {what}: off {m['off']:.3f} s, counted {m['counted']:.3f} s "
+                    f"({m['counted'] / m['off']:.3f}), drawn {m['drawn']:.3f} s ({m['drawn'] / m['off']:.3f}) "
+                    f"(medians of {args.repeats})",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

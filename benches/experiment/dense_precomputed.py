@@ -3,13 +3,15 @@
 a PQ index of M sub-quantizers searched with ``refine`` R, measured for the whole process with
 ``/usr/bin/time -v`` (``getrusage`` of the child where it is missing); then the same experiment again,
 every stage cached; then ``clirkit index dense`` + ``clirkit search dense`` on the same files, whose run
-must equal the experiment's byte for byte.
+must equal the experiment's byte for byte. ``--shards N`` makes both sharded (``shards = N``, ``clirkit
+index dense --shards N``; searched through the shards in threads).
 
 Query i is document row ``i * N / Q`` plus noise, judged relevant to it, so nDCG means something.
 Files are generated once per (N, D, Q, seed) under ``--out``/data and reused.
 
     python benches/experiment/dense_precomputed.py --out /work/scratch/dense-pre            # 1M x 384
     python benches/experiment/dense_precomputed.py --out /tmp/dense-pre --quick             # 100k x 384
+    python benches/experiment/dense_precomputed.py --out /work/scratch/dense-pre --shards 4 # sharded
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def write_data(data: Path, n: int, dim: int, queries: int, seed: int) -> None:
     (data / "params.json").write_text(json.dumps(params))
 
 
-def experiment_file(out: Path, pq: int, refine: int, hits: int) -> Path:
+def experiment_file(out: Path, pq: int, refine: int, hits: int, shards: int = 0) -> Path:
     text = f"""[experiment]
 name = "dense-precomputed"
 hits = {hits}
@@ -91,7 +93,7 @@ embeddings = "data/docs"
 query_embeddings = "data/queries"
 pq = {pq}
 refine = {refine}
-
+{f"shards = {shards}" if shards else ""}
 [evaluation]
 measures = ["nDCG@10", "R@100"]
 """
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> dict:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     write_data(out / "data", args.n, args.dim, args.queries, args.seed)
-    toml = experiment_file(out, args.pq, args.refine, args.hits)
+    toml = experiment_file(out, args.pq, args.refine, args.hits, args.shards)
     work = out / "work"
     shutil.rmtree(work, ignore_errors=True)
     clirkit = [sys.executable, "-m", "clirkit.cli"]
@@ -130,6 +132,7 @@ def run(args: argparse.Namespace) -> dict:
         "queries": args.queries,
         "pq": args.pq,
         "refine": args.refine,
+        "shards": args.shards,
     }
     result["experiment"] = timed(
         [*clirkit, "experiment", "run", str(toml), "--workdir", str(work), *threads, "--quiet"]
@@ -142,6 +145,10 @@ def run(args: argparse.Namespace) -> dict:
     exp = Experiment(toml, work, quiet=True)
     assert exp.plan.counts()[1] == 0, "the rerun left stages to run"
     experiment_run = (exp.plan.runs["dense"]["synthetic"].output / "run.trec").read_bytes()
+    from clirkit.distributed.sharded import read_manifest, sharded_kind
+
+    built = next(s.output / "index" for s in exp.plan.stages if s.kind == "dense-index")
+    result["index_shards"] = len(read_manifest(built).shards) if sharded_kind(built) else 0
     result["store_mib"] = round(sum(f.stat().st_size for f in work.rglob("*") if f.is_file()) / 2**20, 1)
     result["inputs_mib"] = round(
         sum(f.stat().st_size for f in (out / "data").glob("*.*") if f.is_file()) / 2**20, 1
@@ -150,10 +157,11 @@ def run(args: argparse.Namespace) -> dict:
     result["ndcg_cut_10"] = exp.results.value("dense", "synthetic", "ndcg_cut_10") if exp.results else None
     if not args.no_cli:
         index, cli_run = out / "cli-index", out / "cli.trec"
+        sharded = ["--shards", str(args.shards)] if args.shards else []
         data = out / "data"
         result["cli_index"] = timed([*clirkit, "index", "dense", "--embeddings", str(data / "docs.npy"),
                                      "--ids", str(data / "docs.ids.txt"), "--index", str(index),
-                                     "--pq", str(args.pq), *threads, "--quiet"])  # fmt: skip
+                                     "--pq", str(args.pq), *sharded, *threads, "--quiet"])  # fmt: skip
         result["cli_search"] = timed([*clirkit, "search", "dense", "--index", str(index), "--queries",
                                       str(data / "queries.npy"), "--qids", str(data / "queries.ids.txt"),
                                       "--output", str(cli_run), "--k", str(args.hits), "--refine",
@@ -167,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path, help="data, experiment file and work directory")
     sizes = {"n": 1_000_000, "dim": 384, "pq": 192, "refine": 100, "queries": 1000, "hits": 100}
-    for name, default in {**sizes, "seed": 0, "threads": 0}.items():
+    for name, default in {**sizes, "seed": 0, "threads": 0, "shards": 0}.items():
         ap.add_argument(f"--{name}", type=int, default=default, help=f"default {default}")
     ap.add_argument("--quick", action="store_true", help="100k documents")
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI comparison")

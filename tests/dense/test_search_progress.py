@@ -70,3 +70,18 @@ def test_cli_search_draws_the_bar_unless_quiet(tmp_path, monkeypatch):
     command = search_command("dense", tmp_path / "index", tmp_path / "q.npy", output)
     command += ["--qids", str(tmp_path / "q.ids.txt"), "--k", "5"]
     check_search_bar_unless_quiet(command, output, monkeypatch, "12/12 queries")
+
+
+def test_a_failed_search_ends_its_bar_and_its_thread(monkeypatch):
+    import threading
+
+    from clirkit import InvalidInputError
+
+    index = DenseIndex.build(vectors(50, 8, 7), [f"d{i}" for i in range(50)])
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with pytest.raises(InvalidInputError, match="dimension"):
+        index.search(vectors(5, 4, 8), 10)
+    assert not [t for t in threading.enumerate() if t.name == "clirkit-progress"]
+    assert terminal.getvalue().endswith("\n")  # the bar drawn at 0/5 has its line ended
+    assert "0/5 queries" in terminal.getvalue()

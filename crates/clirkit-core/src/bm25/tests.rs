@@ -154,7 +154,7 @@ fn pruned_search_equals_exhaustive() {
 /// enough to hold k documents it is there to prune with.
 #[test]
 fn first_kth_score_is_at_most_the_kth_score() {
-    let (dir, corpus, _) = random_corpus_dir(0x5eed_0f_f1e5, 3000, 80);
+    let (dir, corpus, _) = random_corpus_dir(0x5eed_f1e5, 3000, 80);
     let path = dir.path().join("idx");
     build(&corpus, &path, &quiet()).unwrap();
     for index in [
