@@ -39,7 +39,7 @@ def test_ray_build_and_search_equal_the_single_index_and_the_local_search(cluste
     write_jsonl(tmp_path / "queries.jsonl", [{"id": f"q{i}", "vector": vector(5)} for i in range(30)])
     marker = tmp_path / "crash-build"
     marker.touch()
-    build_sharded_impact(tmp_path / "docs.jsonl", tmp_path / "sharded", 3, ray=True, _crash_once=marker)
+    build_sharded_impact(tmp_path / "docs.jsonl", tmp_path / "sharded", 3, ray=True, crash_once=marker)
     assert not marker.exists(), "a build worker was killed and its task retried"
     single = ImpactIndex.build(tmp_path / "docs.jsonl", tmp_path / "single", threads=2, quiet=True)
     single.search_file_to_trec(tmp_path / "queries.jsonl", tmp_path / "single.run", 100, threads=2)

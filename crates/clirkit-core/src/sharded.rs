@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
 use crate::io::index_dir::{self, read_manifest_text, MANIFEST};
-use crate::io::manifest::{self, Manifest};
+use crate::io::manifest::{self, Layout, Manifest};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -165,6 +165,12 @@ pub fn check_unique_ids(shards: &[(&Path, &IdTable)]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The layout of a sharded index that holds no file of its own beside its manifest: its shards
+/// (and a codebook) are indexes, verified as its parts ([`parts`]).
+pub const fn layout_of_parts(format: &'static str, version: u64) -> Layout {
+    Layout::new(format, version, |_| None, |_, _| Ok(()))
 }
 
 /// A sharded index under construction. Dropped uncommitted, it is removed with its shards.

@@ -74,7 +74,7 @@ def build_sharded_bm25(
         )
     if "fields" in options:
         options["fields"] = list(options["fields"])
-    placement = ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
+    placement = ShardPlacement(threads, quiet, ray, max_retries=max_retries, crash_once=_crash_once)
     build_line_shards("bm25", corpus, index, shards, _build_shard, options, placement)
     return ShardedBM25Index.open(index)
 
@@ -154,7 +154,7 @@ class ShardedBM25Index(_ShardedSearch):
 
     def __init__(self, manifest: ShardedManifest, *, threads: int = 0) -> None:
         self.manifest = _checked_bm25(manifest)
-        self.scatter = ShardScatter(manifest, Bm25Shard, threads=threads)
+        self.scatter = ShardScatter(manifest, Bm25Shard, ShardPlacement(threads=threads))
 
     @staticmethod
     def open(index: PathLike, *, threads: int = 0) -> ShardedBM25Index:
@@ -183,14 +183,10 @@ class RayShardedBM25(_ShardedSearch):
         _crash_once: PathLike | None = None,
     ) -> None:
         self.manifest = _checked_bm25(read_manifest(index))
-        self.scatter = ShardScatter(
-            self.manifest,
-            Bm25Shard,
-            ray=True,
-            cpus_per_shard=cpus_per_shard,
-            max_restarts=max_restarts,
-            crash_once=_crash_once,
+        placement = ShardPlacement(
+            ray=True, cpus_per_shard=cpus_per_shard, max_retries=max_restarts, crash_once=_crash_once
         )
+        self.scatter = ShardScatter(self.manifest, Bm25Shard, placement)
 
     @property
     def actors(self) -> list[Any]:

@@ -28,7 +28,7 @@ from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
 from clirkit._types import PathLike
-from clirkit.distributed import cluster, sharded
+from clirkit.distributed import sharded
 from clirkit.distributed.sharded import ShardedManifest
 from clirkit.impact import (
     DEFAULT_POSTINGS_PER_TERM,
@@ -61,28 +61,22 @@ def build_sharded_impact(
     *,
     quantize: int = DEFAULT_QUANTIZE,
     memory_budget_mb: int = 1024,
-    threads: int = 0,
-    quiet: bool = False,
-    ray: cluster.RayAddress = None,
-    max_retries: int = 3,
-    _crash_once: PathLike | None = None,
+    **placement: Any,
 ) -> ShardedImpactIndex:
     """Index a plain (uncompressed) JSONL vectors file as ``shards`` shards into the sharded index
-    ``index`` (written atomically: shards and manifest appear together) and open it. ``quantize``
-    and ``memory_budget_mb`` are those of :meth:`clirkit.impact.ImpactIndex.build`; ids must be
-    unique across the whole file.
-
-    ``ray``: None or False builds the shards here, one after another on ``threads`` threads; an
-    address (or True for Ray's default) builds them as Ray tasks, each on ``threads`` threads
-    (0: one) and retried up to ``max_retries`` times if its worker dies. ``_crash_once`` (tests
-    only) names a file whose first claimant ends its worker process mid-build."""
+    ``index`` (written atomically: shards and manifest appear together) and open it (in this
+    process, on ``threads``). ``quantize`` and ``memory_budget_mb`` are those of
+    :meth:`clirkit.impact.ImpactIndex.build`; ids must be unique across the whole file.
+    ``placement``: the fields of :class:`~clirkit.distributed.sharded.ShardPlacement` (``threads``,
+    ``quiet``, ``ray``: None builds the shards here, an address or True as Ray tasks,
+    ``max_retries``, ``crash_once``)."""
     options = {
         "quantize": checked_int("quantize", quantize, 1, 2**32 - 1),
         "memory_budget_mb": checked_int("memory_budget_mb", memory_budget_mb, 1, 2**40),
     }
-    placement = sharded.ShardPlacement(threads, quiet, ray, max_retries, _crash_once)
-    sharded.build_line_shards("impact", vectors, index, shards, _build_shard, options, placement)
-    return ShardedImpactIndex.open(index, threads=threads)
+    where = sharded.ShardPlacement(**placement)
+    sharded.build_line_shards("impact", vectors, index, shards, _build_shard, options, where)
+    return ShardedImpactIndex.open(index, threads=where.threads)
 
 
 @dataclass(frozen=True)
@@ -137,16 +131,16 @@ class ShardedImpactIndex(sharded.ShardedSearch):
     """A sharded impact index opened for search: its shards in threads of this process sharing
     ``threads`` cores (0: all), or with ``ray=True`` one Ray actor per shard on the cluster this
     process is connected to (:func:`clirkit.distributed.cluster.connected`; an actor whose
-    worker dies is restarted and its call retried, up to ``max_restarts`` times). Exact search
+    worker dies is restarted and its call retried, up to ``max_retries`` times). Exact search
     gives the single index's run byte for byte; ``approximate`` searches (a
     :class:`clirkit.impact.ApproximateSettings`, each shard pruned to ``postings_per_term``) are
     opt-in and audited by :meth:`audit`. :meth:`close` (or ``with``) ends the actors."""
 
-    def __init__(self, manifest: ShardedManifest, **options: Any) -> None:
-        """``options``: those of :class:`~clirkit.distributed.sharded.ShardScatter` (``threads``,
-        ``ray``, ``cpus_per_shard``, ``max_restarts``, ``crash_once``)."""
+    def __init__(self, manifest: ShardedManifest, **placement: Any) -> None:
+        """``placement``: the fields of :class:`~clirkit.distributed.sharded.ShardPlacement`
+        (``threads``, ``ray``, ``cpus_per_shard``, ``max_retries``, ``crash_once``)."""
         self.manifest = _checked_impact(manifest)
-        self.scatter = sharded.ShardScatter(manifest, ImpactShard, **options)
+        self.scatter = sharded.ShardScatter(manifest, ImpactShard, sharded.ShardPlacement(**placement))
 
     @staticmethod
     def open(index: PathLike, **options: Any) -> ShardedImpactIndex:

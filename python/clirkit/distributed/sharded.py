@@ -91,40 +91,47 @@ class ShardActor:
         return self._shard.search(queries, options)
 
 
-class ShardScatter:
-    """The shards of a sharded index, each asked for its part of a search, in parallel: opened
-    in this process and searched in threads sharing ``threads`` cores (0: all), or with ``ray``
-    held by one Ray actor each on the cluster this process is connected to
-    (:func:`clirkit.distributed.cluster.connected`), an actor whose worker dies restarted (it
-    reopens its shard by path) and its call retried, up to ``max_restarts`` times.
-    ``crash_once`` (tests only) names a file whose first claimant ends its actor's worker
-    mid-search. :meth:`close` ends the actors."""
+@dataclass(frozen=True)
+class ShardPlacement:
+    """Where the shards of a sharded index are built and searched. ``ray``: None or False here (a
+    build's shards one after another on ``threads`` threads; a search's shards in threads sharing
+    ``threads`` cores, 0: all); an address (or True for Ray's default; a search uses the cluster
+    this process is connected to, :func:`clirkit.distributed.cluster.connected`) on Ray: a build's
+    shards as tasks on ``threads`` threads each (0: one), a search's shards held by one actor each
+    asking for ``cpus_per_shard`` CPUs (default: a share of the cluster). A task whose worker dies
+    is retried, an actor restarted (it reopens its shard by path) and its call retried, up to
+    ``max_retries`` times. ``crash_once`` (tests only) names a file whose first claimant ends its
+    worker process. ``quiet``: no progress bars."""
 
-    def __init__(
-        self,
-        manifest: ShardedManifest,
-        opener: ShardOpener,
-        *,
-        threads: int = 0,
-        ray: bool = False,
-        cpus_per_shard: float | None = None,
-        max_restarts: int = 3,
-        crash_once: PathLike | None = None,
-    ) -> None:
+    threads: int = 0
+    quiet: bool = False
+    ray: cluster.RayAddress = None
+    cpus_per_shard: float | None = None
+    max_retries: int = 3
+    crash_once: PathLike | None = None
+
+
+class ShardScatter:
+    """The shards of a sharded index, each asked for its part of a search, in parallel, where
+    ``placement`` says: opened in this process and searched in threads, or held by one Ray actor
+    each. :meth:`close` ends the actors."""
+
+    def __init__(self, manifest: ShardedManifest, opener: ShardOpener, placement: ShardPlacement) -> None:
         self.manifest = manifest
         count = len(manifest.shards)
         path = os.path.abspath(manifest.path)
+        crash_once, max_restarts = placement.crash_once, placement.max_retries
         self._crash_once = None if crash_once is None else os.fspath(crash_once)
         self._ray: Any = None
         self.actors: list[Any] = []
         self._local: list[ShardSearcher] = []
-        if ray:
+        if placement.ray:
             self._ray = cluster.require_ray()
             if not self._ray.is_initialized():
                 raise InvalidInputError(
                     "connect to a Ray cluster first (clirkit.distributed.cluster.connected)"
                 )
-            cpus = cpus_per_shard if cpus_per_shard is not None else cluster.actor_cpus(self._ray, count)
+            cpus = placement.cpus_per_shard or cluster.actor_cpus(self._ray, count)
             actor = self._ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
                 ShardActor
             )
@@ -132,7 +139,7 @@ class ShardScatter:
             self.actors = [actor.remote(opener, path, i, threads_each) for i in range(count)]
         else:
             # Each shard's search releases the GIL; the cores are shared out among the shards.
-            each = max(1, worker_count(checked_threads(threads)) // count)
+            each = max(1, worker_count(checked_threads(placement.threads)) // count)
             self._local = [opener(path, i, each) for i in range(count)]
 
     def parts(self, queries: Any, options: dict[str, Any]) -> list[bytes]:
@@ -178,21 +185,6 @@ class ShardedSearch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(frozen=True)
-class ShardPlacement:
-    """Where and how the shards of a build run. ``ray``: None or False builds them here, one after
-    another on ``threads`` threads; an address (or True for Ray's default) builds them as Ray
-    tasks, each on ``threads`` threads (0: one) and retried up to ``max_retries`` times if its
-    worker dies. ``crash_once`` (tests only) names a file whose first claimant ends its worker
-    process mid-build."""
-
-    threads: int = 0
-    quiet: bool = False
-    ray: cluster.RayAddress = None
-    max_retries: int = 3
-    crash_once: PathLike | None = None
 
 
 def build_line_shards(

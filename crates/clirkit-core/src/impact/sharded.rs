@@ -28,10 +28,7 @@ use crate::sharded::{shard_path, ShardRecord, ShardedDir};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-pub const FORMAT: &str = "clirkit-sharded-impact";
-pub const VERSION: u64 = 1;
-
-/// A sharded impact index's `meta.json`.
+/// A sharded impact index's `meta.json` (format [`FORMAT`], version [`VERSION`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardedImpactManifest {
     pub format: String,
@@ -47,11 +44,12 @@ pub struct ShardedImpactManifest {
     pub shards: Vec<ShardRecord>,
 }
 
+pub const FORMAT: &str = "clirkit-sharded-impact";
+pub const VERSION: u64 = 1;
 manifest::manifest_of!(ShardedImpactManifest, FORMAT, VERSION);
 
-/// A sharded impact index has no files of its own besides `meta.json`; its shards are verified
-/// as its parts ([`crate::sharded::parts`]).
-pub const LAYOUT: Layout = Layout::new(FORMAT, VERSION, |_| None, |_, _| Ok(()));
+/// A sharded impact index has no files of its own besides `meta.json`.
+pub const LAYOUT: Layout = crate::sharded::layout_of_parts(FORMAT, VERSION);
 
 /// Read the manifest of the sharded impact index at `dir` and check that every shard is there
 /// and of the build it records (reading each shard's manifest only).

@@ -42,7 +42,7 @@ manifest::manifest_of!(ShardedDenseManifest, FORMAT, VERSION);
 
 /// A sharded dense index holds no file of its own beside its manifest: its shards and codebook
 /// are indexes, verified as their parts ([`crate::sharded::parts`]).
-pub const LAYOUT: Layout = Layout::new(FORMAT, VERSION, |_| None, |_, _| Ok(()));
+pub const LAYOUT: Layout = crate::sharded::layout_of_parts(FORMAT, VERSION);
 
 /// Read the manifest of the sharded dense index at `dir`, checking that every shard (and the
 /// codebook) is there and of the recorded build.
