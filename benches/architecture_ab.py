@@ -3,7 +3,8 @@ Run each build's ``python/`` first on the path (``PYTHONPATH=<checkout>/python``
 
     python benches/architecture_ab.py prepare [WORKLOAD ...]  # indexes and inputs under benches/.work/ab
                                                               # (either build; all workloads by default)
-    python benches/architecture_ab.py WORKLOAD   # bm25 | impact | dense | fusion: seconds and a digest
+    python benches/architecture_ab.py WORKLOAD   # bm25 | impact | impact-maxscore | dense | fusion:
+                                                 # seconds and a digest
 
 The fusion workload reads ``rrf_1000x1000_run*.trec`` in the work folder, as written by
 ``benches/fusion/fusion_vs_ranx.py``'s ``make_runs``.
@@ -70,6 +71,12 @@ def run(workload):
         for _ in range(3):
             r = index.batch_search(qs, k=1000, threads=1, quiet=True)
         out = [(q, r[q]) for q in r.qids()][:20]
+    elif workload == "impact-maxscore":  # the same queries, MaxScore named, one search call each
+        index = native.ImpactIndex.open(str(W / "impact"))
+        qs = [(q, [tuple(p) for p in v]) for q, v in json.loads((W / "impact_queries.json").read_text())]
+        for _ in range(3):
+            hits = [index.search(v, 1000, "maxscore") for _, v in qs]
+        out = list(zip([q for q, _ in qs], hits))[:20]
     elif workload == "dense":
         index = native.DenseIndex.open(str(W / "dense"))
         queries = np.load(W / "queries.npy")

@@ -69,6 +69,15 @@ pub enum ExactPath {
     Cursors(Strategy),
 }
 
+/// Collections of at most this many documents are searched exhaustively by [`Strategy::Auto`].
+pub const SMALL_COLLECTION: usize = 16_384;
+/// Depths of at most this many hits are "a few" to [`Strategy::Auto`] (where MaxScore keeps an
+/// exact threshold, `postings::query`'s heap selection; measured at 10 and at 1000).
+pub const FEW_HITS: usize = 64;
+/// Queries of at most this many terms (found in the index) are short to [`Strategy::Auto`]
+/// (measured at 8 terms and at 20 and more).
+pub const SHORT_QUERY: usize = 16;
+
 /// What the choice of an exact path looks at for one query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueryShape {
@@ -92,14 +101,29 @@ impl QueryShape {
         }
     }
 
-    /// The path [`Strategy::Auto`] runs for a query of this shape.
+    /// The path [`Strategy::Auto`] runs for a query of this shape. Measured per query, every path
+    /// on the same queries in CPU time (`benches/impact/impact_strategy_timing.rs`; SciFact with
+    /// splade-tiny-en, the synthetic SPLADE-like set at 100k and 1M documents with whole queries
+    /// and their 8 heaviest terms, 100k Zipfian documents with 8-term queries; k = 10 and 1000;
+    /// benches/results/impact.md):
+    /// - a small collection ([`SMALL_COLLECTION`]): exhaustive, its accumulator is cache-sized;
+    /// - postings few next to the collection (at most half of it for a few hits, [`FEW_HITS`], a
+    ///   sixteenth for many): MaxScore over cursors, which touches only them, where exhaustive
+    ///   pays for an accumulator per document and block-max for a bound per document block;
+    /// - a few hits of a short query ([`SHORT_QUERY`]): block-max pruning, whose k-th score soon
+    ///   passes most blocks' bounds;
+    /// - otherwise (long queries, many hits): exhaustive, as pruning cannot skip enough.
     pub fn auto_path(&self) -> ExactPath {
-        // When the collection is small next to the query's postings, pruning cannot skip enough
-        // of them to pay for its bounds.
-        if self.num_docs <= self.postings.saturating_mul(4) {
+        let few_hits = self.k <= FEW_HITS;
+        let sparse_ratio = if few_hits { 2 } else { 16 };
+        if self.num_docs <= SMALL_COLLECTION {
             ExactPath::Exhaustive
-        } else {
+        } else if self.postings.saturating_mul(sparse_ratio) <= self.num_docs {
+            ExactPath::Cursors(Strategy::MaxScore)
+        } else if few_hits && self.terms <= SHORT_QUERY {
             ExactPath::BlockMax
+        } else {
+            ExactPath::Exhaustive
         }
     }
 

@@ -434,3 +434,58 @@ fn an_id_repeated_across_files_names_both_places() {
         "{e}"
     );
 }
+
+#[test]
+fn auto_picks_by_the_query_shape() {
+    let shape = |num_docs, terms, postings, k| QueryShape {
+        num_docs,
+        terms,
+        postings,
+        k,
+    };
+    let maxscore = ExactPath::Cursors(Strategy::MaxScore);
+    for (s, path) in [
+        // A small collection: exhaustive, however few the postings (808b28a's rule: block-max).
+        (shape(5_000, 8, 100, 10), ExactPath::Exhaustive),
+        // Postings few next to the collection: MaxScore (808b28a's rule: block-max).
+        (shape(100_000, 8, 3_000, 1000), maxscore),
+        (shape(1_000_000, 8, 400_000, 10), maxscore),
+        // Many hits past a sixteenth of the collection: exhaustive (808b28a's rule: block-max).
+        (shape(100_000, 8, 30_000, 1000), ExactPath::Exhaustive),
+        // A few hits of a short query over many postings: block-max (808b28a's: exhaustive).
+        (shape(1_000_000, 8, 1_000_000, 10), ExactPath::BlockMax),
+        (shape(100_000, 16, 60_000, 64), ExactPath::BlockMax),
+        // Long queries over many postings: exhaustive, at any depth.
+        (shape(1_000_000, 30, 3_000_000, 10), ExactPath::Exhaustive),
+        (shape(1_000_000, 8, 3_000_000, 65), ExactPath::Exhaustive),
+    ] {
+        assert_eq!(s.auto_path(), path, "{s:?}");
+        assert_eq!(s.path(Strategy::Auto), path);
+    }
+    let s = shape(1_000_000, 8, 1_000_000, 10);
+    assert_eq!(s.path(Strategy::Exhaustive), ExactPath::Exhaustive);
+    assert_eq!(
+        s.path(Strategy::BlockMaxWand),
+        ExactPath::Cursors(Strategy::BlockMaxWand)
+    );
+}
+
+#[test]
+fn auto_on_each_of_its_paths_equals_the_exact_dot_product() {
+    // A collection past SMALL_COLLECTION, queries from one rare term (MaxScore) to many common
+    // ones (block-max at a few hits, exhaustive at many): every path Auto takes is exact.
+    let c = random_collection(61, SMALL_COLLECTION + 3_000, 60);
+    let mut rng = SplitMix64::new(62);
+    let mut taken = std::collections::BTreeSet::new();
+    for len in [1, 1, 2, 3, 6, 10, 20, 40, 60] {
+        let query = random_vector(&mut rng, 80, len);
+        for k in [10, 1000] {
+            let shape = c.index.query_shape(&query, k).unwrap();
+            taken.insert(format!("{:?}", shape.auto_path()));
+            let hits = c.index.search_by(Strategy::Auto, &query, k).unwrap();
+            assert_eq!(pairs(&c, &hits), exact_top_k(&c, &query, k), "{shape:?}");
+        }
+    }
+    let all = ["BlockMax", "Cursors(MaxScore)", "Exhaustive"];
+    assert_eq!(taken, all.map(String::from).into(), "paths taken");
+}
