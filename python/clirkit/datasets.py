@@ -169,13 +169,16 @@ def open_input(path: PathLike) -> IO[bytes]:
     dropped there; a damaged stream is an ``OSError`` naming the file). A plain file is opened as it
     is (its byte-order mark left to the line readers)."""
     where = os.fspath(path)
-    f = open(where, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
-    head = f.read(4)
-    if head.startswith(_GZIP_MAGIC) or head.startswith(_ZSTD_MAGIC):
-        f.close()
+    if is_compressed(where):
         return io.BufferedReader(_DecodedInput(where), buffer_size=_STREAM_CHUNK)
-    f.seek(0)
-    return f
+    return open(where, "rb")  # noqa: SIM115 (returned to the caller, who closes it)
+
+
+def is_compressed(path: PathLike) -> bool:
+    """Whether ``path`` is gzip or zstd, by its magic bytes."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return head.startswith(_GZIP_MAGIC) or head.startswith(_ZSTD_MAGIC)
 
 
 def is_decompressed(f: IO[bytes]) -> bool:

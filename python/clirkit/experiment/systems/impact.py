@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from clirkit.datasets import ID_FIELDS, record_id
+from clirkit.datasets import ID_FIELDS, is_compressed, record_id
 from clirkit.experiment.config.reader import NUMBER, TableReader
 from clirkit.experiment.plan import Plan
 from clirkit.experiment.stage import RUN_FILE, RunContext, Stage, model_identity
@@ -36,6 +37,7 @@ from clirkit.experiment.systems.dense import (
     encode_task_queries,
     encoder_options,
     kept_document_ids,
+    ray_cluster,
     read_shard_options,
 )
 from clirkit.experiment.systems.heads import declared_families, head_query_encoder
@@ -143,14 +145,6 @@ def write_kept_vectors(path: str, out: Path, keep: Any) -> Path:
     return out
 
 
-def _plain(path: str) -> bool:
-    """Whether ``path`` is neither gzip nor zstd (by its magic bytes): a file a sharded build can cut
-    at byte offsets."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    return not (head.startswith(b"\x1f\x8b") or head == b"\x28\xb5\x2f\xfd")
-
-
 def build_impact(parts: list[tuple[str, Any]], out: Path, options: dict[str, Any], ctx: RunContext) -> None:
     """Index the documents of ``parts`` (a vectors file, and the test a kept id passes, None for all)
     one file after another, as ``clirkit index impact`` indexes a file; only a part that keeps some of
@@ -162,15 +156,17 @@ def build_impact(parts: list[tuple[str, Any]], out: Path, options: dict[str, Any
     if options.get("shards") is not None:
         from clirkit.distributed.impact import build_sharded_impact
 
-        if len(parts) == 1 and parts[0][1] is None and _plain(parts[0][0]):
+        if len(parts) == 1 and parts[0][1] is None and not is_compressed(parts[0][0]):
             whole, written = Path(parts[0][0]), None
         else:
             whole = written = out / "documents.vectors.jsonl"
             with open(whole, "wb") as joined:
                 for n, (path, keep) in enumerate(parts):
                     kept = write_kept_vectors(path, out / f"part-{n}.vectors.jsonl", keep or (lambda _: True))
-                    joined.write(kept.read_bytes())
+                    with open(kept, "rb") as part:
+                        shutil.copyfileobj(part, joined)
                     kept.unlink()
+        ray_cluster(options, ctx)
         build_sharded_impact(
             whole,
             out / "index",
@@ -449,10 +445,7 @@ def search_sharded(
     """The queries (``(qid, vector)`` pairs or a query vectors file) searched on the sharded index at
     ``index_dir`` as ``clirkit search impact`` searches it: through its shards in threads, or through
     shard actors on the Ray cluster ``ray`` names; approximate and audited when the system asks."""
-    from contextlib import ExitStack
-
     from clirkit._atomic import write_json_atomic
-    from clirkit.distributed.cluster import connected
     from clirkit.distributed.impact import Pruning, ShardedImpactIndex
     from clirkit.impact import ApproximateSettings
 
@@ -463,11 +456,8 @@ def search_sharded(
             query_terms=approximate["query_terms"], candidates=approximate["candidates"]
         )
         pruning = Pruning(settings, approximate["postings_per_term"])
-    with ExitStack() as stack:
-        if options["ray"] is not None:
-            stack.enter_context(connected(options["ray"]))
-        sharded = ShardedImpactIndex.open(index_dir, threads=ctx.threads, ray=options["ray"] is not None)
-        stack.enter_context(sharded)
+    ray_cluster(options, ctx)
+    with ShardedImpactIndex.open(index_dir, threads=ctx.threads, ray=options["ray"] is not None) as sharded:
         results = MergedRun(sharded.batch_search(queries, k, pruning=pruning))
         if pruning is not None and approximate["audit"] is not None and results.hits:
             report = sharded.audit(
