@@ -43,6 +43,11 @@ impl<'a> SliceSource<'a> {
         super::check_matrix(data, dim, "embeddings")?;
         Ok(SliceSource { data, dim })
     }
+
+    /// A matrix checked before (finite values, a whole number of rows of `dim > 0`).
+    pub(crate) fn trusted(data: &'a [f32], dim: usize) -> Self {
+        SliceSource { data, dim }
+    }
 }
 
 impl VectorSource for SliceSource<'_> {
@@ -205,6 +210,22 @@ impl VectorSource for NpyFile {
     }
 }
 
+/// The dimension of parts whose rows have dimensions `dims`, which must be the same and at least
+/// one; `what` names the whole and `row` its rows (`vector`, `token`) in errors.
+pub fn shared_dim(dims: impl IntoIterator<Item = usize>, what: &str, row: &str) -> Result<usize> {
+    let mut dims = dims.into_iter();
+    let Some(dim) = dims.next() else {
+        return Err(Error::invalid(format!("{what}: no {row} files given")));
+    };
+    match dims.enumerate().find(|&(_, d)| d != dim) {
+        None => Ok(dim),
+        Some((i, other)) => Err(Error::invalid(format!(
+            "{what}: part {} has {row}s of dimension {other}, part 1 has {dim}",
+            i + 2
+        ))),
+    }
+}
+
 /// One part of a [`Concat`]: a source, whole or only some of its rows.
 pub struct ConcatPart {
     pub source: Box<dyn VectorSource + Send>,
@@ -225,19 +246,9 @@ pub struct Concat {
 impl Concat {
     /// `what` names the source in errors; parts must share their dimension.
     pub fn new(parts: Vec<ConcatPart>, what: &str) -> Result<Self> {
-        let Some(first) = parts.first() else {
-            return Err(Error::invalid(format!("{what}: no vector files given")));
-        };
-        let dim = first.source.dim();
+        let dim = shared_dim(parts.iter().map(|p| p.source.dim()), what, "vector")?;
         let mut starts = vec![0usize];
         for (i, part) in parts.iter().enumerate() {
-            if part.source.dim() != dim {
-                return Err(Error::invalid(format!(
-                    "{what}: part {} has vectors of dimension {}, part 1 has {dim}",
-                    i + 1,
-                    part.source.dim()
-                )));
-            }
             let rows = match &part.rows {
                 None => part.source.rows(),
                 Some(kept) => {
@@ -300,23 +311,25 @@ impl VectorSource for Concat {
     }
 }
 
+/// The bytes of a `.npy` file of dtype `dtype` (e.g. `<f4`), shape `shape` (e.g. `(3, 2)`) and data
+/// `payload`, for tests.
+#[cfg(test)]
+pub(crate) fn npy(dtype: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn npy(dtype: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
-        let mut header =
-            format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(header.as_bytes());
-        bytes.extend_from_slice(payload);
-        bytes
-    }
 
     #[test]
     fn reads_float32_and_float16_rows() {
