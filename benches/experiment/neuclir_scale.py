@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "synthetic"))
 from bench_common import peak_rss_mib, reset_peak_rss  # noqa: E402
+from clirkit.experiment.store import WORKDIR_MARKER  # noqa: E402
 from gen_vectors import CHUNK, unit_rows  # noqa: E402
 
 LANGS = ("zh", "fa", "ru")
@@ -46,12 +47,53 @@ ISO3 = {"zh": "zho", "fa": "fas", "ru": "rus", "en": "eng"}
 REPO = HERE.parent.parent
 
 
+#: Disk per million documents, from the 1M run (benches/results/experiment.md): the generated inputs,
+#: and the experiment's store (mono and MLIR indexes of every system, runs). Both grow linearly.
+INPUT_GIB_PER_MILLION = 2.0
+STORE_GIB_PER_MILLION = 6.9
+GENERATED = "generated.json"
+
+
+def replaceable(path: Path, marker: str) -> bool:
+    """Whether ``path`` may be deleted to be made again: absent, empty, or holding ``marker`` (made here)."""
+    return not path.exists() or (path.is_dir() and (not any(path.iterdir()) or (path / marker).is_file()))
+
+
+def refuse_foreign(path: Path, marker: str) -> None:
+    if not replaceable(path, marker):
+        raise SystemExit(
+            f"{path}: exists and was not made by this script (no {marker} in it); choose another --out"
+        )
+
+
+def check_disk(out: Path, docs: int, data_ready: bool) -> None:
+    """Refuse before anything is written when the file system under ``out`` cannot hold the run."""
+    millions = docs / 1e6
+    need = STORE_GIB_PER_MILLION * millions + (0 if data_ready else INPUT_GIB_PER_MILLION * millions)
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free / 2**30
+    if free < need:
+        raise SystemExit(
+            f"{out}: {docs:,} documents need about {need:.0f} GiB free (store {STORE_GIB_PER_MILLION * millions:.0f} GiB"
+            + ("" if data_ready else f", inputs {INPUT_GIB_PER_MILLION * millions:.0f} GiB")
+            + f", scaled from the 1M run); {free:.0f} GiB is free there. Free space or pass --skip-disk-check."
+        )
+
+
+def generated_params(data: Path) -> dict | None:
+    marker = data / GENERATED
+    return json.loads(marker.read_text())["params"] if marker.exists() else None
+
+
 def generate(data: Path, docs: int, topics: int, seed_every: int, sparse: int, generator: str) -> dict:
     """The corpus, sparse vectors, ids and seeds (the Rust generator), once per parameters."""
     params = {"docs": docs, "seed_every": seed_every, "sparse": sparse}
-    marker = data / "generated.json"
-    if marker.exists() and json.loads(marker.read_text())["params"] == params:
+    marker = data / GENERATED
+    if generated_params(data) == params:
         return json.loads(marker.read_text())
+    refuse_foreign(data, GENERATED)
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
     started = time.perf_counter()
@@ -258,6 +300,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--generator", default=str(REPO / "target/release/gen_neuclir_corpus"),
                     help="the built gen_neuclir_corpus binary")  # fmt: skip
+    ap.add_argument("--skip-disk-check", action="store_true", help="run even when free disk looks too small")
     ap.add_argument("--drive", nargs=3, metavar=("TOML", "WORK", "REPORT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.drive:
@@ -267,6 +310,11 @@ def main(argv: list[str] | None = None) -> dict:
     out = args.out.resolve()
     data = out / "data"
     seed_every = max(1, docs // (args.topics * 9))  # about 3 seeds per topic and language
+    work = out / "work"
+    refuse_foreign(work, WORKDIR_MARKER)
+    if not args.skip_disk_check:
+        ready = generated_params(data) == {"docs": docs, "seed_every": seed_every, "sparse": args.sparse}
+        check_disk(out, docs, ready)
     generated = generate(data, docs, args.topics, seed_every, args.sparse, args.generator)
     started = time.perf_counter()
     seeds = seeds_by_topic(data, args.topics)
@@ -275,7 +323,6 @@ def main(argv: list[str] | None = None) -> dict:
     write_query_vectors(data, seeds)
     prepare = round(time.perf_counter() - started, 1)
     toml = experiment_file(out, args.hits, args.threads)
-    work = out / "work"
     shutil.rmtree(work, ignore_errors=True)
     report = out / "stages.json"
     me = [sys.executable, str(Path(__file__).resolve())]

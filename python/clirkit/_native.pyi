@@ -601,11 +601,17 @@ class MultiVectorSearchOptions:
 class MultiVectorIndex:
     # options: clirkit.multivector.MultiVectorIndex.build's keyword options, every one present (nbits,
     # centroids, kmeans_sample, kmeans_iterations, seed, threads, keep_vectors), as it builds them.
+    # parts: (tokens: a .npy file read in place or a float32 (rows, d) array, offsets, ids, items kept).
     @staticmethod
     def build(
-        tokens: _npt.NDArray[_np.float32],
-        offsets: _npt.NDArray[_np.uint64],
-        ids: list[str],
+        parts: Sequence[
+            tuple[
+                os.PathLike[str] | str | _npt.NDArray[_np.float32],
+                _npt.NDArray[_np.uint64],
+                list[str],
+                list[int] | None,
+            ]
+        ],
         dir: os.PathLike[str] | str,
         options: Dict[str, Any],
         progress: ProgressCounter | None = None,

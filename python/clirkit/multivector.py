@@ -4,7 +4,8 @@ Token vectors come as a ``(rows, dim)`` float32 matrix with ``offsets`` (item ``
 ``offsets[i]:offsets[i + 1]``), as :mod:`clirkit.encoders.tokens` writes them to
 ``PREFIX.tokens.npy`` / ``PREFIX.offsets.npy`` / ``PREFIX.ids.txt`` (:func:`load_tokens`).
 
-``MultiVectorIndex.build(tokens, offsets, ids, "work/mv")`` writes an index directory: centroids by
+``MultiVectorIndex.build(tokens, offsets, ids, "work/mv")`` (or ``MultiVectorIndex.build_files(prefixes,
+"work/mv")``, reading token files in place) writes an index directory: centroids by
 k-means over a seeded token sample, each token stored as its centroid number (2 bytes) plus its residual
 at ``nbits`` (1, 2 or 4) bits per dimension, and inverted lists; ``keep_vectors=True`` also stores the
 full vectors for exact search. Searching follows PLAID: candidates from the ``ncells`` centroids nearest
@@ -18,6 +19,7 @@ Scores are MaxSim: the sum over query tokens of their best inner product with a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,10 @@ from clirkit._progress import polled, searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
 from clirkit.dense.index import NativeIndex, run_dict
-from clirkit.encoders.tokens import load_tokens
+from clirkit.dense.vectors import streamable
+from clirkit.encoders.tokens import load_token_matrix, load_tokens, token_items, token_paths
 
-__all__ = ["MultiVectorIndex", "load_tokens", "maxsim_search"]
+__all__ = ["BUILD_DEFAULTS", "MultiVectorIndex", "load_tokens", "maxsim_search"]
 
 
 def _tokens(tokens: Any, offsets: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +66,50 @@ def _search_options(k: int, options: dict[str, Any]) -> tuple[Any, bool]:
 def _queries(offsets: np.ndarray) -> int:
     """How many items ``offsets`` delimit."""
     return max(len(offsets) - 1, 0)
+
+
+#: The build options of :meth:`MultiVectorIndex.build` (``threads`` and ``quiet`` apart) with their
+#: defaults, as ``clirkit index multivector`` has them (``centroids`` from the collection's size,
+#: ``kmeans_sample`` 64 per centroid).
+BUILD_DEFAULTS: dict[str, Any] = {
+    "nbits": 2,
+    "centroids": None,
+    "kmeans_sample": None,
+    "kmeans_iterations": 4,
+    "seed": 0,
+    "keep_vectors": False,
+}
+
+
+def _build_options(
+    nbits: int,
+    centroids: int | None,
+    kmeans_sample: int | None,
+    kmeans_iterations: int,
+    seed: int,
+    keep_vectors: bool,
+    threads: int,
+) -> dict[str, Any]:
+    """The build options as the native build takes them, every count checked (a clean error naming it)."""
+    return {
+        "nbits": checked_int("nbits", nbits),
+        "centroids": checked_int("centroids", centroids),
+        "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
+        "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
+        "seed": checked_int("seed", seed, 0, 2**64 - 1),
+        "threads": checked_threads(threads),
+        "keep_vectors": keep_vectors,
+    }
+
+
+def _build(
+    parts: list[tuple[Any, ...]], dir: PathLike, options: dict[str, Any], quiet: bool
+) -> MultiVectorIndex:
+    """The native build of ``parts`` (tokens as a file or an array, offsets, ids, items kept or None),
+    with its progress bar."""
+    with polled(None, "indexing", "tokens assigned", enabled=not quiet) as progress:
+        native = _native.MultiVectorIndex.build(parts, Path(dir), options, progress=progress)
+    return MultiVectorIndex(native)
 
 
 def maxsim_search(
@@ -109,19 +156,45 @@ class MultiVectorIndex(NativeIndex):
         assignments to centroids (the k-means passes over the sample, then every token) is drawn on
         stderr when it is a terminal, unless ``quiet``."""
         data, off = _tokens(tokens, offsets, "documents")
-        options = {
-            "nbits": checked_int("nbits", nbits),
-            "centroids": checked_int("centroids", centroids),
-            "kmeans_sample": checked_int("kmeans_sample", kmeans_sample),
-            "kmeans_iterations": checked_int("kmeans_iterations", kmeans_iterations),
-            "seed": checked_int("seed", seed, 0, 2**64 - 1),
-            "threads": checked_threads(threads),
-            "keep_vectors": keep_vectors,
-        }
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
-        with polled(None, "indexing", "tokens assigned", enabled=not quiet) as progress:
-            native = _native.MultiVectorIndex.build(data, off, id_list, Path(dir), options, progress=progress)
-        return MultiVectorIndex(native)
+        options = _build_options(
+            nbits, centroids, kmeans_sample, kmeans_iterations, seed, keep_vectors, threads
+        )
+        return _build([(data, off, id_list, None)], dir, options, quiet)
+
+    @staticmethod
+    def build_files(
+        prefixes: PathLike | Sequence[PathLike],
+        dir: PathLike,
+        *,
+        items: Sequence[Sequence[int] | None] | None = None,
+        threads: int = 0,
+        quiet: bool = False,
+        **options: Any,
+    ) -> MultiVectorIndex:
+        """Index the token files of ``prefixes`` (``PREFIX.tokens.npy``, float32 or float16, with
+        ``PREFIX.offsets.npy`` and ``PREFIX.ids.txt``), the items of one prefix after another, into
+        ``dir``; ``items`` may give, per prefix, the item numbers kept (in the order given; None keeps
+        every item). The token vectors are read in place, a chunk at a time, never copied into one
+        matrix: memory holds the k-means sample, the centroids and two bytes per token. The index
+        equals :meth:`build` on the kept items' tokens one prefix after another, with the same
+        options. A token file the native reader cannot read in place (gzip, float64) is read into
+        memory. ``options``: those of :meth:`build` (:data:`BUILD_DEFAULTS`)."""
+        unknown = sorted(set(options) - set(BUILD_DEFAULTS))
+        if unknown:
+            raise TypeError(f"build_files() got unexpected keyword arguments: {', '.join(unknown)}")
+        files = [prefixes] if isinstance(prefixes, (str, os.PathLike)) else list(prefixes)
+        kept = [None] * len(files) if items is None else list(items)
+        if len(kept) != len(files):
+            raise InvalidInputError(f"items: {len(kept)} item lists for {len(files)} token prefixes")
+        parts = []
+        for prefix, keep in zip(files, kept):
+            offsets, ids = token_items(prefix)
+            path = token_paths(prefix)["tokens"]
+            tokens = path if streamable(path) else load_token_matrix(path)
+            chosen = None if keep is None else [checked_int("items", n, 0) for n in keep]
+            parts.append((tokens, offsets, ids, chosen))
+        return _build(parts, dir, _build_options(**{**BUILD_DEFAULTS, **options}, threads=threads), quiet)
 
     @staticmethod
     def open(dir: PathLike) -> MultiVectorIndex:

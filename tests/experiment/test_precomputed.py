@@ -189,12 +189,49 @@ centroids = 16
 hits = 50
 """
     exp = run_experiment(tmp_path, sample_experiment_head("pre", ["en"]), systems)
-    index, run = tmp_path / "cli-index", tmp_path / "cli.trec"
-    assert cli(["index", "multivector", "--embeddings", str(tmp_path / "docs"), "--index", str(index),
-                "--centroids", "16", "--quiet"]) == 0  # fmt: skip
-    assert cli(["search", "multivector", "--index", str(index), "--queries", str(tmp_path / "queries"),
+    expected = _multivector_cli(tmp_path, tmp_path / "docs", tmp_path / "queries", 16)
+    assert (exp.plan.runs["late"]["mlir/en"].output / "run.trec").read_bytes() == expected
+
+
+def _multivector_cli(tmp_path: Path, docs: Path, queries: Path, centroids: int) -> bytes:
+    """The run of ``clirkit index multivector`` then ``clirkit search multivector`` (k = 50)."""
+    index, run = tmp_path / f"cli-{docs.name}", tmp_path / f"cli-{docs.name}.trec"
+    assert cli(["index", "multivector", "--embeddings", str(docs), "--index", str(index),
+                "--centroids", str(centroids), "--quiet"]) == 0  # fmt: skip
+    assert cli(["search", "multivector", "--index", str(index), "--queries", str(queries),
                 "--output", str(run), "--k", "50", "--quiet"]) == 0  # fmt: skip
-    assert (exp.plan.runs["late"]["mlir/en"].output / "run.trec").read_bytes() == run.read_bytes()
+    return run.read_bytes()
+
+
+def test_multivector_tokens_of_a_language_are_indexed_in_place_as_the_cli_and_the_copying_build(tmp_path):
+    from clirkit.encoders.tokens import load_tokens
+    from clirkit.experiment.systems.multivector import select_items
+    from clirkit.multivector import MultiVectorIndex
+
+    rng = np.random.default_rng(17)
+    _tokens(tmp_path / "docs", [d["_id"] for d in DOCS], rng)
+    _tokens(tmp_path / "queries", [q["_id"] for q in QUERIES], rng)
+    systems = '[systems.late]\nkind = "multivector"\ntokens = "docs"\nquery_tokens = "queries"\ncentroids = 8\nhits = 50\n'
+    exp = run_experiment(tmp_path, _mono_head("pre", ["de"]), systems, "mono")
+    index = next(s for s in exp.plan.stages if s.kind == "multivector-index").output / "index"
+    # the index the experiment wrote before it read token files in place: the language's items copied
+    tokens, offsets, ids = load_tokens(tmp_path / "docs")
+    kept = select_items(tokens, offsets, ids, [_lang(i) == "de" for i in ids])
+    MultiVectorIndex.build(*kept, tmp_path / "copied", centroids=8, quiet=True)
+    assert {p.name: p.read_bytes() for p in index.iterdir()} == {
+        p.name: p.read_bytes() for p in (tmp_path / "copied").iterdir()
+    }
+    # and the CLI on the language's token files
+    for name in ("docs", "queries"):
+        tokens, offsets, ids = load_tokens(tmp_path / name)
+        part, part_offsets, part_ids = select_items(tokens, offsets, ids, [_lang(i) == "de" for i in ids])
+        np.save(f"{tmp_path / name}-de.tokens.npy", part)
+        np.save(f"{tmp_path / name}-de.offsets.npy", part_offsets.astype(np.int64))
+        Path(f"{tmp_path / name}-de.ids.txt").write_text(
+            "".join(i + "\n" for i in part_ids), encoding="utf-8"
+        )
+    expected = _multivector_cli(tmp_path, tmp_path / "docs-de", tmp_path / "queries-de", 8)
+    assert (exp.plan.runs["late"]["mono/de"].output / "run.trec").read_bytes() == expected
 
 
 @pytest.mark.parametrize(

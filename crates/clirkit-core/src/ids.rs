@@ -180,10 +180,11 @@ fn validate_layout(p: &[u8], len: usize) -> std::result::Result<(), String> {
 
 impl IdTable {
     /// Build from ids in internal-number order; ids must be unique.
-    pub fn from_ids(ids: &[String]) -> Result<Self> {
+    pub fn from_ids<S: AsRef<str>>(ids: &[S]) -> Result<Self> {
         let mut seen = HashMap::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
-            if let Some(first) = seen.insert(id.as_str(), i) {
+            let id = id.as_ref();
+            if let Some(first) = seen.insert(id, i) {
                 return Err(Error::invalid(format!(
                     "duplicate id '{id}' at positions {first} and {i}"
                 )));
@@ -193,9 +194,9 @@ impl IdTable {
             return Err(Error::invalid("more than 2^32 - 1 ids"));
         }
         let mut sorted: Vec<u32> = (0..ids.len() as u32).collect();
-        sorted.sort_unstable_by(|&a, &b| ids[a as usize].cmp(&ids[b as usize]));
+        sorted.sort_unstable_by(|&a, &b| ids[a as usize].as_ref().cmp(ids[b as usize].as_ref()));
         Ok(IdTable {
-            bytes: Bytes::from(encode(ids.len(), |i| ids[i].as_bytes(), &sorted)),
+            bytes: Bytes::from(encode(ids.len(), |i| ids[i].as_ref().as_bytes(), &sorted)),
             len: ids.len(),
         })
     }
@@ -369,7 +370,7 @@ mod tests {
             assert_eq!(t.find(id), Some(i as u32));
         }
         assert_eq!(t.find("nope"), None);
-        assert!(IdTable::from_ids(&["a".into(), "a".into()]).is_err());
+        assert!(IdTable::from_ids(&["a", "a"]).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::io::{run_to_py, PyRun};
 use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::io::trec;
 use clirkit_core::multivector::{
-    exact, BuildOptions, Hits, MultiVectorIndex, SearchOptions, TokenMatrix,
+    exact, BuildOptions, Hits, MultiVectorIndex, SearchOptions, TokenMatrix, TokenPart, TokenParts,
 };
 use clirkit_core::Error;
 use numpy::{
@@ -24,17 +24,40 @@ fn slices<'a>(
     offsets: &'a PyReadonlyArray1<'_, u64>,
     what: &str,
 ) -> PyResult<(&'a [f32], usize, &'a [u64])> {
-    let contiguous = |_| {
-        to_py(Error::invalid(format!(
-            "{what}: tokens must be a C-contiguous float32 array and offsets a contiguous uint64 array"
-        )))
-    };
+    let (data, dim) = matrix(tokens, what)?;
+    let offsets = offsets.as_slice().map_err(|_| contiguous(what))?;
+    Ok((data, dim, offsets))
+}
+
+/// The error for arrays the bindings cannot read in place.
+fn contiguous(what: &str) -> PyErr {
+    to_py(Error::invalid(format!(
+        "{what}: tokens must be a C-contiguous float32 array and offsets a contiguous uint64 array"
+    )))
+}
+
+/// The slice behind a float32 (rows, d) array, and d.
+fn matrix<'a>(tokens: &'a PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<(&'a [f32], usize)> {
     Ok((
-        tokens.as_slice().map_err(contiguous)?,
+        tokens.as_slice().map_err(|_| contiguous(what))?,
         tokens.shape()[1],
-        offsets.as_slice().map_err(contiguous)?,
     ))
 }
+
+/// Where a build part's token vectors are: a `.npy` file, or an array in memory.
+#[derive(FromPyObject)]
+enum Tokens<'py> {
+    Array(PyReadonlyArray2<'py, f32>),
+    File(PathBuf),
+}
+
+/// A build part as the Python side passes it: (tokens, offsets, ids, items kept or None).
+type BuildPart<'py> = (
+    Tokens<'py>,
+    PyReadonlyArray1<'py, u64>,
+    Vec<String>,
+    Option<Vec<usize>>,
+);
 
 /// Scores (q, k) float32 and internal ids (q, k) int64, padded with -inf / -1.
 fn hits_to_arrays(py: Python<'_>, hits: Hits, k: usize) -> PyResult<PyHits<'_>> {
@@ -145,27 +168,52 @@ pub struct PyMultiVectorIndex {
 
 #[pymethods]
 impl PyMultiVectorIndex {
-    /// Build; `progress` counts token assignments to centroids and gets their total.
+    /// Build from `parts`, indexed one after another: each (tokens, offsets, ids, items), where
+    /// tokens is a `.npy` token file (float32 or float16, read a chunk at a time) or a float32
+    /// (rows, d) array (read in place), offsets (uint64) and ids are its items', and items lists
+    /// the items kept, in order (None: all). `progress` counts token assignments to centroids and
+    /// gets their total.
     #[staticmethod]
-    #[pyo3(signature = (tokens, offsets, ids, dir, options, progress=None))]
+    #[pyo3(signature = (parts, dir, options, progress=None))]
     fn build(
         py: Python<'_>,
-        tokens: PyReadonlyArray2<'_, f32>,
-        offsets: PyReadonlyArray1<'_, u64>,
-        ids: Vec<String>,
+        parts: Vec<BuildPart<'_>>,
         dir: PathBuf,
         options: BuildArgs,
         progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<Self> {
-        let (data, dim, offsets) = slices(&tokens, &offsets, "documents")?;
         let opts = BuildOptions {
             progress: progress_of(progress),
             ..options.options()
         };
+        let mut arrays = Vec::with_capacity(parts.len());
+        let mut owned = Vec::with_capacity(parts.len());
+        for (tokens, offsets, ids, items) in parts {
+            arrays.push((tokens, offsets));
+            owned.push((ids, items));
+        }
+        let mut views = Vec::with_capacity(arrays.len());
+        for (tokens, offsets) in &arrays {
+            let offsets = offsets.as_slice().map_err(|_| contiguous("documents"))?;
+            let tokens = match tokens {
+                Tokens::File(path) => Ok(path),
+                Tokens::Array(a) => Err(matrix(a, "documents")?),
+            };
+            views.push((tokens, offsets));
+        }
         let inner = py
             .detach_caught(|| {
-                let docs = TokenMatrix::new(data, dim, offsets, Some(&ids), "documents")?;
-                MultiVectorIndex::build(&docs, &ids, &dir, &opts)
+                let mut built = Vec::with_capacity(views.len());
+                for ((tokens, offsets), (ids, items)) in views.into_iter().zip(owned) {
+                    let offsets = offsets.to_vec();
+                    built.push(match tokens {
+                        Ok(path) => TokenPart::npy(path, offsets, ids, items)?,
+                        Err((data, dim)) => {
+                            TokenPart::slice(data, dim, offsets, ids, items, "documents")?
+                        }
+                    });
+                }
+                MultiVectorIndex::build_parts(&TokenParts::new(built)?, &dir, &opts)
             })
             .py_err()?;
         Ok(PyMultiVectorIndex { inner })

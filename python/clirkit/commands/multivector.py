@@ -29,7 +29,12 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
         "token sample, each token stored as its centroid plus an NBITS-per-dimension residual.",
     )
     p.add_argument(
-        "--embeddings", required=True, metavar="PREFIX", help="token files prefix of the documents"
+        "--embeddings",
+        required=True,
+        nargs="+",
+        metavar="PREFIX",
+        help="token files prefix of the documents; several are indexed one after another (read in place, "
+        "never copied into one matrix)",
     )
     p.add_argument("--index", required=True, help="index directory to create")
     p.add_argument(
@@ -100,14 +105,11 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    from clirkit.multivector import MultiVectorIndex, load_tokens
+    from clirkit.multivector import MultiVectorIndex
 
     start = time.perf_counter()
-    tokens, offsets, ids = load_tokens(args.embeddings)
-    index = MultiVectorIndex.build(
-        tokens,
-        offsets,
-        ids,
+    index = MultiVectorIndex.build_files(
+        args.embeddings,
         args.index,
         **picked(
             args,

@@ -27,7 +27,7 @@ from clirkit._native_value import NativeValue
 from clirkit._progress import searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
-from clirkit.dense.vectors import as_matrix, load_matrix, npy_header
+from clirkit.dense.vectors import as_matrix, load_matrix, streamable
 
 __all__ = ["DenseIndex", "fastscan_kernels"]
 
@@ -106,11 +106,7 @@ def _npy_source(
     kept = [None] * len(files) if rows is None else [None if r is None else r for r in rows]
     if len(kept) != len(files):
         raise InvalidInputError(f"rows: {len(kept)} row lists for {len(files)} embedding files")
-    streamable = True
-    for path in files:
-        dtype, fortran_order, compressed = npy_header(path)
-        streamable &= dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
-    if streamable:
+    if all(streamable(path) for path in files):
         return [(Path(p), r) for p, r in zip(files, kept)]
     # Other layouts (float64, Fortran order, big endian) and gzip files are read into memory.
     matrices = [load_matrix(p) if r is None else load_matrix(p)[list(r)] for p, r in zip(files, kept)]

@@ -56,6 +56,13 @@ def npy_header(path: PathLike) -> tuple[np.dtype, bool, bool]:
     return dtype, fortran_order, compressed
 
 
+def streamable(path: PathLike) -> bool:
+    """Whether the native streamed readers can read the ``.npy`` file ``path`` in place, a chunk of
+    rows at a time: float32 or float16, little endian, C order, not compressed."""
+    dtype, fortran_order, compressed = npy_header(path)
+    return dtype in (np.dtype("<f4"), np.dtype("<f2")) and not fortran_order and not compressed
+
+
 def load_matrix(path: PathLike) -> np.ndarray:
     """A ``.npy`` matrix as float32 (float16/float64 converted)."""
     return as_matrix(load_npy(path), f"{path}")

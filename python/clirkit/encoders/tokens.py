@@ -323,16 +323,28 @@ def load_tokens(prefix: PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(tokens float32 (rows, dim), offsets uint64 (items + 1,), ids) of ``prefix``; the token
     files are read (never mapped; gzip-compressed or not) and the ids checked by the one id rule. The
     offsets are checked when an index is built or searched; here only the id count against them."""
+    tokens = load_token_matrix(token_paths(prefix)["tokens"])
+    offsets, ids = token_items(prefix)
+    return tokens, offsets, ids
+
+
+def load_token_matrix(path: PathLike) -> np.ndarray:
+    """A token vectors file ``PREFIX.tokens.npy`` read whole (gzip-compressed or not) as a float32
+    ``(tokens, dim)`` matrix."""
+    from clirkit.dense.vectors import load_npy
+
+    tokens = load_npy(path)
+    if tokens.ndim != 2:
+        raise IndexFormatError(f"{path}: expected a 2-D (tokens, dim) matrix, got shape {tokens.shape}")
+    return tokens if tokens.dtype == np.float32 else np.asarray(tokens, dtype=np.float32)
+
+
+def token_items(prefix: PathLike) -> tuple[np.ndarray, list[str]]:
+    """(offsets uint64 (items + 1,), ids) of the token files ``prefix``, as :func:`load_tokens` reads
+    them, without the token vectors."""
     from clirkit.dense.vectors import load_npy, read_ids
 
     paths = token_paths(prefix)
-    tokens = load_npy(paths["tokens"])
-    if tokens.ndim != 2:
-        raise IndexFormatError(
-            f"{paths['tokens']}: expected a 2-D (tokens, dim) matrix, got shape {tokens.shape}"
-        )
-    if tokens.dtype != np.float32:
-        tokens = np.asarray(tokens, dtype=np.float32)
     offsets = load_npy(paths["offsets"])
     if offsets.ndim != 1 or not np.issubdtype(offsets.dtype, np.integer) or (offsets < 0).any():
         raise IndexFormatError(f"{paths['offsets']}: expected a 1-D array of non-negative integer offsets")
@@ -342,4 +354,4 @@ def load_tokens(prefix: PathLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
             f"{paths['ids']} lists {len(ids)} ids but {paths['offsets']} has {len(offsets)} offsets "
             f"(one more than items)"
         )
-    return tokens, np.ascontiguousarray(offsets, dtype=np.uint64), ids
+    return np.ascontiguousarray(offsets, dtype=np.uint64), ids

@@ -6,6 +6,7 @@
 //! rows are converted a chunk at a time.
 
 use crate::error::{Error, IoContext, Result};
+use crate::io::bytes::as_byte_slice_mut;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -42,6 +43,11 @@ impl<'a> SliceSource<'a> {
     pub fn new(data: &'a [f32], dim: usize) -> Result<Self> {
         super::check_matrix(data, dim, "embeddings")?;
         Ok(SliceSource { data, dim })
+    }
+
+    /// A matrix checked before (finite values, a whole number of rows of `dim > 0`).
+    pub(crate) fn trusted(data: &'a [f32], dim: usize) -> Self {
+        SliceSource { data, dim }
     }
 }
 
@@ -182,26 +188,45 @@ impl VectorSource for NpyFile {
     }
     fn read_rows(&self, first: usize, out: &mut [f32]) -> Result<()> {
         let size = self.element.size();
-        let mut raw = vec![0u8; out.len() * size];
-        {
+        let read = |bytes: &mut [u8]| -> Result<()> {
             let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
             let at = self.data_start + (first * self.dim * size) as u64;
             file.seek(SeekFrom::Start(at)).at(&self.path)?;
-            file.read_exact(&mut raw).at(&self.path)?;
-        }
+            file.read_exact(bytes).at(&self.path)
+        };
         match self.element {
             Element::F32 => {
-                for (v, b) in out.iter_mut().zip(raw.chunks_exact(4)) {
-                    *v = f32::from_le_bytes(b.try_into().unwrap());
+                // Read into the rows themselves (no second buffer), then from little endian.
+                read(as_byte_slice_mut(out))?;
+                for v in out.iter_mut() {
+                    *v = f32::from_le_bytes(v.to_ne_bytes());
                 }
             }
             Element::F16 => {
+                let mut raw = vec![0u8; out.len() * size];
+                read(&mut raw)?;
                 for (v, b) in out.iter_mut().zip(raw.chunks_exact(2)) {
                     *v = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
                 }
             }
         }
         check_finite(out, self.dim, first, &self.path.display().to_string())
+    }
+}
+
+/// The dimension of parts whose rows have dimensions `dims`, which must be the same and at least
+/// one; `what` names the whole and `row` its rows (`vector`, `token`) in errors.
+pub fn shared_dim(dims: impl IntoIterator<Item = usize>, what: &str, row: &str) -> Result<usize> {
+    let mut dims = dims.into_iter();
+    let Some(dim) = dims.next() else {
+        return Err(Error::invalid(format!("{what}: no {row} files given")));
+    };
+    match dims.enumerate().find(|&(_, d)| d != dim) {
+        None => Ok(dim),
+        Some((i, other)) => Err(Error::invalid(format!(
+            "{what}: part {} has {row}s of dimension {other}, part 1 has {dim}",
+            i + 2
+        ))),
     }
 }
 
@@ -225,19 +250,9 @@ pub struct Concat {
 impl Concat {
     /// `what` names the source in errors; parts must share their dimension.
     pub fn new(parts: Vec<ConcatPart>, what: &str) -> Result<Self> {
-        let Some(first) = parts.first() else {
-            return Err(Error::invalid(format!("{what}: no vector files given")));
-        };
-        let dim = first.source.dim();
+        let dim = shared_dim(parts.iter().map(|p| p.source.dim()), what, "vector")?;
         let mut starts = vec![0usize];
         for (i, part) in parts.iter().enumerate() {
-            if part.source.dim() != dim {
-                return Err(Error::invalid(format!(
-                    "{what}: part {} has vectors of dimension {}, part 1 has {dim}",
-                    i + 1,
-                    part.source.dim()
-                )));
-            }
             let rows = match &part.rows {
                 None => part.source.rows(),
                 Some(kept) => {
@@ -300,23 +315,25 @@ impl VectorSource for Concat {
     }
 }
 
+/// The bytes of a `.npy` file of dtype `dtype` (e.g. `<f4`), shape `shape` (e.g. `(3, 2)`) and data
+/// `payload`, for tests.
+#[cfg(test)]
+pub(crate) fn npy(dtype: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
+    let mut header = format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn npy(dtype: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
-        let mut header =
-            format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        bytes.extend_from_slice(header.as_bytes());
-        bytes.extend_from_slice(payload);
-        bytes
-    }
 
     #[test]
     fn reads_float32_and_float16_rows() {

@@ -7,15 +7,18 @@
 
 use super::codec::ResidualCodec;
 use super::format::{
-    write_array, MultiVectorIndex, MultiVectorManifest, BUCKETS, CENTROIDS, CODES, DOC_OFFSETS,
-    FORMAT, IDS, IVF_DOCS, IVF_OFFSETS, MAX_CENTROIDS, RESIDUALS, VECTORS, VERSION,
+    array_writer, write_array, MultiVectorIndex, MultiVectorManifest, BUCKETS, CENTROIDS, CODES,
+    DOC_OFFSETS, FORMAT, IDS, IVF_DOCS, IVF_OFFSETS, MAX_CENTROIDS, RESIDUALS, VECTORS, VERSION,
 };
 use super::matmul::dot_rows;
+use super::parts::{TokenPart, TokenParts};
 use super::TokenMatrix;
 use crate::dense::flat::norm_sq;
+use crate::dense::source::VectorSource;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
 use crate::io::atomic::AtomicDir;
+use crate::io::bytes::as_byte_slice;
 use crate::io::manifest;
 use crate::parallel;
 use crate::progress::Progress;
@@ -29,6 +32,9 @@ const SAMPLE_PER_CENTROID: usize = 64;
 const CODEC_SAMPLE_TOKENS: usize = 1 << 14;
 /// Tokens assigned to centroids per matrix product.
 const ASSIGN_BLOCK: usize = 1024;
+/// Bytes of float32 token vectors read per step of a pass over the collection (small in tests, so
+/// that their collections are read in several chunks).
+const CHUNK_BYTES: usize = if cfg!(test) { 1 << 16 } else { 32 << 20 };
 
 /// How to build a [`MultiVectorIndex`].
 #[derive(Clone, Debug)]
@@ -75,12 +81,17 @@ pub fn default_centroids(ntokens: usize) -> usize {
     1usize << (target.log2().floor() as u32)
 }
 
-/// The nearest centroid (L2; ties to the lower number) of every token, each block of tokens added
-/// to `progress` as it is assigned.
-fn assign(data: &[f32], dim: usize, centroids: &[f32], progress: &Progress) -> Vec<u16> {
+/// The nearest centroid (L2; ties to the lower number) of every token of `data` into `codes`, each
+/// block of tokens added to `progress` as it is assigned.
+fn assign_into(
+    data: &[f32],
+    dim: usize,
+    centroids: &[f32],
+    codes: &mut [u16],
+    progress: &Progress,
+) {
     let ncent = centroids.len() / dim;
     let norms: Vec<f32> = centroids.chunks_exact(dim).map(norm_sq).collect();
-    let mut codes = vec![0u16; data.len() / dim];
     codes
         .par_chunks_mut(ASSIGN_BLOCK)
         .zip(data.par_chunks(ASSIGN_BLOCK * dim))
@@ -99,7 +110,44 @@ fn assign(data: &[f32], dim: usize, centroids: &[f32], progress: &Progress) -> V
             }
             progress.advance(out.len());
         });
-    codes
+}
+
+/// Rows read per pass step: about [`CHUNK_BYTES`] of float32, a whole number of assignment blocks
+/// (so tokens are assigned in the same blocks whatever the chunking).
+pub(crate) fn chunk_rows(dim: usize) -> usize {
+    (CHUNK_BYTES / (4 * dim * ASSIGN_BLOCK)).max(1) * ASSIGN_BLOCK
+}
+
+/// Call `f(first row, rows)` on every chunk of rows of `tokens` in order, read into one buffer.
+fn each_chunk(
+    tokens: &dyn VectorSource,
+    mut f: impl FnMut(usize, &[f32]) -> Result<()>,
+) -> Result<()> {
+    let (dim, rows) = (tokens.dim(), tokens.rows());
+    let step = chunk_rows(dim);
+    let mut buffer = vec![0f32; step.min(rows) * dim];
+    for first in (0..rows).step_by(step) {
+        let chunk = &mut buffer[..step.min(rows - first) * dim];
+        tokens.read_rows(first, chunk)?;
+        f(first, chunk)?;
+    }
+    Ok(())
+}
+
+/// The rows `rows` (increasing) of `tokens`, in that order; runs of consecutive rows are read at once.
+fn read_sample(tokens: &dyn VectorSource, rows: &[usize]) -> Result<Vec<f32>> {
+    let dim = tokens.dim();
+    let mut sample = vec![0f32; rows.len() * dim];
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = i + 1;
+        while j < rows.len() && rows[j] == rows[j - 1] + 1 {
+            j += 1;
+        }
+        tokens.read_rows(rows[i], &mut sample[i * dim..j * dim])?;
+        i = j;
+    }
+    Ok(sample)
 }
 
 /// Lloyd's k-means from `k` distinct sample rows drawn with `rng`. Assignment is by matrix products
@@ -117,8 +165,9 @@ fn kmeans(
         .iter()
         .flat_map(|&r| sample[r * dim..(r + 1) * dim].iter().copied())
         .collect();
+    let mut codes = vec![0u16; sample.len() / dim];
     for _ in 0..iterations {
-        let codes = assign(sample, dim, &centroids, progress);
+        assign_into(sample, dim, &centroids, &mut codes, progress);
         let mut sums = vec![0f64; k * dim];
         let mut counts = vec![0usize; k];
         for (x, &c) in sample.chunks_exact(dim).zip(&codes) {
@@ -173,25 +222,45 @@ fn inverted_lists(codes: &[u16], doc_offsets: &[u64], ncent: usize) -> (Vec<u64>
 
 impl MultiVectorIndex {
     /// Index `tokens` (one item per document or passage, `ids` naming them) into the directory
-    /// `dir`, atomically, and open it.
+    /// `dir`, atomically, and open it: [`MultiVectorIndex::build_parts`] with the matrix as the
+    /// one part.
     pub fn build(
         tokens: &TokenMatrix,
         ids: &[String],
         dir: impl AsRef<Path>,
         opts: &BuildOptions,
     ) -> Result<Self> {
-        let (dim, ntokens, ndocs) = (tokens.dim(), tokens.rows(), tokens.len());
-        if ids.len() != ndocs {
+        if ids.len() != tokens.len() {
             return Err(Error::invalid(format!(
-                "{} ids for {ndocs} documents: give exactly one id per document",
-                ids.len()
+                "{} ids for {} documents: give exactly one id per document",
+                ids.len(),
+                tokens.len()
             )));
         }
+        let (data, offsets) = (tokens.data(), tokens.offsets().to_vec());
+        let part = TokenPart::slice(data, tokens.dim(), offsets, ids.to_vec(), None, "documents")?;
+        Self::build_parts(&TokenParts::new(vec![part])?, dir, opts)
+    }
+
+    /// Index the items of `tokens` into the directory `dir`, atomically, and open it. The token
+    /// vectors are read in place, a chunk at a time, in three passes (norms, assignment to the
+    /// centroids, residuals), besides the k-means sample: memory holds the sample, the centroids, two
+    /// bytes of code per token and one chunk, never the collection's matrix; the residuals (and the
+    /// full vectors, when kept) are written as they are encoded. The files are the same however the
+    /// collection is split into parts.
+    pub fn build_parts(
+        tokens: &TokenParts,
+        dir: impl AsRef<Path>,
+        opts: &BuildOptions,
+    ) -> Result<Self> {
+        let (dim, ntokens, ndocs) = (tokens.dim(), tokens.rows(), tokens.len());
         if ndocs == 0 {
             return Err(Error::invalid("no documents to index"));
         }
         ResidualCodec::check_params(dim, opts.nbits)?;
-        let table = IdTable::from_ids(ids)?;
+        let ids: Vec<&str> = tokens.ids().collect();
+        let table = IdTable::from_ids(&ids)?;
+        drop(ids);
         let ncent = opts.centroids.unwrap_or_else(|| default_centroids(ntokens));
         if ncent == 0 || ncent > MAX_CENTROIDS || ncent > ntokens {
             return Err(Error::invalid(format!(
@@ -209,17 +278,18 @@ impl MultiVectorIndex {
         opts.progress.expect(assignments.saturating_add(ntokens));
         let out = AtomicDir::create(dir.as_ref())?;
         let tmp = out.path().to_path_buf();
-        let data = tokens.data();
         let built = parallel::install(opts.threads, |_| -> Result<MultiVectorManifest> {
-            let normalized = data
-                .par_chunks_exact(dim)
-                .all(|t| (norm_sq(t) - 1.0).abs() < 1e-3);
+            let mut normalized = true;
+            each_chunk(tokens, |first, rows| {
+                tokens.check_norms(first, rows)?;
+                normalized = normalized
+                    && rows
+                        .par_chunks_exact(dim)
+                        .all(|t| (norm_sq(t) - 1.0).abs() < 1e-3);
+                Ok(())
+            })?;
             let mut rng = SplitMix64::new(opts.seed);
-            let sample: Vec<f32> = rng
-                .sample(ntokens, sample_size)
-                .iter()
-                .flat_map(|&r| data[r * dim..(r + 1) * dim].iter().copied())
-                .collect();
+            let sample = read_sample(tokens, &rng.sample(ntokens, sample_size))?;
             let passes = (opts.kmeans_iterations, &opts.progress);
             let mut centroids = kmeans(&sample, dim, ncent, passes, &mut rng);
             drop(sample);
@@ -232,33 +302,66 @@ impl MultiVectorIndex {
                     }
                 }
             }
-            let codes = assign(data, dim, &centroids, &opts.progress);
+            // The codec's sample (increasing rows), its residuals taken as the assignment pass
+            // reaches them.
             let held_out = rng.sample(ntokens, CODEC_SAMPLE_TOKENS.min(ntokens));
-            let residual_sample: Vec<f32> = held_out
-                .iter()
-                .flat_map(|&r| {
+            let mut residual_sample = vec![0f32; held_out.len() * dim];
+            let mut next = 0;
+            let mut codes = vec![0u16; ntokens];
+            each_chunk(tokens, |first, rows| {
+                let codes = &mut codes[first..first + rows.len() / dim];
+                assign_into(rows, dim, &centroids, codes, &opts.progress);
+                while next < held_out.len() && held_out[next] < first + codes.len() {
+                    let r = held_out[next] - first;
                     let c = codes[r] as usize;
+                    let x = &rows[r * dim..(r + 1) * dim];
                     let centroid = &centroids[c * dim..(c + 1) * dim];
-                    data[r * dim..(r + 1) * dim]
-                        .iter()
+                    for ((out, x), c) in residual_sample[next * dim..(next + 1) * dim]
+                        .iter_mut()
+                        .zip(x)
                         .zip(centroid)
-                        .map(|(x, c)| x - c)
-                })
-                .collect();
+                    {
+                        *out = x - c;
+                    }
+                    next += 1;
+                }
+                Ok(())
+            })?;
             let codec = ResidualCodec::train(dim, opts.nbits, &residual_sample)?;
             let bpt = codec.bytes_per_token();
-            let mut residuals = vec![0u8; ntokens * bpt];
-            residuals.par_chunks_mut(bpt).enumerate().for_each_init(
-                || vec![0f32; dim],
-                |residual, (t, out)| {
-                    let c = codes[t] as usize;
-                    let x = &data[t * dim..(t + 1) * dim];
-                    for ((r, x), c) in residual.iter_mut().zip(x).zip(&centroids[c * dim..]) {
-                        *r = x - c;
-                    }
-                    codec.encode(residual, out);
-                },
-            );
+            let mut residuals = array_writer(&tmp, RESIDUALS)?;
+            let mut vectors = opts
+                .keep_vectors
+                .then(|| array_writer(&tmp, VECTORS))
+                .transpose()?;
+            let mut packed = Vec::new();
+            each_chunk(tokens, |first, rows| {
+                packed.resize(rows.len() / dim * bpt, 0u8);
+                let codes = &codes[first..];
+                packed
+                    .par_chunks_mut(bpt)
+                    .zip(rows.par_chunks_exact(dim))
+                    .zip(codes.par_iter())
+                    .for_each_init(
+                        || vec![0f32; dim],
+                        |residual, ((out, x), &c)| {
+                            let centroid = &centroids[c as usize * dim..];
+                            for ((r, x), c) in residual.iter_mut().zip(x).zip(centroid) {
+                                *r = x - c;
+                            }
+                            codec.encode(residual, out);
+                        },
+                    );
+                residuals.write(&packed)?;
+                if let Some(vectors) = vectors.as_mut() {
+                    vectors.write(as_byte_slice(rows))?;
+                }
+                Ok(())
+            })?;
+            residuals.finish()?;
+            if let Some(vectors) = vectors {
+                vectors.finish()?;
+            }
             let (ivf_offsets, ivf_docs) = inverted_lists(&codes, tokens.offsets(), ncent);
             table.save(tmp.join(IDS))?;
             write_array(&tmp, CENTROIDS, &centroids)?;
@@ -271,12 +374,8 @@ impl MultiVectorIndex {
             write_array(&tmp, BUCKETS, &buckets)?;
             write_array(&tmp, DOC_OFFSETS, tokens.offsets())?;
             write_array(&tmp, CODES, &codes)?;
-            write_array(&tmp, RESIDUALS, &residuals)?;
             write_array(&tmp, IVF_OFFSETS, &ivf_offsets)?;
             write_array(&tmp, IVF_DOCS, &ivf_docs)?;
-            if opts.keep_vectors {
-                write_array(&tmp, VECTORS, data)?;
-            }
             Ok(MultiVectorManifest {
                 format: FORMAT.to_string(),
                 version: VERSION,

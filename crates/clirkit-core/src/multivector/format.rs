@@ -20,7 +20,7 @@
 use super::codec::ResidualCodec;
 use crate::error::{Error, Result};
 use crate::ids::IdTable;
-use crate::io::bytes::{Array, Plain};
+use crate::io::bytes::{as_byte_slice, Array, Plain};
 use crate::io::format::{ChunkChecks, FileWriter, Kind, MappedFile};
 use crate::io::index_dir::MANIFEST;
 use crate::io::manifest::{self, Layout};
@@ -70,12 +70,15 @@ pub const LAYOUT: Layout = crate::ids::layout_with_ids!(FORMAT, VERSION, FILE_VE
     CENTROIDS, BUCKETS, DOC_OFFSETS, CODES, RESIDUALS, IVF_OFFSETS, IVF_DOCS, VECTORS,
 ]);
 
+/// A writer of the checked file `file` in `dir`, its payload written as it comes.
+pub(crate) fn array_writer(dir: &Path, file: File) -> Result<FileWriter> {
+    FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)
+}
+
 /// Write `values` as one checked file in `dir`.
 pub(crate) fn write_array<T: Plain>(dir: &Path, file: File, values: &[T]) -> Result<()> {
-    let mut w = FileWriter::create(dir.join(file.0), file.1, FILE_VERSION)?;
-    for chunk in Array::from(values.to_vec()).as_bytes().chunks(1 << 24) {
-        w.write(chunk)?;
-    }
+    let mut w = array_writer(dir, file)?;
+    w.write(as_byte_slice(values))?;
     w.finish()
 }
 

@@ -8,6 +8,8 @@
 //! - [`exact`]: exhaustive exact MaxSim, the reference and the small-collection path.
 //! - [`codec`]: PLAID's residual codec: each token is its nearest centroid plus a residual quantized
 //!   to 1, 2 or 4 bits per dimension by global quantile buckets.
+//! - [`parts`]: [`TokenParts`], what a build reads: one or more parts (a matrix in memory, or `.npy`
+//!   token files read a chunk at a time), each with its items and the items kept, as one collection.
 //! - [`build`]: centroids by k-means over a seeded token sample, codes, residuals, and the inverted
 //!   lists (centroid -> documents holding a token of it).
 //! - [`format`]: the index directory (manifest `clirkit-multivector` v1), checked memory-mapped files.
@@ -20,6 +22,7 @@ pub mod codec;
 pub mod exact;
 pub mod format;
 mod matmul;
+pub mod parts;
 pub mod search;
 #[cfg(test)]
 mod tests;
@@ -28,5 +31,6 @@ pub mod tokens;
 pub use build::BuildOptions;
 pub use exact::Hits;
 pub use format::MultiVectorIndex;
+pub use parts::{TokenPart, TokenParts};
 pub use search::SearchOptions;
 pub use tokens::TokenMatrix;

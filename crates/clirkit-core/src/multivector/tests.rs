@@ -1,7 +1,9 @@
 //! Index-level tests on synthetic token matrices: compressed search against exact MaxSim, budgets,
 //! MaxP, and corrupt files.
 
+use super::parts::{TokenPart, TokenParts};
 use super::*;
+use crate::dense::source::VectorSource;
 use crate::io::replace_in_file;
 use crate::rng::SplitMix64;
 use std::path::Path;
@@ -412,9 +414,218 @@ fn a_build_counts_every_token_assignment_it_states_and_writes_the_same_files() {
     MultiVectorIndex::build(&docs, &ids, dir.path().join("counted"), &counted).unwrap();
     let total = 3 * 50 + docs.rows() as u64;
     assert_eq!((counter.done(), counter.total()), (total, total));
-    for file in std::fs::read_dir(dir.path().join("quiet")).unwrap() {
-        let name = file.unwrap().file_name();
-        let read = |index: &str| std::fs::read(dir.path().join(index).join(&name)).unwrap();
-        assert_eq!(read("quiet"), read("counted"), "{name:?}");
+    assert_same_files(&dir.path().join("quiet"), &dir.path().join("counted"));
+}
+
+/// Every file of the index directory `a` equals the one of the same name in `b`, and `b` has no other.
+fn assert_same_files(a: &Path, b: &Path) {
+    let names = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|f| f.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(a), names(b));
+    for name in names(a) {
+        let read = |dir: &Path| std::fs::read(dir.join(&name)).unwrap();
+        assert!(read(a) == read(b), "{name:?} differs");
     }
+}
+
+/// Write rows `rows` of `data` as a `.npy` token file of `dtype` (`<f4` or `<f2`) at `path`.
+fn write_npy(path: &Path, data: &[f32], dtype: &str) {
+    let payload: Vec<u8> = match dtype {
+        "<f4" => data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        _ => data
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect(),
+    };
+    let shape = format!("({}, {DIM})", data.len() / DIM);
+    std::fs::write(path, crate::dense::source::npy(dtype, &shape, &payload)).unwrap();
+}
+
+/// The offsets of items `range` of `offsets`, rebased to start at 0.
+fn rebased(offsets: &[u64], range: std::ops::Range<usize>) -> Vec<u64> {
+    offsets[range.start..=range.end]
+        .iter()
+        .map(|o| o - offsets[range.start])
+        .collect()
+}
+
+#[test]
+fn a_build_from_parts_writes_the_files_of_the_concatenated_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, offsets, ids) = collection(600, 7);
+    // The third part is stored as float16: its values as the build reads them.
+    let rows = |r: std::ops::Range<usize>| {
+        &data[offsets[r.start] as usize * DIM..offsets[r.end] as usize * DIM]
+    };
+    let halved: Vec<f32> = rows(400..600)
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32())
+        .collect();
+    let (a, c) = (dir.path().join("a.npy"), dir.path().join("c.npy"));
+    write_npy(&a, rows(0..200), "<f4");
+    write_npy(&c, rows(400..600), "<f2");
+    // Part a keeps its items but the multiples of 3, part b (in memory) all, part c some, out of order.
+    let kept_a: Vec<usize> = (0..200).filter(|i| i % 3 != 0).collect();
+    let kept_c: Vec<usize> = vec![50, 7, 8, 9, 199, 0, 64];
+    let part_ids = |r: std::ops::Range<usize>| ids[r].to_vec();
+    let (mut want, mut want_offsets, mut want_ids) = (Vec::new(), vec![0u64], Vec::new());
+    let mut push = |tokens: &[f32], item_offsets: &[u64], item: usize, id: &str| {
+        let (s, e) = (item_offsets[item] as usize, item_offsets[item + 1] as usize);
+        want.extend_from_slice(&tokens[s * DIM..e * DIM]);
+        want_offsets.push(want_offsets.last().unwrap() + (e - s) as u64);
+        want_ids.push(id.to_string());
+    };
+    let (oa, ob, oc) = (
+        rebased(&offsets, 0..200),
+        rebased(&offsets, 200..400),
+        rebased(&offsets, 400..600),
+    );
+    for &i in &kept_a {
+        push(rows(0..200), &oa, i, &ids[i]);
+    }
+    for i in 0..200 {
+        push(rows(200..400), &ob, i, &ids[200 + i]);
+    }
+    for &i in &kept_c {
+        push(&halved, &oc, i, &ids[400 + i]);
+    }
+    for keep_vectors in [false, true] {
+        let opts = BuildOptions {
+            centroids: Some(16),
+            kmeans_sample: Some(700),
+            keep_vectors,
+            threads: 2,
+            ..Default::default()
+        };
+        let parts = vec![
+            TokenPart::npy(&a, oa.clone(), part_ids(0..200), Some(kept_a.clone())).unwrap(),
+            TokenPart::slice(
+                rows(200..400),
+                DIM,
+                ob.clone(),
+                part_ids(200..400),
+                None,
+                "b",
+            )
+            .unwrap(),
+            TokenPart::npy(&c, oc.clone(), part_ids(400..600), Some(kept_c.clone())).unwrap(),
+        ];
+        let parts = TokenParts::new(parts).unwrap();
+        assert!(
+            parts.rows() > 2 * super::build::chunk_rows(DIM),
+            "several chunks are read"
+        );
+        let from_parts = dir.path().join(format!("parts-{keep_vectors}"));
+        MultiVectorIndex::build_parts(&parts, &from_parts, &opts).unwrap();
+        let whole = TokenMatrix::new(&want, DIM, &want_offsets, Some(&want_ids), "docs").unwrap();
+        let concatenated = dir.path().join(format!("whole-{keep_vectors}"));
+        MultiVectorIndex::build(&whole, &want_ids, &concatenated, &opts).unwrap();
+        assert_same_files(&from_parts, &concatenated);
+    }
+}
+
+#[test]
+fn token_parts_read_any_row_range_and_refuse_bad_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, offsets, ids) = collection(12, 9);
+    let a = dir.path().join("a.npy");
+    write_npy(&a, &data, "<f4");
+    let kept = vec![3, 4, 5, 0, 11, 10];
+    let part = TokenPart::npy(&a, offsets.clone(), ids.clone(), Some(kept.clone())).unwrap();
+    let parts = TokenParts::new(vec![part]).unwrap();
+    let want: Vec<f32> = kept
+        .iter()
+        .flat_map(|&i| {
+            data[offsets[i] as usize * DIM..offsets[i + 1] as usize * DIM]
+                .iter()
+                .copied()
+        })
+        .collect();
+    let rows = parts.rows();
+    assert_eq!(rows * DIM, want.len());
+    for first in 0..rows {
+        for n in 1..=rows - first {
+            let mut out = vec![0f32; n * DIM];
+            parts.read_rows(first, &mut out).unwrap();
+            assert!(
+                out == want[first * DIM..(first + n) * DIM],
+                "rows {first}+{n}"
+            );
+        }
+    }
+    let err = |part: crate::error::Result<TokenPart<'static>>| part.err().unwrap().to_string();
+    let e = err(TokenPart::npy(
+        &a,
+        offsets.clone(),
+        ids.clone(),
+        Some(vec![12]),
+    ));
+    assert!(e.contains("a.npy: 12 items; item 12 was asked for"), "{e}");
+    let e = err(TokenPart::npy(
+        &a,
+        offsets[..12].to_vec(),
+        ids[..11].to_vec(),
+        None,
+    ));
+    assert!(e.contains("a.npy: offsets do not add up"), "{e}");
+    // An empty item is refused when kept, naming it, and allowed when left out.
+    let len1 = offsets[2] - offsets[1];
+    let shifted: Vec<u64> = offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &o)| if i >= 2 { o - len1 } else { o })
+        .collect();
+    let without_1: Vec<f32> = (data[..offsets[1] as usize * DIM].iter())
+        .chain(&data[offsets[2] as usize * DIM..])
+        .copied()
+        .collect();
+    let b = dir.path().join("b.npy");
+    write_npy(&b, &without_1, "<f4");
+    let holed_part = |items| TokenPart::npy(&b, shifted.clone(), ids.clone(), items).unwrap();
+    let e = TokenParts::new(vec![holed_part(None)])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("b.npy: 'd1#1' (item 1) has no tokens"), "{e}");
+    assert!(TokenParts::new(vec![holed_part(Some(vec![0, 2]))]).is_ok());
+    // Parts of other dimensions, and a token whose norm overflows f32 (named by id and file).
+    let other = TokenPart::slice(&data[..8], 8, vec![0, 1], vec!["x".into()], None, "mem").unwrap();
+    let same = TokenPart::npy(&a, offsets.clone(), ids.clone(), None).unwrap();
+    let e = TokenParts::new(vec![same, other])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("part 2 has tokens of dimension 8, part 1 has 16"),
+        "{e}"
+    );
+    let mut big = data.clone();
+    big[offsets[5] as usize * DIM + DIM] = 1e20;
+    let part = TokenPart::slice(
+        &big,
+        DIM,
+        offsets.clone(),
+        ids.clone(),
+        Some(vec![4, 5]),
+        "mem",
+    )
+    .unwrap();
+    let e = MultiVectorIndex::build_parts(
+        &TokenParts::new(vec![part]).unwrap(),
+        dir.path().join("x"),
+        &Default::default(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("mem: token 1 of 'd5#2' (item 5) has a norm too large"),
+        "{e}"
+    );
 }

@@ -23,63 +23,15 @@ impl<'a> TokenMatrix<'a> {
         what: &str,
     ) -> Result<Self> {
         let rows = crate::dense::check_matrix(data, dim, what)?;
-        let Some((&first, _)) = offsets.split_first() else {
-            return Err(Error::invalid(format!(
-                "{what}: offsets are empty (need one more offset than items, starting at 0)"
-            )));
-        };
-        if first != 0 {
-            return Err(Error::invalid(format!(
-                "{what}: offsets must start at 0, the first is {first}"
-            )));
-        }
-        let last = *offsets.last().expect("not empty");
-        if last != rows as u64 {
-            return Err(Error::invalid(format!(
-                "{what}: offsets do not add up: the last offset is {last} but there are {rows} token rows"
-            )));
-        }
-        let items = offsets.len() - 1;
-        if let Some(ids) = ids {
-            if ids.len() != items {
-                return Err(Error::invalid(format!(
-                    "{what}: {} ids for {items} items (offsets): give exactly one id per item",
-                    ids.len()
-                )));
-            }
-        }
+        check_offsets(offsets, rows, ids, what)?;
+        let name = |i| item_name(ids, i);
         for (i, w) in offsets.windows(2).enumerate() {
-            let name = || match ids {
-                Some(ids) => format!("'{}' (item {i})", ids[i]),
-                None => format!("item {i}"),
-            };
-            if w[1] < w[0] {
-                return Err(Error::invalid(format!(
-                    "{what}: offsets decrease at {}: {} then {}",
-                    name(),
-                    w[0],
-                    w[1]
-                )));
-            }
             if w[1] == w[0] {
-                return Err(Error::invalid(format!(
-                    "{what}: {} has no tokens; every item needs at least one token vector",
-                    name()
-                )));
+                return Err(no_tokens(what, &name(i)));
             }
-            // Scores are f32 inner products: a vector whose squared norm overflows f32 (a norm
-            // past ~1.8e19) would make infinite or NaN scores, and search would drop its items.
-            for row in w[0] as usize..w[1] as usize {
-                let v = &data[row * dim..(row + 1) * dim];
-                if !v.iter().map(|x| x * x).sum::<f32>().is_finite() {
-                    return Err(Error::invalid(format!(
-                        "{what}: token {} of {} has a norm too large for f32 scores (above ~1.8e19): \
-                         normalize or scale the vectors",
-                        row as u64 - w[0],
-                        name()
-                    )));
-                }
-            }
+        }
+        if let Some((item, token)) = norm_overflow(data, dim, 0, offsets) {
+            return Err(norm_error(what, &name(item), token));
         }
         Ok(TokenMatrix { data, dim, offsets })
     }
@@ -132,6 +84,90 @@ impl<'a> TokenMatrix<'a> {
         let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
         &self.data[a * self.dim..b * self.dim]
     }
+}
+
+/// How an item is named in errors: `'id' (item i)`, or `item i` without ids.
+pub(crate) fn item_name(ids: Option<&[String]>, i: usize) -> String {
+    match ids {
+        Some(ids) => format!("'{}' (item {i})", ids[i]),
+        None => format!("item {i}"),
+    }
+}
+
+/// The error for an item without token vectors.
+pub(crate) fn no_tokens(what: &str, name: &str) -> Error {
+    Error::invalid(format!(
+        "{what}: {name} has no tokens; every item needs at least one token vector"
+    ))
+}
+
+/// Check that `offsets` start at 0, never decrease and end at `rows`, and that there is one id per
+/// item when `ids` are given; `what` names the input in errors.
+pub(crate) fn check_offsets(
+    offsets: &[u64],
+    rows: usize,
+    ids: Option<&[String]>,
+    what: &str,
+) -> Result<()> {
+    let Some((&first, _)) = offsets.split_first() else {
+        return Err(Error::invalid(format!(
+            "{what}: offsets are empty (need one more offset than items, starting at 0)"
+        )));
+    };
+    if first != 0 {
+        return Err(Error::invalid(format!(
+            "{what}: offsets must start at 0, the first is {first}"
+        )));
+    }
+    let last = *offsets.last().expect("not empty");
+    if last != rows as u64 {
+        return Err(Error::invalid(format!(
+            "{what}: offsets do not add up: the last offset is {last} but there are {rows} token rows"
+        )));
+    }
+    let items = offsets.len() - 1;
+    if let Some(ids) = ids {
+        if ids.len() != items {
+            return Err(Error::invalid(format!(
+                "{what}: {} ids for {items} items (offsets): give exactly one id per item",
+                ids.len()
+            )));
+        }
+    }
+    if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
+        return Err(Error::invalid(format!(
+            "{what}: offsets decrease at {}: {} then {}",
+            item_name(ids, i),
+            offsets[i],
+            offsets[i + 1]
+        )));
+    }
+    Ok(())
+}
+
+/// The first token of `data` (rows from row `first` of the items delimited by `offsets`) whose squared
+/// norm overflows f32, as (item, token of the item). Scores are f32 inner products: such a vector (a
+/// norm past ~1.8e19) would make infinite or NaN scores, and search would drop its items.
+pub(crate) fn norm_overflow(
+    data: &[f32],
+    dim: usize,
+    first: usize,
+    offsets: &[u64],
+) -> Option<(usize, u64)> {
+    let bad = data
+        .chunks_exact(dim)
+        .position(|v| !v.iter().map(|x| x * x).sum::<f32>().is_finite())?;
+    let row = (first + bad) as u64;
+    let item = offsets.partition_point(|&o| o <= row) - 1;
+    Some((item, row - offsets[item]))
+}
+
+/// The error for token `token` of the item `name` whose norm overflows f32.
+pub(crate) fn norm_error(what: &str, name: &str, token: u64) -> Error {
+    Error::invalid(format!(
+        "{what}: token {token} of {name} has a norm too large for f32 scores (above ~1.8e19): \
+         normalize or scale the vectors"
+    ))
 }
 
 #[cfg(test)]

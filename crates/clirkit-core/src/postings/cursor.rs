@@ -79,10 +79,6 @@ pub struct Cursor<'a, S: PostingScorer> {
     docs: [u32; BLOCK_LEN],
     values: [u32; BLOCK_LEN],
     values_ready: bool,
-    /// Scores of the current block's postings computed ahead ([`Cursor::score_ahead`]): those
-    /// at positions from where it was called up to (not including) `scored_to`.
-    scores: [f32; BLOCK_LEN],
-    scored_to: usize,
     /// The current doc, or [`END`].
     pub doc: u32,
     /// The largest score this term gives any document.
@@ -117,8 +113,6 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             docs: [0; BLOCK_LEN],
             values: [0; BLOCK_LEN],
             values_ready: false,
-            scores: [0.0; BLOCK_LEN],
-            scored_to: 0,
             doc: END,
             max_score,
             bound_block: usize::MAX,
@@ -172,7 +166,6 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
         self.block_last = meta.last_doc;
         self.pos = 0;
         self.values_ready = false;
-        self.scored_to = 0;
         self.doc = self.docs[0];
     }
 
@@ -326,7 +319,6 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
         }
         self.pos = self.len - 1;
         self.doc = self.docs[self.pos];
-        self.scored_to = 0;
     }
 
     /// The last doc of the block the latest [`Cursor::block_bound`] bounded: its bound holds
@@ -349,35 +341,8 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
     /// The score of the current posting.
     #[inline]
     pub fn score(&mut self) -> f32 {
-        if self.pos < self.scored_to {
-            return self.scores[self.pos];
-        }
         self.ensure_values();
         self.scorer.score(self.doc, self.values[self.pos])
-    }
-
-    /// Score the current block's postings from the current one up to the last whose doc is at
-    /// most `end`, all together, for [`Cursor::score`] to read as the cursor reaches them: the
-    /// scorer's per-document lookups (BM25's norms, a table as long as the collection) do not
-    /// wait on each other as they do one posting at a time. For a cursor that will visit
-    /// every posting up to `end` (an essential term of a window).
-    #[inline]
-    pub fn score_ahead(&mut self, end: u32) {
-        if self.doc == END || self.doc > end {
-            return;
-        }
-        self.ensure_values();
-        let from = self.pos;
-        let to = from + self.docs[from..self.len].partition_point(|&d| d <= end);
-        let scorer = self.scorer;
-        for ((score, &doc), &value) in self.scores[from..to]
-            .iter_mut()
-            .zip(&self.docs[from..to])
-            .zip(&self.values[from..to])
-        {
-            *score = scorer.score(doc, value);
-        }
-        self.scored_to = to;
     }
 
     /// Hand every posting up to `end` (below [`END`]) to `visit` as (doc, score), a block at a
@@ -391,12 +356,7 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
             let to = from + self.docs[from..self.len].partition_point(|&d| d <= end);
             let scorer = self.scorer;
             for i in from..to {
-                let score = if i < self.scored_to {
-                    self.scores[i]
-                } else {
-                    scorer.score(self.docs[i], self.values[i])
-                };
-                visit(self.docs[i], score);
+                visit(self.docs[i], scorer.score(self.docs[i], self.values[i]));
             }
             if to < self.len {
                 self.pos = to;

@@ -36,6 +36,7 @@ from clirkit.experiment.systems.precomputed import (
     query_rows,
     read_inputs,
 )
+from clirkit.multivector import BUILD_DEFAULTS
 
 TOKENS = "tokens"  # prefix of the token files in an encode artifact
 QUERY_TOKENS = "queries"
@@ -50,7 +51,9 @@ def token_files(prefix: str) -> list[str]:
 
 
 def select_items(tokens: Any, offsets: Any, ids: list[str], keep: list[bool]) -> tuple[Any, Any, list[str]]:
-    """The items of a token matrix whose ``keep`` is true, in order, copied at once (no per-item copy)."""
+    """The items of a token matrix whose ``keep`` is true, in order, copied at once (no per-item copy):
+    a task's rows of precomputed query tokens (document tokens are never copied: see
+    :func:`index_token_parts`)."""
     import numpy as np
 
     mask = np.asarray(keep, dtype=bool)
@@ -63,48 +66,29 @@ def select_items(tokens: Any, offsets: Any, ids: list[str], keep: list[bool]) ->
 def index_token_parts(
     parts: list[tuple[Any, Any]], out: Path, options: dict[str, Any], ctx: RunContext
 ) -> None:
-    """Index the items of ``parts`` (a token prefix, and the ids kept, None for all) one part after
-    another, as ``clirkit index multivector`` indexes its files; a single whole part is indexed as read."""
-    import numpy as np
+    """Index the items of ``parts`` (a token prefix, and a test of the ids kept, None for all) one part
+    after another, as ``clirkit index multivector`` indexes its prefixes: the token files are read in
+    place, the items kept given to the build by number, so no matrix is copied or concatenated."""
+    from clirkit.dense.vectors import read_ids
+    from clirkit.encoders.tokens import token_paths
+    from clirkit.multivector import MultiVectorIndex
 
-    from clirkit.multivector import MultiVectorIndex, load_tokens
-
-    matrices, lengths, all_ids = [], [], []
+    items: list[list[int] | None] = []
     for prefix, wanted in parts:
-        tokens, offsets, ids = load_tokens(prefix)
-        if wanted is not None:
-            tokens, offsets, ids = select_items(tokens, offsets, ids, [wanted(i) for i in ids])
-        matrices.append(tokens)
-        lengths.append(np.diff(offsets.astype(np.int64)))
-        all_ids.extend(ids)
-    if len(matrices) == 1:
-        tokens, offsets = matrices[0], np.concatenate([[0], np.cumsum(lengths[0])]).astype(np.uint64)
-    else:
-        tokens = np.concatenate(matrices)
-        offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.uint64)
-    del matrices
-    MultiVectorIndex.build(
-        tokens,
-        offsets,
-        all_ids,
+        ids = None if wanted is None else read_ids(token_paths(prefix)["ids"])
+        items.append(None if ids is None else [n for n, i in enumerate(ids) if wanted(i)])
+    MultiVectorIndex.build_files(
+        [prefix for prefix, _ in parts],
         out / "index",
+        items=items,
         **{k: options.get(k, v) for k, v in BUILD_DEFAULTS.items()},
         threads=ctx.threads,
         quiet=ctx.quiet,
     )
 
 
-#: ``clirkit index multivector``'s build options as keys, with its defaults (``nbits`` 2, ``centroids``
-#: from the collection's size), and ``clirkit search multivector``'s search options (None: PLAID's
-#: budgets for k).
-BUILD_DEFAULTS: dict[str, Any] = {
-    "nbits": 2,
-    "centroids": None,
-    "kmeans_sample": None,
-    "kmeans_iterations": 4,
-    "seed": 0,
-    "keep_vectors": False,
-}
+#: ``clirkit search multivector``'s search options as keys (None: PLAID's budgets for k); the build
+#: options are :data:`clirkit.multivector.BUILD_DEFAULTS`.
 SEARCH_DEFAULTS: dict[str, Any] = {
     "ncells": None,
     "centroid_score_threshold": None,

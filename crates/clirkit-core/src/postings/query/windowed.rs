@@ -46,6 +46,7 @@ pub(super) fn windowed_maxscore<S: PostingScorer>(
     // Where several essential terms' scores are summed, a slice of a window at a time.
     let mut sums: Vec<f64> = Vec::new();
     let mut held = [0u64; SLICE as usize / 64];
+    let mut candidates = Candidates::default();
     let mut start = cursors.iter().map(|c| c.doc).min().unwrap_or(END);
     while start != END {
         // The window [start, end]: up to the end of the first block that may hold `start` over
@@ -91,17 +92,22 @@ pub(super) fn windowed_maxscore<S: PostingScorer>(
             non_essential += 1;
         }
         if non_essential + 1 == n {
-            // One essential term: its postings in the window are the candidates.
+            // One essential term: its postings in the window are the candidates, a slice at a
+            // time.
             let i = order[n - 1];
+            let probed = non_essential;
             cursors[i].advance(start);
-            cursors[i].score_ahead(end);
             while cursors[i].doc <= end {
-                let c = &mut cursors[i];
-                let doc = c.doc;
-                let score = c.score() as f64;
-                c.next();
-                let probed = &order[..non_essential];
-                if found.offer(&mut cursors, probed, &prefix, score, doc)
+                let to = end.min(cursors[i].doc.saturating_add(SLICE - 1));
+                let threshold = found.threshold;
+                let rest = if probed > 0 { prefix[probed - 1] } else { 0.0 };
+                let mut taker = candidates.taker();
+                cursors[i].for_each_until(to, |doc, score| {
+                    let score = score as f64;
+                    taker.take(doc, score, threshold.admits(score + rest));
+                });
+                let kept = taker.kept;
+                if candidates.offer(kept, &mut found, &mut cursors, &order[..probed], &prefix)
                     && !found.threshold.admits(prefix[n - 1])
                 {
                     // Nothing left in this window can enter.
@@ -140,28 +146,30 @@ pub(super) fn windowed_maxscore<S: PostingScorer>(
                 // The partition the sums were gathered under: a term that turns non-essential
                 // below has already added its score.
                 let probed = non_essential;
-                let mut done = false;
-                for (w, word) in held.iter_mut().enumerate() {
+                let threshold = found.threshold;
+                let rest = if probed > 0 { prefix[probed - 1] } else { 0.0 };
+                // Only the words the slice covers: a window is often far shorter than a slice.
+                let words = (to - from) as usize / 64 + 1;
+                let mut taker = candidates.taker();
+                for (w, word) in held[..words].iter_mut().enumerate() {
                     let mut bits = std::mem::take(word);
                     while bits != 0 {
                         let at = w * 64 + bits.trailing_zeros() as usize;
                         bits &= bits - 1;
                         let score = std::mem::take(&mut sums[at]);
-                        if done {
-                            continue;
-                        }
-                        let doc = from + at as u32;
-                        if found.offer(&mut cursors, &order[..probed], &prefix, score, doc) {
-                            while non_essential < n
-                                && !found.threshold.admits(prefix[non_essential])
-                            {
-                                non_essential += 1;
-                            }
-                            done = non_essential == n;
-                        }
+                        taker.take(from + at as u32, score, threshold.admits(score + rest));
                     }
                 }
-                if done || to >= end {
+                let kept = taker.kept;
+                if candidates.offer(kept, &mut found, &mut cursors, &order[..probed], &prefix) {
+                    while non_essential < n && !found.threshold.admits(prefix[non_essential]) {
+                        non_essential += 1;
+                    }
+                    if non_essential == n {
+                        break;
+                    }
+                }
+                if to >= end {
                     break;
                 }
                 from = to + 1;
@@ -170,6 +178,71 @@ pub(super) fn windowed_maxscore<S: PostingScorer>(
         start = end + 1;
     }
     found.top.into_hits()
+}
+
+/// A slice's candidate documents that pass the first bound test, in document order, with the
+/// scores of their essential terms. A slice holds at most [`SLICE`] documents.
+#[derive(Default)]
+struct Candidates {
+    docs: Vec<u32>,
+    scores: Vec<f64>,
+}
+
+impl Candidates {
+    /// Where a slice's candidates are written, from the first.
+    #[inline(always)]
+    fn taker(&mut self) -> Taker<'_> {
+        if self.docs.is_empty() {
+            self.docs.resize(SLICE as usize, 0);
+            self.scores.resize(SLICE as usize, 0.0);
+        }
+        Taker {
+            docs: &mut self.docs,
+            scores: &mut self.scores,
+            kept: 0,
+        }
+    }
+
+    /// Offer the first `kept` candidates in order ([`Found::offer`], probing the `non_essential`
+    /// terms), stopping once nothing more can enter. Whether the threshold rose.
+    #[inline(always)]
+    fn offer<T: Selection, S: PostingScorer>(
+        &self,
+        kept: usize,
+        found: &mut Found<T>,
+        cursors: &mut [Cursor<'_, S>],
+        non_essential: &[usize],
+        prefix: &[f64],
+    ) -> bool {
+        let mut raised = false;
+        let most = prefix[prefix.len() - 1];
+        for (&doc, &score) in self.docs[..kept].iter().zip(&self.scores[..kept]) {
+            if found.offer(cursors, non_essential, prefix, score, doc) {
+                raised = true;
+                if !found.threshold.admits(most) {
+                    break;
+                }
+            }
+        }
+        raised
+    }
+}
+
+/// Writes candidates into [`Candidates`]: every one is written, a passing one kept (no branch
+/// on the test, which a third of the candidates fail unpredictably).
+struct Taker<'c> {
+    docs: &'c mut [u32],
+    scores: &'c mut [f64],
+    kept: usize,
+}
+
+impl Taker<'_> {
+    #[inline(always)]
+    fn take(&mut self, doc: u32, score: f64, passes: bool) {
+        self.docs[self.kept] = doc;
+        self.scores[self.kept] = score;
+        self.kept += passes as usize;
+    }
 }
 
 /// The hits found so far and the threshold they set.
