@@ -317,7 +317,9 @@ class ApproximateImpactIndex:
 
 @final
 class VocabProjection:
-    def __new__(cls, weight: _npt.NDArray[_np.float32], bias: _npt.NDArray[_np.float32]) -> VocabProjection: ...
+    def __new__(
+        cls, weight: _npt.NDArray[_np.float32], bias: _npt.NDArray[_np.float32]
+    ) -> VocabProjection: ...
     @property
     def shape(self) -> Tuple[int, int]: ...
     @property
