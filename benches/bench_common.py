@@ -10,6 +10,9 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import resource
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -255,3 +258,20 @@ def thread_env(threads: int) -> dict[str, str]:
     ):
         env[var] = str(threads)
     return env
+
+
+def timed_process(argv: list[str], env: dict[str, str] | None = None) -> dict:
+    """Runs ``argv`` under ``/usr/bin/time -v``: wall seconds and peak RSS (MiB) of the whole process
+    (``getrusage`` of the children where ``/usr/bin/time`` is missing); a failure stops the bench with
+    the command's output."""
+    started = time.perf_counter()
+    if os.path.exists("/usr/bin/time"):
+        done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, env=env)
+        match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+        peak_kib = int(match.group(1)) if match else -1
+    else:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
+    return {"seconds": round(time.perf_counter() - started, 2), "peak_rss_mib": round(peak_kib / 1024, 1)}

@@ -19,18 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import resource
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "synthetic"))
 from gen_vectors import CHUNK, unit_rows  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benches/: bench_common
+from bench_common import timed_process as timed  # noqa: E402
 
 
 def write_data(data: Path, n: int, dim: int, queries: int, seed: int) -> None:
@@ -100,21 +99,6 @@ measures = ["nDCG@10", "R@100"]
     path = out / "dense-precomputed.toml"
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def timed(argv: list[str]) -> dict:
-    """Runs ``argv`` under ``/usr/bin/time -v``: wall seconds and peak RSS (MiB) of the whole process."""
-    started = time.perf_counter()
-    if os.path.exists("/usr/bin/time"):
-        done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True)
-        match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
-        peak_kib = int(match.group(1)) if match else -1
-    else:
-        done = subprocess.run(argv, capture_output=True, text=True)
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
-    return {"seconds": round(time.perf_counter() - started, 2), "peak_rss_mib": round(peak_kib / 1024, 1)}
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -6,6 +6,7 @@
 //! rows are converted a chunk at a time.
 
 use crate::error::{Error, IoContext, Result};
+use crate::io::bytes::as_byte_slice_mut;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -187,20 +188,23 @@ impl VectorSource for NpyFile {
     }
     fn read_rows(&self, first: usize, out: &mut [f32]) -> Result<()> {
         let size = self.element.size();
-        let mut raw = vec![0u8; out.len() * size];
-        {
+        let read = |bytes: &mut [u8]| -> Result<()> {
             let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
             let at = self.data_start + (first * self.dim * size) as u64;
             file.seek(SeekFrom::Start(at)).at(&self.path)?;
-            file.read_exact(&mut raw).at(&self.path)?;
-        }
+            file.read_exact(bytes).at(&self.path)
+        };
         match self.element {
             Element::F32 => {
-                for (v, b) in out.iter_mut().zip(raw.chunks_exact(4)) {
-                    *v = f32::from_le_bytes(b.try_into().unwrap());
+                // Read into the rows themselves (no second buffer), then from little endian.
+                read(as_byte_slice_mut(out))?;
+                for v in out.iter_mut() {
+                    *v = f32::from_le_bytes(v.to_ne_bytes());
                 }
             }
             Element::F16 => {
+                let mut raw = vec![0u8; out.len() * size];
+                read(&mut raw)?;
                 for (v, b) in out.iter_mut().zip(raw.chunks_exact(2)) {
                     *v = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
                 }

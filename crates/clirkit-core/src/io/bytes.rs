@@ -263,6 +263,17 @@ pub fn as_byte_slice<T: Plain>(values: &[T]) -> &[u8] {
     }
 }
 
+/// The bytes of a slice of plain values, writable (every bit pattern is a value of a [`Plain`] type).
+pub fn as_byte_slice_mut<T: Plain>(values: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `as_byte_slice`; any bytes written make valid values of a plain type.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            values.as_mut_ptr() as *mut u8,
+            std::mem::size_of_val(values),
+        )
+    }
+}
+
 impl<T: Plain> From<Vec<T>> for Array<T> {
     fn from(v: Vec<T>) -> Self {
         Array {
