@@ -36,6 +36,7 @@ __all__ = [
     "ImpactIndex",
     "ApproximateImpactIndex",
     "read_impact_queries",
+    "VocabProjection",
     "audit_sample",
     "audit_shard_hits",
     "NativeRun",
@@ -318,6 +319,19 @@ class ApproximateImpactIndex:
         k: int,
         threads: int,
     ) -> str: ...
+
+@final
+class VocabProjection:
+    def __new__(
+        cls, weight: _npt.NDArray[_np.float32], bias: _npt.NDArray[_np.float32]
+    ) -> VocabProjection: ...
+    @property
+    def shape(self) -> Tuple[int, int]: ...
+    @property
+    def kernel(self) -> str: ...
+    def max_logits(
+        self, states: _npt.NDArray[_np.float32], lengths: _npt.NDArray[_np.int64], *, positive: bool = False
+    ) -> _npt.NDArray[_np.float32]: ...
 
 def read_impact_queries(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def audit_sample(count: int, n: int, seed: int) -> List[int]: ...

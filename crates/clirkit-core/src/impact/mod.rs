@@ -14,6 +14,7 @@ pub mod block_max;
 pub mod builder;
 pub mod exhaustive;
 pub mod format;
+pub mod projection;
 pub mod sharded;
 mod spill;
 pub mod vectors;
