@@ -197,7 +197,12 @@ def watched(bar: ProgressBar, read: Callable[[], tuple[int, int]], stated: bool)
         while not stop.wait(REDRAW_SECONDS):
             show()
 
-    if not stated:
+    if stated:
+        bar.first = (
+            time.monotonic(),
+            0,
+        )  # the rate counts from the call's start, even if first drawn complete
+    else:
         bar.update(0)
     thread = threading.Thread(target=draw, name="clirkit-progress", daemon=True)
     thread.start()
