@@ -206,9 +206,12 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
                 return;
             }
         }
-        while self.docs[self.pos] < target {
-            self.pos += 1;
-        }
+        // The block's last doc is at least `target`, so one is found; a plain scan, as targets
+        // mostly lie a few postings on.
+        self.pos += self.docs[self.pos..self.len]
+            .iter()
+            .position(|&d| d >= target)
+            .unwrap_or(self.len - 1 - self.pos);
         self.doc = self.docs[self.pos];
     }
 

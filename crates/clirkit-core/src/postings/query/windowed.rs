@@ -24,6 +24,8 @@ use crate::postings::{Cursor, PostingScorer, END};
 /// Documents whose essential scores are summed at once, where a window has several essential
 /// terms (Lucene's inner window): their sums fit the first-level cache.
 const SLICE: u32 = 4096;
+// A slice's words of `held` are tracked by the bits of one u64.
+const _: () = assert!(SLICE / 64 <= 64);
 
 /// Block-max MaxScore over windows of the query's term cursors, keeping the best hits in `top`,
 /// pruning from `first` (at most the final k-th score) until `top` gives a higher threshold.
@@ -136,11 +138,14 @@ pub(super) fn windowed_maxscore<S: PostingScorer>(
                     break;
                 }
                 let to = end.min(from.saturating_add(SLICE - 1));
+                // Which words of `held` have a bit set: only those are read below.
+                let mut words = 0u64;
                 for &i in &order[non_essential..] {
                     cursors[i].for_each_until(to, |doc, score| {
                         let at = (doc - from) as usize;
                         sums[at] += score as f64;
                         held[at / 64] |= 1 << (at % 64);
+                        words |= 1 << (at / 64);
                     });
                 }
                 // The partition the sums were gathered under: a term that turns non-essential
@@ -148,11 +153,11 @@ pub(super) fn windowed_maxscore<S: PostingScorer>(
                 let probed = non_essential;
                 let threshold = found.threshold;
                 let rest = if probed > 0 { prefix[probed - 1] } else { 0.0 };
-                // Only the words the slice covers: a window is often far shorter than a slice.
-                let words = (to - from) as usize / 64 + 1;
                 let mut taker = candidates.taker();
-                for (w, word) in held[..words].iter_mut().enumerate() {
-                    let mut bits = std::mem::take(word);
+                while words != 0 {
+                    let w = words.trailing_zeros() as usize;
+                    words &= words - 1;
+                    let mut bits = std::mem::take(&mut held[w]);
                     while bits != 0 {
                         let at = w * 64 + bits.trailing_zeros() as usize;
                         bits &= bits - 1;
