@@ -48,6 +48,29 @@ class Terminal(io.StringIO):
         return True
 
 
+#: The streams a progress bar is checked on: a terminal, a pipe, and a terminal with quiet asked for.
+BAR_CASES = ("terminal", "piped", "quiet")
+
+
+def bar_stream(case: str, monkeypatch) -> io.StringIO:
+    """stderr for one of :data:`BAR_CASES`, set for the test."""
+    import sys
+
+    stream = io.StringIO() if case == "piped" else Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    return stream
+
+
+def check_drawn(case: str, stream: io.StringIO, *texts: str) -> None:
+    """On the terminal, every one of ``texts`` was drawn; in a pipe or when quiet, nothing at all."""
+    drawn = stream.getvalue()
+    if case == "terminal":
+        missing = [text for text in texts if text not in drawn]
+        assert not missing, (missing, drawn)
+    else:
+        assert drawn == "", (case, drawn)
+
+
 def run_experiment(tmp_path: Path, head: str, systems: str, name: str = "exp"):
     """Runs the experiment file ``tmp_path/NAME.toml`` (``head``, ``systems``, nDCG@10; paths relative to
     ``tmp_path``) with its store in ``tmp_path/work``, quietly; returns the :class:`Experiment`."""

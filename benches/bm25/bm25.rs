@@ -9,6 +9,7 @@ use clirkit_core::postings::codec::decode_docs;
 use clirkit_core::postings::{
     encode_postings, BlockMeta, BLOCK_LEN, BLOCK_META_LEN, POSTINGS_PADDING,
 };
+use clirkit_core::progress::Progress;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::io::Write;
 use std::path::Path;
@@ -98,7 +99,6 @@ fn bench(c: &mut Criterion) {
     let index = dir.join("idx");
     let opts = BuildOptions {
         lang: Some("en".into()),
-        quiet: true,
         threads: 2,
         ..BuildOptions::default()
     };
@@ -121,7 +121,7 @@ fn bench(c: &mut Criterion) {
     for k in [10usize, 1000] {
         g.bench_function(format!("500_queries_k{k}_1_thread"), |b| {
             b.iter(|| {
-                idx.batch_search(&qs, k, None, Bm25Params::default(), 1, true)
+                idx.batch_search(&qs, k, None, Bm25Params::default(), 1, &Progress::default())
                     .unwrap()
             })
         });

@@ -18,7 +18,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let budget_mib: Option<usize> = args.get(4).map(|m| m.parse()).transpose()?;
     let opts = BuildOptions {
         threads,
-        quiet: true,
         memory_budget_bytes: budget_mib.map_or(defaults.memory_budget_bytes, |m| m << 20),
         ..defaults
     };

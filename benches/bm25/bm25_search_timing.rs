@@ -4,6 +4,7 @@
 //! hits, so strategies and builds can be compared for identical results.
 
 use clirkit_core::bm25::{read_queries, Bm25Index, Bm25Params, Strategy};
+use clirkit_core::progress::Progress;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for pass in 0..passes {
         let start = Instant::now();
         let results = match strategy {
-            None => index.batch_search(&queries, k, None, params, threads, true)?,
+            None => index.batch_search(&queries, k, None, params, threads, &Progress::default())?,
             Some(s) => queries
                 .iter()
                 .map(|q| index.search_by(s, &q.text, None, k, params))

@@ -36,6 +36,7 @@ __all__ = [
     "ImpactIndex",
     "ApproximateImpactIndex",
     "read_impact_queries",
+    "VocabProjection",
     "audit_sample",
     "audit_shard_hits",
     "NativeRun",
@@ -144,7 +145,7 @@ class Bm25Index:
         fields: Optional[List[str]] = None,
         threads: int = 0,
         keep_first_duplicate: bool = False,
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
         memory_budget_mb: int = 1024,
         store_docvectors: bool = False,
         range: Optional[Tuple[int, int, int]] = None,
@@ -194,7 +195,7 @@ class Bm25Index:
         lang: Optional[str] = None,
         k1: float = ...,  # clirkit.bm25.DEFAULT_K1
         b: float = ...,  # clirkit.bm25.DEFAULT_B
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
         rm3: Optional[Tuple[int, int, float, bool]] = None,
     ) -> SearchResults: ...
     def search_file(
@@ -205,7 +206,7 @@ class Bm25Index:
         lang: Optional[str] = None,
         k1: float = ...,  # clirkit.bm25.DEFAULT_K1
         b: float = ...,  # clirkit.bm25.DEFAULT_B
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
         rm3: Optional[Tuple[int, int, float, bool]] = None,
         output: Optional[str] = None,
         tag: str = "clirkit",
@@ -220,7 +221,7 @@ class ImpactIndex:
         *,
         quantize: int = ...,  # clirkit.impact.DEFAULT_QUANTIZE
         threads: int = 0,
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
         memory_budget_mb: int = 1024,
         range: Optional[Tuple[int, int, int]] = None,
     ) -> ImpactIndex: ...
@@ -248,14 +249,14 @@ class ImpactIndex:
         queries: List[Tuple[str, List[Tuple[str, float]]]],
         k: int = 1000,
         threads: int = 0,
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
     ) -> SearchResults: ...
     def search_file(
         self,
         path: str,
         k: int = 1000,
         threads: int = 0,
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
     ) -> SearchResults: ...
     def search_file_to_trec(
         self,
@@ -264,7 +265,7 @@ class ImpactIndex:
         k: int = 1000,
         tag: str = "clirkit-impact",
         threads: int = 0,
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
     ) -> int: ...
 
 _ImpactQueries = Union[str, List[Tuple[str, List[Tuple[str, float]]]]]
@@ -289,7 +290,12 @@ class ApproximateImpactIndex:
         self, query: List[Tuple[str, float]], k: int, settings: Tuple[int, int]
     ) -> List[Tuple[str, float]]: ...
     def batch_search(
-        self, queries: _ImpactQueries, k: int, settings: Tuple[int, int], threads: int, quiet: bool
+        self,
+        queries: _ImpactQueries,
+        k: int,
+        settings: Tuple[int, int],
+        threads: int,
+        progress: Optional[ProgressCounter] = None,
     ) -> SearchResults: ...
     def search_file_to_trec(
         self,
@@ -299,7 +305,7 @@ class ApproximateImpactIndex:
         tag: str,
         settings: Tuple[int, int],
         threads: int,
-        quiet: bool,
+        progress: Optional[ProgressCounter] = None,
     ) -> int: ...
     def audit(
         self, queries: _ImpactQueries, n: int, seed: int, k: int, settings: Tuple[int, int], threads: int
@@ -313,6 +319,19 @@ class ApproximateImpactIndex:
         k: int,
         threads: int,
     ) -> str: ...
+
+@final
+class VocabProjection:
+    def __new__(
+        cls, weight: _npt.NDArray[_np.float32], bias: _npt.NDArray[_np.float32]
+    ) -> VocabProjection: ...
+    @property
+    def shape(self) -> Tuple[int, int]: ...
+    @property
+    def kernel(self) -> str: ...
+    def max_logits(
+        self, states: _npt.NDArray[_np.float32], lengths: _npt.NDArray[_np.int64], *, positive: bool = False
+    ) -> _npt.NDArray[_np.float32]: ...
 
 def read_impact_queries(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def audit_sample(count: int, n: int, seed: int) -> List[int]: ...
@@ -443,8 +462,8 @@ METRICS: Tuple[str, ...]
 @final
 class DenseIndex:
     # options: clirkit.dense.DenseIndex.build's keyword options, every one present (pq, nbits, ivf,
-    # metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype), as clirkit.dense.index
-    # builds them.
+    # metric, train_size, seed, threads, keep_vectors, vector_dtype) and progress (a ProgressCounter
+    # or None), as clirkit.dense.index builds them.
     @staticmethod
     def build(
         embeddings: _npt.NDArray[_np.float32], ids: list[str], options: Dict[str, Any]
@@ -466,7 +485,7 @@ class DenseIndex:
         npy: list[tuple[os.PathLike[str] | str, Sequence[int] | None]] | None = None,
         memory_mb: int = 256,
         threads: int = 0,
-        quiet: bool = False,
+        progress: Optional[ProgressCounter] = None,
     ) -> DenseIndex: ...
     @staticmethod
     def open(dir: os.PathLike[str] | str) -> DenseIndex: ...
@@ -513,6 +532,7 @@ class DenseIndex:
         nprobe: int = 1,
         refine: int = 0,
         threads: int = 0,
+        progress: Optional[ProgressCounter] = None,
     ) -> tuple[int, bool, _Shortlist]: ...
     def rescore(
         self,

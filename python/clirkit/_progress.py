@@ -1,20 +1,22 @@
-"""The one progress bar of the Python side (the Rust core's is ``progress.rs``, which it looks like):
+"""clirkit's one progress bar (the Rust core counts, ``progress.rs``, and draws nothing):
 ``label [elapsed] bar done/total unit (rate/s, eta …)`` on one line of stderr, redrawn at most five
 times a second, drawn only when the stream is a terminal and the caller is not quiet, so logs, pipes
 and CI output stay clean. Encoding (:mod:`clirkit.encoders.resumable`), listwise and pointwise
-reranking (:mod:`clirkit.rerank`), dense and multi-vector search and an experiment's stages use it.
+reranking (:mod:`clirkit.rerank`), every index kind's build and search (BM25, impact, dense,
+multi-vector, sharded or not) and an experiment's stages use it.
 
 Work done deep inside a call (the batches an encoder runs for ``encode_queries``) advances the bar its
 caller made current with :func:`counting`, so no encoder signature carries a bar. Work done in the Rust
-core with the GIL released (a dense or multi-vector search) adds to a native counter that
-:func:`polled` reads from a thread of its own while the call runs."""
+core with the GIL released (a build or a search) adds to a native counter that :func:`polled` reads
+from a thread of its own while the call runs; a sharded search sums its shards' counts
+(:func:`polled_sum`, the shards in threads or Ray actors)."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Optional, TextIO
@@ -34,15 +36,23 @@ class ProgressBar:
     """Progress over ``total`` units (``unit``: what is counted, e.g. ``"windows"``), shown on ``stream``
     when ``enabled`` and the stream is a terminal. ``update(done)`` sets the count, ``advance(n)`` adds to
     it; ``note`` is shown after the counts (e.g. rows written). The rate and ETA count from the first
-    update, so work resumed from a checkpoint does not inflate the rate."""
+    update, so work resumed from a checkpoint does not inflate the rate. ``scale``: counts are shown
+    divided by it (bytes counted, MiB shown: ``scale=MIB``)."""
 
     def __init__(
-        self, total: int, label: str, unit: str = "", enabled: bool = True, stream: Optional[TextIO] = None
+        self,
+        total: int,
+        label: str,
+        unit: str = "",
+        enabled: bool = True,
+        stream: Optional[TextIO] = None,
+        scale: int = 1,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.total = max(int(total), 0)
         self.label = label
         self.unit = unit
+        self.scale = scale
         self.enabled = enabled and self.stream.isatty()
         self.done = 0
         self.started = time.monotonic()
@@ -76,9 +86,14 @@ class ProgressBar:
         eta = duration((self.total - self.done) / rate) if rate > 0 else "?"
         unit = f" {self.unit}" if self.unit else ""
         note = f" {self.note}" if self.note else ""
+        counts = (
+            f"{self.done:,}/{self.total:,}"
+            if self.scale == 1
+            else f"{self.done / self.scale:,.1f}/{self.total / self.scale:,.1f}"
+        )
         return (
             f"{self.label:>12} [{duration(now - self.started)}] {'#' * filled}{'-' * (WIDTH - filled)} "
-            f"{self.done:,}/{self.total:,}{unit}{note} ({rate:,.1f}/s, eta {eta})"
+            f"{counts}{unit}{note} ({rate / self.scale:,.1f}/s, eta {eta})"
         )
 
     def close(self) -> None:
@@ -111,42 +126,88 @@ def advance_current(n: int) -> None:
         bar.advance(n)
 
 
+#: Bytes in a MiB: the ``scale`` of a bar over bytes counted and MiB shown.
+MIB = 1 << 20
+
+
 @contextmanager
 def polled(
-    total: Optional[int], label: str, unit: str, enabled: bool = True, stream: Optional[TextIO] = None
+    total: Optional[int],
+    label: str,
+    unit: str,
+    enabled: bool = True,
+    stream: Optional[TextIO] = None,
+    scale: int = 1,
 ) -> Iterator[Optional[Any]]:
-    """A bar over ``total`` units for one native call that runs with the GIL released: yields the
-    ``_native.ProgressCounter`` to pass to the call, which the core adds to as it works, and reads it
-    from a thread of its own every :data:`REDRAW_SECONDS` while the block runs. With ``total`` None
-    the core states the total (``counter.total``; a build, once it knows its sizes) and the bar is
-    drawn from then on. Yields ``None`` when the bar would not be drawn (``enabled`` false, or the
-    stream not a terminal), so a quiet call counts nothing and starts no thread."""
-    bar = ProgressBar(1 if total is None else total, label, unit, enabled=enabled, stream=stream)
+    """A bar over ``total`` units for native calls that run with the GIL released: yields the
+    ``_native.ProgressCounter`` to pass to them, which the core adds to as it works (several calls
+    may share it: a sharded search's shards in threads), and reads it from a thread of its own
+    every :data:`REDRAW_SECONDS` while the block runs. With ``total`` None the core states the
+    total (``counter.total``: a search, its query count; a build, once it knows its sizes) and the
+    bar is drawn from then on. Yields ``None`` when the bar would not be drawn (``enabled`` false, or
+    the stream not a terminal), so a quiet call counts nothing and starts no thread."""
+    bar = ProgressBar(1 if total is None else total, label, unit, enabled=enabled, stream=stream, scale=scale)
     if not bar.enabled or bar.total == 0:
         yield None
         return
     from clirkit import _native
 
     counter = _native.ProgressCounter()
+    with watched(bar, lambda: (counter.done, counter.total), stated=total is None):
+        yield counter
+
+
+@contextmanager
+def polled_sum(
+    total: int,
+    label: str,
+    unit: str,
+    read: Callable[[], int],
+    enabled: bool = True,
+    stream: Optional[TextIO] = None,
+) -> Iterator[bool]:
+    """A bar over ``total`` units whose count is ``read()`` (the sum of counts kept elsewhere: a
+    sharded search's Ray actors), called every :data:`REDRAW_SECONDS` from a thread of its own
+    while the block runs. Yields whether the bar is drawn (so that nothing is read when not)."""
+    bar = ProgressBar(total, label, unit, enabled=enabled, stream=stream)
+    if not bar.enabled or bar.total == 0:
+        yield False
+        return
+    with watched(bar, lambda: (read(), total), stated=False):
+        yield True
+
+
+@contextmanager
+def watched(bar: ProgressBar, read: Callable[[], tuple[int, int]], stated: bool) -> Iterator[None]:
+    """Redraw ``bar`` from ``read()`` (units done, total) every :data:`REDRAW_SECONDS` on a thread
+    of its own while the block runs, and once more after it. ``stated``: the total is read too, and
+    nothing is drawn until it is known (not 0); otherwise the bar's own total holds and it is drawn
+    at once, so the rate counts from the start."""
     stop = threading.Event()
 
     def show() -> None:
-        if total is None:
-            if not counter.total:
+        done, total = read()
+        if stated:
+            if not total:
                 return
-            bar.total = counter.total
-        bar.update(counter.done)
+            bar.total = total
+        bar.update(done)
 
     def draw() -> None:
         while not stop.wait(REDRAW_SECONDS):
             show()
 
-    if total is not None:
-        bar.update(0)  # drawn at once, and the rate counts from the start
+    if stated:
+        bar.first = (
+            time.monotonic(),
+            0,
+        )  # the rate counts from the call's start, even if first drawn complete
+    else:
+        bar.update(0)
     thread = threading.Thread(target=draw, name="clirkit-progress", daemon=True)
     thread.start()
     try:
-        yield counter
+        yield
     finally:
         stop.set()
         thread.join()
@@ -154,6 +215,13 @@ def polled(
         bar.close()
 
 
-def searching(queries: int, quiet: bool) -> Any:
-    """:func:`polled` for a search of ``queries`` queries (dense, multi-vector)."""
+def searching(queries: Optional[int], quiet: bool) -> Any:
+    """:func:`polled` for a search of ``queries`` queries (None: the core states the count, as a
+    search of a queries file read natively does)."""
     return polled(queries, "searching", "queries", enabled=not quiet)
+
+
+def indexing(unit: str, quiet: bool, scale: int = 1) -> Any:
+    """:func:`polled` for a build whose total the core states once known (``unit``: what it counts,
+    e.g. ``"MiB read"`` with ``scale=MIB`` for the bytes of a BM25 build's input)."""
+    return polled(None, "indexing", unit, enabled=not quiet, scale=scale)

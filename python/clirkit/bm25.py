@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Optional, Union
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
+from clirkit._progress import MIB, indexing, searching
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
@@ -68,11 +69,20 @@ def _rm3(rm3: RM3 | bool | None) -> RM3 | None:
 
 
 def _batch_options(
-    k: int, threads: int, lang: str | None, k1: float, b: float, quiet: bool, rm3: RM3 | bool | None
-) -> tuple[int, int, str | None, float, float, bool, tuple[int, int, float, bool] | None]:
-    """The native ``batch_search`` / ``search_file`` arguments after the queries, in their order."""
+    k: int, threads: int, lang: str | None, k1: float, b: float, progress: Any, rm3: RM3 | bool | None
+) -> tuple[int, int, str | None, float, float, Any, tuple[int, int, float, bool] | None]:
+    """The native ``batch_search`` / ``search_file`` arguments after the queries, in their order
+    (``progress``: the native counter a bar reads, or None)."""
     feedback = _rm3(rm3)
-    return (k, checked_threads(threads), lang, k1, b, quiet, None if feedback is None else feedback._native())
+    return (
+        k,
+        checked_threads(threads),
+        lang,
+        k1,
+        b,
+        progress,
+        None if feedback is None else feedback._native(),
+    )
 
 
 def query_triples(queries: Queries) -> list[tuple[str, str, str | None]]:
@@ -174,8 +184,8 @@ class BM25Index(TermIndex[_native.Bm25Index]):
             files = os.fspath(local_path(corpus, "corpus"))
         else:
             files = [(os.fspath(local_path(f.path, "corpus")), f.lang, f.default_lang) for f in corpus]
-        return BM25Index(
-            _native.Bm25Index.build(
+        with indexing("MiB read", quiet, scale=MIB) as progress:
+            native = _native.Bm25Index.build(
                 files,
                 os.fspath(index),
                 lang=lang,
@@ -183,11 +193,11 @@ class BM25Index(TermIndex[_native.Bm25Index]):
                 fields=list(fields),
                 threads=checked_threads(threads),
                 keep_first_duplicate=keep_first_duplicate,
-                quiet=quiet,
+                progress=progress,
                 memory_budget_mb=memory_budget_mb,
                 store_docvectors=store_docvectors,
             )
-        )
+        return BM25Index(native)
 
     @staticmethod
     def merge(inputs: Sequence[PathLike], index: PathLike) -> BM25Index:
@@ -257,10 +267,13 @@ class BM25Index(TermIndex[_native.Bm25Index]):
 
         ``queries`` is ``{qid: text}``, ``[(qid, text)]`` or ``[(qid, text, lang)]``. Each query is
         analyzed with ``lang`` if given, else its own language, else the index's only language.
-        With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`)."""
-        native = self.native.batch_search(
-            query_triples(queries), *_batch_options(k, threads, lang, k1, b, quiet, rm3)
-        )
+        With ``rm3``, each query's RM3 expansion is searched (see :meth:`SearchResults.expansion`).
+        A progress bar is drawn on stderr when it is a terminal, unless ``quiet``."""
+        triples = query_triples(queries)
+        with searching(len(triples), quiet) as progress:
+            native = self.native.batch_search(
+                triples, *_batch_options(k, threads, lang, k1, b, progress, rm3)
+            )
         return SearchResults(native)
 
     def search_file(
@@ -276,11 +289,10 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         rm3: RM3 | bool | None = None,
     ) -> SearchResults:
         """Search a queries file: JSONL (``_id``/``id``, ``text``, optional ``lang``) or TSV
-        (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` as in :meth:`batch_search`."""
-        native = self.native.search_file(
-            os.fspath(local_path(queries_path, "queries")),
-            *_batch_options(k, threads, lang, k1, b, quiet, rm3),
-        )
+        (``id<TAB>text``, ``.tsv``/``.txt``); ``rm3`` and ``quiet`` as in :meth:`batch_search`."""
+        path = os.fspath(local_path(queries_path, "queries"))
+        with searching(None, quiet) as progress:
+            native = self.native.search_file(path, *_batch_options(k, threads, lang, k1, b, progress, rm3))
         assert native is not None  # no output file was given
         return SearchResults(native)
 
@@ -292,10 +304,12 @@ class BM25Index(TermIndex[_native.Bm25Index]):
         of queries' results, not all of them. ``options``: ``tag`` (default ``"clirkit"``) and those of
         :meth:`search_file`."""
         tag = options.pop("tag", "clirkit")
-        settings = {"threads": 0, "lang": None, "k1": DEFAULT_K1, "b": DEFAULT_B, "quiet": False, "rm3": None}
-        native_options = _batch_options(k, **{**settings, **options})
+        settings = {"threads": 0, "lang": None, "k1": DEFAULT_K1, "b": DEFAULT_B, "rm3": None, **options}
+        quiet = bool(settings.pop("quiet", False))
         queries = os.fspath(local_path(queries_path, "queries"))
-        self.native.search_file(queries, *native_options, os.fspath(output), tag)
+        with searching(None, quiet) as progress:
+            native_options = _batch_options(k, progress=progress, **settings)
+            self.native.search_file(queries, *native_options, os.fspath(output), tag)
 
     def __repr__(self) -> str:
         return (

@@ -37,6 +37,7 @@ from clirkit import _native
 from clirkit._checks import checked_int
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
+from clirkit._progress import MIB, indexing, searching
 from clirkit._term_index import TermIndex
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike
@@ -86,16 +87,18 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         concatenation (ids unique across them). Postings beyond ``memory_budget_mb`` are spilled to
         disk as sorted runs and merged: the files are the same whatever the budget."""
         files = [vectors] if isinstance(vectors, (str, os.PathLike)) else list(vectors)
-        return ImpactIndex(
-            _native.ImpactIndex.build(
+        quantize = checked_int("quantize", quantize, 1, 2**32 - 1)
+        memory_budget_mb = checked_int("memory_budget_mb", memory_budget_mb, 1, 2**40)
+        with indexing("MiB read", quiet, scale=MIB) as progress:
+            native = _native.ImpactIndex.build(
                 [os.fspath(f) for f in files],
                 os.fspath(index),
-                quantize=checked_int("quantize", quantize, 1, 2**32 - 1),
+                quantize=quantize,
                 threads=checked_threads(threads),
-                quiet=quiet,
-                memory_budget_mb=checked_int("memory_budget_mb", memory_budget_mb, 1, 2**40),
+                progress=progress,
+                memory_budget_mb=memory_budget_mb,
             )
-        )
+        return ImpactIndex(native)
 
     @staticmethod
     def open(index: PathLike) -> ImpactIndex:
@@ -114,11 +117,13 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         self, queries: VectorQueries, k: int = 1000, *, threads: int = 0, quiet: bool = False
     ) -> SearchResults:
         """Search ``{qid: {term: weight}}`` (or ``[(qid, vector)]``) in parallel (GIL released;
-        results independent of ``threads``)."""
+        results independent of ``threads``); a progress bar on stderr when it is a terminal, unless
+        ``quiet``."""
         items = queries.items() if isinstance(queries, Mapping) else queries
-        native = self.native.batch_search(
-            [(str(qid), _pairs(vector)) for qid, vector in items], k, checked_threads(threads), quiet
-        )
+        pairs = [(str(qid), _pairs(vector)) for qid, vector in items]
+        threads = checked_threads(threads)
+        with searching(len(pairs), quiet) as progress:
+            native = self.native.batch_search(pairs, k, threads, progress)
         return SearchResults(native, RUN_TAG)
 
     def search_file(
@@ -127,7 +132,9 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         """Search a queries file: JSONL vectors in the documents' layout, or TSV (``.tsv``/``.txt``):
         ``qid<TAB>term term ...`` (Anserini's pre-tokenized queries: each occurrence adds 1 to a
         term's weight) or ``qid<TAB>term<TAB>weight`` lines."""
-        native = self.native.search_file(os.fspath(queries_path), k, checked_threads(threads), quiet)
+        threads = checked_threads(threads)
+        with searching(None, quiet) as progress:
+            native = self.native.search_file(os.fspath(queries_path), k, threads, progress)
         return SearchResults(native, RUN_TAG)
 
     def search_file_to_trec(
@@ -140,9 +147,10 @@ class ImpactIndex(TermIndex[_native.ImpactIndex]):
         threads, quiet = checked_threads(options.pop("threads", 0)), options.pop("quiet", False)
         if options:
             raise TypeError(f"unexpected options: {', '.join(sorted(options))}")
-        return self.native.search_file_to_trec(
-            os.fspath(queries_path), os.fspath(output), k, tag, threads, quiet
-        )
+        with searching(None, quiet) as progress:
+            return self.native.search_file_to_trec(
+                os.fspath(queries_path), os.fspath(output), k, tag, threads, progress
+            )
 
     def approximate(
         self, *, postings_per_term: int = DEFAULT_POSTINGS_PER_TERM, threads: int = 0
@@ -306,10 +314,11 @@ class ApproximateImpactIndex:
         quiet: bool = False,
     ) -> SearchResults:
         """Search a queries file (as :meth:`ImpactIndex.search_file` reads it) or ``{qid: vector}`` in
-        parallel (results independent of ``threads``)."""
-        native = self.native.batch_search(
-            native_queries(queries), k, settings._native(), checked_threads(threads), quiet
-        )
+        parallel (results independent of ``threads``); a progress bar as :meth:`ImpactIndex.batch_search`'s."""
+        given = native_queries(queries)
+        threads = checked_threads(threads)
+        with searching(None if isinstance(given, str) else len(given), quiet) as progress:
+            native = self.native.batch_search(given, k, settings._native(), threads, progress)
         return SearchResults(native, RUN_TAG)
 
     def search_file_to_trec(
@@ -325,15 +334,11 @@ class ApproximateImpactIndex:
     ) -> int:
         """A queries file searched straight to the TREC run ``output`` (atomically, streamed in query
         order). Returns the number of queries searched."""
-        return self.native.search_file_to_trec(
-            os.fspath(queries_path),
-            os.fspath(output),
-            k,
-            tag,
-            settings._native(),
-            checked_threads(threads),
-            quiet,
-        )
+        threads = checked_threads(threads)
+        with searching(None, quiet) as progress:
+            return self.native.search_file_to_trec(
+                os.fspath(queries_path), os.fspath(output), k, tag, settings._native(), threads, progress
+            )
 
     def audit(
         self,

@@ -148,3 +148,23 @@ def test_scifact_through_ray_equals_the_single_index(scifact, k):
     with connected(), RayShardedBM25(out / "sharded") as searcher:
         searcher.search_file_to_trec(queries, out / f"ray-{k}.run", k, tag="t")
     assert (out / f"ray-{k}.run").read_bytes() == (out / f"single-{k}.run").read_bytes()
+
+
+def test_a_search_through_ray_draws_one_bar_fed_by_the_actors(sample, sample_dir, tmp_path, monkeypatch):
+    """The shard actors count their queries; the bar polls and sums them (a terminal only). A build
+    through Ray draws the shards built."""
+    import sys
+
+    from conftest import Terminal
+
+    out, queries, runs, _ = sample
+    n = sum(1 for line in queries.read_text(encoding="utf-8").splitlines() if line.strip())
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    build_sharded_bm25(sample_dir / "corpus.jsonl", tmp_path / "drawn", 2, lang_field="lang", ray=True)
+    assert "2/2 shards built" in terminal.getvalue()
+    for quiet in (False, True):
+        with RayShardedBM25(out / "sharded", quiet=quiet) as searcher:
+            searcher.search_file_to_trec(queries, out / ("quiet.run" if quiet else "drawn.run"), 10, tag="t")
+    assert terminal.getvalue().count(f"{4 * n}/{4 * n} queries x 4 shards") == 1
+    assert (out / "drawn.run").read_bytes() == (out / "quiet.run").read_bytes() == runs[10]

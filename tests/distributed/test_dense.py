@@ -190,3 +190,21 @@ def test_the_cli_builds_and_searches_a_sharded_dense_index(tmp_path, vectors, lo
         )
         runs[name] = out.read_bytes()
     assert runs["single"] and runs["local"] == runs["single"] and runs["ray"] == runs["single"]
+
+
+def test_a_search_through_ray_draws_one_bar_fed_by_the_actors(tmp_path, vectors, local_ray, monkeypatch):
+    """The shard actors count the queries their scans finish; the bar polls and sums them."""
+    from conftest import Terminal
+
+    npy, ids, queries = vectors
+    qids = [f"q{i}" for i in range(len(queries))]
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    _sharded(tmp_path, npy, ids, (8, 4, None), ray=True)
+    assert "4/4 shards built" in terminal.getvalue()
+    for quiet in (False, True):
+        with ShardedDenseIndex.open(tmp_path / "sharded", ray=True, quiet=quiet) as sharded:
+            sharded.search_trec(queries, qids, tmp_path / ("quiet.run" if quiet else "drawn.run"), 10)
+    n = 4 * len(queries)
+    assert terminal.getvalue().count(f"{n}/{n} queries x 4 shards") == 1
+    assert (tmp_path / "drawn.run").read_bytes() == (tmp_path / "quiet.run").read_bytes()

@@ -215,7 +215,13 @@ fn merge_bm25(inputs: &[PathBuf], out: &Path, _: &MergeOptions) -> Result<()> {
 fn merge_dense(inputs: &[PathBuf], out: &Path, opts: &MergeOptions) -> Result<()> {
     let indexes: Vec<DenseIndex> = inputs.iter().map(DenseIndex::open).collect::<Result<_>>()?;
     let parts: Vec<Part<'_>> = indexes.iter().map(Part::Index).collect();
-    indexes[0].write_combined(&parts, out, opts.memory_bytes, opts.threads, true)
+    indexes[0].write_combined(
+        &parts,
+        out,
+        opts.memory_bytes,
+        opts.threads,
+        &crate::progress::Progress::default(),
+    )
 }
 
 #[cfg(test)]

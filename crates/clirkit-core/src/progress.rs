@@ -1,32 +1,12 @@
-//! Progress of long work: bars drawn by the core itself (BM25 and impact builds and searches, the
-//! dense build), hidden when stderr is not a terminal or when asked to be quiet, so logs and CI
-//! output stay clean; and [`Progress`], a count the core adds to and a caller reads while the work
-//! runs (dense and multi-vector search, whose bar Python draws).
+//! Progress of long work, counted where the work is done and drawn by no one here: [`Progress`],
+//! a count the core adds to and a caller reads while the work runs (every long build and search:
+//! BM25, impact, dense, multi-vector). The core draws nothing and never asks whether a terminal is
+//! attached; the one bar is Python's (`clirkit._progress`), which reads the count from a thread of
+//! its own while a call runs with the GIL released.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-
-/// A progress bar over `total` items (or a spinner when the total is unknown).
-pub fn bar(total: Option<u64>, message: &str, quiet: bool) -> ProgressBar {
-    let pb = match total {
-        Some(n) => ProgressBar::new(n),
-        None => ProgressBar::new_spinner(),
-    };
-    if quiet || !std::io::stderr().is_terminal() {
-        pb.set_draw_target(ProgressDrawTarget::hidden());
-        return pb;
-    }
-    let template = if total.is_some() {
-        "{msg:>12} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} ({per_sec}, eta {eta})"
-    } else {
-        "{msg:>12} [{elapsed_precise}] {spinner} {human_pos} ({per_sec})"
-    };
-    pb.set_style(ProgressStyle::with_template(template).expect("static template is valid"));
-    pb.set_message(message.to_string());
-    pb
-}
 
 /// How far a long call has got, counted where the work is done and read by another thread while
 /// it runs: the hook the bindings show in Python's progress bar (they poll [`Counter::done`] from
@@ -95,6 +75,30 @@ impl Progress {
     }
 }
 
+/// A reader adding the bytes it reads to a [`Progress`]: a build reading its input counts the
+/// bytes as they lie on disk (compressed or not), against the input's size as its total.
+pub struct CountedRead<R> {
+    inner: R,
+    progress: Progress,
+}
+
+impl<R> CountedRead<R> {
+    pub fn new(inner: R, progress: &Progress) -> Self {
+        CountedRead {
+            inner,
+            progress: progress.clone(),
+        }
+    }
+}
+
+impl<R: Read> Read for CountedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.advance(n);
+        Ok(n)
+    }
+}
+
 /// See [`Progress::sliced`].
 pub struct Sliced<'a> {
     progress: &'a Progress,
@@ -135,6 +139,18 @@ mod tests {
         assert_eq!(counter.total(), 0);
         progress.expect(12);
         assert_eq!(counter.total(), 12);
+    }
+
+    #[test]
+    fn a_counted_reader_counts_the_bytes_read() {
+        let counter = Arc::new(Counter::default());
+        let mut reader = CountedRead::new(&b"hello world"[..], &Progress::to(counter.clone()));
+        let mut first = [0u8; 4];
+        reader.read_exact(&mut first).unwrap();
+        assert_eq!(counter.done(), 4);
+        let mut rest = Vec::new();
+        reader.read_to_end(&mut rest).unwrap();
+        assert_eq!(counter.done(), 11);
     }
 
     #[test]

@@ -3,12 +3,14 @@
 
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
+use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::bm25::{
     self, BatchQuery, Bm25Index, Bm25Params, BuildOptions, Expansion, Hit, Rm3Params, Strategy,
 };
 use clirkit_core::io::jsonl::LineRange;
 use clirkit_core::io::manifest::Manifest;
 use clirkit_core::io::trec;
+use clirkit_core::progress::Progress;
 use clirkit_core::ranking::{Run, ScoredDoc};
 use clirkit_core::sharded;
 use pyo3::prelude::*;
@@ -94,7 +96,7 @@ impl PyBm25Index {
     /// corpus is a path, or a list of `(path, lang, default_lang)` files read in sequence.
     #[staticmethod]
     #[pyo3(signature = (corpus, index, *, lang=None, lang_field=None, fields=None, threads=0,
-                        keep_first_duplicate=false, quiet=false, memory_budget_mb=1024,
+                        keep_first_duplicate=false, progress=None, memory_budget_mb=1024,
                         store_docvectors=false, range=None))]
     #[allow(clippy::too_many_arguments)]
     fn build(
@@ -106,7 +108,7 @@ impl PyBm25Index {
         fields: Option<Vec<String>>,
         threads: usize,
         keep_first_duplicate: bool,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
         memory_budget_mb: usize,
         store_docvectors: bool,
         range: Option<(u64, u64, u64)>,
@@ -117,7 +119,7 @@ impl PyBm25Index {
             fields: fields.unwrap_or_else(|| vec!["title".into(), "text".into()]),
             threads,
             keep_first_duplicate,
-            quiet,
+            progress: progress_of(progress),
             memory_budget_bytes: memory_budget_mb.max(1) << 20,
             store_docvectors,
             range: range.map(|(start, end, first_line)| LineRange {
@@ -261,7 +263,7 @@ impl PyBm25Index {
     }
 
     /// Search (qid, text, lang-or-None) triples on `threads` threads.
-    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None))]
+    #[pyo3(signature = (queries, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, progress=None, rm3=None))]
     #[allow(clippy::too_many_arguments)]
     fn batch_search(
         &self,
@@ -272,7 +274,7 @@ impl PyBm25Index {
         lang: Option<String>,
         k1: f32,
         b: f32,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
         rm3: Option<Rm3Tuple>,
     ) -> PyResult<PySearchResults> {
         let queries: Vec<BatchQuery> = queries
@@ -280,13 +282,14 @@ impl PyBm25Index {
             .map(|(id, text, lang)| BatchQuery { id, text, lang })
             .collect();
         let params = Bm25Params { k1, b };
-        self.run_batch(py, queries, k, threads, lang, params, quiet, rm3)
+        let progress = progress_of(progress);
+        self.run_batch(py, queries, k, threads, lang, params, &progress, rm3)
     }
 
     /// Search a queries file: JSONL (uses each query's `lang` field) or TSV `id<TAB>text`. With
     /// `output`, the run is streamed there instead (atomically, in query order, the same bytes as
     /// `to_trec` would write, without holding every query's results) and `None` returned.
-    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, quiet=false, rm3=None, output=None, tag="clirkit"))]
+    #[pyo3(signature = (path, k=1000, threads=0, lang=None, k1=bm25::DEFAULT_K1, b=bm25::DEFAULT_B, progress=None, rm3=None, output=None, tag="clirkit"))]
     #[allow(clippy::too_many_arguments)]
     fn search_file(
         &self,
@@ -297,16 +300,17 @@ impl PyBm25Index {
         lang: Option<String>,
         k1: f32,
         b: f32,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
         rm3: Option<Rm3Tuple>,
         output: Option<PathBuf>,
         tag: &str,
     ) -> PyResult<Option<PySearchResults>> {
         let queries = py.detach_caught(|| bm25::read_queries(&path)).py_err()?;
         let params = Bm25Params { k1, b };
+        let progress = progress_of(progress);
         let Some(output) = output else {
             return self
-                .run_batch(py, queries, k, threads, lang, params, quiet, rm3)
+                .run_batch(py, queries, k, threads, lang, params, &progress, rm3)
                 .map(Some);
         };
         let rm3 = rm3.map(rm3_params);
@@ -316,7 +320,7 @@ impl PyBm25Index {
             params,
             rm3: rm3.as_ref(),
             threads,
-            quiet,
+            progress: &progress,
         };
         py.detach_caught(|| {
             self.inner
@@ -337,7 +341,7 @@ impl PyBm25Index {
         threads: usize,
         lang: Option<String>,
         params: Bm25Params,
-        quiet: bool,
+        progress: &Progress,
         rm3: Option<Rm3Tuple>,
     ) -> PyResult<PySearchResults> {
         let rm3 = rm3.map(rm3_params);
@@ -346,11 +350,11 @@ impl PyBm25Index {
         PySearchResults::gather(py, self.inner.clone(), qids, || match &rm3 {
             None => self
                 .inner
-                .batch_search(&queries, k, lang, params, threads, quiet)
+                .batch_search(&queries, k, lang, params, threads, progress)
                 .map(|hits| (hits, None)),
             Some(rm3) => self
                 .inner
-                .batch_search_rm3(&queries, k, lang, params, rm3, threads, quiet)
+                .batch_search_rm3(&queries, k, lang, params, rm3, threads, progress)
                 .map(|(hits, expansions)| (hits, Some(expansions))),
         })
     }

@@ -71,13 +71,14 @@ struct BuildArgs {
     seed: u64,
     threads: usize,
     keep_vectors: bool,
-    quiet: bool,
     vector_dtype: String,
+    /// The counter the build counts its rows in (`clirkit._progress.polled`), or None.
+    progress: Option<Py<PyProgressCounter>>,
 }
 
 impl BuildArgs {
     /// The core's options (an unknown metric or vector dtype is an error naming it).
-    fn options(self) -> PyResult<BuildOptions> {
+    fn options(self, py: Python<'_>) -> PyResult<BuildOptions> {
         Ok(BuildOptions {
             metric: self.metric.parse::<Metric>().py_err()?,
             vector_dtype: self.vector_dtype.parse::<VectorDtype>().py_err()?,
@@ -88,7 +89,7 @@ impl BuildArgs {
             seed: self.seed,
             threads: self.threads,
             keep_vectors: self.keep_vectors,
-            quiet: self.quiet,
+            progress: progress_of(self.progress.as_ref().map(|p| p.bind(py))),
         })
     }
 }
@@ -109,7 +110,7 @@ impl PyDenseIndex {
         options: BuildArgs,
     ) -> PyResult<Self> {
         let (data, dim) = matrix(&embeddings, "embeddings")?;
-        let opts = options.options()?;
+        let opts = options.options(py)?;
         let inner = py
             .detach_caught(|| DenseIndex::build(data, dim, &ids, &opts))
             .py_err()?;
@@ -129,7 +130,7 @@ impl PyDenseIndex {
         options: BuildArgs,
         memory_mb: usize,
     ) -> PyResult<Self> {
-        let opts = options.options()?;
+        let opts = options.options(py)?;
         let inner = py
             .detach_caught(|| {
                 let source = npy_parts(npy)?;
@@ -145,7 +146,7 @@ impl PyDenseIndex {
     /// index's codebook; returns the index opened from `dir` (which may be the directory of one of
     /// `indexes`).
     #[pyo3(signature = (dir, indexes, ids=None, embeddings=None, npy=None, memory_mb=256, threads=0,
-                        quiet=false))]
+                        progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn write_combined(
         &self,
@@ -157,8 +158,9 @@ impl PyDenseIndex {
         npy: Option<Vec<(PathBuf, Option<Vec<usize>>)>>,
         memory_mb: usize,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<Self> {
+        let progress = progress_of(progress);
         let array = embeddings
             .as_ref()
             .map(|a| matrix(a, "embeddings"))
@@ -183,7 +185,7 @@ impl PyDenseIndex {
                     });
                 }
                 self.inner
-                    .write_combined(&parts, &dir, memory_mb << 20, threads, quiet)?;
+                    .write_combined(&parts, &dir, memory_mb << 20, threads, &progress)?;
                 DenseIndex::open(&dir)
             })
             .py_err()?;
@@ -290,7 +292,8 @@ impl PyDenseIndex {
     /// Round 1 of a search through shards: (shortlist length, whether round 2 re-scores,
     /// this shard's candidates by query as arrays: offsets int64 (q + 1), keys uint32, lists
     /// uint32, rows uint32, scores float32).
-    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0))]
+    #[pyo3(signature = (queries, k=1000, nprobe=1, refine=0, threads=0, progress=None))]
+    #[allow(clippy::too_many_arguments)]
     fn shortlist<'py>(
         &self,
         py: Python<'py>,
@@ -299,8 +302,9 @@ impl PyDenseIndex {
         nprobe: usize,
         refine: usize,
         threads: usize,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<(usize, bool, Shortlist<'py>)> {
-        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), None)?;
+        let ((data, dim), opts) = search_input(&queries, (k, nprobe, refine, threads), progress)?;
         let lists = py
             .detach_caught(|| self.inner.shortlist(data, dim, &opts))
             .py_err()?;

@@ -4,9 +4,11 @@
 use crate::bm25::{hits_to_py, DocIds, PySearchResults};
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
+use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::impact::{self, BuildOptions, ImpactIndex, Strategy, WeightedVector};
 use clirkit_core::io::jsonl::LineRange;
 use clirkit_core::io::manifest::Manifest;
+use clirkit_core::progress::Progress;
 use pyo3::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +32,7 @@ impl PyImpactIndex {
     /// spilled to disk (the files are the same). With `range` (start byte, end byte, first line
     /// number, from `split_corpus`), from those lines of the one file only: one shard.
     #[staticmethod]
-    #[pyo3(signature = (vectors, index, *, quantize=impact::DEFAULT_QUANTIZE, threads=0, quiet=false,
+    #[pyo3(signature = (vectors, index, *, quantize=impact::DEFAULT_QUANTIZE, threads=0, progress=None,
                         memory_budget_mb=1024, range=None))]
     #[allow(clippy::too_many_arguments)]
     fn build(
@@ -39,14 +41,14 @@ impl PyImpactIndex {
         index: PathBuf,
         quantize: u32,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
         memory_budget_mb: usize,
         range: Option<(u64, u64, u64)>,
     ) -> PyResult<Self> {
         let opts = BuildOptions {
             quantize,
             threads,
-            quiet,
+            progress: progress_of(progress),
             memory_budget_bytes: memory_budget_mb.saturating_mul(1 << 20),
             range: range.map(|(start, end, first_line)| LineRange {
                 start,
@@ -118,37 +120,37 @@ impl PyImpactIndex {
     }
 
     /// Search (qid, [(term, weight)]) queries on `threads` threads.
-    #[pyo3(signature = (queries, k=1000, threads=0, quiet=false))]
+    #[pyo3(signature = (queries, k=1000, threads=0, progress=None))]
     fn batch_search(
         &self,
         py: Python<'_>,
         queries: Vec<(String, Vec<(String, f64)>)>,
         k: usize,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<PySearchResults> {
         let queries = vectors_from_pairs(queries);
-        self.run_batch(py, queries, k, threads, quiet)
+        self.run_batch(py, queries, k, threads, &progress_of(progress))
     }
 
     /// Search a queries file: JSONL vectors, or TSV (`qid<TAB>term term ...` or
     /// `qid<TAB>term<TAB>weight`).
-    #[pyo3(signature = (path, k=1000, threads=0, quiet=false))]
+    #[pyo3(signature = (path, k=1000, threads=0, progress=None))]
     fn search_file(
         &self,
         py: Python<'_>,
         path: PathBuf,
         k: usize,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<PySearchResults> {
         let queries = py.detach_caught(|| impact::read_queries(&path)).py_err()?;
-        self.run_batch(py, queries, k, threads, quiet)
+        self.run_batch(py, queries, k, threads, &progress_of(progress))
     }
 
     /// `search_file` written straight to the TREC run `output` (atomically, the same bytes as
     /// its results' `to_trec`), streamed in query order; returns the number of queries.
-    #[pyo3(signature = (path, output, k=1000, tag="clirkit-impact", threads=0, quiet=false))]
+    #[pyo3(signature = (path, output, k=1000, tag="clirkit-impact", threads=0, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_file_to_trec(
         &self,
@@ -158,11 +160,12 @@ impl PyImpactIndex {
         k: usize,
         tag: &str,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<usize> {
+        let progress = progress_of(progress);
         search_file_to_run(py, &path, |queries| {
             self.inner
-                .batch_search_to_run_file(queries, k, threads, quiet, &output, tag)
+                .batch_search_to_run_file(queries, k, threads, &progress, &output, tag)
         })
     }
 }
@@ -181,11 +184,11 @@ impl PyImpactIndex {
         queries: Vec<WeightedVector>,
         k: usize,
         threads: usize,
-        quiet: bool,
+        progress: &Progress,
     ) -> PyResult<PySearchResults> {
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
         PySearchResults::gather(py, self.inner.clone(), qids, || {
-            let hits = self.inner.batch_search(&queries, k, threads, quiet)?;
+            let hits = self.inner.batch_search(&queries, k, threads, progress)?;
             Ok((hits, None))
         })
     }

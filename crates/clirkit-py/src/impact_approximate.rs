@@ -6,11 +6,13 @@ use crate::bm25::{hits_to_py, PySearchResults};
 use crate::common::define_register;
 use crate::errors::{DetachCaught, IntoPy};
 use crate::impact::{search_file_to_run, vectors_from_pairs, PyImpactIndex};
+use crate::progress::{progress_of, PyProgressCounter};
 use clirkit_core::impact::approximate::{
     self, params::DEFAULT_POSTINGS_PER_TERM, ApproximateIndex, BatchSettings, BuildParams,
     SearchParams,
 };
 use clirkit_core::impact::{self, ImpactIndex, WeightedVector};
+use clirkit_core::progress::Progress;
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,12 +27,17 @@ fn search_params((query_terms, candidates): Settings) -> SearchParams {
     }
 }
 
-fn batch_settings(k: usize, settings: Settings, threads: usize, quiet: bool) -> BatchSettings {
+fn batch_settings(
+    k: usize,
+    settings: Settings,
+    threads: usize,
+    progress: &Progress,
+) -> BatchSettings<'_> {
     BatchSettings {
         k,
         params: search_params(settings),
         threads,
-        quiet,
+        progress,
     }
 }
 
@@ -117,6 +124,7 @@ impl PyApproximateImpactIndex {
     }
 
     /// Search queries (a file or pairs) on `threads` threads.
+    #[pyo3(signature = (queries, k, settings, threads, progress=None))]
     fn batch_search(
         &self,
         py: Python<'_>,
@@ -124,9 +132,10 @@ impl PyApproximateImpactIndex {
         k: usize,
         settings: Settings,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<PySearchResults> {
-        let settings = batch_settings(k, settings, threads, quiet);
+        let progress = progress_of(progress);
+        let settings = batch_settings(k, settings, threads, &progress);
         let queries = py.detach_caught(|| queries.read()).py_err()?;
         let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
         PySearchResults::gather(py, self.index.clone(), qids, || {
@@ -137,6 +146,7 @@ impl PyApproximateImpactIndex {
 
     /// A queries file searched straight to the TREC run `output` (atomically, streamed in
     /// query order); returns the number of queries.
+    #[pyo3(signature = (path, output, k, tag, settings, threads, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn search_file_to_trec(
         &self,
@@ -147,9 +157,10 @@ impl PyApproximateImpactIndex {
         tag: &str,
         settings: Settings,
         threads: usize,
-        quiet: bool,
+        progress: Option<&Bound<'_, PyProgressCounter>>,
     ) -> PyResult<usize> {
-        let settings = batch_settings(k, settings, threads, quiet);
+        let progress = progress_of(progress);
+        let settings = batch_settings(k, settings, threads, &progress);
         search_file_to_run(py, &path, |queries| {
             self.inner
                 .batch_search_to_run_file(&self.index, queries, settings, &output, tag)

@@ -20,6 +20,7 @@ mod io;
 mod multivector;
 mod passages;
 mod progress;
+mod projection;
 mod rerank;
 mod text;
 
@@ -28,6 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     progress::register(m)?;
+    projection::register(m)?;
     io::register(m)?;
     index_kinds::register(m)?;
     text::register(m)?;

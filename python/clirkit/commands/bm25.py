@@ -101,10 +101,10 @@ def _search_sharded(args: argparse.Namespace) -> None:
         raise SystemExit("clirkit search bm25: --rm3 is not available on a sharded index")
     options = {"tag": args.tag, "lang": args.lang, "k1": args.k1, "b": args.b}
     if args.ray is None:
-        index = ShardedBM25Index.open(args.index, threads=args.threads)
+        index = ShardedBM25Index.open(args.index, threads=args.threads, quiet=args.quiet)
         index.search_file_to_trec(args.queries, args.output, args.k, **options)
         return
-    with connected(args.ray), RayShardedBM25(args.index) as searcher:
+    with connected(args.ray), RayShardedBM25(args.index, quiet=args.quiet) as searcher:
         searcher.search_file_to_trec(args.queries, args.output, args.k, **options)
 
 

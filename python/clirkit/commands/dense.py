@@ -168,7 +168,9 @@ def _run_sharded_index(args: argparse.Namespace, start: float) -> int:
     else:
         parts = parts_from_files(args.embeddings, args.ids, args.shards or 1)
     training = {**_training(args), "vector_dtype": args.vector_dtype, "memory_mb": args.memory_mb}
-    index = build_sharded_dense(parts, args.index, **training, threads=args.threads, ray=args.ray)
+    index = build_sharded_dense(
+        parts, args.index, **training, threads=args.threads, ray=args.ray, quiet=args.quiet
+    )
     done = f"indexed {index.ntotal} vectors ({index.kind}) into {len(parts)} shards in {args.index}"
     return report_timed(args, start, done)
 
@@ -187,10 +189,13 @@ def run_search(args: argparse.Namespace) -> int:
             raise InvalidInputError("--maxp is not supported on a sharded index")
         options = picked(args, "k", "tag", "nprobe", "refine")
         if args.ray is None:
-            with ShardedDenseIndex.open(args.index, threads=args.threads) as sharded:
+            with ShardedDenseIndex.open(args.index, threads=args.threads, quiet=args.quiet) as sharded:
                 sharded.search_trec(queries, qids, args.output, **options)
         else:
-            with connected(args.ray), ShardedDenseIndex.open(args.index, ray=True) as sharded:
+            with (
+                connected(args.ray),
+                ShardedDenseIndex.open(args.index, ray=True, quiet=args.quiet) as sharded,
+            ):
                 sharded.search_trec(queries, qids, args.output, **options)
         done = f"searched {len(qids)} queries (k={args.k}) through {len(sharded.offsets)} shards"
         return report_timed(args, start, done, args.output)

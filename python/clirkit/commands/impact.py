@@ -208,7 +208,9 @@ def _search_sharded(args: argparse.Namespace, queries: str | Path) -> int:
         if args.ray is not None:
             stack.enter_context(connected(args.ray))
         index = stack.enter_context(
-            ShardedImpactIndex.open(args.index, threads=args.threads, ray=args.ray is not None)
+            ShardedImpactIndex.open(
+                args.index, threads=args.threads, quiet=args.quiet, ray=args.ray is not None
+            )
         )
         searched = index.search_file_to_trec(queries, args.output, args.k, tag=args.tag, pruning=approximate)
         if args.audit is not None:

@@ -24,7 +24,7 @@ import numpy as np
 from clirkit import _native
 from clirkit._native import InvalidInputError
 from clirkit._native_value import NativeValue
-from clirkit._progress import searching
+from clirkit._progress import indexing, searching
 from clirkit._threads import checked_threads
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.vectors import as_matrix, load_matrix, streamable
@@ -127,7 +127,6 @@ def _native_build_options(
     seed: int,
     threads: int,
     keep_vectors: bool,
-    quiet: bool,
     vector_dtype: str,
 ) -> dict[str, Any]:
     """The build options of :meth:`DenseIndex.build` as the native build takes them: every key of
@@ -141,7 +140,6 @@ def _native_build_options(
         "seed": seed,
         "threads": checked_threads(threads),
         "keep_vectors": keep_vectors,
-        "quiet": quiet,
         "vector_dtype": vector_dtype,
     }
 
@@ -175,14 +173,17 @@ class DenseIndex(NativeIndex):
         ``pq=None`` is exact flat search. ``train_size`` caps the training sample (default
         65,536 rows); ``keep_vectors`` stores full vectors for ``refine``, as float32 or, with
         ``vector_dtype="float16"`` (PQ only), as float16 at half the size (re-scoring widens them
-        to float32); ``seed`` makes training reproducible; ``threads=0`` uses all cores.
+        to float32); ``seed`` makes training reproducible; ``threads=0`` uses all cores. A progress
+        bar over the rows encoded is drawn on stderr when it is a terminal, unless ``quiet``.
         """
         data = as_matrix(embeddings, "embeddings")
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
         options = _native_build_options(
-            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
+            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, vector_dtype
         )
-        return DenseIndex(_native.DenseIndex.build(data, id_list, options))
+        with indexing("rows", quiet) as progress:
+            native = _native.DenseIndex.build(data, id_list, {**options, "progress": progress})
+        return DenseIndex(native)
 
     @staticmethod
     def build_file(
@@ -217,14 +218,16 @@ class DenseIndex(NativeIndex):
         files, or part of one, is indexed without first copying its rows into one matrix.
         """
         options = _native_build_options(
-            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, quiet, vector_dtype
+            pq, nbits, ivf, metric, train_size, seed, threads, keep_vectors, vector_dtype
         )
         id_list = [i if isinstance(i, str) else str(i) for i in ids]
         source = _npy_source(embeddings, rows)
         if isinstance(source, np.ndarray):
-            DenseIndex.build(source, id_list, **options).save(index_dir)
+            DenseIndex.build(source, id_list, quiet=quiet, **options).save(index_dir)
             return DenseIndex.open(index_dir)
-        native = _native.DenseIndex.build_npy(source, id_list, Path(index_dir), options, memory_mb)
+        with indexing("rows", quiet) as progress:
+            options = {**options, "progress": progress}
+            native = _native.DenseIndex.build_npy(source, id_list, Path(index_dir), options, memory_mb)
         return DenseIndex(native)
 
     def add(
@@ -277,15 +280,16 @@ class DenseIndex(NativeIndex):
         quiet: bool,
     ) -> DenseIndex:
         """``indexes`` then the vectors ``new`` (``ids`` with ``embeddings`` or ``npy``) written with
-        this codebook to ``index_dir``."""
-        native = self.native.write_combined(
-            Path(index_dir),
-            [i.native for i in indexes],
-            memory_mb=memory_mb,
-            threads=checked_threads(threads),
-            quiet=quiet,
-            **new,
-        )
+        this codebook to ``index_dir``, with a progress bar over the rows unless ``quiet``."""
+        with indexing("rows", quiet) as progress:
+            native = self.native.write_combined(
+                Path(index_dir),
+                [i.native for i in indexes],
+                memory_mb=memory_mb,
+                threads=checked_threads(threads),
+                progress=progress,
+                **new,
+            )
         return DenseIndex(native)
 
     def save(self, dir: PathLike) -> None:

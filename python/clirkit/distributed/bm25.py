@@ -82,7 +82,7 @@ def build_sharded_bm25(
 def _search_options(k: int, lang: str | None, k1: float, b: float) -> dict[str, Any]:
     if k < 1:
         raise InvalidInputError(f"k must be at least 1, got {k}")
-    return {"k": k, "lang": lang, "k1": k1, "b": b, "quiet": True}
+    return {"k": k, "lang": lang, "k1": k1, "b": b}
 
 
 def _checked_bm25(manifest: ShardedManifest) -> ShardedManifest:
@@ -100,8 +100,9 @@ class Bm25Shard:
         self._shard = _native.Bm25Index.open_shard(index, shard)
         self._threads = threads
 
-    def search(self, queries: list[QueryTriple], options: dict[str, Any]) -> bytes:
-        return self._shard.batch_search(queries, threads=self._threads, **options).shard_hits()
+    def search(self, queries: list[QueryTriple], options: dict[str, Any], progress: Any = None) -> bytes:
+        found = self._shard.batch_search(queries, threads=self._threads, progress=progress, **options)
+        return found.shard_hits()
 
 
 class _ShardedSearch(ShardedSearch):
@@ -150,16 +151,17 @@ class _ShardedSearch(ShardedSearch):
 class ShardedBM25Index(_ShardedSearch):
     """A sharded BM25 index searched in this process: each shard opened (memory-mapped) to score
     with the whole collection's statistics, shards searched in threads sharing ``threads`` cores
-    (0: all), hits merged into the run of the single index over all documents."""
+    (0: all), hits merged into the run of the single index over all documents. A search draws one
+    progress bar over every query on every shard on stderr when it is a terminal, unless ``quiet``."""
 
-    def __init__(self, manifest: ShardedManifest, *, threads: int = 0) -> None:
+    def __init__(self, manifest: ShardedManifest, *, threads: int = 0, quiet: bool = False) -> None:
         self.manifest = _checked_bm25(manifest)
-        self.scatter = ShardScatter(manifest, Bm25Shard, ShardPlacement(threads=threads))
+        self.scatter = ShardScatter(manifest, Bm25Shard, ShardPlacement(threads=threads, quiet=quiet))
 
     @staticmethod
-    def open(index: PathLike, *, threads: int = 0) -> ShardedBM25Index:
+    def open(index: PathLike, *, threads: int = 0, quiet: bool = False) -> ShardedBM25Index:
         """Open a sharded BM25 index; a missing shard or one of another build is refused."""
-        return ShardedBM25Index(read_manifest(index), threads=threads)
+        return ShardedBM25Index(read_manifest(index), threads=threads, quiet=quiet)
 
     def __repr__(self) -> str:
         return f"ShardedBM25Index({self.manifest.path!r}, num_docs={self.num_docs}, shards={self.num_shards})"
@@ -171,8 +173,9 @@ class RayShardedBM25(_ShardedSearch):
     object store), each returns its exact top k, and the hits are merged here. An actor whose
     worker dies is restarted and its call retried (up to ``max_restarts`` times), so the run is
     unchanged. Use within :func:`clirkit.distributed.cluster.connected`; :meth:`close` (or
-    ``with``) ends the actors. ``_crash_once`` (tests only) names a file whose first claimant ends
-    its actor's worker process mid-search."""
+    ``with``) ends the actors. A search draws one progress bar over every query on every shard (the
+    actors' counts) unless ``quiet``. ``_crash_once`` (tests only) names a file whose first
+    claimant ends its actor's worker process mid-search."""
 
     def __init__(
         self,
@@ -180,11 +183,16 @@ class RayShardedBM25(_ShardedSearch):
         *,
         cpus_per_shard: float | None = None,
         max_restarts: int = 3,
+        quiet: bool = False,
         _crash_once: PathLike | None = None,
     ) -> None:
         self.manifest = _checked_bm25(read_manifest(index))
         placement = ShardPlacement(
-            ray=True, cpus_per_shard=cpus_per_shard, max_retries=max_restarts, crash_once=_crash_once
+            ray=True,
+            cpus_per_shard=cpus_per_shard,
+            max_retries=max_restarts,
+            quiet=quiet,
+            crash_once=_crash_once,
         )
         self.scatter = ShardScatter(self.manifest, Bm25Shard, placement)
 

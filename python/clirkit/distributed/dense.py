@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -27,20 +27,27 @@ import numpy as np
 
 from clirkit import _native
 from clirkit._native import InvalidInputError
+from clirkit._progress import ProgressBar, counting
 from clirkit._threads import checked_threads, worker_count
 from clirkit._types import PathLike, RunDict
 from clirkit.dense.index import DenseIndex
 from clirkit.dense.vectors import as_matrix, load_vectors, read_ids
 from clirkit.distributed.cluster import (
     RayAddress,
-    actor_cpus,
     cluster_cpus,
     connected,
     crash_if_marked,
     require_ray,
     task_threads,
 )
-from clirkit.distributed.sharded import ShardedManifest, read_manifest
+from clirkit.distributed.sharded import (
+    CountedShard,
+    ShardedManifest,
+    read_manifest,
+    searching_shards,
+    shard_actors,
+    shards_built,
+)
 
 __all__ = [
     "EmbeddingRows",
@@ -188,6 +195,7 @@ def build_sharded_dense(
     threads: int = 0,
     ray: RayAddress = None,
     max_retries: int = 3,
+    quiet: bool = False,
     _crash_once: PathLike | None = None,
 ) -> ShardedDenseIndex:
     """Index ``parts`` as one shard each (an :class:`EmbeddingRows`, or several read one after
@@ -200,7 +208,8 @@ def build_sharded_dense(
     ``vector_dtype`` says).
 
     ``ray``: None or False adds the shards here, in threads; an address (or True for Ray's default)
-    adds them as Ray tasks, each retried up to ``max_retries`` times if its worker dies.
+    adds them as Ray tasks, each retried up to ``max_retries`` times if its worker dies. A progress
+    bar over the shards added is drawn on stderr when it is a terminal, unless ``quiet``.
     ``_crash_once`` (tests only) names a file whose first claimant ends its worker mid-build."""
     if not parts:
         raise InvalidInputError("a sharded index needs at least one shard")
@@ -217,7 +226,7 @@ def build_sharded_dense(
         sample_ids = [f"train-{i}" for i in range(len(sample))]
         # Trained on all of the sample with the same seed: the single index's codebook.
         codebook = DenseIndex.build(
-            sample, sample_ids, train_size=len(sample), seed=seed, threads=threads, **kind
+            sample, sample_ids, train_size=len(sample), seed=seed, threads=threads, quiet=True, **kind
         )
         codebook.save(codebook_dir)
         jobs = [(codebook_dir, p, os.fspath(build.shard_dir(i))) for i, p in enumerate(shards)]
@@ -226,12 +235,18 @@ def build_sharded_dense(
             with connected(ray) as ray_module:
                 cpus = min(float(threads or 1), cluster_cpus(ray_module))
                 task = ray_module.remote(num_cpus=cpus, max_retries=max_retries)(_add_shard)
-                ray_module.get([task.remote(*job, task_threads(cpus), memory_mb, crash) for job in jobs])
+                refs = [task.remote(*job, task_threads(cpus), memory_mb, crash) for job in jobs]
+                shards_built(ray_module, refs, quiet)
         else:
             workers = min(len(jobs), worker_count(threads))
             each = max(1, worker_count(threads) // len(jobs))
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                list(pool.map(lambda job: _add_shard(*job, each, memory_mb // workers, crash), jobs))
+            bar = ProgressBar(len(jobs), "indexing", "shards built", enabled=not quiet)
+            with counting(bar), ThreadPoolExecutor(max_workers=workers) as pool:
+                bar.update(0)
+                added = [pool.submit(_add_shard, *job, each, memory_mb // workers, crash) for job in jobs]
+                for future in as_completed(added):
+                    future.result()
+                    bar.advance()
         build.finish()
     except BaseException:
         build.abort()
@@ -239,19 +254,29 @@ def build_sharded_dense(
     return ShardedDenseIndex.open(index_dir)
 
 
-class DenseShard:
+class DenseShard(CountedShard):
     """One shard of a sharded dense index, opened by path (so a restarted Ray actor reopens it) and
-    refused when missing or of another build; answers the rounds of a search."""
+    refused when missing or of another build; answers the rounds of a search, counting the queries
+    its round 1 (the scan) finishes: in the counter given (a thread of this process) or, held by a
+    Ray actor and ``counted``, in its own (:class:`~clirkit.distributed.sharded.CountedShard`)."""
 
     def __init__(self, index_dir: str, shard: int, threads: int) -> None:
         self._index = DenseIndex(_native.DenseIndex.open_shard(index_dir, shard))
         self._threads = threads
 
     def shortlist(
-        self, queries: np.ndarray, k: int, nprobe: int, refine: int, crash_once: str | None = None
+        self,
+        queries: np.ndarray,
+        k: int,
+        nprobe: int,
+        refine: int,
+        crash_once: str | None = None,
+        counted: Any = None,
     ) -> tuple[Any, ...]:
         crash_if_marked(crash_once)
-        return self._index.native.shortlist(queries, k, nprobe, refine, self._threads)
+        # A bool from the coordinator of Ray actors; the native counter (or None) in a thread here.
+        progress = self._counting(counted) if isinstance(counted, bool) else counted
+        return self._index.native.shortlist(queries, k, nprobe, refine, self._threads, progress)
 
     def rescore(self, queries: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return self._index.native.rescore(queries, offsets, rows, self._threads)
@@ -264,29 +289,30 @@ class ShardedDenseIndex:
     """A sharded dense index opened for search: its shards in threads of this process, or with
     ``ray=True`` one Ray actor per shard on the cluster this process is connected to
     (:func:`clirkit.distributed.cluster.connected`); an actor whose worker dies is restarted (it
-    reopens its shard by path) and its call retried, up to ``max_restarts`` times. :meth:`close`
-    (or ``with``) ends the actors."""
+    reopens its shard by path) and its call retried, up to ``max_restarts`` times. A search draws
+    one progress bar over every query on every shard on stderr when it is a terminal, unless
+    ``quiet``. :meth:`close` (or ``with``) ends the actors."""
 
     def __init__(
-        self, manifest: ShardedManifest, *, threads: int = 0, ray: bool = False, max_restarts: int = 3
+        self,
+        manifest: ShardedManifest,
+        *,
+        threads: int = 0,
+        ray: bool = False,
+        max_restarts: int = 3,
+        quiet: bool = False,
     ) -> None:
         if manifest.kind != "dense":
             raise InvalidInputError(f"{manifest.path}: a sharded {manifest.kind} index, not dense")
         self.manifest = manifest
+        self.quiet = quiet
         self.offsets = [int(x) for x in np.cumsum([0] + [r.num_docs for r in manifest.shards])[:-1]]
         path = os.path.abspath(manifest.path)
         count = len(manifest.shards)
         self._ray = require_ray() if ray else None
         if self._ray is not None:
-            if not self._ray.is_initialized():
-                raise InvalidInputError(
-                    "connect to a Ray cluster first (clirkit.distributed.cluster.connected)"
-                )
-            cpus = actor_cpus(self._ray, count)
-            actor = self._ray.remote(num_cpus=cpus, max_restarts=max_restarts, max_task_retries=max_restarts)(
-                DenseShard
-            )
-            self._shards: list[Any] = [actor.remote(path, s, task_threads(cpus)) for s in range(count)]
+            actor, threads_each = shard_actors(self._ray, DenseShard, count, None, max_restarts)
+            self._shards: list[Any] = [actor.remote(path, s, threads_each) for s in range(count)]
         else:
             each = max(1, worker_count(checked_threads(threads)) // count)
             self._shards = [DenseShard(path, s, each) for s in range(count)]
@@ -340,8 +366,10 @@ class ShardedDenseIndex:
         _crash_once: PathLike | None = None,
     ) -> list[list[tuple[str, float]]]:
         """Per query, the single index's hits: (doc id, score) best first (its tie rule). ``refine``
-        as :meth:`clirkit.dense.DenseIndex.search` takes it. ``_crash_once`` (tests only) names a file
-        whose first claimant ends its shard's worker mid-search."""
+        as :meth:`clirkit.dense.DenseIndex.search` takes it. A progress bar over every query's scan
+        on every shard is drawn on stderr when it is a terminal, unless the index was opened
+        ``quiet``. ``_crash_once`` (tests only) names a file whose first claimant ends its shard's
+        worker mid-search."""
         q = as_matrix(queries, "queries")
         if refine is None:
             refine = k if self.kind != "flat" and self.manifest.fields["has_vectors"] else 0
@@ -349,7 +377,8 @@ class ShardedDenseIndex:
         crash = None if _crash_once is None else os.fspath(_crash_once)
         # Once into the object store, read there by every actor.
         shared_q = q if self._ray is None else self._ray.put(q)
-        round1 = self._call("shortlist", [(shared_q, k, nprobe, refine, crash)] * nshards)
+        with searching_shards(len(q), self._shards, self._ray, self.quiet) as counted:
+            round1 = self._call("shortlist", [(shared_q, k, nprobe, refine, crash, counted)] * nshards)
         length, rescores = round1[0][0], round1[0][1]
         offsets, shards, rows, scores = _native.merge_dense_shortlists(
             [r[2] for r in round1], self.offsets, length

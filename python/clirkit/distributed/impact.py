@@ -100,19 +100,18 @@ class ImpactShard:
         self._threads = threads
         self._approximate: dict[int, _native.ApproximateImpactIndex] = {}
 
-    def search(self, queries: QueryPairs, options: dict[str, Any]) -> bytes:
+    def search(self, queries: QueryPairs, options: dict[str, Any], progress: Any = None) -> bytes:
         k, approximate = options["k"], options.get("approximate")
         if approximate is None:
-            return self._index.batch_search(queries, k, self._threads, True).shard_hits()
+            return self._index.batch_search(queries, k, self._threads, progress).shard_hits()
         per_term = int(approximate["postings_per_term"])
         if per_term not in self._approximate:
             self._approximate[per_term] = _native.ApproximateImpactIndex.build(
                 self._index, postings_per_term=per_term, threads=self._threads
             )
         settings = tuple(approximate["settings"])
-        return (
-            self._approximate[per_term].batch_search(queries, k, settings, self._threads, True).shard_hits()
-        )
+        found = self._approximate[per_term].batch_search(queries, k, settings, self._threads, progress)
+        return found.shard_hits()
 
 
 def _checked_impact(manifest: ShardedManifest) -> ShardedManifest:
@@ -134,11 +133,13 @@ class ShardedImpactIndex(sharded.ShardedSearch):
     worker dies is restarted and its call retried, up to ``max_retries`` times). Exact search
     gives the single index's run byte for byte; ``approximate`` searches (a
     :class:`clirkit.impact.ApproximateSettings`, each shard pruned to ``postings_per_term``) are
-    opt-in and audited by :meth:`audit`. :meth:`close` (or ``with``) ends the actors."""
+    opt-in and audited by :meth:`audit`. A search draws one progress bar over every query on every
+    shard on stderr when it is a terminal, unless ``quiet``. :meth:`close` (or ``with``) ends the
+    actors."""
 
     def __init__(self, manifest: ShardedManifest, **placement: Any) -> None:
         """``placement``: the fields of :class:`~clirkit.distributed.sharded.ShardPlacement`
-        (``threads``, ``ray``, ``cpus_per_shard``, ``max_retries``, ``crash_once``)."""
+        (``threads``, ``quiet``, ``ray``, ``cpus_per_shard``, ``max_retries``, ``crash_once``)."""
         self.manifest = _checked_impact(manifest)
         self.scatter = sharded.ShardScatter(manifest, ImpactShard, sharded.ShardPlacement(**placement))
 
@@ -153,7 +154,9 @@ class ShardedImpactIndex(sharded.ShardedSearch):
         """The factor every shard quantized weights with."""
         return int(self.manifest.fields["quantize"])
 
-    def _parts(self, pairs: QueryPairs, k: int, pruning: Pruning | None) -> list[bytes]:
+    def _parts(
+        self, pairs: QueryPairs, k: int, pruning: Pruning | None, quiet: bool | None = None
+    ) -> list[bytes]:
         checked_int("k", k, 1, 2**63 - 1)
         mode = None
         if pruning is not None:
@@ -164,7 +167,7 @@ class ShardedImpactIndex(sharded.ShardedSearch):
                 ),
                 "settings": [settings.query_terms, settings.candidates],
             }
-        return self.scatter.parts(pairs, {"k": k, "approximate": mode})
+        return self.scatter.parts(pairs, {"k": k, "approximate": mode}, quiet)
 
     def batch_search(
         self, queries: Queries, k: int = 1000, *, pruning: Pruning | None = None
@@ -202,8 +205,8 @@ class ShardedImpactIndex(sharded.ShardedSearch):
         seed = checked_int("seed", seed, 0, 2**64 - 1)
         sampled = [pairs[i] for i in _native.audit_sample(len(pairs), n, seed)]
         depth = max(checked_int("k", k, 1, 2**63 - 1), 10)
-        exact = self._parts(sampled, 10, None)
-        approximate = self._parts(sampled, depth, pruning)
+        exact = self._parts(sampled, 10, None, quiet=True)
+        approximate = self._parts(sampled, depth, pruning, quiet=True)
         qids = [q for q, _ in sampled]
         text = _native.audit_shard_hits(
             (exact, approximate), qids, (len(pairs), seed, k), (settings.query_terms, settings.candidates)

@@ -89,18 +89,23 @@ def content_digest(model_path: Path) -> str:
     return h.hexdigest()
 
 
-def prepared_graph(ort: Any, model_path: Path, masked: bool, nonempty: bool = False) -> Path:
+def prepared_graph(
+    ort: Any, model_path: Path, masked: bool, nonempty: bool = False, split_output: str | None = None
+) -> Path:
     """The prepared CPU graph of ``model_path`` (``masked``: for padded batches; otherwise for unpadded
     single texts; ``nonempty``: every input holds at least one token, so softmax NaN guards go,
-    :func:`~clirkit.encoders.attention.drop_softmax_nan_guards`), from the cache or prepared now;
-    ``model_path`` itself when nothing could be rewritten or the graph cannot be prepared (a warning
-    says why)."""
+    :func:`~clirkit.encoders.attention.drop_softmax_nan_guards`; ``split_output``: the graph's output
+    named so, a vocabulary projection, is split off by
+    :func:`~clirkit.encoders.vocab_projection.split_projection`, its weights in
+    :func:`projection_file` of the graph), from the cache or prepared now; ``model_path`` itself when
+    nothing could be rewritten or the graph cannot be prepared (a warning says why)."""
     import onnx
 
     variant = ("masked" if masked else "unpadded") + ("-nonempty" if nonempty else "")
+    variant += "-states" if split_output is not None else ""
     key = hashlib.blake2b(
         f"{content_digest(model_path)};ort {ort.__version__};onnx {onnx.__version__};"
-        f"v{PREPARATION_VERSION};{variant}".encode(),
+        f"v{PREPARATION_VERSION};{variant};{split_output}".encode(),
         digest_size=12,
     ).hexdigest()
     directory = graph_directory(model_path)
@@ -112,7 +117,7 @@ def prepared_graph(ort: Any, model_path: Path, masked: bool, nonempty: bool = Fa
         return model_path
     directory.mkdir(parents=True, exist_ok=True)
     try:
-        rewritten = _rewrite(ort, model_path, masked, nonempty)
+        rewritten, projection = _rewrite(ort, model_path, masked, nonempty, split_output)
     except Exception as err:  # a graph clirkit cannot rewrite still runs as shipped
         warnings.warn(
             f"{model_path}: attention not fused ({err}); running the graph as shipped", stacklevel=4
@@ -149,27 +154,45 @@ def prepared_graph(ort: Any, model_path: Path, masked: bool, nonempty: bool = Fa
         data = Path(scratch) / (target.name + ".data")
         if data.is_file():
             os.replace(data, directory / data.name)
+        if projection is not None:
+            weights = Path(scratch) / projection_file(target).name
+            with weights.open("wb") as f:
+                np.savez(f, weight=projection[0], bias=projection[1])
+            os.replace(weights, projection_file(target))
         os.replace(partial, target)  # the graph last: its name is what marks the entry complete
     return target
 
 
-def _rewrite(ort: Any, model_path: Path, masked: bool, nonempty: bool) -> Any:
+def projection_file(graph: Path) -> Path:
+    """The vocabulary projection split off a prepared graph (an ``.npz`` of ``weight`` and ``bias``
+    beside it); absent when none was."""
+    return graph.with_suffix(".projection.npz")
+
+
+def _rewrite(
+    ort: Any, model_path: Path, masked: bool, nonempty: bool, split_output: str | None
+) -> tuple[Any, tuple[np.ndarray, np.ndarray] | None]:
     """The model with softmax NaN guards dropped (``nonempty``) and attention fused, checked against the
-    shipped graph on a probe; None when nothing was rewritten."""
+    shipped graph on a probe, and then its ``split_output`` projection split off (with the weights and
+    bias split off); (None, None) when nothing was rewritten."""
     import onnx
 
     from clirkit.encoders.attention import drop_softmax_nan_guards, fuse_attention
+    from clirkit.encoders.vocab_projection import split_projection
 
     model = onnx.load(str(model_path))  # external data read in: small tensors may be kept there too
     names = {i.name for i in model.graph.input}
     if not names <= {"input_ids", "attention_mask", "token_type_ids", "position_ids"}:
-        return None  # feeds the probe cannot build: leave such a model as it is
+        return None, None  # feeds the probe cannot build: leave such a model as it is
     shipped = model.SerializeToString()
     dropped = drop_softmax_nan_guards(model) if nonempty else 0
-    if fuse_attention(model, masked) + dropped == 0:
-        return None
-    _check_probe(ort, shipped, model, masked)
-    return model
+    fused = fuse_attention(model, masked) + dropped
+    if fused:
+        _check_probe(ort, shipped, model, masked)
+    projection = split_projection(model, split_output) if split_output is not None else None
+    if not fused and projection is None:
+        return None, None
+    return model, projection
 
 
 def _check_probe(ort: Any, shipped_graph: bytes, rewritten: Any, masked: bool) -> None:

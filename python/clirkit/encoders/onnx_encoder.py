@@ -169,6 +169,7 @@ class OnnxEncoder:
             pooling=self.pooling,
             # Every input holds a token when the tokenizer adds special tokens to an empty text.
             nonempty=len(self.tokenizer.encode("").ids) > 0,
+            split_output=self._split_output(),
         )
         # What the session settled on (fingerprint() digests these).
         self.session = self.runtime.session
@@ -195,6 +196,11 @@ class OnnxEncoder:
         if self.pooling not in POOLINGS:
             raise InvalidInputError(f"pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         self.normalize = bool(normalize if normalize is not None else (cfg_normalize is not False))
+
+    def _split_output(self) -> str | None:
+        """The output whose vocabulary projection the session may split off
+        (:mod:`clirkit.encoders.vocab_projection`); a dense encoder's: none."""
+        return None
 
     def _check_vocabulary(self) -> None:
         """A tokenizer that emits ids beyond the embedding table gives garbage or crashes mid-corpus:

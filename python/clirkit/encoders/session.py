@@ -84,6 +84,10 @@ class OnnxSession:
     fp16: bool
     input_names: list[str]
     output_name: str
+    #: The vocabulary projection split off the graph (:mod:`clirkit.encoders.vocab_projection`), a
+    #: :class:`clirkit._native.VocabProjection` whose input is the output :attr:`output_name`; None
+    #: when the graph runs whole.
+    projection: Any = None
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """The model's output named :attr:`output_name` for ``feeds``, as float32."""
@@ -226,12 +230,15 @@ def open_session(
     optimize_graph: bool = True,
     pooling: str | None = None,
     nonempty: bool = False,
+    split_output: str | None = None,
 ) -> OnnxSession:
     """A session for ``model_path`` on ``device`` (``cuda`` or ``cpu``) with ``threads`` workers (0: all
     cores). On CPU with ``optimize_graph`` the graph run is the prepared one of
     :mod:`clirkit.encoders.graph_cache` (attention fused, cached); otherwise the shipped graph at
     onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CUDA a dense
-    encoder's ``pooling`` is done in the graph where :mod:`clirkit.encoders.graph_pooling` can."""
+    encoder's ``pooling`` is done in the graph where :mod:`clirkit.encoders.graph_pooling` can. With
+    ``split_output`` (the prepared CPU graph only), that output's vocabulary projection is split off where
+    :mod:`clirkit.encoders.vocab_projection` finds one: :attr:`OnnxSession.projection`."""
     options = ort.SessionOptions()
     if not model_path.is_file():
         raise FileNotFoundError(f"model file {model_path} does not exist")
@@ -248,15 +255,27 @@ def open_session(
     )
     graph_optimization = "basic" if rewritten else "all"
     disabled: list[str] = []
+    projection = None
     if optimize_graph and device != "cuda" and isinstance(model, Path):
-        from clirkit.encoders.graph_cache import DISABLED_OPTIMIZERS, PREPARATION_VERSION, prepared_graph
+        from clirkit.encoders.graph_cache import (
+            DISABLED_OPTIMIZERS,
+            PREPARATION_VERSION,
+            prepared_graph,
+            projection_file,
+        )
 
+        shipped = model
         try:
-            model = prepared_graph(ort, model, masked=not one_text_per_call, nonempty=nonempty)
+            model = prepared_graph(
+                ort, model, masked=not one_text_per_call, nonempty=nonempty, split_output=split_output
+            )
         except ImportError:  # no onnx package: onnxruntime's own optimizations only
             pass
         disabled = list(DISABLED_OPTIMIZERS)
         graph_optimization = f"prepared-v{PREPARATION_VERSION}"
+        if model != shipped and projection_file(model).is_file():
+            projection = _load_projection(projection_file(model))
+            graph_optimization += "-split"
     cores = worker_count(threads)
     if device == "cuda":
         # One stream of batches; CPU threads only serve nodes the CUDA provider lacks.
@@ -303,7 +322,16 @@ def open_session(
         fp16=fp16,
         input_names=[i.name for i in session.get_inputs()],
         output_name=session.get_outputs()[0].name,
+        projection=projection,
     )
+
+
+def _load_projection(path: Path) -> Any:
+    """The :class:`clirkit._native.VocabProjection` saved at ``path`` by the graph cache."""
+    from clirkit._native import VocabProjection
+
+    with np.load(path) as arrays:
+        return VocabProjection(arrays["weight"], arrays["bias"])
 
 
 def _prepared_model(

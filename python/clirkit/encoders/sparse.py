@@ -30,7 +30,7 @@ from clirkit._native import InvalidInputError, ParseError
 from clirkit._types import PathLike
 from clirkit.encoders.onnx_encoder import OnnxEncoder
 from clirkit.encoders.pooling import is_sparse_config
-from clirkit.encoders.sparse_heads import SparseHead
+from clirkit.encoders.sparse_heads import LOGITS_OUTPUT, SparseHead
 from clirkit.sources.models import local_model
 
 SparseVector = dict[str, float]
@@ -55,7 +55,10 @@ class SparseEncoder(OnnxEncoder):
     ``top_terms``: keep only the ``N`` largest weights of each vector (ties go to the lower vocabulary
     id); default all. ``batch_size`` defaults to 8: a batch's logits hold ``batch × tokens × vocabulary``
     floats (256 MB for 8 texts of 256 tokens over BERT's 30,522 entries). Prefixes, ``max_length``,
-    ``device`` and ``threads`` are as for :class:`OnnxEncoder`. :meth:`encode`, :meth:`encode_queries`
+    ``device`` and ``threads`` are as for :class:`OnnxEncoder`. ``split_projection`` (default True): on
+    CPU, run the prepared graph up to the MLM head's vocabulary projection and compute each text's
+    maximum logits from the token states (:mod:`clirkit.encoders.vocab_projection`; the same weights
+    to float rounding, 3.3x less CPU time for splade-tiny-en); False runs the whole graph. :meth:`encode`, :meth:`encode_queries`
     and :meth:`encode_passages` return one ``{term: weight}`` dict per text, terms in vocabulary order.
 
     >>> enc = SparseEncoder("models/splade-tiny-en", max_length=64)  # doctest: +SKIP
@@ -74,10 +77,12 @@ class SparseEncoder(OnnxEncoder):
         device: str = "auto",
         threads: int = 0,
         input_values: Any = None,
+        split_projection: bool = True,
     ) -> None:
         if top_terms is not None and top_terms < 1:
             raise InvalidInputError(f"top_terms must be at least 1, got {top_terms}")
         self.top_terms = top_terms
+        self.split_projection = split_projection
         super().__init__(
             model_dir,
             query_prefix=query_prefix,
@@ -88,9 +93,17 @@ class SparseEncoder(OnnxEncoder):
             threads=threads,
             input_values=input_values,
         )
-        self.head = SparseHead.from_config(self.config, self.model_dir, self.tokenizer, self.session)
+        self.head = SparseHead.from_config(
+            self.config, self.model_dir, self.tokenizer, self.session, self.runtime.projection
+        )
         self.vocabulary = self.head.vocabulary
         self.runtime.output_name = self.head.output
+
+    def _split_output(self) -> str | None:
+        # SPLADE's MLM logits: split off their vocabulary projection (clirkit.encoders.vocab_projection).
+        if not self.split_projection or self.config.get("sparse_head", "mlm") != "mlm":
+            return None
+        return str(self.config.get("output", LOGITS_OUTPUT))
 
     def _configure_output(self, pooling: str | None, normalize: bool | None) -> None:
         # Max over tokens, no normalization: what makes the vector SPLADE's.

@@ -16,6 +16,10 @@
     written like ``[CLS]`` or ``<s>``) never become terms.
 
 The output is the one named by ``output`` (default ``logits`` for ``"mlm"``, else the graph's first).
+For ``"mlm"`` on CPU the encoder's prepared graph ends before the vocabulary projection that gives the
+logits, and :class:`clirkit._native.VocabProjection` computes each text's maximum logits from the token
+states without materializing every token's (:mod:`clirkit.encoders.vocab_projection`): the same weights
+to float rounding.
 """
 
 from __future__ import annotations
@@ -48,9 +52,15 @@ class SparseHead:
     vocabulary: list[str]
     excluded: np.ndarray  # vocabulary ids that never become terms
     linear: Optional[tuple[np.ndarray, np.ndarray]] = None
+    #: The MLM logits' vocabulary projection, split off the graph (its output then the token states).
+    projection: Any = None
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], model_dir: Path, tokenizer: Any, session: Any) -> SparseHead:
+    def from_config(
+        cls, config: dict[str, Any], model_dir: Path, tokenizer: Any, session: Any, projection: Any = None
+    ) -> SparseHead:
+        """The head config.json declares for ``session``'s outputs; ``projection``: the vocabulary
+        projection split off an ``"mlm"`` graph (whose output is then the projection's input)."""
         model = model_dir / "model.onnx"
         kind = config.get("sparse_head", "mlm")
         if kind not in HEADS:
@@ -59,6 +69,18 @@ class SparseHead:
             )
         outputs = {o.name: o.shape for o in session.get_outputs()}
         output = config.get("output", LOGITS_OUTPUT if kind == "mlm" else next(iter(outputs)))
+        if projection is not None and kind == "mlm":
+            vocabulary = [
+                tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size(with_added_tokens=True))
+            ]
+            if projection.shape[0] != len(vocabulary):
+                raise InvalidInputError(
+                    f"{model}: output {output!r} has {projection.shape[0]} entries, not MLM logits over "
+                    f"tokenizer.json's {len(vocabulary)}"
+                )
+            return cls(
+                kind, next(iter(outputs)), vocabulary, np.zeros(0, dtype=np.int64), projection=projection
+            )
         if output not in outputs:
             described = ", ".join(f"{name} {shape}" for name, shape in outputs.items())
             what = (
@@ -116,7 +138,14 @@ class SparseHead:
         if self.kind == "token_weights":
             weights = self._token_weights(output)
             return [self._per_token(ids[n, :length], weights[n, :length]) for n, length in enumerate(lengths)]
-        if output.ndim not in ((3,) if self.kind == "mlm" else (2, 3)) or output.shape[-1] != len(
+        if self.projection is not None:
+            # Token states, (batch x sequence, hidden) or (batch, sequence, hidden): each text's
+            # maximum logits, (batch, vocabulary), its padding left out.
+            states = np.ascontiguousarray(output, dtype=np.float32).reshape(ids.shape[0], ids.shape[1], -1)
+            # Only positive maxima make weights: max(0, maximum), the rest never computed in float32.
+            lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+            output = self.projection.max_logits(states, lengths, positive=True)
+        elif output.ndim not in ((3,) if self.kind == "mlm" else (2, 3)) or output.shape[-1] != len(
             self.vocabulary
         ):
             raise InvalidInputError(
@@ -124,7 +153,7 @@ class SparseHead:
             )
         out = []
         for row, length in zip(output, lengths):
-            pooled = row[:length].max(axis=0) if row.ndim == 2 else row
+            pooled = row if row.ndim == 1 else row[:length].max(axis=0)
             weights = np.log1p(np.maximum(pooled, 0).astype(np.float32))
             weights[self.excluded] = 0
             terms = np.flatnonzero(weights > 0)

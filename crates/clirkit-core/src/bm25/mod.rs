@@ -32,6 +32,7 @@ use crate::io::manifest::{self, Layout};
 use crate::postings::query::{self, DocRanks};
 use crate::postings::termdict::{self, TermEntry};
 use crate::postings::Cursor;
+use crate::progress::Progress;
 use crate::ranking::{Run, ScoredDoc};
 use crate::text::Analyzer;
 use format::Bm25Manifest;
@@ -369,7 +370,8 @@ pub struct BatchSettings<'a> {
     pub params: Bm25Params,
     pub rm3: Option<&'a Rm3Params>,
     pub threads: usize,
-    pub quiet: bool,
+    /// Counts each query as its search finishes.
+    pub progress: &'a Progress,
 }
 
 /// Read queries: JSONL (id from `_id`/`id`/`qid`/`query_id`, text from the first of `text`,

@@ -11,6 +11,7 @@ use crate::io::atomic::AtomicFile;
 use crate::io::id_text::write_error;
 use crate::io::trec::write_run_to;
 use crate::postings::query::{Hit, Strategy};
+use crate::progress::Progress;
 use crate::ranking::Run;
 use crate::text::Analyzer;
 use rayon::prelude::*;
@@ -55,7 +56,7 @@ impl Bm25Index {
         lang: Option<&str>,
         params: Bm25Params,
         threads: usize,
-        quiet: bool,
+        progress: &Progress,
     ) -> Result<Vec<Vec<Hit>>> {
         let settings = BatchSettings {
             k,
@@ -63,7 +64,7 @@ impl Bm25Index {
             params,
             rm3: None,
             threads,
-            quiet,
+            progress,
         };
         let results = self.batch_search_with(queries, &settings)?;
         Ok(results.into_iter().map(|(hits, _)| hits).collect())
@@ -122,11 +123,12 @@ impl Bm25Index {
             params,
             rm3,
             threads,
-            quiet,
+            progress,
         } = settings;
         if let Some(rm3) = rm3 {
             self.check_rm3(rm3)?;
         }
+        progress.expect(queries.len());
         let cache = self.cache(params)?;
         // Resolve every query's analyzer first, so a bad language fails before any work.
         let mut owned: BTreeMap<String, Analyzer> = BTreeMap::new();
@@ -153,7 +155,6 @@ impl Bm25Index {
                     .expect("resolved"),
             }
         };
-        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
         crate::parallel::install(threads, |_| {
             for (window, keys) in queries
                 .chunks(crate::io::trec::RUN_WINDOW)
@@ -164,7 +165,7 @@ impl Bm25Index {
                     .zip(keys.par_iter())
                     .map(|(q, key)| {
                         let result = self.search_one(analyzer_for(key), &q.text, k, &cache, rm3);
-                        progress.inc(1);
+                        progress.advance(1);
                         result.map_err(|e| match e {
                             Error::InvalidInput(m) => {
                                 Error::invalid(format!("query '{}': {m}", q.id))
@@ -177,7 +178,6 @@ impl Bm25Index {
             }
             Ok(())
         })??;
-        progress.finish_and_clear();
         Ok(())
     }
 
@@ -215,7 +215,7 @@ impl Bm25Index {
         params: Bm25Params,
         rm3: &Rm3Params,
         threads: usize,
-        quiet: bool,
+        progress: &Progress,
     ) -> Result<(Vec<Vec<Hit>>, Vec<Expansion>)> {
         let settings = BatchSettings {
             k,
@@ -223,7 +223,7 @@ impl Bm25Index {
             params,
             rm3: Some(rm3),
             threads,
-            quiet,
+            progress,
         };
         let results = self.batch_search_with(queries, &settings)?;
         Ok(results

@@ -20,7 +20,6 @@ pub(super) fn doc(id: &str, text: &str) -> String {
 
 pub(crate) fn quiet() -> BuildOptions {
     BuildOptions {
-        quiet: true,
         ..BuildOptions::default()
     }
 }
@@ -342,8 +341,12 @@ fn batch_fixture(
 fn batch_search_is_deterministic_across_threads() {
     let (_dir, idx, queries) = batch_fixture(7, 50, 64);
     let p = Bm25Params::default();
-    let one = idx.batch_search(&queries, 50, None, p, 1, true).unwrap();
-    let two = idx.batch_search(&queries, 50, None, p, 2, true).unwrap();
+    let one = idx
+        .batch_search(&queries, 50, None, p, 1, &Progress::default())
+        .unwrap();
+    let two = idx
+        .batch_search(&queries, 50, None, p, 2, &Progress::default())
+        .unwrap();
     assert_eq!(one, two);
     assert_eq!(one[5], idx.search(&queries[5].text, None, 50, p).unwrap());
 }
@@ -353,7 +356,9 @@ fn streamed_run_files_equal_the_whole_run_at_any_thread_count() {
     // More queries than one reorder window, so several windows are written in turn.
     let (dir, idx, queries) = batch_fixture(11, 40, 5000);
     let p = Bm25Params::default();
-    let hits = idx.batch_search(&queries, 5, None, p, 1, true).unwrap();
+    let hits = idx
+        .batch_search(&queries, 5, None, p, 1, &Progress::default())
+        .unwrap();
     let qids: Vec<String> = queries.iter().map(|q| q.id.clone()).collect();
     let whole = dir.path().join("whole.trec");
     crate::io::trec::write_run(&whole, &idx.to_run(&qids, &hits), "t").unwrap();
@@ -365,7 +370,7 @@ fn streamed_run_files_equal_the_whole_run_at_any_thread_count() {
             params: p,
             rm3: None,
             threads,
-            quiet: true,
+            progress: &Progress::default(),
         };
         idx.batch_search_to_run_file(&queries, &settings, &streamed, "t")
             .unwrap();
@@ -756,6 +761,57 @@ fn gzip_and_zstd_corpora_index_to_the_same_files_as_the_plain_one() {
         build(&corpus, &index, &quiet()).unwrap();
         assert_eq!(files_but_corpus(&index), expected, "{name}");
     }
+}
+
+#[test]
+fn a_build_counts_the_bytes_read_from_disk_against_the_inputs_sizes() {
+    use crate::io::input::tests::gzip;
+    use crate::progress::Counter;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(6);
+    let docs = random_corpus(&mut rng, 400, 30);
+    let plain = write_corpus(dir.path(), "c.jsonl", &docs[..300]);
+    let packed = dir.path().join("d.jsonl.gz");
+    let more = docs[300..].join("\n").into_bytes();
+    std::fs::write(&packed, gzip(&more)).unwrap();
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let counter = Arc::new(Counter::default());
+    let opts = BuildOptions {
+        progress: Progress::to(counter.clone()),
+        batch_lines: 64,
+        ..quiet()
+    };
+    let parts = [CorpusPart::whole(&plain), CorpusPart::whole(&packed)];
+    let never = std::sync::atomic::AtomicBool::new(false);
+    build_parts_cancellable(&parts, &dir.path().join("idx"), &opts, &never).unwrap();
+    // Compressed bytes count as they lie on disk, so the count ends at the total.
+    let total = size(&plain) + size(&packed);
+    assert_eq!((counter.done(), counter.total()), (total, total));
+}
+
+#[test]
+fn a_batch_search_counts_each_query_once() {
+    use crate::progress::Counter;
+    use std::sync::Arc;
+    let (dir, idx, queries) = batch_fixture(12, 40, 700);
+    let counter = Arc::new(Counter::default());
+    let progress = Progress::to(counter.clone());
+    idx.batch_search(&queries, 5, None, Bm25Params::default(), 2, &progress)
+        .unwrap();
+    assert_eq!(counter.done(), queries.len() as u64);
+    let settings = BatchSettings {
+        k: 5,
+        lang: None,
+        params: Bm25Params::default(),
+        rm3: None,
+        threads: 2,
+        progress: &progress,
+    };
+    let out = dir.path().join("run.trec");
+    idx.batch_search_to_run_file(&queries, &settings, &out, "t")
+        .unwrap();
+    assert_eq!(counter.done(), 2 * queries.len() as u64);
 }
 
 /// Every file of the index at `index`, the manifest without the corpus it names and the sorted

@@ -15,6 +15,7 @@ use crate::io::format::{FileWriter, Kind};
 use crate::io::jsonl::{LineBlock, LineRange, LineReader};
 use crate::io::manifest::{self, Manifest};
 use crate::postings::{encode_postings, POSTINGS_PADDING};
+use crate::progress::Progress;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -25,7 +26,8 @@ pub struct BuildOptions {
     pub quantize: u32,
     /// Worker threads (0 = all cores).
     pub threads: usize,
-    pub quiet: bool,
+    /// Counts the bytes of the vectors files read from disk, against their sizes.
+    pub progress: Progress,
     /// Postings held in memory before a run is spilled to disk (and the bound of the postings
     /// gathered at once by the final merge).
     pub memory_budget_bytes: usize,
@@ -39,7 +41,7 @@ impl Default for BuildOptions {
         BuildOptions {
             quantize: super::vectors::DEFAULT_QUANTIZE,
             threads: 0,
-            quiet: false,
+            progress: Progress::default(),
             memory_budget_bytes: 1 << 30,
             range: None,
         }
@@ -86,12 +88,13 @@ fn build_in_pool(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<I
     let mut runs = Runs::default();
     let mut num_postings = 0u64;
     let mut dropped_zero = 0u64;
-    let progress = crate::progress::bar(None, "indexing vectors", opts.quiet);
+    let mut input_bytes = 0;
+    for &vectors in files {
+        input_bytes += LineReader::disk_bytes(vectors, opts.range.as_ref())?;
+    }
+    opts.progress.expect(input_bytes as usize);
     for (file, &vectors) in files.iter().enumerate() {
-        let mut reader = match &opts.range {
-            Some(range) => LineReader::open_range(vectors, range)?,
-            None => LineReader::open(vectors)?,
-        };
+        let mut reader = LineReader::open_counted(vectors, opts.range.as_ref(), &opts.progress)?;
         let mut block = LineBlock::default();
         loop {
             reader.next_block(8192, &mut block)?;
@@ -141,13 +144,11 @@ fn build_in_pool(files: &[&Path], index: &Path, opts: &BuildOptions) -> Result<I
                     postings.add(term, doc, *impact);
                 }
             }
-            progress.inc(block.len() as u64);
             if postings.held_bytes() > opts.memory_budget_bytes {
                 runs.spill(out.path(), &mut postings)?;
             }
         }
     }
-    progress.finish_and_clear();
     if ids.len() >= u32::MAX as usize {
         return Err(Error::invalid("more than 2^32 - 2 documents"));
     }

@@ -14,6 +14,7 @@ pub mod block_max;
 pub mod builder;
 pub mod exhaustive;
 pub mod format;
+pub mod projection;
 pub mod sharded;
 mod spill;
 pub mod vectors;
@@ -33,9 +34,9 @@ use crate::postings::termdict::{
     TERM_ENTRY_LEN,
 };
 use crate::postings::{postings_intact, BlockMeta, Cursor, PostingScorer};
+use crate::progress::Progress;
 use crate::ranking::{Run, ScoredDoc};
 use format::ImpactManifest;
-use indicatif::ProgressBar;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -354,13 +355,10 @@ impl ImpactIndex {
         queries: &[WeightedVector],
         k: usize,
         threads: usize,
-        quiet: bool,
+        progress: &Progress,
     ) -> Result<Vec<Vec<Hit>>> {
-        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
-        let results =
-            crate::parallel::install(threads, |_| self.search_each(queries, k, &progress))?;
-        progress.finish_and_clear();
-        results
+        progress.expect(queries.len());
+        crate::parallel::install(threads, |_| self.search_each(queries, k, progress))?
     }
 
     /// Search `queries` and write their run to `path` atomically in query order, window by
@@ -370,23 +368,21 @@ impl ImpactIndex {
         queries: &[WeightedVector],
         k: usize,
         threads: usize,
-        quiet: bool,
+        progress: &Progress,
         path: &Path,
         tag: &str,
     ) -> Result<()> {
-        let progress = crate::progress::bar(Some(queries.len() as u64), "searching", quiet);
+        progress.expect(queries.len());
         crate::parallel::install(threads, |_| {
-            self.write_run_windowed(queries, k, &progress, path, tag, RUN_WINDOW)
-        })??;
-        progress.finish_and_clear();
-        Ok(())
+            self.write_run_windowed(queries, k, progress, path, tag, RUN_WINDOW)
+        })?
     }
 
     fn write_run_windowed(
         &self,
         queries: &[WeightedVector],
         k: usize,
-        progress: &ProgressBar,
+        progress: &Progress,
         path: &Path,
         tag: &str,
         window: usize,
@@ -441,21 +437,35 @@ impl ImpactIndex {
         &self,
         queries: &[WeightedVector],
         k: usize,
-        progress: &ProgressBar,
+        progress: &Progress,
     ) -> Result<Vec<Vec<Hit>>> {
-        queries
-            .par_iter()
-            .map(|q| {
-                let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
-                let terms = self.query_terms(&q.terms, &at)?;
-                let path = QueryShape::of(&terms, self.num_docs(), k).auto_path();
-                let hits = self.top_k(path, &terms, k);
-                postings_intact(&self.postings)?;
-                progress.inc(1);
-                Ok(hits)
-            })
-            .collect()
+        each_query(queries, progress, |terms, at| {
+            let terms = self.query_terms(terms, at)?;
+            let path = QueryShape::of(&terms, self.num_docs(), k).auto_path();
+            let hits = self.top_k(path, &terms, k);
+            postings_intact(&self.postings)?;
+            Ok(hits)
+        })
     }
+}
+
+/// Every query's hits by `search` (given its terms and how to word an error about it: naming the
+/// query) in parallel (inside the caller's thread pool), in query order, each counted in
+/// `progress` as it finishes: what exact and approximate batch searches share.
+pub(crate) fn each_query(
+    queries: &[WeightedVector],
+    progress: &Progress,
+    search: impl Fn(&[(String, f64)], &dyn Fn(String) -> Error) -> Result<Vec<Hit>> + Sync,
+) -> Result<Vec<Vec<Hit>>> {
+    queries
+        .par_iter()
+        .map(|q| {
+            let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
+            let hits = search(&q.terms, &at)?;
+            progress.advance(1);
+            Ok(hits)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
 use super::*;
 use crate::io::temp_file;
+use crate::progress::Progress;
 use crate::rng::SplitMix64;
 use std::collections::HashMap;
 
 pub(super) fn quiet() -> BuildOptions {
     BuildOptions {
         threads: 2,
-        quiet: true,
         ..BuildOptions::default()
     }
 }
@@ -143,8 +143,14 @@ fn pruned_and_exhaustive_equal_the_exact_dot_product() {
 fn batch_search_is_independent_of_threads_and_unknown_terms_find_nothing() {
     let c = random_collection(5, 1000, 200);
     let queries = random_queries(9, 40, 200, 20);
-    let one = c.index.batch_search(&queries, 50, 1, true).unwrap();
-    let two = c.index.batch_search(&queries, 50, 2, true).unwrap();
+    let one = c
+        .index
+        .batch_search(&queries, 50, 1, &Progress::default())
+        .unwrap();
+    let two = c
+        .index
+        .batch_search(&queries, 50, 2, &Progress::default())
+        .unwrap();
     assert_eq!(one, two);
     for (q, hits) in queries.iter().zip(&one) {
         assert_eq!(hits, &c.index.search(&q.terms, 50).unwrap());
@@ -168,7 +174,10 @@ fn run_written_window_by_window_equals_the_whole_run() {
     let queries = random_queries(11, 30, 100, 10);
     let dir = tempfile::tempdir().unwrap();
     let whole = dir.path().join("whole.trec");
-    let hits = c.index.batch_search(&queries, 20, 2, true).unwrap();
+    let hits = c
+        .index
+        .batch_search(&queries, 20, 2, &Progress::default())
+        .unwrap();
     let run = Run {
         queries: queries
             .iter()
@@ -178,19 +187,25 @@ fn run_written_window_by_window_equals_the_whole_run() {
     };
     trec::write_run(&whole, &run, "t").unwrap();
     let streamed = dir.path().join("streamed.trec");
-    let progress = crate::progress::bar(None, "", true);
+    let counter = std::sync::Arc::new(crate::progress::Counter::default());
+    let progress = Progress::to(counter.clone());
     crate::parallel::install(3, |_| {
         c.index
             .write_run_windowed(&queries, 20, &progress, &streamed, "t", 7)
     })
     .unwrap()
     .unwrap();
+    assert_eq!(
+        counter.done(),
+        queries.len() as u64,
+        "each query counted once"
+    );
     let want = std::fs::read(&whole).unwrap();
     assert!(!want.is_empty());
     assert_eq!(std::fs::read(&streamed).unwrap(), want);
     let default = dir.path().join("default.trec");
     c.index
-        .batch_search_to_run_file(&queries, 20, 1, true, &default, "t")
+        .batch_search_to_run_file(&queries, 20, 1, &Progress::default(), &default, "t")
         .unwrap();
     assert_eq!(std::fs::read(&default).unwrap(), want);
 }

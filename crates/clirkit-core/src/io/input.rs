@@ -9,6 +9,7 @@
 //! rename, are mapped elsewhere ([`crate::io::bytes`]).
 
 use crate::error::{IoContext, Result};
+use crate::progress::{CountedRead, Progress};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -52,7 +53,13 @@ pub fn content_extension(path: &Path) -> Option<&str> {
 
 /// Open `path` for reading as text: decompressed, its byte-order mark skipped.
 pub fn open_input(path: &Path) -> Result<Box<dyn BufRead + Send>> {
-    let file = File::open(path).at(path)?;
+    open_input_counted(path, &Progress::default())
+}
+
+/// [`open_input`], adding the bytes read from disk (compressed or not) to `progress`, whose total
+/// is the file's size.
+pub fn open_input_counted(path: &Path, progress: &Progress) -> Result<Box<dyn BufRead + Send>> {
+    let file = CountedRead::new(File::open(path).at(path)?, progress);
     let mut raw = BufReader::with_capacity(BUFFER_BYTES, file);
     let compression = Compression::of(raw.fill_buf().at(path)?);
     let reader: Box<dyn BufRead + Send> = match compression {

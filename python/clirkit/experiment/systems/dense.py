@@ -541,7 +541,12 @@ def build_shards(shards: list[Any], index_dir: Path, options: dict[str, Any], ct
     from clirkit.distributed.dense import build_sharded_dense
 
     ray_cluster(options, ctx)
-    build = {"memory_mb": options["memory_mb"], "threads": ctx.threads, "ray": options["ray"]}
+    build = {
+        "memory_mb": options["memory_mb"],
+        "threads": ctx.threads,
+        "ray": options["ray"],
+        "quiet": ctx.quiet,
+    }
     build_sharded_dense(shards, index_dir, **index_build_options(options), **build)
 
 
@@ -579,11 +584,11 @@ def search_dense(
     from clirkit.distributed.dense import ShardedDenseIndex
 
     if options["ray"] is None:
-        with ShardedDenseIndex.open(index_dir, threads=ctx.threads) as sharded:
+        with ShardedDenseIndex.open(index_dir, threads=ctx.threads, quiet=ctx.quiet) as sharded:
             write_search_run(sharded, queries, out, hits, TAG, task, **searching)
         return
     ray_cluster(options, ctx)
-    with ShardedDenseIndex.open(index_dir, ray=True) as sharded:
+    with ShardedDenseIndex.open(index_dir, ray=True, quiet=ctx.quiet) as sharded:
         write_search_run(sharded, queries, out, hits, TAG, task, **searching)
 
 

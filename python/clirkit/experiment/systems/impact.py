@@ -457,7 +457,8 @@ def search_sharded(
         )
         pruning = Pruning(settings, approximate["postings_per_term"])
     ray_cluster(options, ctx)
-    with ShardedImpactIndex.open(index_dir, threads=ctx.threads, ray=options["ray"] is not None) as sharded:
+    placement = {"threads": ctx.threads, "quiet": ctx.quiet, "ray": options["ray"] is not None}
+    with ShardedImpactIndex.open(index_dir, **placement) as sharded:
         results = MergedRun(sharded.batch_search(queries, k, pruning=pruning))
         if pruning is not None and approximate["audit"] is not None and results.hits:
             report = sharded.audit(

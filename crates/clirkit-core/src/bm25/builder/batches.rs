@@ -5,6 +5,7 @@ use super::options::CorpusPart;
 use crate::error::{Error, Result};
 use crate::ids::UniqueIds;
 use crate::io::jsonl::{parse_record, FieldSpec, LineBlock, LineReader, Record};
+use crate::progress::Progress;
 use crate::text::Analyzer;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -122,6 +123,8 @@ pub(super) struct BatchReader<'a> {
     pub(super) fields: &'a [&'a str],
     pub(super) lang_field: Option<&'a str>,
     pub(super) reader: LineReader,
+    /// Counts the bytes read from every part (the build's progress).
+    pub(super) progress: &'a Progress,
     pub(super) block: LineBlock,
     pub(super) batch_lines: usize,
     pub(super) keep_first_duplicate: bool,
@@ -145,7 +148,8 @@ impl BatchReader<'_> {
             }
             self.part += 1;
             self.part_starts.push(self.ids.len() as u32);
-            self.reader = LineReader::open(&self.parts[self.part].path)?;
+            self.reader =
+                LineReader::open_counted(&self.parts[self.part].path, None, self.progress)?;
             self.spec = part_spec(self.fields, self.lang_field, &self.parts[self.part]);
         }
         let part = &self.parts[self.part];

@@ -85,12 +85,14 @@ fn build_in_pool(
     let fields: Vec<&str> = opts.fields.iter().map(String::as_str).collect();
     let spec = part_spec(&fields, opts.lang_field.as_deref(), first);
 
-    let reader = match &opts.range {
-        Some(range) => LineReader::open_range(corpus, range)?,
-        None => LineReader::open(corpus)?,
-    };
+    // Progress: the bytes of the input read from disk, against the inputs' sizes.
+    let mut input_bytes = 0;
+    for part in parts {
+        input_bytes += LineReader::disk_bytes(&part.path, opts.range.as_ref())?;
+    }
+    opts.progress.expect(input_bytes as usize);
+    let reader = LineReader::open_counted(corpus, opts.range.as_ref(), &opts.progress)?;
     let out = AtomicDir::create(index)?;
-    let progress = crate::progress::bar(None, "indexing", opts.quiet);
     let mut acc = Accumulator {
         dir: out.path().to_path_buf(),
         budget: opts.memory_budget_bytes,
@@ -112,6 +114,7 @@ fn build_in_pool(
         fields: &fields,
         lang_field: opts.lang_field.as_deref(),
         reader,
+        progress: &opts.progress,
         block: LineBlock::default(),
         // A batch must fit the documents a worker's index can number.
         batch_lines: opts.batch_lines.clamp(1, MAX_DOC_SPAN as usize / 2),
@@ -133,7 +136,6 @@ fn build_in_pool(
         let list = batches.analyzers.list.clone();
         let (added, next) = rayon::join(|| acc.add_batch(batch, &list), || batches.next_batch());
         added?;
-        progress.set_position(acc.num_docs as u64);
         pending = next?;
     }
     let BatchReader {
@@ -176,7 +178,6 @@ fn build_in_pool(
     if opts.store_docvectors {
         crate::bm25::docvectors::write(out.path(), ids.len(), opts.memory_budget_bytes)?;
     }
-    progress.finish_and_clear();
 
     let recorded = analyzers.recorded();
     let manifest = Bm25Manifest {

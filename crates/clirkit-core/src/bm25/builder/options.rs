@@ -1,6 +1,7 @@
 //! What a BM25 build is asked ([`BuildOptions`]) and what it reports ([`BuildSummary`]).
 
 use crate::io::jsonl::LineRange;
+use crate::progress::Progress;
 use std::path::{Path, PathBuf};
 
 /// One corpus file of a build over several files read in sequence (documents numbered across
@@ -38,7 +39,8 @@ pub struct BuildOptions {
     pub threads: usize,
     /// Keep the first of duplicate doc ids instead of failing.
     pub keep_first_duplicate: bool,
-    pub quiet: bool,
+    /// Counts the bytes of the input read from disk, against the inputs' sizes.
+    pub progress: Progress,
     /// In-memory postings budget before a sorted run is spilled to disk.
     pub memory_budget_bytes: usize,
     /// Lines read, parsed and analyzed together.
@@ -57,7 +59,7 @@ impl Default for BuildOptions {
             fields: vec!["title".into(), "text".into()],
             threads: 0,
             keep_first_duplicate: false,
-            quiet: false,
+            progress: Progress::default(),
             memory_budget_bytes: 1 << 30,
             batch_lines: 8192,
             store_docvectors: false,

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::bm25::{build, Bm25Index, Bm25Params, BuildOptions};
+use crate::progress::Progress;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,7 +29,6 @@ fn corpus(dir: &Path) -> PathBuf {
 fn index(dir: &Path, store_docvectors: bool) -> Bm25Index {
     let at = dir.join(if store_docvectors { "with" } else { "without" });
     let opts = BuildOptions {
-        quiet: true,
         store_docvectors,
         ..BuildOptions::default()
     };
@@ -180,7 +180,15 @@ fn batch_equals_single_and_bad_input_is_an_error() {
         .collect();
     let rm3 = Rm3Params::default();
     let (hits, expansions) = index
-        .batch_search_rm3(&queries, 5, None, Bm25Params::default(), &rm3, 2, true)
+        .batch_search_rm3(
+            &queries,
+            5,
+            None,
+            Bm25Params::default(),
+            &rm3,
+            2,
+            &Progress::default(),
+        )
         .unwrap();
     for (i, q) in queries.iter().enumerate() {
         let (h, e) = index
@@ -259,7 +267,6 @@ fn feedback_documents_tied_at_the_cut_are_taken_by_doc_id_ascending() {
         writeln!(f, "{line}").unwrap();
     }
     let opts = BuildOptions {
-        quiet: true,
         store_docvectors: true,
         ..BuildOptions::default()
     };

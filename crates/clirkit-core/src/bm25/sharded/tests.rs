@@ -4,6 +4,7 @@ use super::*;
 use crate::bm25::tests::{assert_same_index_files, doc, quiet, random_corpus_dir, write_corpus};
 use crate::bm25::{build, merge, BatchQuery, Bm25Params, BuildOptions};
 use crate::io::jsonl::{split_lines, LineRange};
+use crate::progress::Progress;
 use crate::ranking::Run;
 use crate::sharded::{encode_hits, merge_hits};
 
@@ -57,7 +58,14 @@ fn sharded_run(dir: &Path, queries: &[BatchQuery], k: usize) -> Run {
         .map(|i| {
             let shard = Bm25Index::open_shard(dir, i).unwrap();
             let hits = shard
-                .batch_search(queries, k, None, Bm25Params::default(), 1, true)
+                .batch_search(
+                    queries,
+                    k,
+                    None,
+                    Bm25Params::default(),
+                    1,
+                    &Progress::default(),
+                )
                 .unwrap();
             encode_hits(|doc| shard.doc_id(doc), &hits)
         })
@@ -115,7 +123,7 @@ fn sharded_search_equals_the_single_index() {
     let qids: Vec<String> = qs.iter().map(|q| q.id.clone()).collect();
     for k in [1, 10, 1000] {
         let hits = single
-            .batch_search(&qs, k, None, Bm25Params::default(), 1, true)
+            .batch_search(&qs, k, None, Bm25Params::default(), 1, &Progress::default())
             .unwrap();
         assert_eq!(
             sharded_run(&sharded, &qs, k),
@@ -230,7 +238,14 @@ fn shards_of_a_multilingual_corpus_score_as_its_single_index() {
     }
     let qids: Vec<String> = qs.iter().map(|q| q.id.clone()).collect();
     let hits = single
-        .batch_search(&qs, 10, None, Bm25Params::default(), 1, true)
+        .batch_search(
+            &qs,
+            10,
+            None,
+            Bm25Params::default(),
+            1,
+            &Progress::default(),
+        )
         .unwrap();
     let dir_path = dir.path().join("sharded");
     assert_eq!(sharded_run(&dir_path, &qs, 10), single.to_run(&qids, &hits));

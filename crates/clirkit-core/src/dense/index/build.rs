@@ -112,13 +112,12 @@ fn build_pq(data: &[f32], dim: usize, m: usize, opts: &BuildOptions) -> Result<P
             (Some(q.assign(opts.metric, data)), Some(q))
         }
     };
-    let bar = crate::progress::bar(Some(n as u64), "encoding", opts.quiet);
+    opts.progress.expect(n);
     let mut raw = Vec::with_capacity(n * m);
     for chunk in data.chunks(dim * 65_536) {
         raw.extend(pq.encode(chunk));
-        bar.inc((chunk.len() / dim) as u64);
+        opts.progress.advance(chunk.len() / dim);
     }
-    bar.finish_and_clear();
     let (slots, block_starts) = match &assign {
         None => (
             (0..n as u32).collect::<Vec<_>>(),

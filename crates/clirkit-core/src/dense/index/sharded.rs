@@ -161,7 +161,13 @@ pub(crate) mod tests {
                 source: &source,
                 ids: &all_ids[rows],
             };
-            codebook.write_combined(&[part], &build.shard_dir(s), 1, 1, true)?;
+            codebook.write_combined(
+                &[part],
+                &build.shard_dir(s),
+                1,
+                1,
+                &crate::progress::Progress::default(),
+            )?;
         }
         build.finish().map(|_| ())
     }

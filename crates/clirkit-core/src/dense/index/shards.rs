@@ -323,7 +323,15 @@ mod tests {
                             ids: &all_ids[w[0]..w[1]],
                         };
                         let dir = tmp.path().join(format!("s{s}"));
-                        single.write_combined(&[part], &dir, 1, 1, true).unwrap();
+                        single
+                            .write_combined(
+                                &[part],
+                                &dir,
+                                1,
+                                1,
+                                &crate::progress::Progress::default(),
+                            )
+                            .unwrap();
                         DenseIndex::open(&dir).unwrap()
                     })
                     .collect();

@@ -25,6 +25,7 @@ use crate::io::atomic::AtomicDir;
 use crate::io::bytes::Array;
 use crate::io::format::FileWriter;
 use crate::io::manifest;
+use crate::progress::Progress;
 use std::path::Path;
 
 /// Rows of one chunk for a budget of `memory_bytes`: a float32 buffer, the bytes read (at most
@@ -232,31 +233,35 @@ impl StreamWriter {
         Ok(())
     }
 
-    /// Add every row of `source`, a chunk at a time.
+    /// Add every row of `source`, a chunk at a time, counting them in `progress`.
     fn push_source(
         &mut self,
         source: &dyn VectorSource,
         memory_bytes: usize,
-        quiet: bool,
+        progress: &Progress,
     ) -> Result<()> {
         let m = self.codebook.as_ref().map_or(0, |(cb, _)| cb.pq.m);
         let step = chunk_rows(memory_bytes, self.dim, m);
         let n = source.rows();
-        let bar = crate::progress::bar(Some(n as u64), "encoding", quiet);
         let mut buffer = Vec::new();
         for first in (0..n).step_by(step) {
             let rows = step.min(n - first);
             buffer.resize(rows * self.dim, 0.0);
             source.read_rows(first, &mut buffer)?;
             self.push_vectors(&buffer)?;
-            bar.inc(rows as u64);
+            progress.advance(rows);
         }
-        bar.finish_and_clear();
         Ok(())
     }
 
-    /// Add every row of `index` (encoded with the same codebook), a chunk at a time.
-    fn push_index(&mut self, index: &DenseIndex, memory_bytes: usize) -> Result<()> {
+    /// Add every row of `index` (encoded with the same codebook), a chunk at a time, counting
+    /// them in `progress`.
+    fn push_index(
+        &mut self,
+        index: &DenseIndex,
+        memory_bytes: usize,
+        progress: &Progress,
+    ) -> Result<()> {
         let n = index.ntotal;
         let rows_of = index.rows_by_slot();
         let m = index.pq.as_ref().map_or(0, |p| p.pq.m);
@@ -273,6 +278,7 @@ impl StreamWriter {
                 .map(|v| RowVectors::of(v, first..first + rows, self.dim));
             let has_lists = rows_of.is_some();
             self.push_coded(vectors, &codes, has_lists.then_some(&lists[..]), rows)?;
+            progress.advance(rows);
         }
         Ok(())
     }
@@ -368,7 +374,8 @@ impl DenseIndex {
             };
             let vectors = opts.keep_vectors.then_some(opts.vector_dtype);
             let mut w = StreamWriter::create(dir, source.dim(), opts.metric, vectors, codebook)?;
-            w.push_source(source, memory_bytes, opts.quiet)?;
+            opts.progress.expect(source.rows());
+            w.push_source(source, memory_bytes, &opts.progress)?;
             w.finish(&table)
         })?
     }
@@ -383,7 +390,7 @@ impl DenseIndex {
         dir: &Path,
         memory_bytes: usize,
         threads: usize,
-        quiet: bool,
+        progress: &Progress,
     ) -> Result<()> {
         let mut ids: Vec<String> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
@@ -422,10 +429,13 @@ impl DenseIndex {
         crate::parallel::install(threads, |_| {
             let mut w =
                 StreamWriter::create(dir, self.dim, self.metric, self.vector_dtype(), codebook)?;
+            progress.expect(table.len());
             for part in parts {
                 match part {
-                    Part::Index(index) => w.push_index(index, memory_bytes)?,
-                    Part::Vectors { source, .. } => w.push_source(*source, memory_bytes, quiet)?,
+                    Part::Index(index) => w.push_index(index, memory_bytes, progress)?,
+                    Part::Vectors { source, .. } => {
+                        w.push_source(*source, memory_bytes, progress)?
+                    }
                 }
             }
             w.finish(&table)

@@ -354,7 +354,8 @@ fn append(
     out: &std::path::Path,
 ) {
     let parts = [Part::Index(base), Part::Vectors { source, ids }];
-    base.write_combined(&parts, out, 100, 2, true).unwrap();
+    base.write_combined(&parts, out, 100, 2, &crate::progress::Progress::default())
+        .unwrap();
 }
 
 #[test]
@@ -393,7 +394,9 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
         );
         for (dir, source, ids) in [(&a, &first, ids_a), (&b, &second, ids_b)] {
             let part = Part::Vectors { source, ids };
-            template.write_combined(&[part], dir, 1, 1, true).unwrap();
+            template
+                .write_combined(&[part], dir, 1, 1, &crate::progress::Progress::default())
+                .unwrap();
         }
         let index_a = DenseIndex::open(&a).unwrap();
         let appended = tmp.path().join(format!("appended{c}"));
@@ -409,7 +412,9 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
         let index_b = DenseIndex::open(&b).unwrap();
         let merged = tmp.path().join(format!("merged{c}"));
         let parts = [Part::Index(&index_a), Part::Index(&index_b)];
-        index_a.write_combined(&parts, &merged, 1, 1, true).unwrap();
+        index_a
+            .write_combined(&parts, &merged, 1, 1, &crate::progress::Progress::default())
+            .unwrap();
         assert_eq!(files(&at_once), files(&merged), "merge, config {c}");
     }
 
@@ -436,7 +441,7 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
             &tmp.path().join("x"),
             1,
             1,
-            true,
+            &crate::progress::Progress::default(),
         )
         .err()
         .unwrap()
@@ -448,7 +453,7 @@ fn append_and_merge_equal_one_build_with_the_same_codebook() {
             &tmp.path().join("x"),
             1,
             1,
-            true,
+            &crate::progress::Progress::default(),
         )
         .err()
         .unwrap()
@@ -532,7 +537,7 @@ fn float16_vectors_rescore_as_their_float32_widening_at_half_the_size() {
                 &first,
                 1,
                 1,
-                true,
+                &crate::progress::Progress::default(),
             )
             .unwrap();
         append(

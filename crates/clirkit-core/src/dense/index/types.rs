@@ -30,7 +30,8 @@ pub struct BuildOptions {
     pub keep_vectors: bool,
     /// How kept vectors are stored; float16 only for re-scoring a PQ index.
     pub vector_dtype: VectorDtype,
-    pub quiet: bool,
+    /// Counts the rows encoded (PQ codes) or written (a streamed build), stating their total.
+    pub progress: Progress,
 }
 
 /// How an index stores its full vectors. Re-scoring always computes in float32: float16 rows are
@@ -68,7 +69,7 @@ impl Default for BuildOptions {
             threads: 0,
             keep_vectors: true,
             vector_dtype: VectorDtype::Float32,
-            quiet: true,
+            progress: Progress::default(),
         }
     }
 }

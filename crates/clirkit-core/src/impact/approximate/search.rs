@@ -8,8 +8,8 @@ use super::structure::ApproximateIndex;
 use crate::error::{Error, Result};
 use crate::impact::vectors::{self, WeightedVector};
 use crate::impact::{Hit, ImpactIndex};
+use crate::progress::Progress;
 use crate::topk::{HigherKeyFirst, Hit as RankedHit, TopK};
-use rayon::prelude::*;
 use std::cell::RefCell;
 
 /// Scores at or above this are not all representable in f32 (as exact search refuses them).
@@ -228,28 +228,22 @@ impl ApproximateIndex {
         queries: &[WeightedVector],
         k: usize,
         params: SearchParams,
-        progress: &indicatif::ProgressBar,
+        progress: &Progress,
     ) -> Result<Vec<Vec<Hit>>> {
-        queries
-            .par_iter()
-            .map(|q| {
-                let at = |m: String| Error::invalid(format!("query '{}': {m}", q.id));
-                let hits = self.search_with(index, &q.terms, k, params, &at)?;
-                progress.inc(1);
-                Ok(hits)
-            })
-            .collect()
+        crate::impact::each_query(queries, progress, |terms, at| {
+            self.search_with(index, terms, k, params, at)
+        })
     }
 }
 
 /// How a batch of queries is searched: the depth `k`, the per-query knobs, the thread count
-/// (0 = all cores) and whether the progress bar is hidden.
+/// (0 = all cores) and the progress each finished query is counted in.
 #[derive(Debug, Clone, Copy)]
-pub struct BatchSettings {
+pub struct BatchSettings<'a> {
     pub k: usize,
     pub params: SearchParams,
     pub threads: usize,
-    pub quiet: bool,
+    pub progress: &'a Progress,
 }
 
 impl ApproximateIndex {
@@ -284,14 +278,12 @@ impl ApproximateIndex {
     }
 }
 
-/// `work` inside a pool of `settings.threads` threads, with a progress bar over `queries`.
+/// `work` inside a pool of `settings.threads` threads, counting `queries` in `settings.progress`.
 fn in_pool<T: Send>(
     queries: &[WeightedVector],
     settings: BatchSettings,
-    work: impl FnOnce(&indicatif::ProgressBar) -> Result<T> + Send,
+    work: impl FnOnce(&Progress) -> Result<T> + Send,
 ) -> Result<T> {
-    let progress = crate::progress::bar(Some(queries.len() as u64), "searching", settings.quiet);
-    let out = crate::parallel::install(settings.threads, |_| work(&progress))??;
-    progress.finish_and_clear();
-    Ok(out)
+    settings.progress.expect(queries.len());
+    crate::parallel::install(settings.threads, |_| work(settings.progress))?
 }

@@ -75,16 +75,19 @@ fn batch_search_is_independent_of_threads() {
     let c = random_collection(3, 500, 150);
     let approx = ApproximateIndex::build(&c.index, BuildParams::default()).unwrap();
     let queries = random_queries(4, 25, 150, 5);
-    let bar = indicatif::ProgressBar::hidden();
+    let counter = std::sync::Arc::new(crate::progress::Counter::default());
+    let progress = crate::progress::Progress::to(counter.clone());
     let params = SearchParams::default();
     let run = |threads| {
         crate::parallel::install(threads, |_| {
-            approx.search_each(&c.index, &queries, 10, params, &bar)
+            approx.search_each(&c.index, &queries, 10, params, &progress)
         })
         .unwrap()
         .unwrap()
     };
     assert_eq!(run(1), run(3));
+    // Every query of both runs was counted as it finished.
+    assert_eq!(counter.done(), 2 * queries.len() as u64);
 }
 
 #[test]

@@ -6,6 +6,7 @@ use crate::impact::tests::{quiet, random_collection, random_queries, vector_line
 use crate::impact::{build, BuildOptions, WeightedVector};
 use crate::io::jsonl::split_lines;
 use crate::io::trec::write_run_to;
+use crate::progress::Progress;
 use crate::ranking::Run;
 use crate::sharded::{encode_hits, merge_hits};
 
@@ -38,7 +39,9 @@ fn sharded_run(sharded: &Path, shards: usize, queries: &[WeightedVector], k: usi
     let parts: Vec<Vec<u8>> = (0..shards)
         .map(|i| {
             let shard = ImpactIndex::open_shard(sharded, i).unwrap();
-            let hits = shard.batch_search(queries, k, 1, true).unwrap();
+            let hits = shard
+                .batch_search(queries, k, 1, &Progress::default())
+                .unwrap();
             encode_hits(|doc| shard.doc_id(doc), &hits)
         })
         .collect();
@@ -61,10 +64,11 @@ fn sharded_search_equals_the_single_index_byte_for_byte() {
         assert_eq!(manifest.max_impact, c.index.manifest().max_impact);
         for k in [1, 10, 200] {
             let mut expected = Run::new();
-            for (q, hits) in queries
-                .iter()
-                .zip(c.index.batch_search(&queries, k, 1, true).unwrap())
-            {
+            for (q, hits) in queries.iter().zip(
+                c.index
+                    .batch_search(&queries, k, 1, &Progress::default())
+                    .unwrap(),
+            ) {
                 expected.push(q.id.clone(), c.index.to_scored(&hits));
             }
             let merged = sharded_run(&out, shards, &queries, k);

@@ -5,7 +5,8 @@
 //! file cut into ranges of whole lines for sharded builds ([`split_lines`]).
 
 use crate::error::{Error, IoContext, Result};
-use crate::io::input::{open_input, Compression, BOM};
+use crate::io::input::{open_input_counted, Compression, BOM};
+use crate::progress::{CountedRead, Progress};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -98,22 +99,35 @@ pub struct LineReader {
 
 impl LineReader {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        Ok(LineReader {
-            reader: open_input(&path)?,
-            path,
-            line_no: 0,
-            max_record: max_record_bytes(),
-        })
+        Self::open_counted(path, None, &Progress::default())
     }
 
     /// Open only the lines of `path` in `range` (a part of a plain corpus cut by
     /// [`split_lines`]), numbered as in the whole file, so errors name the true line.
     pub fn open_range(path: impl AsRef<Path>, range: &LineRange) -> Result<Self> {
+        Self::open_counted(path, Some(range), &Progress::default())
+    }
+
+    /// The lines of `path` (only those in `range` when given), adding the bytes read from disk
+    /// to `progress`: a build's input read, counted against [`LineReader::disk_bytes`].
+    pub fn open_counted(
+        path: impl AsRef<Path>,
+        range: Option<&LineRange>,
+        progress: &Progress,
+    ) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        let Some(range) = range else {
+            return Ok(LineReader {
+                reader: open_input_counted(&path, progress)?,
+                path,
+                line_no: 0,
+                max_record: max_record_bytes(),
+            });
+        };
         let mut file = open_plain(&path)?;
         file.seek(SeekFrom::Start(range.start)).at(&path)?;
-        let mut reader = BufReader::with_capacity(1 << 20, file.take(range.end - range.start));
+        let counted = CountedRead::new(file.take(range.end - range.start), progress);
+        let mut reader = BufReader::with_capacity(1 << 20, counted);
         if range.start == 0 && reader.fill_buf().at(&path)?.starts_with(BOM) {
             reader.consume(BOM.len());
         }
@@ -123,6 +137,15 @@ impl LineReader {
             line_no: range.first_line - 1,
             max_record: max_record_bytes(),
         })
+    }
+
+    /// The bytes [`LineReader::open_counted`] reads from disk for `path` (and `range`): the
+    /// total its count reaches.
+    pub fn disk_bytes(path: &Path, range: Option<&LineRange>) -> Result<u64> {
+        match range {
+            Some(range) => Ok(range.end - range.start),
+            None => Ok(std::fs::metadata(path).at(path)?.len()),
+        }
     }
 
     /// This reader with another record-length limit.
