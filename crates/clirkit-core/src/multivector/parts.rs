@@ -1,9 +1,9 @@
 //! [`TokenParts`]: the token vectors a multi-vector build reads, as one collection made of parts read
-//! in place: a [`TokenMatrix`] in memory, or a `.npy` token file (float32 or float16) read a chunk
-//! at a time through [`crate::dense::source`]. Each part brings its items' offsets and ids, and
-//! optionally the items kept (a language's documents of a file); the items of all parts, one part
-//! after another, are the collection, and their rows are read by global row number without being
-//! copied into one matrix first.
+//! in place: a matrix in memory ([`super::TokenMatrix`]'s rows), or a `.npy` token file (float32 or
+//! float16) read a chunk at a time through [`crate::dense::source`]. Each part brings its items'
+//! offsets and ids, and optionally the items kept (a language's documents of a file); the items of all
+//! parts, one part after another, are the collection, and their rows are read by global row number
+//! without being copied into one matrix first.
 
 use super::tokens::{check_offsets, item_name, no_tokens, norm_error, norm_overflow};
 use crate::dense::source::{shared_dim, NpyFile, SliceSource, VectorSource};
