@@ -275,7 +275,7 @@ class DenseShard(CountedShard):
     ) -> tuple[Any, ...]:
         crash_if_marked(crash_once)
         # A bool from the coordinator of Ray actors; the native counter (or None) in a thread here.
-        progress = self._counting(counted) if isinstance(counted, bool) else counted
+        progress = self.count_with(counted) if isinstance(counted, bool) else counted
         return self._index.native.shortlist(queries, k, nprobe, refine, self._threads, progress)
 
     def rescore(self, queries: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:

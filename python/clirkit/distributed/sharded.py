@@ -91,7 +91,7 @@ class CountedShard:
 
     _counter: Any = None
 
-    def _counting(self, counted: bool) -> Any:
+    def count_with(self, counted: bool) -> Any:
         """What a search counts with: a fresh counter of this actor's when ``counted``, else None."""
         self._counter = _native.ProgressCounter() if counted else None
         return self._counter
@@ -133,7 +133,7 @@ class ShardActor(CountedShard):
         self, queries: Any, options: dict[str, Any], crash_once: str | None, counted: bool = False
     ) -> bytes:
         cluster.crash_if_marked(crash_once)
-        return self._shard.search(queries, options, self._counting(counted))
+        return self._shard.search(queries, options, self.count_with(counted))
 
 
 @contextmanager

@@ -21,15 +21,13 @@
 //! an error bound ([`prefilter`], on CPUs with AVX-512 VNNI) and computes only those in float32,
 //! giving `max(0, max_logits)` bit for bit.
 
+mod layout;
 mod prefilter;
 
 use crate::error::{Error, Result};
 use prefilter::Int8Weights;
 
-/// Vocabulary entries per packed tile: four 16-lane registers.
-pub const TILE: usize = 64;
-/// Tokens per kernel step (with [`TILE`], 24 accumulator registers).
-pub const ROWS: usize = 6;
+pub use layout::{ROWS, TILE};
 
 /// One cache line of packed weights (aligned, so each register load is one line).
 #[derive(Clone, Copy)]

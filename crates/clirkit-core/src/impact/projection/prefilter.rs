@@ -11,7 +11,7 @@
 //! a positive maximum logit: its weight is 0 without the float32 product. The few others (2 % of
 //! splade-tiny-en's vocabulary on SciFact) are recomputed exactly by the float32 kernel.
 
-use super::{ROWS, TILE};
+use super::layout::{ROWS, TILE};
 
 /// 64 int8 weights: 16 vocabulary entries x 4 consecutive hidden units.
 #[derive(Clone, Copy)]
