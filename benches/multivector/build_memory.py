@@ -11,7 +11,7 @@ tokens, ``--tokens`` in all, generated a chunk at a time once per (tokens, dim, 
 
 ``--baseline-python DIR`` runs the copying path with the package in ``DIR`` (the ``python/`` folder of a
 checkout from before the change, its native module built: e.g. ``git worktree add /tmp/old 1597319`` then
-``devbuild`` there); without it the copying path runs with this checkout's package (its in-memory build,
+``devbuild`` there); without it the copying path runs with the clirkit this Python imports (its in-memory build,
 which the copy feeds, is the same build as the streamed one with the matrix as the only part).
 
     python benches/multivector/build_memory.py --out /work/scratch/mvstream --tokens 3000000 --dim 128 \\
@@ -35,8 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benches/: bench_
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "synthetic"))
 from bench_common import timed_process  # noqa: E402
 from gen_vectors import unit_rows  # noqa: E402
-
-REPO_PYTHON = Path(__file__).resolve().parents[2] / "python"
 
 #: The copying path, run in a child process: every part loaded, the matrices concatenated, then built.
 COPYING = """
@@ -107,10 +105,12 @@ def run(args: argparse.Namespace) -> dict:
     out = args.out.resolve()
     prefixes = write_parts(out / "data", args.tokens, args.dim, args.parts, args.seed)
     matrix_mib = args.tokens * args.dim * 4 / 2**20
-    baseline = str(args.baseline_python.resolve()) if args.baseline_python else str(REPO_PYTHON)
+    baseline = str(args.baseline_python.resolve()) if args.baseline_python else None
 
-    def env(python: str) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": python}
+    def env(python: str | None) -> dict[str, str]:
+        # Without a package folder, the children import clirkit as this process does (installed, or
+        # through this environment's PYTHONPATH).
+        return {**os.environ, "PYTHONPATH": python} if python else dict(os.environ)
 
     common = ["--centroids", str(args.centroids), "--threads", str(args.threads), "--quiet"]
     commands = {
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> dict:
         "in place": (
             [sys.executable, "-m", "clirkit.cli", "index", "multivector", "--embeddings",
              *map(str, prefixes), "--index", "{index}", *common],
-            env(str(REPO_PYTHON)),
+            env(None),
         ),
     }  # fmt: skip
     rows, digests = [], set()
