@@ -99,6 +99,8 @@ def main() -> None:
     ap.add_argument("--scratch", type=Path, default=None)
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
+    if args.scratch is not None:
+        args.scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="exp-ab-", dir=args.scratch) as tmp:
         scratch = Path(tmp)
         experiment = absolute_file(args.experiment.resolve(), scratch, args.docs)
