@@ -74,6 +74,15 @@ def reset_peak_rss() -> None:
         f.write("5")
 
 
+def refuse_foreign(path: Path, marker: str) -> None:
+    """Stop a bench that is about to delete and remake ``path`` unless it may: ``path`` is absent, an
+    empty folder, or a folder holding ``marker`` (which the bench writes into what it makes)."""
+    if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or (path / marker).is_file())):
+        raise SystemExit(
+            f"{path}: exists and was not made by this script (no {marker} in it); choose another --out"
+        )
+
+
 def dir_size_mib(path: Path) -> float:
     total = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
     return total / (1 << 20)

@@ -38,7 +38,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "synthetic"))
-from bench_common import peak_rss_mib, reset_peak_rss  # noqa: E402
+from bench_common import peak_rss_mib, refuse_foreign, reset_peak_rss  # noqa: E402
 from clirkit.experiment.store import WORKDIR_MARKER  # noqa: E402
 from gen_vectors import CHUNK, unit_rows  # noqa: E402
 
@@ -52,18 +52,6 @@ REPO = HERE.parent.parent
 INPUT_GIB_PER_MILLION = 2.0
 STORE_GIB_PER_MILLION = 6.9
 GENERATED = "generated.json"
-
-
-def replaceable(path: Path, marker: str) -> bool:
-    """Whether ``path`` may be deleted to be made again: absent, empty, or holding ``marker`` (made here)."""
-    return not path.exists() or (path.is_dir() and (not any(path.iterdir()) or (path / marker).is_file()))
-
-
-def refuse_foreign(path: Path, marker: str) -> None:
-    if not replaceable(path, marker):
-        raise SystemExit(
-            f"{path}: exists and was not made by this script (no {marker} in it); choose another --out"
-        )
 
 
 def check_disk(out: Path, docs: int, data_ready: bool) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benches/: bench_common
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "synthetic"))
-from bench_common import timed_process  # noqa: E402
+from bench_common import refuse_foreign, timed_process  # noqa: E402
 from gen_vectors import unit_rows  # noqa: E402
 
 #: The copying path, run in a child process: every part loaded, the matrices concatenated, then built.
@@ -62,8 +62,7 @@ def write_parts(data: Path, tokens: int, dim: int, parts: int, seed: int) -> lis
     prefixes = [data / f"part{p}" for p in range(parts)]
     if (data / "params.json").exists() and json.loads((data / "params.json").read_text()) == params:
         return prefixes
-    if data.exists() and any(data.iterdir()) and not (data / "params.json").exists():
-        raise SystemExit(f"{data} holds files not made by this script: give another --out")
+    refuse_foreign(data, "params.json")
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
     rng = np.random.Generator(np.random.PCG64(seed))

@@ -198,10 +198,8 @@ def watched(bar: ProgressBar, read: Callable[[], tuple[int, int]], stated: bool)
             show()
 
     if stated:
-        bar.first = (
-            time.monotonic(),
-            0,
-        )  # the rate counts from the call's start, even if first drawn complete
+        # The rate counts from the call's start, even when the bar is first drawn complete.
+        bar.first = (time.monotonic(), 0)
     else:
         bar.update(0)
     thread = threading.Thread(target=draw, name="clirkit-progress", daemon=True)
