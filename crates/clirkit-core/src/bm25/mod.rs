@@ -294,11 +294,11 @@ impl Bm25Index {
                 let postings = e
                     .postings_once(&self.postings, self.num_docs, &self.checked_terms, index)
                     .and_then(|mut p| {
-                    if let Some(maxima) = maxima {
-                        p.block_maxima = Some(maxima.of_term(index, &e)?);
-                    }
-                    Ok(p)
-                });
+                        if let Some(maxima) = maxima {
+                            p.block_maxima = Some(maxima.of_term(index, &e)?);
+                        }
+                        Ok(p)
+                    });
                 Some(postings.map(|p| Cursor::new(p, scorer)))
             })
             .collect()

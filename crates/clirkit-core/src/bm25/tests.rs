@@ -1044,7 +1044,11 @@ fn a_malformed_term_is_refused_at_every_query() {
         assert!(e.to_string().contains("block is malformed"), "{e}");
     }
     // A well-formed term answers alike both times.
-    let quux = || index.search("quux", None, 10, Bm25Params::default()).unwrap();
+    let quux = || {
+        index
+            .search("quux", None, 10, Bm25Params::default())
+            .unwrap()
+    };
     let first = quux();
     assert_eq!(first.len(), 1);
     assert_eq!(first, quux());

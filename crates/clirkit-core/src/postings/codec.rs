@@ -7,9 +7,7 @@
 //! A posting's value is what the scorer reads: the term frequency in a BM25 index, an integer
 //! impact in an impact-scored one; the codec does not interpret it.
 
-use super::bitpack::{
-    bits_needed, pack, packed_len, unpack, unpack_docs_simd, unpack_values_simd,
-};
+use super::bitpack::{bits_needed, pack, packed_len, unpack, unpack_docs_simd, unpack_values_simd};
 use crate::io::format::read_u32;
 
 pub use super::bitpack::BLOCK_LEN;
@@ -138,7 +136,12 @@ pub fn decode_docs(
     // included) is decoded again below, so the answer is always the scalar decoder's.
     let first = prev_last.wrapping_add(1);
     if meta.len as usize == BLOCK_LEN
-        && unpack_docs_simd(&data[meta.offset as usize..], meta.doc_bits, prev_last, docs)
+        && unpack_docs_simd(
+            &data[meta.offset as usize..],
+            meta.doc_bits,
+            prev_last,
+            docs,
+        )
         && docs[BLOCK_LEN - 1] == meta.last_doc
         && meta.last_doc >= first
     {
