@@ -249,32 +249,40 @@ mod x86 {
 mod tests {
     use super::*;
 
+    /// Test values of a width, from a xorshift generator.
+    struct ValuesOf(u64);
+
+    impl ValuesOf {
+        fn next(&mut self) -> u32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 as u32
+        }
+
+        /// `len` values of `bits` bits: all bits set (pattern 0), a multiplicative sequence
+        /// (1) or random ones.
+        fn pattern(&mut self, pattern: u8, bits: u8, len: usize) -> Vec<u32> {
+            let mask = u32::MAX.checked_shr(32 - bits as u32).unwrap_or(0);
+            (0..len)
+                .map(|i| match pattern {
+                    0 => mask,
+                    1 => (i as u32).wrapping_mul(2_654_435_761) & mask,
+                    _ => self.next() & mask,
+                })
+                .collect()
+        }
+    }
+
     /// Every width and length, against the reference, on values that use every bit of the
     /// width and on random ones.
     #[test]
     fn kernels_equal_the_reference() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut random = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut values_of = ValuesOf(0x2545_f491_4f6c_dd1d);
         for bits in 0..=32u8 {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX >> (32 - bits)
-            };
             for len in [1, 7, 8, 9, 127, BLOCK_LEN] {
                 for pattern in 0..3 {
-                    let values: Vec<u32> = (0..len)
-                        .map(|i| match pattern {
-                            0 => mask,
-                            1 => (i as u32).wrapping_mul(2_654_435_761) & mask,
-                            _ => random() as u32 & mask,
-                        })
-                        .collect();
+                    let values = values_of.pattern(pattern, bits, len);
                     let mut packed = Vec::new();
                     pack(&values, bits, &mut packed);
                     packed.extend_from_slice(&[0xa5; 8]);
@@ -293,36 +301,19 @@ mod tests {
     /// one), from the shortest input they accept; they refuse other widths and shorter input.
     #[test]
     fn simd_kernels_equal_the_reference() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut values_of = ValuesOf(0x9e37_79b9_7f4a_7c15);
         #[cfg(target_arch = "x86_64")]
         let simd = std::arch::is_x86_feature_detected!("avx2");
         #[cfg(not(target_arch = "x86_64"))]
         let simd = false;
         for bits in 0..=32u8 {
-            let mask = if bits == 0 {
-                0
-            } else {
-                u32::MAX >> (32 - bits)
-            };
             for pattern in 0..3 {
-                let values: Vec<u32> = (0..BLOCK_LEN)
-                    .map(|i| match pattern {
-                        0 => mask,
-                        1 => (i as u32).wrapping_mul(2_654_435_761) & mask,
-                        _ => random() as u32 & mask,
-                    })
-                    .collect();
+                let values = values_of.pattern(pattern, bits, BLOCK_LEN);
                 let mut packed = Vec::new();
                 pack(&values, bits, &mut packed);
                 let read = (BLOCK_LEN / 8 - 1) * bits as usize + 4 * bits as usize / 8 + 16;
                 packed.resize(read.max(packed.len()), 0xa5);
-                for prev_last in [u32::MAX, 0, 1_000_000, u32::MAX - 1000, random() as u32] {
+                for prev_last in [u32::MAX, 0, 1_000_000, u32::MAX - 1000, values_of.next()] {
                     let mut docs = [7u32; BLOCK_LEN];
                     let ran = unpack_docs_simd(&packed, bits, prev_last, &mut docs);
                     assert_eq!(ran, simd && (1..=24).contains(&bits), "bits {bits}");
