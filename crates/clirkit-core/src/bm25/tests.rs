@@ -658,11 +658,59 @@ fn corrupt_postings_are_caught_where_they_are_read_and_by_verify() {
     );
 }
 
-#[test]
-fn stored_block_maxima_are_each_blocks_largest_score() {
+/// A random index of 4,000 documents over 120 terms (its folder kept with it), opened.
+fn opened_random_index() -> (tempfile::TempDir, Bm25Index) {
     let dir = tempfile::tempdir().unwrap();
     let index = random_index(dir.path(), 5, 4000, 120);
     let idx = Bm25Index::open(&index).unwrap();
+    (dir, idx)
+}
+
+/// `advance` lands on the first posting at or after its target whether the target lies a few
+/// postings on, past a stride of them, within the last few of a block, or blocks away.
+#[test]
+fn advance_lands_on_the_first_posting_at_or_after_its_target() {
+    let (_dir, idx) = opened_random_index();
+    let cache = idx.cache(Bm25Params::default()).unwrap();
+    let cursor_of = |term: &str| {
+        idx.weighted_cursors([(term, 1.0f32)].into_iter(), &cache)
+            .unwrap()
+            .pop()
+    };
+    let mut checked = 0;
+    for t in 0..120 {
+        let term = format!("w{t}x");
+        let Some(mut cursor) = cursor_of(&term) else {
+            continue;
+        };
+        let mut docs = Vec::new();
+        while cursor.doc != END {
+            docs.push(cursor.doc);
+            cursor.next();
+        }
+        for stride in [1u32, 2, 3, 7, 15, 16, 17, 31, 33, 100, 900] {
+            for shift in [0u32, 1] {
+                let mut cursor = cursor_of(&term).unwrap();
+                let mut target = docs[0];
+                loop {
+                    cursor.advance(target);
+                    let expect = docs.iter().copied().find(|&d| d >= target).unwrap_or(END);
+                    assert_eq!(cursor.doc, expect, "{term} stride {stride} target {target}");
+                    checked += 1;
+                    if expect == END {
+                        break;
+                    }
+                    target = expect + stride + shift;
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
+
+#[test]
+fn stored_block_maxima_are_each_blocks_largest_score() {
+    let (_dir, idx) = opened_random_index();
     let cache = idx.cache(Bm25Params::default()).unwrap();
     for t in 0..120 {
         for boost in [1.0f32, 3.0] {

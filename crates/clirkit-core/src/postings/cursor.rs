@@ -66,6 +66,9 @@ pub fn postings_intact(file: &crate::io::format::MappedFile) -> crate::error::Re
         .decoded_intact("a postings block decodes to documents other than its metadata states")
 }
 
+/// Documents of a block that [`Cursor::advance`] compares with its target at a time.
+const ADVANCE_STEP: usize = 16;
+
 /// A position in one term's postings, decoding a block at a time.
 #[derive(Clone)]
 pub struct Cursor<'a, S: PostingScorer> {
@@ -206,13 +209,32 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
                 return;
             }
         }
-        // The block's last doc is at least `target`, so one is found; a plain scan, as targets
-        // mostly lie a few postings on.
-        self.pos += self.docs[self.pos..self.len]
+        // The block's last doc is at least `target`, so one is found: the documents below it
+        // are counted sixteen at a time (the docs rise; a count the compiler vectorizes, with
+        // no branch per document), up to the first sixteen not all below, then one by one in
+        // a block's last few. Measured against a plain scan on the 1M-document Zipfian set
+        // (benches/results/bm25.md): sixteen 1.11-1.12x on the whole search at k=10, eight
+        // 1.05x, four 1.01x, thirty-two 1.10-1.11x, the whole rest of the block 0.83x.
+        let docs = &self.docs[..self.len];
+        let mut pos = self.pos;
+        while pos + ADVANCE_STEP <= docs.len() {
+            let below = docs[pos..pos + ADVANCE_STEP]
+                .iter()
+                .filter(|&&d| d < target)
+                .count();
+            pos += below;
+            if below < ADVANCE_STEP {
+                self.pos = pos;
+                self.doc = docs[pos];
+                return;
+            }
+        }
+        pos += docs[pos..]
             .iter()
             .position(|&d| d >= target)
-            .unwrap_or(self.len - 1 - self.pos);
-        self.doc = self.docs[self.pos];
+            .unwrap_or(docs.len() - 1 - pos);
+        self.pos = pos;
+        self.doc = docs[pos];
     }
 
     /// Decode the block that may hold `target`, or end the cursor when none does.
