@@ -18,18 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 
-def run(model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
-
-
-def padded(rng: np.random.Generator, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    ids = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for row, length in enumerate(lengths):
-        ids[row, :length] = rng.integers(5, 60, size=length)
-        mask[row, :length] = 1
-    return ids, mask
+run, padded = tiny_transformer.run, tiny_transformer.padded
 
 
 @pytest.mark.parametrize("masked", [True, False])
@@ -111,7 +100,7 @@ def test_read_only_model_directory_caches_in_clirkit_cache_dir(tmp_path, monkeyp
 def test_a_graph_that_cannot_be_fused_runs_as_shipped(tmp_path, monkeypatch):
     model_dir = tiny_transformer.build(tmp_path / "model")
     monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("clirkit.encoders.attention.fuse_attention", lambda model, masked: 0)
+    monkeypatch.setattr("clirkit.encoders.attention.fuse_attention", lambda model, masked, **checks: 0)
     assert graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True) == model_dir / "model.onnx"
     assert len(list((model_dir / ".clirkit-graphs").glob("*.unchanged"))) == 1
     shutil.rmtree(model_dir / ".clirkit-graphs")
