@@ -62,15 +62,7 @@ def fuse_attention(
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    producers = {out: node for node in graph.node for out in node.output}
-    consumers: dict[str, list[Any]] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    constants = {t.name: t for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = node.attribute[0].t
+    producers, consumers, constants = graph_index(graph)
     graph_outputs = {o.name for o in graph.output}
     hidden_sizes: dict[str, int] = {}
 
@@ -267,17 +259,7 @@ def fuse_erf_gelu(model: Any) -> int:
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    producers = {out: node for node in graph.node for out in node.output}
-    consumers: dict[str, list[Any]] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    constants = {t.name: t for t in graph.initializer}
-    constants.update(
-        (node.output[0], node.attribute[0].t)
-        for node in graph.node
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value"
-    )
+    producers, consumers, constants = graph_index(graph)
 
     def near(name: str, value: float) -> bool:
         tensor = constants.get(name)
@@ -330,6 +312,21 @@ def fuse_erf_gelu(model: Any) -> int:
     return len(replaced)
 
 
+def graph_index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], dict[str, Any]]:
+    """(the node producing each value, the nodes reading each value, the constant tensors by name:
+    initializers and ``Constant`` nodes' values) of an ``onnx.GraphProto``."""
+    producers = {out: node for node in graph.node for out in node.output}
+    consumers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    constants = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+    return producers, consumers, constants
+
+
 def used(nodes: list[Any], outputs: set[str]) -> list[Any]:
     """``nodes`` without those whose results nothing reads (the unfused attention, once its merging
     ``Reshape`` is replaced, and whatever computed only for it), in their order."""
@@ -356,11 +353,7 @@ def drop_softmax_nan_guards(model: Any) -> int:
     from onnx import numpy_helper
 
     graph = model.graph
-    producers = {out: node for node in graph.node for out in node.output}
-    constants = {t.name: t for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = node.attribute[0].t
+    producers, _, constants = graph_index(graph)
     graph_outputs = {o.name for o in graph.output}
     renamed: dict[str, str] = {}
     removed: set[int] = set()

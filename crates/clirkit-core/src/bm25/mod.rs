@@ -76,6 +76,8 @@ pub struct Bm25Index {
     docvectors: Option<docvectors::DocVectors>,
     /// Per-block maximum scores stored at build time, when the index has them.
     block_maxima: Option<block_maxima::BlockMaxima>,
+    /// The terms whose postings were found well formed ([`termdict::TermEntry::postings_once`]).
+    checked_terms: termdict::CheckedTerms,
     /// For a shard of a sharded index, the whole collection's document frequencies, which
     /// scores use instead of the shard's own (as `doc_count` and `avgdl` are then the whole
     /// collection's): every shard scores as the one index over all documents would.
@@ -153,6 +155,7 @@ impl Bm25Index {
             analyzers,
             docvectors,
             block_maxima,
+            checked_terms: termdict::CheckedTerms::new(num_terms),
             global_terms: None,
         })
     }
@@ -288,12 +291,14 @@ impl Bm25Index {
                 };
                 let term = TermScorer::new(boost, scoring::idf(doc_freq as u64, self.doc_count));
                 let scorer = Bm25PostingScorer { term, cache, norms };
-                let postings = e.postings(&self.postings, self.num_docs).and_then(|mut p| {
-                    if let Some(maxima) = maxima {
-                        p.block_maxima = Some(maxima.of_term(index, &e)?);
-                    }
-                    Ok(p)
-                });
+                let postings = e
+                    .postings_once(&self.postings, self.num_docs, &self.checked_terms, index)
+                    .and_then(|mut p| {
+                        if let Some(maxima) = maxima {
+                            p.block_maxima = Some(maxima.of_term(index, &e)?);
+                        }
+                        Ok(p)
+                    });
                 Some(postings.map(|p| Cursor::new(p, scorer)))
             })
             .collect()

@@ -1025,6 +1025,35 @@ fn crafted_zorp_postings(dir: &Path, edit: impl FnOnce(&mut Vec<u8>, usize, usiz
     index
 }
 
+/// A term whose block metadata is malformed is refused at every query of an opened index, not
+/// only the first: only terms found well formed are spared the walk over their blocks later.
+#[test]
+fn a_malformed_term_is_refused_at_every_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = crafted_zorp_postings(dir.path(), |p, metas_at, _| {
+        // The block's posting count (its metadata's last byte) set to 0: no block holds none.
+        assert_eq!(p[metas_at + 15], 2);
+        p[metas_at + 15] = 0;
+    });
+    let index = Bm25Index::open(&index).unwrap();
+    for _ in 0..2 {
+        let e = index
+            .search("zorp", None, 10, Bm25Params::default())
+            .unwrap_err();
+        assert!(matches!(e, Error::Format { .. }), "{e}");
+        assert!(e.to_string().contains("block is malformed"), "{e}");
+    }
+    // A well-formed term answers alike both times.
+    let quux = || {
+        index
+            .search("quux", None, 10, Bm25Params::default())
+            .unwrap()
+    };
+    let first = quux();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first, quux());
+}
+
 #[test]
 fn a_crafted_document_number_beyond_the_count_is_a_format_error() {
     let zorp = |index: &Path| {

@@ -7,7 +7,7 @@
 //! A posting's value is what the scorer reads: the term frequency in a BM25 index, an integer
 //! impact in an impact-scored one; the codec does not interpret it.
 
-use super::bitpack::{bits_needed, pack, packed_len, unpack};
+use super::bitpack::{bits_needed, pack, packed_len, unpack, unpack_docs_simd, unpack_values_simd};
 use crate::io::format::read_u32;
 
 pub use super::bitpack::BLOCK_LEN;
@@ -130,6 +130,34 @@ pub fn decode_docs(
     prev_last: u32,
     docs: &mut [u32; BLOCK_LEN],
 ) -> bool {
+    // A full block through the SIMD kernel, whose wrapping sums are the true documents when
+    // the last one is the block's and lies at or after the first possible one: the steps sum
+    // below 2^31, so a sum that wrapped would end below that. Anything else (a crafted block
+    // included) is decoded again below, so the answer is always the scalar decoder's.
+    let first = prev_last.wrapping_add(1);
+    if meta.len as usize == BLOCK_LEN
+        && unpack_docs_simd(
+            &data[meta.offset as usize..],
+            meta.doc_bits,
+            prev_last,
+            docs,
+        )
+        && docs[BLOCK_LEN - 1] == meta.last_doc
+        && meta.last_doc >= first
+    {
+        return true;
+    }
+    decode_docs_scalar(data, meta, prev_last, docs)
+}
+
+/// [`decode_docs`] one document at a time, for every block.
+#[must_use]
+fn decode_docs_scalar(
+    data: &[u8],
+    meta: &BlockMeta,
+    prev_last: u32,
+    docs: &mut [u32; BLOCK_LEN],
+) -> bool {
     let n = meta.len as usize;
     unpack(&data[meta.offset as usize..], meta.doc_bits, &mut docs[..n]);
     // Summed in 64 bits, so a crafted gap cannot wrap around to a smaller document.
@@ -147,6 +175,9 @@ pub fn decode_docs(
 pub fn decode_values(data: &[u8], meta: &BlockMeta, values: &mut [u32; BLOCK_LEN]) {
     let n = meta.len as usize;
     let start = meta.offset as usize + packed_len(n, meta.doc_bits);
+    if n == BLOCK_LEN && unpack_values_simd(&data[start..], meta.value_bits, values) {
+        return;
+    }
     unpack(&data[start..], meta.value_bits, &mut values[..n]);
     for t in values[..n].iter_mut() {
         *t += 1;
@@ -204,5 +235,59 @@ mod tests {
         // Gaps that would wrap around past u32::MAX back into range.
         meta.last_doc = 40;
         assert!(!decode_docs(data, &meta, u32::MAX - 1, &mut d));
+    }
+
+    /// Full blocks (the SIMD decoder's) decode as the scalar decoder does at every width: with
+    /// their true last document, a wrong one, and the one the sums reach only by wrapping past
+    /// u32::MAX, which both must refuse.
+    #[test]
+    fn full_blocks_decode_as_the_scalar_decoder_does() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for bits in 1..=32u8 {
+            let most = u32::MAX >> (32 - bits);
+            for pattern in 0..2 {
+                let gaps: Vec<u32> = (0..BLOCK_LEN)
+                    .map(|_| match pattern {
+                        0 => most,
+                        _ => {
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            state as u32 & most
+                        }
+                    })
+                    .collect();
+                let mut data = Vec::new();
+                super::super::bitpack::pack(&gaps, bits, &mut data);
+                // Room for the SIMD decoder's reads past the data at every width.
+                data.resize(data.len() + 64, 0);
+                let sum: u64 = gaps.iter().map(|&g| g as u64 + 1).sum();
+                for prev_last in [u32::MAX, 0, 77_777, u32::MAX - 1000, u32::MAX - (1 << 30)] {
+                    let last = prev_last.wrapping_add(1) as u64 + sum - 1;
+                    let mut refused = 0;
+                    for last_doc in [last as u32, (last as u32).wrapping_add(1)] {
+                        let meta = BlockMeta {
+                            last_doc,
+                            offset: 0,
+                            max_value: 1,
+                            min_norm: 0,
+                            doc_bits: bits,
+                            value_bits: 0,
+                            len: BLOCK_LEN as u8,
+                        };
+                        let (mut fast, mut slow) = ([0u32; BLOCK_LEN], [1u32; BLOCK_LEN]);
+                        let ok = decode_docs(&data, &meta, prev_last, &mut fast);
+                        assert_eq!(ok, decode_docs_scalar(&data, &meta, prev_last, &mut slow));
+                        if ok {
+                            assert_eq!(fast, slow, "bits {bits} from {prev_last}");
+                        } else {
+                            refused += 1;
+                        }
+                    }
+                    // The true last document is refused only when the sums pass u32::MAX.
+                    assert_eq!(refused, if last > u32::MAX as u64 { 2 } else { 1 });
+                }
+            }
+        }
     }
 }

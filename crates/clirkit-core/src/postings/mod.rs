@@ -1,6 +1,7 @@
 //! The inverted-index layer, independent of any scoring model (tantivy keeps `termdict/`,
 //! `postings/` and `query/` apart; PISA's query algorithms know only cursors and a top-k queue):
-//! - [`bitpack`]: packing and unpacking values of a given bit width;
+//! - [`bitpack`]: packing and unpacking values of a given bit width (full blocks with AVX2
+//!   where the CPU has it);
 //! - [`codec`]: a term's postings in blocks with skip and bound metadata;
 //! - [`cursor`]: the [`Cursor`] that walks them, scoring through a [`PostingScorer`];
 //! - [`termdict`]: the term dictionary (`terms.bin`) and the file names of an index directory;

@@ -14,6 +14,7 @@ use super::cursor::TermPostings;
 use crate::error::{Error, Result};
 use crate::io::format::{read_u32, read_u64, Kind, MappedFile};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const TERMS_FILE: &str = "terms.bin";
 pub const POSTINGS_FILE: &str = "postings.bin";
@@ -73,6 +74,33 @@ impl TermEntry {
     /// not decode to its last document is found by the cursor that decodes it (see
     /// [`TermPostings`]).
     pub fn postings<'a>(&self, file: &'a MappedFile, num_docs: usize) -> Result<TermPostings<'a>> {
+        self.postings_walked(file, num_docs, true)
+    }
+
+    /// [`TermEntry::postings`] for term `term` of the dictionary, walking its blocks' metadata
+    /// only the first time `checked` meets it: a well-formed term is marked there, and its later
+    /// views check only the chunk CRCs (each chunk once anyway) and the last block.
+    pub fn postings_once<'a>(
+        &self,
+        file: &'a MappedFile,
+        num_docs: usize,
+        checked: &CheckedTerms,
+        term: usize,
+    ) -> Result<TermPostings<'a>> {
+        let walked = !checked.contains(term);
+        let postings = self.postings_walked(file, num_docs, walked)?;
+        if walked {
+            checked.insert(term);
+        }
+        Ok(postings)
+    }
+
+    fn postings_walked<'a>(
+        &self,
+        file: &'a MappedFile,
+        num_docs: usize,
+        walk: bool,
+    ) -> Result<TermPostings<'a>> {
         let payload = file.payload();
         let metas_at = self.postings_offset as usize;
         let data_at = metas_at.saturating_add(self.blocks as usize * BLOCK_META_LEN);
@@ -92,7 +120,7 @@ impl TermEntry {
             let rises = b == 0 || BlockMeta::decode(metas, b - 1).last_doc < meta.last_doc;
             rises && meta.offset <= last.offset && meta.fits(data.len())
         };
-        if !(0..self.blocks as usize).all(fits) {
+        if walk && !(0..self.blocks as usize).all(fits) {
             return Err(Error::format(
                 file.path(),
                 "a term's postings block is malformed: the index is corrupt",
@@ -134,6 +162,35 @@ impl TermEntry {
             doc_freq: read_u32(bytes, at + 12),
             postings_offset: read_u64(bytes, at + 16),
             blocks: read_u32(bytes, at + 24),
+        }
+    }
+}
+
+/// The terms of an opened index whose postings [`TermEntry::postings_once`] found well formed,
+/// a bit per term: a frequent term's thousands of blocks are walked once per opened index
+/// rather than once per query.
+pub struct CheckedTerms(Vec<AtomicU64>);
+
+impl CheckedTerms {
+    pub fn new(num_terms: usize) -> Self {
+        CheckedTerms(
+            (0..num_terms.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        )
+    }
+
+    #[inline]
+    fn contains(&self, term: usize) -> bool {
+        self.0
+            .get(term / 64)
+            .is_some_and(|w| w.load(Ordering::Relaxed) >> (term % 64) & 1 != 0)
+    }
+
+    #[inline]
+    fn insert(&self, term: usize) {
+        if let Some(w) = self.0.get(term / 64) {
+            w.fetch_or(1 << (term % 64), Ordering::Relaxed);
         }
     }
 }
