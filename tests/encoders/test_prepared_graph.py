@@ -185,3 +185,30 @@ def test_token_budget_batches(budget):
         assert max(lengths[i] for i in batch) == lengths[batch[0]]
         assert len(batch) <= 16
         assert len(batch) == 1 or len(batch) * lengths[batch[0]] <= budget
+
+
+def test_external_data_behind_a_symbolic_link_is_read(tmp_path, monkeypatch):
+    """The Hugging Face hub's cache lays a snapshot's files as symbolic links, which onnx's own loader
+    refuses for external data: the graph is still prepared (not run as shipped with a warning)."""
+    import warnings
+
+    model_dir = tiny_transformer.build(tmp_path / "model", layers=2)
+    graph = onnx.load(str(model_dir / "model.onnx"))
+    shipped = onnx.load_from_string(graph.SerializeToString())  # saving below moves graph's tensors out
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    onnx.save_model(
+        graph, str(blobs / "model.onnx"), save_as_external_data=True, location="weights", size_threshold=0
+    )
+    (blobs / "model.onnx").replace(model_dir / "model.onnx")
+    (model_dir / "weights").symlink_to(blobs / "weights")
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepared = graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True)
+    assert prepared != model_dir / "model.onnx"
+    assert "MultiHeadAttention" in {n.op_type for n in onnx.load(str(prepared)).graph.node}
+    ids, mask = padded(np.random.default_rng(2), [6, 3])
+    np.testing.assert_allclose(
+        run(onnx.load(str(prepared)), ids, mask)[0], run(shipped, ids, mask)[0], atol=1e-5
+    )

@@ -181,7 +181,8 @@ def _rewrite(
     from clirkit.encoders.attention import drop_softmax_nan_guards, fuse_attention, fuse_erf_gelu
     from clirkit.encoders.vocab_projection import split_projection
 
-    model = onnx.load(str(model_path))  # external data read in: small tensors may be kept there too
+    model = onnx.load(str(model_path), load_external_data=False)
+    read_external_data(model, model_path.parent)  # small tensors may be kept there too
     names = {i.name for i in model.graph.input}
     if not names <= {"input_ids", "attention_mask", "token_type_ids", "position_ids"}:
         return None, None  # feeds the probe cannot build: leave such a model as it is
@@ -195,6 +196,31 @@ def _rewrite(
     if not fused and projection is None:
         return None, None
     return model, projection
+
+
+def read_external_data(model: Any, directory: Path) -> None:
+    """Read the tensors of ``model`` (an ``onnx.ModelProto`` loaded without its external data) kept in
+    external-data files under ``directory`` into the model. onnx's own loader refuses a data file that is a
+    symbolic link, and the Hugging Face hub's cache lays every file of a snapshot as one."""
+    from onnx import TensorProto
+
+    tensors = list(model.graph.initializer) + [
+        a.t for node in model.graph.node for a in node.attribute if a.HasField("t")
+    ]
+    for tensor in tensors:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = Path(info.get("location", ""))
+        if location.is_absolute() or ".." in location.parts or not location.parts:
+            raise ValueError(
+                f"tensor {tensor.name!r}: external data location {str(location)!r} is not a file beside the graph"
+            )
+        with (directory / location).open("rb") as f:
+            f.seek(int(info.get("offset", 0)))
+            tensor.raw_data = f.read(int(info["length"])) if "length" in info else f.read()
+        tensor.data_location = TensorProto.DEFAULT
+        del tensor.external_data[:]
 
 
 def _probe_batch(lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
