@@ -253,9 +253,10 @@ def fuse_erf_gelu(model: Any) -> int:
     """Rewrite ``model`` in place, every exact GELU spelled ``x * 0.5 * (1 + Erf(x / sqrt(2)))`` (the
     factors in any order, ``/ sqrt(2)`` or ``* (1 / sqrt(2))``) replaced by one ``com.microsoft.Gelu``
     node; the number replaced. onnxruntime's own fusion misses the order a dynamo export writes
-    (``Mul(0.5, 1 + erf)`` first, then ``Mul(x, ...)``); once fused, its ``BiasGeluFusion`` also takes in
-    the bias ``Add`` before it, so five passes over ``tokens x intermediate`` floats (six with the bias)
-    become one. Same function, float rounding apart (the kernel multiplies by ``1 / sqrt(2)``)."""
+    (``Mul(0.5, 1 + erf)`` first, then ``Mul(x, ...)``), so five passes over ``tokens x intermediate``
+    floats become one (the graph cache keeps the bias ``Add`` before it apart: onnxruntime's ``BiasGelu``
+    kernel is slower than the two). Same function, float rounding apart (the kernel multiplies by
+    ``1 / sqrt(2)``)."""
     from onnx import helper, numpy_helper
 
     graph = model.graph
