@@ -93,6 +93,26 @@ def encoding(result: dict) -> float:
     return sum(s for kind, _, s in result["stages"] if kind.startswith(("encode", "sparse-encode")))
 
 
+def kind_lines(results: dict[str, list[dict]]) -> list[str]:
+    """Per stage kind, the seconds of A's and B's runs summed and their ratio; a kind that only one side
+    runs (``encode`` and ``encode-tokens`` under A, one shared ``encode-heads`` under B) says so instead
+    of a ratio."""
+    by_kind: dict[str, list[float | None]] = {}
+    for side, name in enumerate("AB"):
+        for result in results[name]:
+            for kind, _, seconds in result["stages"]:
+                sums = by_kind.setdefault(kind, [None, None])
+                sums[side] = (sums[side] or 0.0) + seconds
+    lines = []
+    for kind, (a, b) in sorted(by_kind.items()):
+        if a is None or b is None:
+            ratio = f"{'B' if a is None else 'A'} only"
+        else:
+            ratio = f"A/B {a / max(b, 1e-9):.2f}x"
+        lines.append(f"  {kind:<22} A {a or 0.0:8.1f} s  B {b or 0.0:8.1f} s  {ratio}")
+    return lines
+
+
 def run_order(text: str) -> str:
     """``--order``: the checkouts' runs in sequence, a string of A and B naming each at least once."""
     order = text.strip().upper()
@@ -137,13 +157,8 @@ def main() -> None:
             b = sum(measure(r) for r in results["B"])
             runs = f"sums of {args.order.count('A')} and {args.order.count('B')} runs"
             print(f"{what}: A {a:.1f} s, B {b:.1f} s ({runs}): A/B = {a / b:.2f}x")
-        by_kind: dict[str, list[float]] = {}
-        for name in "AB":
-            for result in results[name]:
-                for kind, _, seconds in result["stages"]:
-                    by_kind.setdefault(kind, [0.0, 0.0])["AB".index(name)] += seconds
-        for kind, (a, b) in sorted(by_kind.items()):
-            print(f"  {kind:<22} A {a:8.1f} s  B {b:8.1f} s  A/B {a / max(b, 1e-9):.2f}x")
+        for line in kind_lines(results):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ the sums are printed."""
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import json
 import re
 import subprocess
@@ -103,3 +104,18 @@ def test_order_must_name_both_checkouts_and_only_them(order):
     )
     assert done.returncode == 2
     assert "a sequence of A and B runs naming each" in done.stderr
+
+
+def test_a_stage_kind_only_one_side_runs_gets_no_ratio():
+    """A shared ``encode-heads`` stage under B in place of ``encode`` and ``encode-tokens`` under A: those
+    kinds are marked as one side's, not given a ratio against zero."""
+    spec = importlib.util.spec_from_file_location("experiment_encoding_ab", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run_a = {"stages": [["encode", "e", 30.0], ["encode-tokens", "t", 20.0], ["search", "s", 2.0]]}
+    run_b = {"stages": [["encode-heads", "h", 25.0], ["search", "s", 1.0]]}
+    lines = module.kind_lines({"A": [run_a, run_a], "B": [run_b, run_b]})
+    assert [line.split()[0] for line in lines] == ["encode", "encode-heads", "encode-tokens", "search"]
+    assert lines[0].endswith("A only") and "A     60.0 s" in lines[0] and "B      0.0 s" in lines[0]
+    assert lines[1].endswith("B only") and "B     50.0 s" in lines[1]
+    assert lines[3].endswith("A/B 2.00x")
