@@ -53,13 +53,22 @@ def save_graph(dst: Path, name: str, nodes: list, outputs: list, initializers: l
 
 
 def build(
-    dst: Path, *, layers: int = 2, heads: bool = False, seed: int = 3, config: dict | None = None
+    dst: Path,
+    *,
+    layers: int = 2,
+    heads: bool = False,
+    seed: int = 3,
+    config: dict | None = None,
+    dynamo: bool = False,
+    causal: bool = False,
 ) -> Path:
     """Write ``model.onnx``, ``tokenizer.json`` and ``config.json`` of the tiny encoder into ``dst``.
 
     Outputs: ``last_hidden_state`` (batch, sequence, HIDDEN); with ``heads`` also ``sparse_weights``
     (batch, sequence, 1) = relu(hidden @ w + b) and ``colbert_vecs`` (batch, sequence, COLBERT_DIM) =
-    hidden @ W, as BGE-M3's ONNX exports give them."""
+    hidden @ W, as BGE-M3's ONNX exports give them. With ``dynamo`` attention is spelled as
+    ``torch.export`` exports ``scaled_dot_product_attention`` (:func:`dynamo_attention`); ``causal``
+    (dynamo only) adds a causal mask to the padding mask."""
     dst.mkdir(parents=True, exist_ok=True)
     vocab = tokenizer_json(dst)
     rng = np.random.default_rng(seed)
@@ -87,10 +96,14 @@ def build(
         helper.make_node("Mul", ["mask_inv", "neg"], ["mask_neg"]),
         helper.make_node("Unsqueeze", ["mask_neg", "axes12"], ["mask_bias"]),
     ]
+    if dynamo:
+        nodes += dynamo_shapes_and_mask(const, causal)
     x = "x0"
     for i in range(layers):
         p = f"l{i}_"
-        for part in "qkv":
+        if dynamo:
+            nodes += dynamo_attention(p, x, weight)
+        for part in "qkv" if not dynamo else "":
             nodes += [
                 helper.make_node("MatMul", [x, weight(p + part + "_w", HIDDEN, HIDDEN)], [p + part + "_mm"]),
                 helper.make_node("Add", [p + part + "_mm", weight(p + part + "_b", HIDDEN)], [p + part]),
@@ -102,14 +115,17 @@ def build(
                     perm=[0, 2, 3, 1] if part == "k" else [0, 2, 1, 3],
                 ),
             ]
+        if not dynamo:
+            nodes += [
+                helper.make_node("MatMul", [p + "q_t", p + "k_t"], [p + "scores"]),
+                helper.make_node("Mul", [p + "scores", "scale"], [p + "scaled"]),
+                helper.make_node("Add", [p + "scaled", "mask_bias"], [p + "masked"]),
+                helper.make_node("Softmax", [p + "masked"], [p + "probs"], axis=-1),
+                helper.make_node("MatMul", [p + "probs", p + "v_t"], [p + "ctx"]),
+                helper.make_node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3]),
+                helper.make_node("Reshape", [p + "ctx_t", "merge"], [p + "ctx_m"]),
+            ]
         nodes += [
-            helper.make_node("MatMul", [p + "q_t", p + "k_t"], [p + "scores"]),
-            helper.make_node("Mul", [p + "scores", "scale"], [p + "scaled"]),
-            helper.make_node("Add", [p + "scaled", "mask_bias"], [p + "masked"]),
-            helper.make_node("Softmax", [p + "masked"], [p + "probs"], axis=-1),
-            helper.make_node("MatMul", [p + "probs", p + "v_t"], [p + "ctx"]),
-            helper.make_node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3]),
-            helper.make_node("Reshape", [p + "ctx_t", "merge"], [p + "ctx_m"]),
             helper.make_node("MatMul", [p + "ctx_m", weight(p + "o_w", HIDDEN, HIDDEN)], [p + "o_mm"]),
             helper.make_node("Add", [p + "o_mm", weight(p + "o_b", HIDDEN)], [p + "o"]),
             helper.make_node("Add", [p + "o", x], [p + "res"]),
@@ -142,6 +158,94 @@ def build(
     settings = {"vocab_size": vocab, "max_position_embeddings": 64, "pooling": "mean", "normalize": True}
     (dst / "config.json").write_text(json.dumps({**settings, **(config or {})}), encoding="utf-8")
     return dst
+
+
+def dynamo_shapes_and_mask(const, causal: bool) -> list:
+    """The shapes a dynamo export computes from the input's (``dyn_split`` = (batch, tokens, -1, head
+    size), ``dyn_flat`` = (-1, tokens, head size), ``dyn_keys`` = (batch, heads, head size, tokens),
+    ``dyn_merge`` = (batch, tokens, -1)) and its additive mask ``dyn_mask``: ``Where(keep, 0, -FLT_MAX)``,
+    ``keep`` the padding mask (and, with ``causal``, key position <= query position)."""
+    size = HIDDEN // HEADS
+    for name, value in (("d_size", [size]), ("d_heads", [HEADS]), ("d_minus1", [-1]), ("d_axes12", [1, 2])):
+        const(name, np.array(value, dtype=np.int64))
+    const("d_zero", np.array(0.0, dtype=np.float32))
+    const("d_lowest", np.array(np.finfo(np.float32).min, dtype=np.float32))
+    const("d_start", np.array(0, dtype=np.int64))
+    const("d_step", np.array(1, dtype=np.int64))
+    const("d_axis1", np.array([1], dtype=np.int64))
+    nodes = [
+        helper.make_node("Shape", ["input_ids"], ["d_batch"], start=0, end=1),
+        helper.make_node("Shape", ["input_ids"], ["d_tokens"], start=1, end=2),
+        helper.make_node("Concat", ["d_batch", "d_tokens", "d_minus1", "d_size"], ["dyn_split"], axis=0),
+        helper.make_node("Concat", ["d_minus1", "d_tokens", "d_size"], ["dyn_flat"], axis=0),
+        helper.make_node("Concat", ["d_batch", "d_heads", "d_size", "d_tokens"], ["dyn_keys"], axis=0),
+        helper.make_node("Concat", ["d_batch", "d_tokens", "d_minus1"], ["dyn_merge"], axis=0),
+        helper.make_node("Cast", ["attention_mask"], ["d_mask_b"], to=TensorProto.BOOL),
+        helper.make_node("Unsqueeze", ["d_mask_b", "d_axes12"], ["d_keep_pad"]),
+    ]
+    keep = "d_keep_pad"
+    if causal:
+        nodes += [
+            helper.make_node("Squeeze", ["d_tokens"], ["d_count"]),
+            helper.make_node("Range", ["d_start", "d_count", "d_step"], ["d_positions"]),
+            helper.make_node("Unsqueeze", ["d_positions", "d_axis1"], ["d_queries"]),
+            helper.make_node("GreaterOrEqual", ["d_queries", "d_positions"], ["d_causal"]),
+            helper.make_node("And", ["d_keep_pad", "d_causal"], ["d_keep"]),
+        ]
+        keep = "d_keep"
+    return nodes + [helper.make_node("Where", [keep, "d_zero", "d_lowest"], ["dyn_mask"])]
+
+
+def dynamo_attention(p: str, x: str, weight) -> list:
+    """Layer ``p``'s attention over ``x`` as a dynamo export spells it, ending in ``{p}ctx_m``: queries
+    and keys each scaled by ``size ** -0.25``, the keys transposed through a reshape to three
+    dimensions, shapes from :func:`dynamo_shapes_and_mask`."""
+    size = HIDDEN // HEADS
+    root = p + "sqrt_scale"
+    nodes = [
+        helper.make_node(
+            "Constant", [], [root], value=numpy_helper.from_array(np.array(size**-0.25, dtype=np.float32))
+        )
+    ]
+    for part in "qkv":
+        nodes += [
+            helper.make_node("MatMul", [x, weight(p + part + "_w", HIDDEN, HIDDEN)], [p + part + "_mm"]),
+            helper.make_node("Add", [p + part + "_mm", weight(p + part + "_b", HIDDEN)], [p + part]),
+            helper.make_node("Reshape", [p + part, "dyn_split"], [p + part + "_r"]),
+            helper.make_node("Transpose", [p + part + "_r"], [p + part + "_t"], perm=[0, 2, 1, 3]),
+        ]
+    return nodes + [
+        helper.make_node("Reshape", [p + "k_t", "dyn_flat"], [p + "k_flat"]),
+        helper.make_node("Transpose", [p + "k_flat"], [p + "k_swapped"], perm=[0, 2, 1]),
+        helper.make_node("Reshape", [p + "k_swapped", "dyn_keys"], [p + "k_tt"]),
+        helper.make_node("Mul", [p + "q_t", root], [p + "q_s"]),
+        helper.make_node("Mul", [p + "k_tt", root], [p + "k_s"]),
+        helper.make_node("MatMul", [p + "q_s", p + "k_s"], [p + "scores"]),
+        helper.make_node("Add", [p + "scores", "dyn_mask"], [p + "masked"]),
+        helper.make_node("Softmax", [p + "masked"], [p + "probs"], axis=-1),
+        helper.make_node("MatMul", [p + "probs", p + "v_t"], [p + "ctx"]),
+        helper.make_node("Transpose", [p + "ctx"], [p + "ctx_t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", [p + "ctx_t", "dyn_merge"], [p + "ctx_m"]),
+    ]
+
+
+def padded(rng: np.random.Generator, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A padded batch of random token ids of ``lengths``: (input ids, attention mask)."""
+    ids = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = rng.integers(5, 60, size=length)
+        mask[row, :length] = 1
+    return ids, mask
+
+
+def run(model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``last_hidden_state`` of the ``onnx.ModelProto`` ``model`` for a padded batch, on onnxruntime's CPU
+    provider."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
 
 
 def texts(count: int, seed: int = 0) -> list[str]:

@@ -1,8 +1,9 @@
 """Same-hour A/B of an experiment's stages under two clirkit checkouts: ``examples/scifact-three-families.toml``
 (or ``--experiment``) run from scratch under checkout A and checkout B, alternated A B B A, each run in a
-process of its own with that checkout's ``python/`` first on the path and a fresh work directory; each
-stage's seconds are printed per run, with the encoding stages (kinds ``encode*`` / ``sparse-encode*``)
-summed, and the sums and ratios at the end.
+process of its own with that checkout's ``python/`` first on the path and a fresh work directory (``--order``
+changes the sequence: ``AB`` for a quick trial that the script works); each stage's seconds are printed per
+run, with the encoding stages (kinds ``encode*`` / ``sparse-encode*``, ``encode-heads`` among them) summed,
+and the sums and ratios at the end.
 
 ``--docs N`` runs on the first N documents of the collection (a BEIR folder written under ``--scratch``:
 those documents, every query, the qrels of those documents), with every other setting of the experiment
@@ -11,6 +12,8 @@ absolute. The prepared CPU graphs (``clirkit.encoders.graph_cache``) are built b
 checkout first, so neither side pays for preparing them; every run writes a new store.
 
     python benches/encoders/experiment_encoding_ab.py --a /tmp/old-main --b . --docs 1000
+    python benches/encoders/experiment_encoding_ab.py --a /tmp/old-main --b . --docs 300 --order AB \
+        --experiment examples/scifact-three-families.toml
 
 Both checkouts need a built native module (``devbuild``); the Python running this script only starts
 the runs (``--python``, default this interpreter)."""
@@ -90,6 +93,34 @@ def encoding(result: dict) -> float:
     return sum(s for kind, _, s in result["stages"] if kind.startswith(("encode", "sparse-encode")))
 
 
+def kind_lines(results: dict[str, list[dict]]) -> list[str]:
+    """Per stage kind, the seconds of A's and B's runs summed and their ratio; a kind that only one side
+    runs (``encode`` and ``encode-tokens`` under A, one shared ``encode-heads`` under B) says so instead
+    of a ratio."""
+    by_kind: dict[str, list[float | None]] = {}
+    for side, name in enumerate("AB"):
+        for result in results[name]:
+            for kind, _, seconds in result["stages"]:
+                sums = by_kind.setdefault(kind, [None, None])
+                sums[side] = (sums[side] or 0.0) + seconds
+    lines = []
+    for kind, (a, b) in sorted(by_kind.items()):
+        if a is None or b is None:
+            ratio = f"{'B' if a is None else 'A'} only"
+        else:
+            ratio = f"A/B {a / max(b, 1e-9):.2f}x"
+        lines.append(f"  {kind:<22} A {a or 0.0:8.1f} s  B {b or 0.0:8.1f} s  {ratio}")
+    return lines
+
+
+def run_order(text: str) -> str:
+    """``--order``: the checkouts' runs in sequence, a string of A and B naming each at least once."""
+    order = text.strip().upper()
+    if set(order) - {"A", "B"} or not {"A", "B"} <= set(order):
+        raise argparse.ArgumentTypeError(f"{text!r}: a sequence of A and B runs naming each, e.g. ABBA or AB")
+    return order
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", type=Path, required=True, help="checkout A (the before)")
@@ -97,6 +128,9 @@ def main() -> None:
     ap.add_argument("--experiment", type=Path, default=REPO / "examples" / "scifact-three-families.toml")
     ap.add_argument("--docs", type=int, default=None, help="first N documents only")
     ap.add_argument("--scratch", type=Path, default=None)
+    ap.add_argument(
+        "--order", type=run_order, default="ABBA", help="the runs in sequence (default ABBA; AB for a trial)"
+    )
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
     if args.scratch is not None:
@@ -109,7 +143,7 @@ def main() -> None:
             warm = absolute_file(args.experiment.resolve(), scratch / f"warm-{name}", 20)
             run(args.python, checkout, warm, scratch / f"warm-{name}" / "work")
         results: dict[str, list[dict]] = {"A": [], "B": []}
-        for i, name in enumerate("ABBA"):
+        for i, name in enumerate(args.order):
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             result = run(args.python, checkouts[name], experiment, scratch / f"run-{i}")
             results[name].append(result)
@@ -121,14 +155,10 @@ def main() -> None:
         for what, measure in (("encoding stages", encoding), ("whole run", lambda r: r["total"])):
             a = sum(measure(r) for r in results["A"])
             b = sum(measure(r) for r in results["B"])
-            print(f"{what}: A {a:.1f} s, B {b:.1f} s (sums of two runs each): A/B = {a / b:.2f}x")
-        by_kind: dict[str, list[float]] = {}
-        for name in "AB":
-            for result in results[name]:
-                for kind, _, seconds in result["stages"]:
-                    by_kind.setdefault(kind, [0.0, 0.0])["AB".index(name)] += seconds
-        for kind, (a, b) in sorted(by_kind.items()):
-            print(f"  {kind:<22} A {a:8.1f} s  B {b:8.1f} s  A/B {a / max(b, 1e-9):.2f}x")
+            runs = f"sums of {args.order.count('A')} and {args.order.count('B')} runs"
+            print(f"{what}: A {a:.1f} s, B {b:.1f} s ({runs}): A/B = {a / b:.2f}x")
+        for line in kind_lines(results):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -18,18 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 
-def run(model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
-
-
-def padded(rng: np.random.Generator, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    ids = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for row, length in enumerate(lengths):
-        ids[row, :length] = rng.integers(5, 60, size=length)
-        mask[row, :length] = 1
-    return ids, mask
+run, padded = tiny_transformer.run, tiny_transformer.padded
 
 
 @pytest.mark.parametrize("masked", [True, False])
@@ -111,7 +100,7 @@ def test_read_only_model_directory_caches_in_clirkit_cache_dir(tmp_path, monkeyp
 def test_a_graph_that_cannot_be_fused_runs_as_shipped(tmp_path, monkeypatch):
     model_dir = tiny_transformer.build(tmp_path / "model")
     monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("clirkit.encoders.attention.fuse_attention", lambda model, masked: 0)
+    monkeypatch.setattr("clirkit.encoders.attention.fuse_attention", lambda model, masked, **checks: 0)
     assert graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True) == model_dir / "model.onnx"
     assert len(list((model_dir / ".clirkit-graphs").glob("*.unchanged"))) == 1
     shutil.rmtree(model_dir / ".clirkit-graphs")
@@ -196,3 +185,30 @@ def test_token_budget_batches(budget):
         assert max(lengths[i] for i in batch) == lengths[batch[0]]
         assert len(batch) <= 16
         assert len(batch) == 1 or len(batch) * lengths[batch[0]] <= budget
+
+
+def test_external_data_behind_a_symbolic_link_is_read(tmp_path, monkeypatch):
+    """The Hugging Face hub's cache lays a snapshot's files as symbolic links, which onnx's own loader
+    refuses for external data: the graph is still prepared (not run as shipped with a warning)."""
+    import warnings
+
+    model_dir = tiny_transformer.build(tmp_path / "model", layers=2)
+    graph = onnx.load(str(model_dir / "model.onnx"))
+    shipped = onnx.load_from_string(graph.SerializeToString())  # saving below moves graph's tensors out
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    onnx.save_model(
+        graph, str(blobs / "model.onnx"), save_as_external_data=True, location="weights", size_threshold=0
+    )
+    (blobs / "model.onnx").replace(model_dir / "model.onnx")
+    (model_dir / "weights").symlink_to(blobs / "weights")
+    monkeypatch.setenv("CLIRKIT_CACHE_DIR", str(tmp_path / "cache"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepared = graph_cache.prepared_graph(ort, model_dir / "model.onnx", masked=True)
+    assert prepared != model_dir / "model.onnx"
+    assert "MultiHeadAttention" in {n.op_type for n in onnx.load(str(prepared)).graph.node}
+    ids, mask = padded(np.random.default_rng(2), [6, 3])
+    np.testing.assert_allclose(
+        run(onnx.load(str(prepared)), ids, mask)[0], run(shipped, ids, mask)[0], atol=1e-5
+    )

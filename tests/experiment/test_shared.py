@@ -175,20 +175,28 @@ def test_neuclir_example_equals_the_separate_cli_commands(tmp_path, shared):
             assert results.value(system, "mono/zh", key) == value, (system, key)
 
 
-def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, shared, capsys):
-    """``clirkit experiment plan examples/scifact-three-families.toml``: BM25 (+RM3), e5 dense, splade
-    impact and MiniLM multi-vector runs on SciFact, the neural families' RRF and a second one with
-    BM25+RM3, one evaluation each."""
+def _planned_scifact_example(tmp_path, shared, capsys, name: str) -> tuple[list[list[str]], str]:
+    """``clirkit experiment plan examples/NAME`` (a SciFact example): its stages as ``[state, kind,
+    digest, label]`` (every one to run) and the file's text."""
     from clirkit.cli import main as cli
 
     root = shared("data", "beir-scifact").parent.parent
     for model in ("multilingual-e5-small-int8", "splade-tiny-en", "all-MiniLM-L6-v2-int8"):
         shared("models", model)
-    path = _example(tmp_path, "scifact-three-families.toml", (), root)
+    path = _example(tmp_path, name, (), root)
     assert cli(["experiment", "plan", str(path), "--workdir", str(tmp_path / "work")]) == 0
     lines = capsys.readouterr().out.splitlines()
     stages = [line.split(maxsplit=3) for line in lines[:-1]]
     assert all(state == "run" for state, *_ in stages)
+    assert lines[-1] == f"{len(stages)} stages: 0 cached, {len(stages)} to run"
+    return stages, path.read_text()
+
+
+def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, shared, capsys):
+    """``clirkit experiment plan examples/scifact-three-families.toml``: BM25 (+RM3), e5 dense, splade
+    impact and MiniLM multi-vector runs on SciFact, the neural families' RRF and a second one with
+    BM25+RM3, one evaluation each."""
+    stages, text = _planned_scifact_example(tmp_path, shared, capsys, "scifact-three-families.toml")
     kinds = [kind for _, kind, *_ in stages]
     assert sorted(set(kinds)) == [
         "bm25-index", "dense-index", "encode", "encode-queries", "encode-query-tokens", "encode-tokens",
@@ -201,8 +209,34 @@ def test_three_families_example_plans_every_family_and_their_fusion(tmp_path, sh
     systems = ("bm25", "bm25-rm3", "e5", "minilm-mv", "rrf", "rrf-with-bm25-rm3", "splade")
     assert searches == [f"{s} scifact" for s in systems]
     assert kinds.count("eval") == 7
-    assert lines[-1] == f"{len(stages)} stages: 0 cached, {len(stages)} to run"
-    text = path.read_text()
     # NeuCLIRBench's fusion: the three neural families, no BM25 leg; the one with BM25+RM3 is named so
     assert '[fusion.rrf]\ninputs = ["e5", "splade", "minilm-mv"]' in text and "rm3 = true" in text
     assert '[fusion.rrf-with-bm25-rm3]\ninputs = ["bm25-rm3", "e5", "splade", "minilm-mv"]' in text
+
+
+def test_one_pass_example_encodes_the_corpus_once_for_dense_and_multi_vector(tmp_path, shared, capsys):
+    """``examples/scifact-three-families-one-pass.toml``, the successor for issue 31's encoding measure: the
+    MiniLM dense and multi-vector systems read ONE ``encode-heads`` stage of the documents file (no
+    ``encode`` / ``encode-tokens`` stage), splade its own; the multi-vector system is the one of
+    scifact-three-families.toml, and the fusions name the three families."""
+    stages, text = _planned_scifact_example(tmp_path, shared, capsys, "scifact-three-families-one-pass.toml")
+    kinds = [kind for _, kind, *_ in stages]
+    assert "encode" not in kinds and "encode-tokens" not in kinds
+    heads = [label for _, kind, _, label in stages if kind == "encode-heads"]
+    assert heads == ["encode dense+multivector beir-scifact/corpus.jsonl"]
+    assert kinds.count("sparse-encode") == 1
+    # Queries: the dense family's and the multi-vector family's, each once.
+    assert kinds.count("encode-queries") == kinds.count("encode-query-tokens") == 1
+    searches = sorted(label for _, kind, _, label in stages if kind in ("search", "fuse"))
+    systems = ("bm25", "bm25-rm3", "minilm", "minilm-mv", "rrf", "rrf-with-bm25-rm3", "splade")
+    assert searches == [f"{s} scifact" for s in systems]
+    assert '[fusion.rrf]\ninputs = ["minilm", "splade", "minilm-mv"]' in text
+
+    def table(source: str, name: str) -> str:
+        return re.search(rf"\n\[systems\.{name}\]\n(?:(?!\n\[).)*", source, flags=re.S).group(0)
+
+    one_pass, original = (
+        (EXAMPLES / name).read_text(encoding="utf-8")
+        for name in ("scifact-three-families-one-pass.toml", "scifact-three-families.toml")
+    )
+    assert table(one_pass, "minilm-mv") == table(original, "minilm-mv")

@@ -11,9 +11,10 @@ preparation's version and its variant, so a changed model, a new runtime or a ch
 reuses a stale graph. Entries are written under temporary names and renamed into place, so concurrent
 encoders and killed processes never leave a partial graph behind a valid name.
 
-onnxruntime's ``SkipLayerNormalization`` fusion is left out (``DISABLED_OPTIMIZERS``): its CPU kernel in
-onnxruntime 1.32 takes about six times the CPU of the ``Add`` + ``LayerNormalization`` it replaces (measured
-in ``benches/results/encoders.md``).
+onnxruntime's ``SkipLayerNormalization`` and ``BiasGelu`` fusions are left out (``DISABLED_OPTIMIZERS``):
+in onnxruntime 1.32 the CPU kernel of the first takes about six times the CPU of the ``Add`` +
+``LayerNormalization`` it replaces, and that of the second about twice the CPU of the ``Add`` + ``Gelu``
+it replaces, with the same outputs bit for bit (measured in ``benches/results/encoders.md``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ import numpy as np
 from clirkit._cache import cache_root
 
 #: Bumped whenever what :func:`prepared_graph` writes changes, so old entries are not reused.
-PREPARATION_VERSION = 1
-DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
+PREPARATION_VERSION = 4
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion", "BiasGeluFusion")
 #: Suffixes of external-data files that belong to a model (hashed with it).
 _EXTERNAL_SUFFIXES = (".data", "_data", ".onnx.data", ".bin")
 _digests: dict[tuple[str, int, int, int], str] = {}
@@ -177,16 +178,18 @@ def _rewrite(
     bias split off); (None, None) when nothing was rewritten."""
     import onnx
 
-    from clirkit.encoders.attention import drop_softmax_nan_guards, fuse_attention
+    from clirkit.encoders.attention import drop_softmax_nan_guards, fuse_attention, fuse_erf_gelu
     from clirkit.encoders.vocab_projection import split_projection
 
-    model = onnx.load(str(model_path))  # external data read in: small tensors may be kept there too
+    model = onnx.load(str(model_path), load_external_data=False)
+    read_external_data(model, model_path.parent)  # small tensors may be kept there too
     names = {i.name for i in model.graph.input}
     if not names <= {"input_ids", "attention_mask", "token_type_ids", "position_ids"}:
         return None, None  # feeds the probe cannot build: leave such a model as it is
     shipped = model.SerializeToString()
     dropped = drop_softmax_nan_guards(model) if nonempty else 0
-    fused = fuse_attention(model, masked) + dropped
+    fused = fuse_attention(model, masked, padding_masks=lambda graph, names: padding_masks(ort, graph, names))
+    fused += dropped + fuse_erf_gelu(model)
     if fused:
         _check_probe(ort, shipped, model, masked)
     projection = split_projection(model, split_output) if split_output is not None else None
@@ -195,32 +198,124 @@ def _rewrite(
     return model, projection
 
 
-def _check_probe(ort: Any, shipped_graph: bytes, rewritten: Any, masked: bool) -> None:
-    """The rewritten graph must give the shipped graph's outputs (within int8 requantization noise) on a
-    probe batch: padded when ``masked``, one unpadded text otherwise."""
-    lengths = [9, 5] if masked else [9]
-    width = max(lengths)
-    ids = np.zeros((len(lengths), width), dtype=np.int64)
+def read_external_data(model: Any, directory: Path) -> None:
+    """Read the tensors of ``model`` (an ``onnx.ModelProto`` loaded without its external data) kept in
+    external-data files under ``directory`` into the model. onnx's own loader refuses a data file that is a
+    symbolic link, and the Hugging Face hub's cache lays every file of a snapshot as one."""
+    from onnx import TensorProto
+
+    tensors = list(model.graph.initializer) + [
+        a.t for node in model.graph.node for a in node.attribute if a.HasField("t")
+    ]
+    for tensor in tensors:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = Path(info.get("location", ""))
+        if location.is_absolute() or ".." in location.parts or not location.parts:
+            raise ValueError(
+                f"tensor {tensor.name!r}: external data location {str(location)!r} is not a file beside the graph"
+            )
+        with (directory / location).open("rb") as f:
+            f.seek(int(info.get("offset", 0)))
+            tensor.raw_data = f.read(int(info["length"])) if "length" in info else f.read()
+        tensor.data_location = TensorProto.DEFAULT
+        del tensor.external_data[:]
+
+
+def _probe_batch(lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A padded probe batch of texts of ``lengths`` tokens: (ids, attention mask)."""
+    ids = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
     mask = np.zeros_like(ids)
     for row, length in enumerate(lengths):
         ids[row, :length] = np.arange(1, length + 1) + 7 * row
         mask[row, :length] = 1
+    return ids, mask
+
+
+def _probe_feeds(session: Any, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """``session``'s feeds for a probe batch (type ids 0, positions from 0), in the types it declares."""
+    types = {"tensor(int32)": np.int32, "tensor(int64)": np.int64}
+    values = {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": np.zeros_like(ids),
+        "position_ids": np.broadcast_to(np.arange(ids.shape[1]), ids.shape),
+    }
+    return {i.name: values[i.name].astype(types.get(i.type, np.int64)) for i in session.get_inputs()}
+
+
+def padding_masks(ort: Any, model: Any, names: list[str]) -> set[str]:
+    """Which of the additive attention masks ``names`` of ``model`` are key padding masks: evaluated on
+    a padded probe batch (the operators computing them, alone), 0 wherever the key is a token and at
+    most -10,000 wherever it is padding, for every query and head (a causal mask is not)."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    producers = {out: node for node in graph.node for out in node.output}
+    needed: set[int] = set()
+    read: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        node = producers.get(name)
+        if name in read or node is None:
+            read.add(name)
+            continue
+        read.add(name)
+        needed.add(id(node))
+        pending.extend(node.input)
+    nodes = [n for n in graph.node if id(n) in needed]
+    nodes += [helper.make_node("Cast", [name], [f"{name}.float"], to=TensorProto.FLOAT) for name in names]
+    outputs = [helper.make_tensor_value_info(f"{name}.float", TensorProto.FLOAT, None) for name in names]
+    sub = helper.make_model(
+        helper.make_graph(
+            nodes,
+            "padding-masks",
+            [i for i in graph.input if i.name in read],
+            outputs,
+            initializer=[t for t in graph.initializer if t.name in read],
+        ),
+        opset_imports=list(model.opset_import),
+    )
+    sub.ir_version = model.ir_version
+    ids, mask = _probe_batch([7, 4])
+    try:
+        session = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
+        values = session.run(None, _probe_feeds(session, ids, mask))
+    except Exception:  # onnxruntime raises its own error types: an operand it cannot evaluate is not fused
+        return set()
+    batch, width = ids.shape
+    keys = np.broadcast_to(mask[:, None, None, :] == 1, (batch, 1, width, width))
+    checked = set()
+    for name, value in zip(names, values):
+        try:
+            shape = np.broadcast_shapes(np.shape(value), keys.shape)
+        except ValueError:
+            continue
+        value, real = np.broadcast_to(value, shape), np.broadcast_to(keys, shape)
+        if shape[-2:] == keys.shape[-2:] and np.all(value[real] == 0) and np.all(value[~real] <= -1e4):
+            checked.add(name)
+    return checked
+
+
+def _check_probe(ort: Any, shipped_graph: bytes, rewritten: Any, masked: bool) -> None:
+    """The rewritten graph must give the shipped graph's outputs on a probe batch (padded when
+    ``masked``, one unpadded text otherwise): every token's state within float rounding (cosine
+    1 - 1e-4) for a float graph, each text's states within int8 requantization noise (cosine 0.99) for a
+    dynamically quantized one."""
+    lengths = [9, 5] if masked else [9]
+    ids, mask = _probe_batch(lengths)
+    quantized = any(n.op_type == "DynamicQuantizeLinear" for n in rewritten.graph.node)
+    floor = 0.99 if quantized else 1 - 1e-4
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     shipped = ort.InferenceSession(shipped_graph, options, providers=["CPUExecutionProvider"])
     fused = ort.InferenceSession(rewritten.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-    def feeds(session: Any) -> dict[str, np.ndarray]:
-        types = {"tensor(int32)": np.int32, "tensor(int64)": np.int64}
-        values = {
-            "input_ids": ids,
-            "attention_mask": mask,
-            "token_type_ids": np.zeros_like(ids),
-            "position_ids": np.broadcast_to(np.arange(width), ids.shape),
-        }
-        return {i.name: values[i.name].astype(types.get(i.type, np.int64)) for i in session.get_inputs()}
-
-    for want, got in zip(shipped.run(None, feeds(shipped)), fused.run(None, feeds(fused))):
+    pairs = zip(
+        shipped.run(None, _probe_feeds(shipped, ids, mask)), fused.run(None, _probe_feeds(fused, ids, mask))
+    )
+    for want, got in pairs:
         want, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
         if want.shape != got.shape:
             raise ValueError(f"the fused graph outputs shape {got.shape}, the shipped one {want.shape}")
@@ -229,9 +324,15 @@ def _check_probe(ort: Any, shipped_graph: bytes, rewritten: Any, masked: bool) -
         else:
             rows = [(want[r], got[r]) for r in range(len(lengths))] if want.ndim == 2 else [(want, got)]
         for a, b in rows:
-            a, b = a.reshape(-1), b.reshape(-1)
-            cosine = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
-            if cosine < 0.99:
+            per_token = not quantized and a.ndim >= 2
+            a, b = (
+                (a.reshape(len(a), -1), b.reshape(len(b), -1))
+                if per_token
+                else (a.reshape(1, -1), b.reshape(1, -1))
+            )
+            norms = np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-30)
+            cosine = float(np.min(np.sum(a * b, axis=1) / norms))
+            if cosine < floor:
                 raise ValueError(
-                    f"the fused graph's outputs differ from the shipped graph's (cosine {cosine:.4f})"
+                    f"the fused graph's outputs differ from the shipped graph's (cosine {cosine:.6f})"
                 )

@@ -39,8 +39,9 @@ at most ``batch_tokens`` tokens once padded (default 512 on CPU, 16,384 on CUDA)
 ``batch_size`` texts, so short texts go in wide batches and long ones in narrow ones.
 
 On CPU the graph run is, by default, a prepared copy of ``model.onnx`` (:mod:`clirkit.encoders.graph_cache`:
-attention blocks fused into onnxruntime's ``MultiHeadAttention``, onnxruntime's slow
-``SkipLayerNormalization`` fusion left out, cached per model content and runtime version).
+attention blocks fused into onnxruntime's ``MultiHeadAttention`` and the exact Erf-GELU into ``Gelu``,
+onnxruntime's slow ``SkipLayerNormalization`` and ``BiasGelu`` fusions left out, cached per model content,
+runtime version and preparation version).
 Its vectors differ from the shipped graph's by float rounding, which a dynamically quantized model's
 requantization amplifies to cosine ~0.999 (as any change of kernels does); ``optimize_graph=False``
 runs the shipped graph at onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
