@@ -212,9 +212,8 @@ impl<'a, S: PostingScorer> Cursor<'a, S> {
         // The block's last doc is at least `target`, so one is found: the documents below it
         // are counted sixteen at a time (the docs rise; a count the compiler vectorizes, with
         // no branch per document), up to the first sixteen not all below, then one by one in
-        // a block's last few. Measured against a plain scan on the 1M-document Zipfian set
-        // (benches/results/bm25.md): sixteen 1.11-1.12x on the whole search at k=10, eight
-        // 1.05x, four 1.01x, thirty-two 1.10-1.11x, the whole rest of the block 0.83x.
+        // a block's last few. Sixteen is the step that measured best against a plain scan and
+        // the other steps tried (benches/results/bm25.md).
         let docs = &self.docs[..self.len];
         let mut pos = self.pos;
         while pos + ADVANCE_STEP <= docs.len() {
