@@ -33,6 +33,7 @@ attention (its shapes, its mask) are pruned. With
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Callable
 
 import numpy as np
@@ -199,22 +200,17 @@ def fuse_attention(
         keys, key_scale = unscaled(scores.input[1])
         scale *= query_scale * key_scale
         query, key = split_heads(queries, [0, 2, 1, 3]), transposed_keys(keys)
-        weighted = consumers.get(softmax.output[0], [])
-        if query is None or key is None or len(weighted) != 1 or weighted[0].op_type != "MatMul":
+        weighted = sole_consumer(consumers, softmax.output[0], "MatMul", graph_outputs)
+        if query is None or key is None or weighted is None or weighted.input[0] != softmax.output[0]:
             continue
-        weighted_node = weighted[0]
-        if weighted_node.input[0] != softmax.output[0] or softmax.output[0] in graph_outputs:
+        value = split_heads(weighted.input[1], [0, 2, 1, 3])
+        merge = sole_consumer(consumers, weighted.output[0], "Transpose", graph_outputs)
+        if value is None or merge is None or attribute(merge, "perm") != [0, 2, 1, 3]:
             continue
-        value = split_heads(weighted_node.input[1], [0, 2, 1, 3])
-        merge = consumers.get(weighted_node.output[0], [])
-        if value is None or len(merge) != 1 or merge[0].op_type != "Transpose":
+        reshape = sole_consumer(consumers, merge.output[0], "Reshape", graph_outputs)
+        if reshape is None:
             continue
-        if attribute(merge[0], "perm") != [0, 2, 1, 3] or weighted_node.output[0] in graph_outputs:
-            continue
-        reshape = consumers.get(merge[0].output[0], [])
-        if len(reshape) != 1 or reshape[0].op_type != "Reshape" or merge[0].output[0] in graph_outputs:
-            continue
-        merged = shape_dims(reshape[0].input[1], 3)
+        merged = shape_dims(reshape.input[1], 3)
         heads = query[1]
         if merged is None or scale == 0.0 or not key[1] == value[1] == heads:
             continue
@@ -224,13 +220,13 @@ def fuse_attention(
         node = helper.make_node(
             "MultiHeadAttention",
             inputs,
-            [reshape[0].output[0]],
+            [reshape.output[0]],
             name=f"clirkit_attention_{len(blocks)}",
             domain="com.microsoft",
             num_heads=heads,
             scale=scale,
         )
-        blocks.append((mask_name, reshape[0], node))
+        blocks.append((mask_name, reshape, node))
     if padding_masks is not None and blocks:
         checked = padding_masks(model, sorted({mask for mask, _, _ in blocks}))
         blocks = [block for block in blocks if block[0] in checked]
@@ -273,10 +269,6 @@ def fuse_erf_gelu(model: Any) -> int:
             return None
         return node.input[1] if node.input[0] == name else node.input[0]
 
-    def only_user(name: str, op: str) -> Any:
-        users = consumers.get(name, [])
-        return users[0] if len(users) == 1 and users[0].op_type == op else None
-
     replaced: dict[int, Any] = {}
     for erf in graph.node:
         scaled = producers.get(erf.input[0]) if erf.op_type == "Erf" else None
@@ -290,11 +282,11 @@ def fuse_erf_gelu(model: Any) -> int:
             x = scaled.input[1]
         else:
             continue
-        add = only_user(erf.output[0], "Add")
+        add = sole_consumer(consumers, erf.output[0], "Add")
         if add is None or not near(str(other(add, erf.output[0])), 1.0):
             continue
-        first = only_user(add.output[0], "Mul")
-        second = None if first is None else only_user(first.output[0], "Mul")
+        first = sole_consumer(consumers, add.output[0], "Mul")
+        second = None if first is None else sole_consumer(consumers, first.output[0], "Mul")
         if first is None or second is None:
             continue
         factor, last = other(first, add.output[0]), other(second, first.output[0])
@@ -326,6 +318,17 @@ def graph_index(graph: Any) -> tuple[dict[str, Any], dict[str, list[Any]], dict[
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             constants[node.output[0]] = node.attribute[0].t
     return producers, consumers, constants
+
+
+def sole_consumer(
+    consumers: dict[str, list[Any]], name: str, op: str, graph_outputs: Collection[str] = ()
+) -> Any:
+    """The one node reading ``name`` when it is an ``op`` and ``name`` is not among ``graph_outputs``;
+    None otherwise."""
+    users = consumers.get(name, [])
+    if len(users) != 1 or users[0].op_type != op or name in graph_outputs:
+        return None
+    return users[0]
 
 
 def used(nodes: list[Any], outputs: set[str]) -> list[Any]:
