@@ -209,6 +209,17 @@ def test_unknown_feeds_and_outputs_are_errors(tmp_path):
         split.run(None, {"x": feeds(1, 3)["x"]})
 
 
+def test_a_runtime_without_the_external_data_folder_option_is_named(tmp_path):
+    class Old:
+        __version__ = "1.20.1"
+
+        def __getattr__(self, name):
+            return getattr(ort, name)
+
+    with pytest.raises(ImportError, match="needs onnxruntime >= 1.21, this is 1.20.1"):
+        AttentionSplitSession(Old(), build(tmp_path), numpy_attention)
+
+
 MASK = helper.make_tensor_value_info("mask", TensorProto.INT32, ["batch", "tokens"])
 
 
