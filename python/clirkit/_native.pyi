@@ -37,6 +37,8 @@ __all__ = [
     "ApproximateImpactIndex",
     "read_impact_queries",
     "VocabProjection",
+    "quantized_attention",
+    "attention_kernel",
     "audit_sample",
     "audit_shard_hits",
     "NativeRun",
@@ -333,6 +335,14 @@ class VocabProjection:
         self, states: _npt.NDArray[_np.float32], lengths: _npt.NDArray[_np.int64], *, positive: bool = False
     ) -> _npt.NDArray[_np.float32]: ...
 
+def quantized_attention(
+    query: _npt.NDArray[_np.float32],
+    key: _npt.NDArray[_np.float32],
+    value: _npt.NDArray[_np.float32],
+    num_heads: int,
+    scale: float,
+) -> _npt.NDArray[_np.float32]: ...
+def attention_kernel(head_dim: int) -> str: ...
 def read_impact_queries(path: str) -> List[Tuple[str, List[Tuple[str, float]]]]: ...
 def audit_sample(count: int, n: int, seed: int) -> List[int]: ...
 def audit_shard_hits(

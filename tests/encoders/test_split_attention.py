@@ -12,9 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from clirkit import InvalidInputError
+from clirkit._native import attention_kernel, quantized_attention
 from clirkit.encoders import OnnxEncoder
 from clirkit.encoders.graph_cache import prepared_graph
-from clirkit.encoders.split_attention import AttentionSplitSession, OnnxAttention, split_refusal
+from clirkit.encoders.split_attention import (
+    AttentionSplitSession,
+    OnnxAttention,
+    int8_attention_session,
+    split_refusal,
+)
 from conftest import shared_path
 
 ort = pytest.importorskip("onnxruntime")
@@ -306,3 +312,63 @@ def test_e5_split_with_the_float_reference_kernel(e5):
 @pytest.mark.shared
 def test_e5_split_with_onnxruntimes_kernel_gives_the_default_vectors_bit_for_bit(e5):
     np.testing.assert_array_equal(split_vectors(e5, OnnxAttention(ort)), e5[1])
+
+
+# -- the int8 kernel (clirkit._native.quantized_attention) and fast mode --------------------------------
+
+
+def test_int8_attention_is_close_to_float_attention():
+    rng = np.random.default_rng(3)
+    for batch, tokens, hidden, heads in ((2, 37, 64, 2), (1, 1, 128, 4), (1, 200, 96, 3), (1, 70, 24, 2)):
+        q, k = (rng.uniform(-2, 2, (batch, tokens, hidden)).astype(np.float32) for _ in range(2))
+        v = rng.uniform(-1, 1, (batch, tokens, hidden)).astype(np.float32)
+        got = quantized_attention(q, k, v, heads, 0.25)
+        assert got.shape == q.shape and got.dtype == np.float32
+        error = np.abs(got - numpy_attention(q, k, v, heads, 0.25)).max()
+        assert error < 0.02, (batch, tokens, hidden, heads, error)
+        for t in range(batch):  # texts do not see each other
+            alone = quantized_attention(q[t : t + 1], k[t : t + 1], v[t : t + 1], heads, 0.25)
+            np.testing.assert_array_equal(alone[0], got[t])
+
+
+def test_int8_attention_refuses_what_it_cannot_compute():
+    x = np.ones((1, 3, 16), dtype=np.float32)
+    with pytest.raises(InvalidInputError, match="must have one shape"):
+        quantized_attention(x, x, np.ones((1, 4, 16), dtype=np.float32), 2, 1.0)
+    with pytest.raises(InvalidInputError, match="16 hidden units do not split into 3 heads"):
+        quantized_attention(x, x, x, 3, 1.0)
+    with pytest.raises(InvalidInputError, match="head size that is a multiple of 4, got 2"):
+        quantized_attention(x, x, x, 8, 1.0)
+    bad = x.copy()
+    bad[0, 2, 5] = np.nan
+    with pytest.raises(InvalidInputError, match=r"keys hold a non-finite value \(NaN\) at token 2, unit 5"):
+        quantized_attention(x, bad, x, 2, 1.0)
+    assert attention_kernel(32) in ("avx512-vnni", "portable")
+    assert attention_kernel(12) == "portable"  # the vector kernel takes heads of 16, 32, 48 or 64
+
+
+def test_graphs_without_an_int8_split_keep_onnxruntimes_attention(tmp_path):
+    (tmp_path / "masked").mkdir()
+    (tmp_path / "small").mkdir()
+    masked = build(tmp_path / "masked", {"inputs": ["l0_q", "l0_k", "l0_v", "", "mask"]}, (MASK,))
+    assert int8_attention_session(ort, masked) is None
+    assert int8_attention_session(ort, build(tmp_path / "small")) is None  # heads of 4: no vector kernel
+
+
+@pytest.mark.shared
+def test_e5_fast_mode_computes_attention_in_int8(e5):
+    """Fast mode (``batch_invariant=False``) of the dynamically quantized e5 on a CPU with the kernel: one
+    text per call, the prepared graph cut at its 12 attention nodes, each computed by the int8 kernel
+    close to onnxruntime's float attention on e5's own activations, and vectors close to the default's."""
+    if attention_kernel(32) == "portable":
+        pytest.skip("this CPU lacks AVX-512 VNNI/VBMI: fast mode keeps onnxruntime's attention")
+    fast = OnnxEncoder(shared_path(*E5), device="cpu", batch_invariant=False)
+    assert fast.one_text_per_call and fast.graph_optimization.endswith("-int8-attention")
+    assert fast.fingerprint() != e5[0].fingerprint()
+    got, want = fast.encode_passages(TEXTS), e5[1]
+    cosines = np.sum(got * want, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    assert cosines.min() >= 0.995, cosines
+    kernel = Recorded(compare=quantized_attention)
+    split_vectors(e5, kernel)
+    assert len(kernel.calls) == 12 * len(TEXTS)
+    assert max(kernel.differences) <= 0.03, max(kernel.differences)

@@ -7,6 +7,7 @@
 
 pub mod bm25;
 pub mod dense;
+pub mod encode;
 pub mod error;
 pub mod eval;
 pub mod fusion;

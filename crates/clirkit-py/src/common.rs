@@ -1,5 +1,6 @@
 //! Shapes shared by the binding modules: each module's `register` (its classes and functions),
-//! the slot of a build under way that `finish()` or `abort()` empties, and id lookups.
+//! the slot of a build under way that `finish()` or `abort()` empties, id lookups, and numpy arrays
+//! read as slices.
 
 use crate::errors::{to_py, DetachCaught, IntoPy};
 use clirkit_core::ids::IdTable;
@@ -65,4 +66,14 @@ pub fn id_at(ids: &IdTable, i: i64, total: usize) -> PyResult<String> {
         )));
     }
     Ok(ids.get(i as u32).to_string())
+}
+
+/// The data of a C-contiguous numpy array (`what` names it in the error otherwise).
+pub fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    a: &'a numpy::PyReadonlyArray<'_, T, D>,
+    what: &str,
+) -> PyResult<&'a [T]> {
+    a.as_slice()
+        .map_err(|_| Error::invalid(format!("{what} must be a C-contiguous array")))
+        .py_err()
 }

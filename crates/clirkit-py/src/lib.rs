@@ -10,6 +10,7 @@ mod bm25_sharded;
 mod common;
 mod dense;
 mod dense_sharded;
+mod encode;
 mod errors;
 mod eval;
 mod fusion;
@@ -30,6 +31,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     progress::register(m)?;
     projection::register(m)?;
+    encode::register(m)?;
     io::register(m)?;
     index_kinds::register(m)?;
     text::register(m)?;

@@ -2,7 +2,7 @@
 //! text's tokens (`clirkit_core::impact::projection`), numpy float32 in and out, the GIL released
 //! while it runs (the ONNX encoder's workers call it concurrently).
 
-use crate::common::define_register;
+use crate::common::{contiguous, define_register};
 use crate::errors::{DetachCaught, IntoPy};
 use clirkit_core::impact::projection::{Batch, VocabProjection};
 use clirkit_core::Error;
@@ -11,15 +11,6 @@ use numpy::{
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
-
-fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
-    a: &'a numpy::PyReadonlyArray<'_, T, D>,
-    what: &str,
-) -> PyResult<&'a [T]> {
-    a.as_slice()
-        .map_err(|_| Error::invalid(format!("{what} must be a C-contiguous array")))
-        .py_err()
-}
 
 /// A vocabulary projection (weights `(vocab, hidden)`, bias `(vocab,)`), packed once.
 #[pyclass(name = "VocabProjection", module = "clirkit._native", frozen)]

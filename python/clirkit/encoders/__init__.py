@@ -11,7 +11,7 @@
 - :mod:`~clirkit.encoders.graph_cache` and :mod:`~clirkit.encoders.attention`: the prepared CPU graph
   (attention fused, cached per model content and runtime version);
 - :mod:`~clirkit.encoders.split_attention`: the prepared graph cut at its attention nodes, attention
-  computed by a kernel passed in;
+  computed by a kernel passed in (fast mode's int8 attention on CPU);
 - :mod:`~clirkit.encoders.multihead`: :class:`MultiHeadEncoder` and :func:`encode_heads_file`, several
   families' outputs (dense, sparse token weights, token vectors) from one forward pass, computed by
   :mod:`~clirkit.encoders.heads`;

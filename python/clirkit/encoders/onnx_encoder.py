@@ -33,8 +33,16 @@ default from ``config.json`` and can be overridden by keyword arguments:
     quantize each sequence over its own tokens (:mod:`clirkit.encoders.quantization`, needs the ``onnx``
     package) and run with basic graph optimizations. Float models are batched as shipped.
 
-Otherwise (float models, ``batch_invariant=False``, CUDA) batches are formed after sorting by token
-length, so that each is padded only to its own longest input (dynamic padding), by a token budget:
+With ``batch_invariant=False`` (fast mode) such a model on CPU trades exact attention for speed where it
+can: it still runs each text alone, but its prepared graph is cut at its attention nodes and each attention
+is computed in int8 by :func:`clirkit._native.quantized_attention` (:mod:`clirkit.encoders.split_attention`;
+queries and keys rounded per token, values per channel, the softmax weights to sixteen bits), when the
+graph's attention is fused and the CPU has AVX-512 VNNI and VBMI. Its vectors then differ from the
+default's by the int8 rounding (cosine >= 0.997 on multilingual-e5-small-int8, against ~0.998 for any float
+change of its attention; measured in ``benches/results/encoders.md``).
+
+Otherwise (float models, ``batch_invariant=False`` where no int8 attention applies, CUDA) batches are
+formed after sorting by token length, so that each is padded only to its own longest input (dynamic padding), by a token budget:
 at most ``batch_tokens`` tokens once padded (default 512 on CPU, 16,384 on CUDA) and at most
 ``batch_size`` texts, so short texts go in wide batches and long ones in narrow ones.
 

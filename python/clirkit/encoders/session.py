@@ -73,7 +73,8 @@ class OnnxSession:
     ``one_text_per_call``: a dynamically quantized model on CPU runs each text alone (see
     :mod:`clirkit.encoders.onnx_encoder`). ``graph_optimization``: ``all`` (the shipped graph at
     onnxruntime's default level), ``basic`` for a rewritten quantized graph, ``prepared-vN`` for the
-    prepared CPU graph of :mod:`clirkit.encoders.graph_cache`. ``fp16``: whether float16 weights are in use (turned off for a quantized model).
+    prepared CPU graph of :mod:`clirkit.encoders.graph_cache` (``prepared-vN-int8-attention``: cut at its
+    attention, computed in int8 by :func:`clirkit.encoders.split_attention.int8_attention_session`). ``fp16``: whether float16 weights are in use (turned off for a quantized model).
     """
 
     session: Any
@@ -245,6 +246,15 @@ def open_session(
     model, rewritten, one_text_per_call, fp16 = _prepared_model(
         model_path, device, batch_invariant, fp16, pooling
     )
+    # Fast mode of a dynamically quantized model on CPU: one text per call with attention in int8
+    # (clirkit.encoders.split_attention), where the prepared graph can be cut and the CPU has the kernel.
+    int8_attention = (
+        not batch_invariant
+        and optimize_graph
+        and device != "cuda"
+        and isinstance(model, Path)
+        and is_dynamically_quantized(model_path)
+    )
     # onnxruntime's extended fusions change int8 rounding (up to 1e-2 cosine on degenerate
     # inputs), so a rewritten quantized graph gets the basic optimizations only: its vectors then
     # equal the original model's run one text at a time at that level.
@@ -256,6 +266,7 @@ def open_session(
     graph_optimization = "basic" if rewritten else "all"
     disabled: list[str] = []
     projection = None
+    split = None
     if optimize_graph and device != "cuda" and isinstance(model, Path):
         from clirkit.encoders.graph_cache import (
             DISABLED_OPTIMIZERS,
@@ -263,12 +274,21 @@ def open_session(
             prepared_graph,
             projection_file,
         )
+        from clirkit.encoders.split_attention import int8_attention_session
 
         shipped = model
         try:
-            model = prepared_graph(
-                ort, model, masked=not one_text_per_call, nonempty=nonempty, split_output=split_output
-            )
+            if int8_attention:
+                unpadded = prepared_graph(
+                    ort, model, masked=False, nonempty=nonempty, split_output=split_output
+                )
+                split = int8_attention_session(ort, unpadded) if unpadded != shipped else None
+                if split is not None:
+                    model, one_text_per_call = unpadded, True
+            if split is None:
+                model = prepared_graph(
+                    ort, model, masked=not one_text_per_call, nonempty=nonempty, split_output=split_output
+                )
         except ImportError:  # no onnx package: onnxruntime's own optimizations only
             pass
         disabled = list(DISABLED_OPTIMIZERS)
@@ -276,6 +296,8 @@ def open_session(
         if model != shipped and projection_file(model).is_file():
             projection = _load_projection(projection_file(model))
             graph_optimization += "-split"
+        if split is not None:
+            graph_optimization += "-int8-attention"
     cores = worker_count(threads)
     if device == "cuda":
         # One stream of batches; CPU threads only serve nodes the CUDA provider lacks.
@@ -289,7 +311,9 @@ def open_session(
     providers = ["CPUExecutionProvider"]
     if device == "cuda":
         providers.insert(0, "CUDAExecutionProvider")
-    if isinstance(model, Path):
+    if split is not None:
+        session = split
+    elif isinstance(model, Path):
         try:
             session = ort.InferenceSession(
                 str(model), sess_options=options, providers=providers, disabled_optimizers=disabled

@@ -13,6 +13,11 @@ Only attention that such a kernel computes exactly is cut out (:func:`split_refu
 value of one (batch, tokens, hidden) shape, no bias, mask, attention bias or key/value cache, not
 unidirectional; a graph with any other ``MultiHeadAttention`` node is refused with the reason.
 
+Fast mode (``batch_invariant=False``) of a dynamically quantized encoder on CPU runs through
+:func:`int8_attention_session`: the kernel is :func:`clirkit._native.quantized_attention`, int8 attention
+with AVX-512 VNNI, used where every attention node can be cut and the CPU has the kernel's instructions for
+its head size.
+
 Each initializer goes only into the segments that read it, and the data of those kept in the prepared
 graph's external-data file stay there: a segment is loaded from bytes with that file's folder given to
 onnxruntime (onnxruntime >= 1.21), which reads them from there as for the whole graph, so the segments
@@ -511,3 +516,23 @@ class OnnxAttention:
             )
             self._sessions[(num_heads, scale)] = session
             return session
+
+
+def int8_attention_session(ort: Any, graph_path: Path) -> AttentionSplitSession | None:
+    """The prepared graph at ``graph_path`` with its attention computed in int8 by
+    :func:`clirkit._native.quantized_attention`, or None when the graph cannot be cut
+    (:func:`split_refusal`) or this CPU lacks the kernel's instructions for its head size (the portable
+    kernel gives the same vectors far slower than onnxruntime's float attention)."""
+    import onnx
+
+    from clirkit._native import attention_kernel, quantized_attention
+
+    plan = plan_split(onnx.load(str(graph_path), load_external_data=False))
+    if isinstance(plan, str):
+        return None
+    for call in plan.attention:
+        dims = plan.types[call.query].tensor_type.shape.dim
+        hidden = dims[-1].dim_value if dims else 0
+        if not hidden or hidden % call.num_heads or attention_kernel(hidden // call.num_heads) == "portable":
+            return None
+    return AttentionSplitSession(ort, graph_path, quantized_attention)
