@@ -10,10 +10,11 @@ default level), ``embed(texts)`` with its default batches of 256 (``--fastembed-
 multilingual-e5's ``"passage: "`` prefix is prepended by hand (fastembed's custom models have no
 prefixes). clirkit runs its defaults (``OnnxEncoder(threads=N)``: for a dynamically quantized model one
 text per call, N concurrent, on the prepared graph) and its fast mode (``batch_invariant=False``:
+for such a model on a CPU with AVX-512 VNNI, one text per call with attention in int8; otherwise
 length-sorted batches by a token budget). Runs alternate F C X X C F, so load drift on a shared
 machine hits all alike; each run's wall and CPU time, the load average and the ratios are printed.
 
-Vectors: cosine of each document's clirkit vector to fastembed's, and, on the first
+Vectors: cosine of each document's clirkit vector to fastembed's (and fast mode's to the default's), and, on the first
 ``--reference-docs`` documents, to fastembed with ``batch_size=1`` (no padding, no batch-mates: what
 fastembed's own vectors are when the batch composition is taken out).
 
@@ -159,7 +160,8 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
     print(
         f"{len(texts)} SciFact docs, {sum(lengths)} tokens (mean {np.mean(lengths):.0f}, max {max(lengths)}, "
         f"max length {args.max_length}); threads {args.threads}; onnxruntime {onnxruntime.__version__}; "
-        f"clirkit graph {clirkit.graph_optimization}, one text per call: {clirkit.one_text_per_call}; load {load()}",
+        f"clirkit graph {clirkit.graph_optimization}, one text per call: {clirkit.one_text_per_call}; fast mode "
+        f"graph {fast.graph_optimization}, one text per call: {fast.one_text_per_call}; load {load()}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="vs-fastembed-") as scratch:
@@ -193,6 +195,7 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
     clock = cpu_clock_hz()
     peak = VNNI_INT8_OPS_PER_CYCLE * args.threads * clock
     float_peak = FP32_FLOPS_PER_CYCLE * args.threads * clock
+    encoders = {"clirkit": clirkit, "clirkit-fast": fast}
     for name in [n for n in ("clirkit", "clirkit-fast") if n in order]:
         cos = (vectors["fastembed"] * vectors[name]).sum(1)
         cos_ref = (reference * vectors[name][: len(reference)]).sum(1)
@@ -218,7 +221,12 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
                 + f"; {int8_per_cpu / 1e9:.0f} Gop/s per CPU-second"
                 + (f" = {int8_per_cpu / peak * args.threads:.1%} of one core's" if peak else "")
                 + shares
-                + f"; attention {attention_flops * order.count(name) / wall[name] / 1e9:.0f} float Gflop/s"
+                + f"; attention {attention_flops * order.count(name) / wall[name] / 1e9:.0f} "
+                + (
+                    "int8 Gop/s"
+                    if encoders[name].graph_optimization.endswith("int8-attention")
+                    else "float Gflop/s"
+                )
             )
         if float_macs and not macs:
             flops = (2 * float_macs * sum(lengths) + attention_flops) * order.count(name) / wall[name]
@@ -235,6 +243,9 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
                 + (f" = {per_cpu / float_peak * args.threads:.1%} of one core's" if clock else "")
                 + shares
             )
+    if "clirkit-fast" in order:
+        modes = (vectors["clirkit"] * vectors["clirkit-fast"]).sum(1)
+        print(f"clirkit-fast vs clirkit default: cosine min {modes.min():.5f} median {np.median(modes):.5f}")
     ref_self = (reference * vectors["fastembed"][: len(reference)]).sum(1)
     print(
         f"fastembed batch {args.fastembed_batch} vs its own batch_size=1: cosine min {ref_self.min():.5f} "
