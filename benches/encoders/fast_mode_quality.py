@@ -35,9 +35,7 @@ def search(queries: np.ndarray, docs: np.ndarray, doc_ids: list[str], query_ids:
     """Exact top ``k`` by inner product (the vectors are L2-normalized: cosine)."""
     scores = queries @ docs.T
     top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return {
-        qid: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, qid in enumerate(query_ids)
-    }
+    return {qid: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, qid in enumerate(query_ids)}
 
 
 def main() -> None:
