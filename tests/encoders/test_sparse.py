@@ -223,6 +223,8 @@ def test_cli_encode_recognizes_a_sparse_model(splade_dir, corpus, tmp_path, caps
 
     assert cli.main([*common, "--corpus", str(corpus), "--output", str(out), "--pooling", "cls"]) == 2
     assert "--pooling applies to dense models" in capsys.readouterr().err
+    assert cli.main([*common, "--corpus", str(corpus), "--output", str(out), "--fast"]) == 2
+    assert "--fast applies to dense models" in capsys.readouterr().err
     minilm = str(shared_path("models", "all-MiniLM-L6-v2-int8"))
     args = ["encode", "--model", minilm, "--corpus", str(corpus), "--output", str(out), "--top-terms", "3"]
     assert cli.main(args) == 2

@@ -5,6 +5,7 @@ compute exactly are refused with the reason."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import threading
 from pathlib import Path
@@ -372,3 +373,20 @@ def test_e5_fast_mode_computes_attention_in_int8(e5):
     split_vectors(e5, kernel)
     assert len(kernel.calls) == 12 * len(TEXTS)
     assert max(kernel.differences) <= 0.03, max(kernel.differences)
+
+
+@pytest.mark.shared
+def test_cli_encode_fast_is_the_encoders_fast_mode(tmp_path):
+    from clirkit import cli
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(TEXTS)),
+        encoding="utf-8",
+    )
+    model = shared_path(*E5)
+    out = tmp_path / "fast"
+    common = ["encode", "--model", str(model), "--corpus", str(corpus), "--threads", "1", "--quiet"]
+    assert cli.main([*common, "--output", str(out), "--fast"]) == 0
+    want = OnnxEncoder(model, device="cpu", threads=1, batch_invariant=False).encode_passages(TEXTS)
+    np.testing.assert_array_equal(np.load(f"{out}.npy"), want)

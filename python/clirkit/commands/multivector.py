@@ -159,6 +159,7 @@ def run_encode_multivector(args: argparse.Namespace) -> int:
         **picked(args, "query_prefix", "passage_prefix", "max_length", "device", "input_values"),
         batch_size=args.batch_size or 32,
         threads=threads(args),
+        batch_invariant=not args.fast,
     )
     fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) if args.fields else None
     result = encode_tokens_file(
