@@ -16,6 +16,12 @@ from clirkit.commands.common import (
     threads,
 )
 
+FAST_HELP = (
+    "fast mode (dense models; the encoder's batch_invariant=False): vectors may depend on their batch-mates, "
+    "and a dynamically quantized model on a CPU with AVX-512 VNNI computes attention in int8 "
+    "(multilingual-e5-small-int8: cosine to the default >= 0.996, median 0.9988)"
+)
+
 
 def _passages(value: str) -> tuple[int, int]:
     try:
@@ -81,13 +87,7 @@ def register(top: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--separator", default="#", help="between doc id and passage number (default '#')")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--fp16", action="store_true", help="float16 inference on CUDA (dense models)")
-    p.add_argument(
-        "--fast",
-        action="store_true",
-        help="fast mode (dense models; the encoder's batch_invariant=False): vectors may depend on their "
-        "batch-mates, and a dynamically quantized model on a CPU with AVX-512 VNNI computes attention in "
-        "int8 (multilingual-e5-small-int8: cosine to the default >= 0.996, median 0.9988)",
-    )
+    p.add_argument("--fast", action="store_true", help=FAST_HELP)
     p.add_argument(
         "--dtype", choices=("float32", "float16"), default="float32", help="storage type (dense models)"
     )
