@@ -523,16 +523,15 @@ def int8_attention_session(ort: Any, graph_path: Path) -> AttentionSplitSession 
     :func:`clirkit._native.quantized_attention`, or None when the graph cannot be cut
     (:func:`split_refusal`) or this CPU lacks the kernel's instructions for its head size (the portable
     kernel gives the same vectors far slower than onnxruntime's float attention)."""
-    import onnx
-
     from clirkit._native import attention_kernel, quantized_attention
 
-    plan = plan_split(onnx.load(str(graph_path), load_external_data=False))
-    if isinstance(plan, str):
+    try:
+        session = AttentionSplitSession(ort, graph_path, quantized_attention)
+    except InvalidInputError:  # the graph cannot be cut (refused before any segment is built)
         return None
-    for call in plan.attention:
-        dims = plan.types[call.query].tensor_type.shape.dim
+    for call in session.plan.attention:
+        dims = session.plan.types[call.query].tensor_type.shape.dim
         hidden = dims[-1].dim_value if dims else 0
         if not hidden or hidden % call.num_heads or attention_kernel(hidden // call.num_heads) == "portable":
             return None
-    return AttentionSplitSession(ort, graph_path, quantized_attention)
+    return session

@@ -22,8 +22,6 @@ const ROW_BLOCK: usize = 8;
 const KEY_BLOCK: usize = 32;
 /// A row's largest weight once rounded (sixteen bits, products taken a byte at a time).
 const WEIGHT_SCALE: f32 = 65535.0;
-/// Below this, `WEIGHT_SCALE * exp(x)` is under 0.41: the weight rounds to zero.
-const NEGLIGIBLE: f32 = -12.0;
 /// Exponentials of scores below the row's maximum by more than this are ~1e-35: zero once rounded
 /// to sixteen bits, and clamping keeps `2^n` a normal float in both kernels.
 const LOWEST_EXPONENT: f32 = -80.0;
@@ -476,7 +474,7 @@ mod portable {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{
-        weight_bytes_at, Head, KEY_BLOCK, LN2_HIGH, LN2_LOW, LOG2_E, LOWEST_EXPONENT, NEGLIGIBLE,
+        weight_bytes_at, Head, KEY_BLOCK, LN2_HIGH, LN2_LOW, LOG2_E, LOWEST_EXPONENT,
         ROUNDING_SHIFT, ROW_BLOCK, WEIGHT_POLY, WEIGHT_SCALE,
     };
     use std::arch::x86_64::*;
@@ -673,15 +671,9 @@ mod avx512 {
         for at in (0..keys).step_by(16) {
             // SAFETY: at + 16 <= keys <= scores.len().
             let s = unsafe { _mm512_loadu_ps(scores.as_ptr().add(at)) };
-            let x = _mm512_sub_ps(s, top);
-            // Sixteen weights that all round to zero skip the exponential.
-            let bytes = if _mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, _mm512_set1_ps(NEGLIGIBLE)) == 0 {
-                _mm256_setzero_si256()
-            } else {
-                let w = _mm512_maskz_cvtps_epi32(live(tokens, at), scaled_exp(x));
-                sum = _mm512_add_epi32(sum, w);
-                _mm512_castsi512_si256(_mm512_permutexvar_epi8(split, w))
-            };
+            let w = _mm512_maskz_cvtps_epi32(live(tokens, at), scaled_exp(_mm512_sub_ps(s, top)));
+            sum = _mm512_add_epi32(sum, w);
+            let bytes = _mm512_castsi512_si256(_mm512_permutexvar_epi8(split, w));
             // SAFETY: weight_bytes_at(0, 0, at / 4, false) + 32 = 2 * at + 32 <= 2 * keys.
             unsafe {
                 _mm256_storeu_si256(
