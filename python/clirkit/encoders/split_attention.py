@@ -525,6 +525,8 @@ def int8_attention_session(ort: Any, graph_path: Path) -> AttentionSplitSession 
     kernel gives the same vectors far slower than onnxruntime's float attention)."""
     from clirkit._native import attention_kernel, quantized_attention
 
+    if attention_kernel(16) == "portable":  # no AVX-512 VNNI for any head size: no segments to build
+        return None
     try:
         session = AttentionSplitSession(ort, graph_path, quantized_attention)
     except InvalidInputError:  # the graph cannot be cut (refused before any segment is built)
