@@ -12,23 +12,18 @@ encoding's CPU and wall time is printed.
 from __future__ import annotations
 
 import argparse
-import json
+import itertools
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 from clirkit import evaluate, read_qrels
+from clirkit.datasets import QUERY_FIELDS, QUERY_ID_FIELDS, iter_jsonl
 from clirkit.encoders import OnnxEncoder
 from clirkit.significance import randomization_test
 
 MEASURES = ("ndcg_cut_10", "recall_100")
-
-
-def read_jsonl(path: Path, limit: int = 0) -> list[dict]:
-    with path.open(encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return rows[:limit] if limit else rows
 
 
 def search(queries: np.ndarray, docs: np.ndarray, doc_ids: list[str], query_ids: list[str], k: int) -> dict:
@@ -48,12 +43,13 @@ def main() -> None:
     args = ap.parse_args()
     shared = Path(args.shared)
     data = shared / "data" / args.collection
-    corpus = read_jsonl(data / "corpus.jsonl", args.docs)
-    doc_ids = [str(d["_id"]) for d in corpus]
-    texts = [f"{d.get('title', '')} {d['text']}".strip() for d in corpus]
+    corpus = list(itertools.islice(iter_jsonl(data / "corpus.jsonl"), args.docs or None))
+    doc_ids = [d.id for d in corpus]
+    texts = [d.text for d in corpus]
     qrels = read_qrels(data / "qrels" / "test.tsv")
-    queries = [q for q in read_jsonl(data / "queries.jsonl") if str(q["_id"]) in qrels]
-    query_ids = [str(q["_id"]) for q in queries]
+    records = iter_jsonl(data / "queries.jsonl", QUERY_FIELDS, QUERY_ID_FIELDS, text_rule="first")
+    queries = [q for q in records if q.id in qrels]
+    query_ids = [q.id for q in queries]
     model = shared / "models" / args.model
     print(
         f"{args.collection}: {len(texts)} documents, {len(queries)} judged queries; {args.model}; "
@@ -67,7 +63,7 @@ def main() -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         vectors[mode] = encoder.encode_passages(texts)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        query_vectors = encoder.encode_queries([q["text"] for q in queries])
+        query_vectors = encoder.encode_queries([q.text for q in queries])
         run = search(query_vectors, vectors[mode], doc_ids, query_ids, 100)
         per_query[mode] = evaluate(qrels, run, MEASURES, per_query=True)
         means = per_query[mode]["all"]
