@@ -4,10 +4,10 @@
 //! Per head, each query and each key row is quantized to int8 with a scale of its own (symmetric:
 //! `max |x| / 127`), the values with a scale per channel. The scores `q . k` are exact integer dot
 //! products (AVX-512 VNNI: 64 multiply-adds an instruction, four times float32's), rescaled to float
-//! and put through a float softmax; each weight is then rounded to sixteen bits of its row's largest
-//! (which is 1 once the maximum is subtracted), kept as a low and a high byte, and the output is the
-//! integer weighted sum of the values by each byte, divided by the sum of the rounded weights, so a
-//! row's weights still sum to one. Sixteen bits lose nothing against float weights; eight would zero
+//! in base-2 units (times `log2 e`) and put through a float softmax of powers of two; each weight is
+//! then rounded to sixteen bits of its row's largest (which is 1 once the maximum is subtracted), kept
+//! as a low and a high byte, and the output is the integer weighted sum of the values by each byte,
+//! divided by the sum of the rounded weights, so a row's weights still sum to one. Sixteen bits lose nothing against float weights; eight would zero
 //! the many small weights of long, diffuse rows. What the int8 operands cost in accuracy is measured
 //! end to end in `benches/results/encoders.md` (fast mode).
 //!
@@ -22,22 +22,20 @@ const ROW_BLOCK: usize = 8;
 const KEY_BLOCK: usize = 32;
 /// A row's largest weight once rounded (sixteen bits, products taken a byte at a time).
 const WEIGHT_SCALE: f32 = 65535.0;
-/// Exponentials of scores below the row's maximum by more than this are ~1e-35: zero once rounded
-/// to sixteen bits, and clamping keeps `2^n` a normal float in both kernels.
-const LOWEST_EXPONENT: f32 = -80.0;
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
-/// `ln 2` split so that `n * LN2_HIGH` is exact for the `n` that occur (Cody and Waite).
-const LN2_HIGH: f32 = 0.693_359_4;
-const LN2_LOW: f32 = -2.121_944_4e-4;
-/// `WEIGHT_SCALE * exp(r) ~ S + S r + r^2 P(r)` on `|r| <= ln 2 / 2` (`S` the weight scale), `P`
-/// the Taylor polynomial times `S`, highest power first: relative error below 3e-6, a fifth of a
-/// weight's rounding step.
-const WEIGHT_POLY: [f32; 4] = [
-    WEIGHT_SCALE / 120.0,
-    WEIGHT_SCALE / 24.0,
-    WEIGHT_SCALE / 6.0,
-    WEIGHT_SCALE / 2.0,
+/// `WEIGHT_SCALE * 2^r` on `|r| <= 1/2`, highest power first: a near-minimax quartic fitted to the
+/// relative error (below 3e-6, a fifth of a weight's rounding step; `scaled_exp2_is_accurate`),
+/// where a Taylor polynomial needs a fifth power for it.
+const WEIGHT_POLY: [f32; 5] = [
+    WEIGHT_SCALE * 0.009_570_101,
+    WEIGHT_SCALE * 0.055_917_86,
+    WEIGHT_SCALE * 0.240_247_44,
+    WEIGHT_SCALE * 0.693_121_8,
+    WEIGHT_SCALE * 0.999_999_3,
 ];
+/// Below `2^-126` a power of two is not a normal float; `WEIGHT_SCALE * 2^-126` rounds to a weight
+/// of zero, as any smaller one does.
+const LOWEST_POWER: f32 = -126.0;
 /// `1.5 * 2^23`: adding it rounds a float of magnitude below `2^22` to an integer (ties to even).
 const ROUNDING_SHIFT: f32 = 12_582_912.0;
 
@@ -113,7 +111,8 @@ impl AttentionShape {
 }
 
 /// `softmax(scale * q k^T) v` per head, in int8 (see the module documentation), written to `out`;
-/// `kernel` from [`Kernel::detect`] (a kernel the CPU cannot run is refused).
+/// `kernel` from [`Kernel::detect`] (a kernel the CPU cannot run is refused). A non-finite query,
+/// key or value is refused (`out` is then left partly written).
 pub fn quantized_attention(
     q: &[f32],
     k: &[f32],
@@ -142,34 +141,25 @@ pub fn quantized_attention(
             shape.head_dim
         )));
     }
-    for (name, m) in [("queries", q), ("keys", k), ("values", v)] {
-        // An exponent of all ones is an infinity or a NaN; the fold vectorizes, `position` would not.
-        let non_finite = |x: &f32| x.to_bits() & 0x7f80_0000 == 0x7f80_0000;
-        if m.iter().fold(false, |any, x| any | non_finite(x)) {
-            let at = m.iter().position(non_finite).unwrap_or(0);
-            return Err(Error::invalid(format!(
-                "attention: {name} hold a non-finite value ({}) at token {}, unit {}",
-                m[at],
-                at / shape.hidden(),
-                at % shape.hidden()
-            )));
-        }
-    }
     if shape.tokens == 0 {
         return Ok(());
     }
-    match kernel {
+    let finite = match kernel {
         // SAFETY: the CPU has the kernel's features (checked above).
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx512Vnni => unsafe { avx512::attend_heads([q, k, v], out, shape, scale) },
         _ => attend_heads([q, k, v], out, shape, scale, Kernel::Portable),
+    };
+    if !finite {
+        return Err(non_finite_error([q, k, v], shape));
     }
     Ok(())
 }
 
 /// Every head of queries, keys and values `qkv`, with `kernel`'s products and softmax; the quantization
 /// and the output inlined into the caller, so that the AVX-512 kernel's copy of them is vectorized with
-/// its instructions.
+/// its instructions. False, and `out` left part written, when an operand is not finite: the
+/// quantization takes each row's and channel's largest magnitude anyway, so it checks them in passing.
 #[inline(always)]
 fn attend_heads(
     qkv: [&[f32]; 3],
@@ -177,23 +167,74 @@ fn attend_heads(
     shape: AttentionShape,
     scale: f32,
     kernel: Kernel,
-) {
+) -> bool {
     let [q, k, v] = qkv;
-    let mut head = Head::new(shape);
-    for h in 0..shape.heads {
-        match kernel {
-            // SAFETY: only avx512::attend_heads passes this kernel, on a CPU that has it.
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Vnni => unsafe { avx512::pack(&mut head, q, k, v, h) },
-            _ => head.pack(q, k, v, h),
-        }
+    let d = shape.head_dim;
+    let largest_values = largest_magnitudes(v, shape);
+    if largest_values.iter().any(|&bits| bits >= INFINITY_BITS) {
+        return false;
+    }
+    let mut heads: Vec<Head> = (0..shape.heads)
+        .map(|h| Head::new(shape, &largest_values[h * d..(h + 1) * d]))
+        .collect();
+    // The AVX-512 kernel quantizes every head in one pass over the rows: the operands are read in
+    // order, once, where a pass per head would read each row a slice at a time.
+    let finite = match kernel {
+        // SAFETY: only avx512::attend_heads passes this kernel, on a CPU that has it.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512Vnni => unsafe { avx512::pack(&mut heads, q, k, v) },
+        _ => heads
+            .iter_mut()
+            .enumerate()
+            .fold(true, |finite, (h, head)| head.pack(q, k, v, h) & finite),
+    };
+    if !finite {
+        return false;
+    }
+    let mut block = Block::new(&heads[0]);
+    for (h, head) in heads.iter().enumerate() {
         for first in (0..head.query_rows).step_by(ROW_BLOCK) {
-            head.attend(first, h, scale, kernel, out);
+            head.attend(&mut block, first, h, scale, kernel, out);
         }
+    }
+    true
+}
+
+/// The bits of an infinity: a magnitude's bits at or above them are an infinity or a NaN.
+const INFINITY_BITS: u32 = 0x7f80_0000;
+
+/// Each of the `hidden` channels' largest magnitude over the tokens of `m`, as [`magnitude_bits`].
+#[inline(always)]
+fn largest_magnitudes(m: &[f32], shape: AttentionShape) -> Vec<u32> {
+    let mut largest = vec![0u32; shape.hidden()];
+    for row in m.chunks_exact(shape.hidden()).take(shape.tokens) {
+        for (bits, x) in largest.iter_mut().zip(row) {
+            *bits = (*bits).max(magnitude_bits(*x));
+        }
+    }
+    largest
+}
+
+/// The error naming the first non-finite value of the queries, then the keys, then the values.
+#[cold]
+fn non_finite_error(qkv: [&[f32]; 3], shape: AttentionShape) -> Error {
+    let hidden = shape.hidden();
+    let first = ["queries", "keys", "values"]
+        .into_iter()
+        .zip(qkv)
+        .find_map(|(name, m)| Some((name, m.iter().position(|x| !x.is_finite())?, m)));
+    match first {
+        Some((name, at, m)) => Error::invalid(format!(
+            "attention: {name} hold a non-finite value ({}) at token {}, unit {}",
+            m[at],
+            at / hidden,
+            at % hidden
+        )),
+        None => Error::invalid("attention: the operands hold a non-finite value"),
     }
 }
 
-/// One head's quantized operands and the scratch of a block of query rows.
+/// One head's quantized operands.
 struct Head {
     shape: AttentionShape,
     /// Query rows padded to a multiple of [`ROW_BLOCK`]; keys padded to a multiple of [`KEY_BLOCK`].
@@ -210,7 +251,14 @@ struct Head {
     key_corrections: Vec<i32>,
     /// `value_words[(j / 4) * head_dim + c]`: channel `c` of values `j .. j + 4` as signed bytes.
     value_words: Vec<i32>,
+    /// One scale per channel (its largest magnitude over the tokens / 127), and its inverse
+    /// (`127 / largest`, 0 for an all-zero channel).
     value_scales: Vec<f32>,
+    value_inverses: Vec<f32>,
+}
+
+/// The scratch of a block of [`ROW_BLOCK`] query rows.
+struct Block {
     scores: Vec<f32>,
     /// Each row's largest score over the real keys.
     tops: [f32; ROW_BLOCK],
@@ -223,34 +271,47 @@ struct Head {
     low_products: Vec<i32>,
 }
 
+impl Block {
+    fn new(head: &Head) -> Self {
+        Block {
+            scores: vec![0.0; ROW_BLOCK * head.keys],
+            tops: [0.0; ROW_BLOCK],
+            weights: vec![0; ROW_BLOCK * 2 * head.keys],
+            weight_sums: [0; ROW_BLOCK],
+            high_products: vec![0; ROW_BLOCK * head.shape.head_dim],
+            low_products: vec![0; ROW_BLOCK * head.shape.head_dim],
+        }
+    }
+}
+
 impl Head {
-    fn new(shape: AttentionShape) -> Self {
+    /// A head whose values' channels have the largest magnitudes `largest_values` (finite); the
+    /// padding rows' queries are zero (128 unsigned), their keys and values zero.
+    fn new(shape: AttentionShape, largest_values: &[u32]) -> Self {
         let query_rows = shape.tokens.div_ceil(ROW_BLOCK) * ROW_BLOCK;
         let keys = shape.tokens.div_ceil(KEY_BLOCK) * KEY_BLOCK;
         let groups = shape.head_dim / 4;
+        let largest = largest_values.iter().map(|&bits| f32::from_bits(bits));
         Head {
             shape,
             query_rows,
             keys,
-            query_words: vec![0; query_rows * groups],
+            query_words: vec![i32::from_le_bytes([128; 4]); query_rows * groups],
             query_scales: vec![0.0; query_rows],
             key_words: vec![0; groups * keys],
             key_scales: vec![0.0; keys],
             key_corrections: vec![0; keys],
             value_words: vec![0; keys / 4 * shape.head_dim],
-            value_scales: vec![0.0; shape.head_dim],
-            scores: vec![0.0; ROW_BLOCK * keys],
-            tops: [0.0; ROW_BLOCK],
-            weights: vec![0; ROW_BLOCK * 2 * keys],
-            weight_sums: [0; ROW_BLOCK],
-            high_products: vec![0; ROW_BLOCK * shape.head_dim],
-            low_products: vec![0; ROW_BLOCK * shape.head_dim],
+            value_scales: largest.clone().map(|x| x / 127.0).collect(),
+            value_inverses: largest
+                .map(|x| if x == 0.0 { 0.0 } else { 127.0 / x })
+                .collect(),
         }
     }
 
     /// Quantize head `h` of `q`, `k` and `v` into the packed layouts (the portable kernel's way;
-    /// [`avx512::pack`] gives the same words).
-    fn pack(&mut self, q: &[f32], k: &[f32], v: &[f32], h: usize) {
+    /// [`avx512::pack`] gives the same words); false when a query or key is not finite.
+    fn pack(&mut self, q: &[f32], k: &[f32], v: &[f32], h: usize) -> bool {
         let AttentionShape {
             tokens, head_dim, ..
         } = self.shape;
@@ -258,20 +319,18 @@ impl Head {
         let groups = head_dim / 4;
         let span = |i: usize| i * hidden + h * head_dim..i * hidden + (h + 1) * head_dim;
         let mut bytes = vec![0i8; head_dim];
-        self.query_words.fill(i32::from_le_bytes([128; 4]));
-        self.query_scales.fill(0.0);
+        let mut finite = true;
         for i in 0..tokens {
             self.query_scales[i] = quantize(&q[span(i)], &mut bytes);
+            finite &= self.query_scales[i].is_finite();
             for g in 0..groups {
                 let word: [u8; 4] = std::array::from_fn(|b| (bytes[4 * g + b] as i16 + 128) as u8);
                 self.query_words[i * groups + g] = i32::from_le_bytes(word);
             }
         }
-        self.key_words.fill(0);
-        self.key_scales.fill(0.0);
-        self.key_corrections.fill(0);
         for j in 0..tokens {
             self.key_scales[j] = quantize(&k[span(j)], &mut bytes);
+            finite &= self.key_scales[j].is_finite();
             self.key_corrections[j] = -128 * bytes.iter().map(|&b| b as i32).sum::<i32>();
             for g in 0..groups {
                 let word: [u8; 4] = std::array::from_fn(|b| bytes[4 * g + b] as u8);
@@ -279,59 +338,44 @@ impl Head {
             }
         }
         // Values: one scale per channel, bytes laid out as value_words reads them.
-        let inverse = self.value_scales_of(v, h);
         let mut value_bytes = vec![0u8; self.value_words.len() * 4];
         for j in 0..tokens {
-            for (c, (&x, &inv)) in v[span(j)].iter().zip(&inverse).enumerate() {
+            for (c, (&x, &inv)) in v[span(j)].iter().zip(&self.value_inverses).enumerate() {
                 value_bytes[(j / 4 * head_dim + c) * 4 + j % 4] = nearest(x * inv) as i8 as u8;
             }
         }
         for (word, bytes) in self.value_words.iter_mut().zip(value_bytes.chunks_exact(4)) {
             *word = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
         }
-    }
-
-    /// Set each channel's value scale of head `h` (the largest magnitude over the tokens / 127);
-    /// the inverses, `127 / largest` (0 for an all-zero channel).
-    #[inline(always)]
-    fn value_scales_of(&mut self, v: &[f32], h: usize) -> Vec<f32> {
-        let (head_dim, hidden) = (self.shape.head_dim, self.shape.hidden());
-        let mut largest_bits = vec![0u32; head_dim];
-        for row in v.chunks_exact(hidden).take(self.shape.tokens) {
-            for (m, x) in largest_bits
-                .iter_mut()
-                .zip(&row[h * head_dim..(h + 1) * head_dim])
-            {
-                *m = (*m).max(magnitude_bits(*x));
-            }
-        }
-        let mut inverse = vec![0f32; head_dim];
-        for c in 0..head_dim {
-            let largest = f32::from_bits(largest_bits[c]);
-            self.value_scales[c] = largest / 127.0;
-            inverse[c] = if largest == 0.0 { 0.0 } else { 127.0 / largest };
-        }
-        inverse
+        finite
     }
 
     /// Query rows `first .. first + ROW_BLOCK` of head `h`: scores, weights, and the real rows'
     /// outputs into `out`.
     #[inline(always)]
-    fn attend(&mut self, first: usize, h: usize, scale: f32, kernel: Kernel, out: &mut [f32]) {
+    fn attend(
+        &self,
+        block: &mut Block,
+        first: usize,
+        h: usize,
+        scale: f32,
+        kernel: Kernel,
+        out: &mut [f32],
+    ) {
         let row_scales: [f32; ROW_BLOCK] =
-            std::array::from_fn(|r| self.query_scales[first + r] * scale);
+            std::array::from_fn(|r| self.query_scales[first + r] * scale * LOG2_E);
         // SAFETY (each AVX-512 call): only avx512::attend_heads passes this kernel, on a CPU that has it.
         let vector = cfg!(target_arch = "x86_64") && kernel == Kernel::Avx512Vnni;
         match vector {
             #[cfg(target_arch = "x86_64")]
-            true => unsafe { avx512::scores(self, first, &row_scales) },
-            _ => portable::scores(self, first, &row_scales),
+            true => unsafe { avx512::scores(self, block, first, &row_scales) },
+            _ => portable::scores(self, block, first, &row_scales),
         }
         let keys = self.keys;
         for r in 0..ROW_BLOCK {
-            let (scores, top) = (&self.scores[r * keys..(r + 1) * keys], self.tops[r]);
-            let weights = &mut self.weights[2 * r * keys..2 * (r + 1) * keys];
-            self.weight_sums[r] = match vector {
+            let (scores, top) = (&block.scores[r * keys..(r + 1) * keys], block.tops[r]);
+            let weights = &mut block.weights[2 * r * keys..2 * (r + 1) * keys];
+            block.weight_sums[r] = match vector {
                 #[cfg(target_arch = "x86_64")]
                 true => unsafe { avx512::weights(scores, self.shape.tokens, top, weights) },
                 _ => portable::weights(scores, self.shape.tokens, top, weights),
@@ -339,15 +383,15 @@ impl Head {
         }
         match vector {
             #[cfg(target_arch = "x86_64")]
-            true => unsafe { avx512::weighted_values(self) },
-            _ => portable::weighted_values(self),
+            true => unsafe { avx512::weighted_values(self, block) },
+            _ => portable::weighted_values(self, block),
         }
         let (d, hidden) = (self.shape.head_dim, self.shape.hidden());
         for r in 0..ROW_BLOCK.min(self.shape.tokens.saturating_sub(first)) {
-            let share = 1.0 / self.weight_sums[r] as f32;
+            let share = 1.0 / block.weight_sums[r] as f32;
             let row = &mut out[(first + r) * hidden + h * d..(first + r) * hidden + (h + 1) * d];
-            let high = &self.high_products[r * d..(r + 1) * d];
-            let low = &self.low_products[r * d..(r + 1) * d];
+            let high = &block.high_products[r * d..(r + 1) * d];
+            let low = &block.low_products[r * d..(r + 1) * d];
             for (((o, &high), &low), &scale) in
                 row.iter_mut().zip(high).zip(low).zip(&self.value_scales)
             {
@@ -387,35 +431,40 @@ fn nearest(x: f32) -> i32 {
     ((x + ROUNDING_SHIFT) - ROUNDING_SHIFT) as i32
 }
 
-/// `WEIGHT_SCALE * exp(x)` for `x <= 0` (the score minus its row's maximum), as both kernels
-/// compute it.
-fn scaled_exp(x: f32) -> f32 {
-    let x = x.max(LOWEST_EXPONENT);
-    let n = x.mul_add(LOG2_E, ROUNDING_SHIFT) - ROUNDING_SHIFT;
-    let r = (-n).mul_add(LN2_HIGH, x);
-    let r = (-n).mul_add(LN2_LOW, r);
+/// `WEIGHT_SCALE * 2^x` for `x <= 0` (the score minus its row's maximum, in base-2 units), as both
+/// kernels compute it, up to where it rounds to a weight of zero (below [`LOWEST_POWER`]).
+fn scaled_exp2(x: f32) -> f32 {
+    let n = x.round_ties_even();
+    let r = x - n; // exact
     let p = WEIGHT_POLY[1..]
         .iter()
         .fold(WEIGHT_POLY[0], |p, &c| p.mul_add(r, c));
-    let e = p.mul_add(r * r, r.mul_add(WEIGHT_SCALE, WEIGHT_SCALE));
-    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    if n < LOWEST_POWER {
+        return 0.0;
+    }
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 /// Where the four weight bytes (low or `high`) of row `r` at keys `4 * group ..` are, in
-/// [`Head::weights`] of rows of `keys` keys.
+/// [`Block::weights`] of rows of `keys` keys.
 #[inline(always)]
 fn weight_bytes_at(r: usize, keys: usize, group: usize, high: bool) -> usize {
     2 * r * keys + 32 * (group / 4) + 4 * (group % 4) + if high { 16 } else { 0 }
 }
 
 mod portable {
-    use super::{nearest, scaled_exp, weight_bytes_at, Head, KEY_BLOCK, ROW_BLOCK};
+    use super::{nearest, scaled_exp2, weight_bytes_at, Block, Head, KEY_BLOCK, ROW_BLOCK};
 
-    pub(super) fn scores(head: &mut Head, first: usize, row_scales: &[f32; ROW_BLOCK]) {
+    pub(super) fn scores(
+        head: &Head,
+        block: &mut Block,
+        first: usize,
+        row_scales: &[f32; ROW_BLOCK],
+    ) {
         let (keys, groups) = (head.keys, head.shape.head_dim / 4);
         let queries = &head.query_words[first * groups..(first + ROW_BLOCK) * groups];
         for r in 0..ROW_BLOCK {
-            head.tops[r] = f32::NEG_INFINITY;
+            block.tops[r] = f32::NEG_INFINITY;
             for j in 0..keys {
                 let mut acc = head.key_corrections[j];
                 for g in 0..groups {
@@ -426,9 +475,9 @@ mod portable {
                     }
                 }
                 let score = acc as f32 * head.key_scales[j] * row_scales[r];
-                head.scores[r * keys + j] = score;
+                block.scores[r * keys + j] = score;
                 if j < head.shape.tokens {
-                    head.tops[r] = head.tops[r].max(score);
+                    block.tops[r] = block.tops[r].max(score);
                 }
             }
         }
@@ -436,13 +485,13 @@ mod portable {
     }
 
     /// Round the softmax of `scores[..tokens]` (their largest: `top`) to sixteen bits of its
-    /// largest into `weights` (laid out as [`Head::weights`]' rows; zero past `tokens`); the sum of
+    /// largest into `weights` (laid out as [`Block::weights`]' rows; zero past `tokens`); the sum of
     /// the rounded weights.
     pub(super) fn weights(scores: &[f32], tokens: usize, top: f32, weights: &mut [u8]) -> i32 {
         let mut sum = 0;
         for j in 0..weights.len() / 2 {
             let w = if j < tokens {
-                nearest(scaled_exp(scores[j] - top))
+                nearest(scaled_exp2(scores[j] - top))
             } else {
                 0
             };
@@ -453,7 +502,7 @@ mod portable {
         sum
     }
 
-    pub(super) fn weighted_values(head: &mut Head) {
+    pub(super) fn weighted_values(head: &Head, block: &mut Block) {
         let (d, keys) = (head.shape.head_dim, head.keys);
         for r in 0..ROW_BLOCK {
             for c in 0..d {
@@ -461,11 +510,11 @@ mod portable {
                 for j in 0..keys {
                     let value = head.value_words[j / 4 * d + c].to_le_bytes()[j % 4] as i8 as i32;
                     let at = |high| weight_bytes_at(r, keys, j / 4, high) + j % 4;
-                    high += head.weights[at(true)] as i32 * value;
-                    low += head.weights[at(false)] as i32 * value;
+                    high += block.weights[at(true)] as i32 * value;
+                    low += block.weights[at(false)] as i32 * value;
                 }
-                head.high_products[r * d + c] = high;
-                head.low_products[r * d + c] = low;
+                block.high_products[r * d + c] = high;
+                block.low_products[r * d + c] = low;
             }
         }
     }
@@ -473,116 +522,133 @@ mod portable {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{
-        weight_bytes_at, Head, KEY_BLOCK, LN2_HIGH, LN2_LOW, LOG2_E, LOWEST_EXPONENT,
-        ROUNDING_SHIFT, ROW_BLOCK, WEIGHT_POLY, WEIGHT_SCALE,
-    };
+    use super::{weight_bytes_at, Block, Head, KEY_BLOCK, ROW_BLOCK, WEIGHT_POLY};
     use std::arch::x86_64::*;
 
-    /// [`Head::pack`], sixteen values at a time (the same words: the same scales, and
-    /// `VCVTPS2DQ` rounds to nearest even as `nearest` does).
+    /// [`Head::pack`] of every head, sixteen values at a time and each row of the operands read once,
+    /// in order (the same words: the same scales, and `VCVTPS2DQ` rounds to nearest even as
+    /// `nearest` does); false when a query or key is not finite.
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-    pub(super) fn pack(head: &mut Head, q: &[f32], k: &[f32], v: &[f32], h: usize) {
-        let (tokens, d, keys) = (head.shape.tokens, head.shape.head_dim, head.keys);
-        let (hidden, groups, blocks) = (head.shape.hidden(), d / 4, d / 16);
-        assert!(d.is_multiple_of(16) && q.len().min(k.len()).min(v.len()) >= tokens * hidden);
-        assert!(head.query_words.len() >= tokens * groups && head.key_words.len() >= groups * keys);
-        assert!(head.value_words.len() >= keys / 4 * d);
-        // Row `i` of head `h` rounded to int8 with its own scale: (scale, 16 bytes per block, the
-        // bytes' sum).
-        let quantize_row = |m: &[f32], i: usize| -> (f32, [__m128i; 4], i32) {
-            let at = i * hidden + h * d;
-            let mut rows = [_mm512_setzero_ps(); 4];
-            let mut largest = _mm512_setzero_ps();
-            for (b, row) in rows.iter_mut().enumerate().take(blocks) {
-                // SAFETY: at + 16 * b + 16 <= tokens * hidden <= m.len().
-                *row = unsafe { _mm512_loadu_ps(m.as_ptr().add(at + 16 * b)) };
-                largest = _mm512_max_ps(largest, _mm512_abs_ps(*row));
-            }
-            let largest = _mm512_reduce_max_ps(largest);
+    pub(super) fn pack(heads: &mut [Head], q: &[f32], k: &[f32], v: &[f32]) -> bool {
+        // The head's blocks of sixteen are a constant, so that a row's loads are unrolled into
+        // registers rather than copied by a call.
+        match heads[0].shape.head_dim / 16 {
+            1 => pack_of::<1>(heads, q, k, v),
+            2 => pack_of::<2>(heads, q, k, v),
+            3 => pack_of::<3>(heads, q, k, v),
+            _ => pack_of::<4>(heads, q, k, v),
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
+    fn pack_of<const BLOCKS: usize>(heads: &mut [Head], q: &[f32], k: &[f32], v: &[f32]) -> bool {
+        let shape = heads[0].shape;
+        let (tokens, d, keys) = (shape.tokens, shape.head_dim, heads[0].keys);
+        let (hidden, groups) = (shape.hidden(), d / 4);
+        assert!(d == 16 * BLOCKS && heads.len() == shape.heads);
+        assert!(q.len().min(k.len()).min(v.len()) >= tokens * hidden);
+        for head in heads.iter() {
+            assert!(head.query_words.len() >= tokens * groups);
+            assert!(head.key_words.len() >= groups * keys && head.value_inverses.len() == d);
+            assert!(head.value_words.len() >= keys / 4 * d && head.keys == keys);
+        }
+        // The sixteen-value blocks at `at` rounded to int8 with one scale: (scale, 16 bytes per
+        // block, the bytes' sum). The largest magnitude is an integer maximum of the bits, as
+        // `super::quantize` takes it, so that a NaN is not lost.
+        let quantize_row = |m: &[f32], at: usize| -> (f32, [__m128i; BLOCKS], i32) {
+            // SAFETY: at + 16 * BLOCKS <= tokens * hidden <= m.len() (at is a head's row).
+            let rows: [__m512; BLOCKS] =
+                std::array::from_fn(|b| unsafe { _mm512_loadu_ps(m.as_ptr().add(at + 16 * b)) });
+            let magnitude = _mm512_set1_epi32(0x7fff_ffff);
+            let largest = rows.iter().fold(_mm512_setzero_si512(), |largest, row| {
+                _mm512_max_epu32(
+                    largest,
+                    _mm512_and_si512(_mm512_castps_si512(*row), magnitude),
+                )
+            });
+            let largest = f32::from_bits(_mm512_reduce_max_epu32(largest));
             let inverse = _mm512_set1_ps(if largest == 0.0 { 0.0 } else { 127.0 / largest });
-            let mut bytes = [_mm_setzero_si128(); 4];
             let mut sum = _mm512_setzero_si512();
-            for b in 0..blocks {
+            let bytes = std::array::from_fn(|b| {
                 let ints = _mm512_cvtps_epi32(_mm512_mul_ps(rows[b], inverse));
                 sum = _mm512_add_epi32(sum, ints);
-                bytes[b] = _mm512_cvtsepi32_epi8(ints);
-            }
+                _mm512_cvtsepi32_epi8(ints)
+            });
             (largest / 127.0, bytes, _mm512_reduce_add_epi32(sum))
         };
-        head.query_words.fill(i32::from_le_bytes([128; 4]));
-        head.query_scales.fill(0.0);
+        let mut finite = true;
         for i in 0..tokens {
-            let (scale, bytes, _) = quantize_row(q, i);
-            head.query_scales[i] = scale;
-            for (b, bytes) in bytes.iter().take(blocks).enumerate() {
-                // +128 (the unsigned operand of VPDPBUSD) is the top bit flipped.
-                let unsigned = _mm_xor_si128(*bytes, _mm_set1_epi8(-128));
-                // SAFETY: (i * groups + 4 * b + 4) words <= tokens * groups.
-                unsafe {
-                    _mm_storeu_si128(
-                        head.query_words.as_mut_ptr().add(i * groups + 4 * b).cast(),
-                        unsigned,
-                    )
-                };
-            }
-        }
-        head.key_words.fill(0);
-        head.key_scales.fill(0.0);
-        head.key_corrections.fill(0);
-        for j in 0..tokens {
-            let (scale, bytes, sum) = quantize_row(k, j);
-            head.key_scales[j] = scale;
-            head.key_corrections[j] = -128 * sum;
-            for (b, bytes) in bytes.iter().take(blocks).enumerate() {
-                let mut words = [0i32; 4];
-                // SAFETY: four words are sixteen bytes.
-                unsafe { _mm_storeu_si128(words.as_mut_ptr().cast(), *bytes) };
-                for (w, word) in words.into_iter().enumerate() {
-                    head.key_words[(4 * b + w) * keys + j] = word;
-                }
-            }
-        }
-        let inverse = head.value_scales_of(v, h);
-        head.value_words.fill(0);
-        // Four tokens' bytes of sixteen channels, transposed so that each channel's four are one word.
-        for j in (0..tokens).step_by(4) {
-            for b in 0..blocks {
-                // SAFETY: 16 * b + 16 <= d = inverse.len().
-                let scales = unsafe { _mm512_loadu_ps(inverse.as_ptr().add(16 * b)) };
-                let row = |t: usize| -> __m128i {
-                    if j + t >= tokens {
-                        return _mm_setzero_si128();
-                    }
-                    // SAFETY: (j + t) * hidden + h * d + 16 * b + 16 <= tokens * hidden.
-                    let x = unsafe {
-                        _mm512_loadu_ps(v.as_ptr().add((j + t) * hidden + h * d + 16 * b))
-                    };
-                    _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x, scales)))
-                };
-                let (t0, t1, t2, t3) = (row(0), row(1), row(2), row(3));
-                let (low01, high01) = (_mm_unpacklo_epi8(t0, t1), _mm_unpackhi_epi8(t0, t1));
-                let (low23, high23) = (_mm_unpacklo_epi8(t2, t3), _mm_unpackhi_epi8(t2, t3));
-                let words = [
-                    _mm_unpacklo_epi16(low01, low23),
-                    _mm_unpackhi_epi16(low01, low23),
-                    _mm_unpacklo_epi16(high01, high23),
-                    _mm_unpackhi_epi16(high01, high23),
-                ];
-                for (w, words) in words.into_iter().enumerate() {
-                    // SAFETY: (j / 4) * d + 16 * b + 4 * w + 4 <= keys / 4 * d.
+            for (h, head) in heads.iter_mut().enumerate() {
+                let (scale, bytes, _) = quantize_row(q, i * hidden + h * d);
+                head.query_scales[i] = scale;
+                finite &= scale.is_finite();
+                for (b, bytes) in bytes.iter().enumerate() {
+                    // +128 (the unsigned operand of VPDPBUSD) is the top bit flipped.
+                    let unsigned = _mm_xor_si128(*bytes, _mm_set1_epi8(-128));
+                    // SAFETY: (i * groups + 4 * b + 4) words <= tokens * groups.
                     unsafe {
                         _mm_storeu_si128(
-                            head.value_words
-                                .as_mut_ptr()
-                                .add(j / 4 * d + 16 * b + 4 * w)
-                                .cast(),
-                            words,
+                            head.query_words.as_mut_ptr().add(i * groups + 4 * b).cast(),
+                            unsigned,
                         )
                     };
                 }
+                let (scale, bytes, sum) = quantize_row(k, i * hidden + h * d);
+                head.key_scales[i] = scale;
+                finite &= scale.is_finite();
+                head.key_corrections[i] = -128 * sum;
+                for (b, bytes) in bytes.iter().enumerate() {
+                    let mut words = [0i32; 4];
+                    // SAFETY: four words are sixteen bytes.
+                    unsafe { _mm_storeu_si128(words.as_mut_ptr().cast(), *bytes) };
+                    for (w, word) in words.into_iter().enumerate() {
+                        head.key_words[(4 * b + w) * keys + i] = word;
+                    }
+                }
             }
         }
+        // Four tokens' bytes of sixteen channels, transposed so that each channel's four are one word.
+        for j in (0..tokens).step_by(4) {
+            for (h, head) in heads.iter_mut().enumerate() {
+                for b in 0..BLOCKS {
+                    // SAFETY: 16 * b + 16 <= d = value_inverses.len().
+                    let scales =
+                        unsafe { _mm512_loadu_ps(head.value_inverses.as_ptr().add(16 * b)) };
+                    let row = |t: usize| -> __m128i {
+                        if j + t >= tokens {
+                            return _mm_setzero_si128();
+                        }
+                        // SAFETY: (j + t) * hidden + h * d + 16 * b + 16 <= tokens * hidden.
+                        let x = unsafe {
+                            _mm512_loadu_ps(v.as_ptr().add((j + t) * hidden + h * d + 16 * b))
+                        };
+                        _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x, scales)))
+                    };
+                    let (t0, t1, t2, t3) = (row(0), row(1), row(2), row(3));
+                    let (low01, high01) = (_mm_unpacklo_epi8(t0, t1), _mm_unpackhi_epi8(t0, t1));
+                    let (low23, high23) = (_mm_unpacklo_epi8(t2, t3), _mm_unpackhi_epi8(t2, t3));
+                    let words = [
+                        _mm_unpacklo_epi16(low01, low23),
+                        _mm_unpackhi_epi16(low01, low23),
+                        _mm_unpacklo_epi16(high01, high23),
+                        _mm_unpackhi_epi16(high01, high23),
+                    ];
+                    for (w, words) in words.into_iter().enumerate() {
+                        // SAFETY: (j / 4) * d + 16 * b + 4 * w + 4 <= keys / 4 * d.
+                        unsafe {
+                            _mm_storeu_si128(
+                                head.value_words
+                                    .as_mut_ptr()
+                                    .add(j / 4 * d + 16 * b + 4 * w)
+                                    .cast(),
+                                words,
+                            )
+                        };
+                    }
+                }
+            }
+        }
+        finite
     }
 
     /// [`super::attend_heads`] compiled for AVX-512.
@@ -592,17 +658,22 @@ mod avx512 {
         out: &mut [f32],
         shape: super::AttentionShape,
         scale: f32,
-    ) {
+    ) -> bool {
         super::attend_heads(qkv, out, shape, scale, super::Kernel::Avx512Vnni)
     }
 
     /// Scores of [`ROW_BLOCK`] query rows against every (padded) key, [`KEY_BLOCK`] keys at a time.
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-    pub(super) fn scores(head: &mut Head, first: usize, row_scales: &[f32; ROW_BLOCK]) {
+    pub(super) fn scores(
+        head: &Head,
+        block: &mut Block,
+        first: usize,
+        row_scales: &[f32; ROW_BLOCK],
+    ) {
         let (keys, groups) = (head.keys, head.shape.head_dim / 4);
         let queries = &head.query_words[first * groups..(first + ROW_BLOCK) * groups];
         assert!(queries.len() >= ROW_BLOCK * groups && head.key_words.len() >= groups * keys);
-        assert!(head.scores.len() >= ROW_BLOCK * keys && head.key_corrections.len() >= keys);
+        assert!(block.scores.len() >= ROW_BLOCK * keys && head.key_corrections.len() >= keys);
         let mut tops = [_mm512_set1_ps(f32::NEG_INFINITY); ROW_BLOCK];
         for j in (0..keys).step_by(KEY_BLOCK) {
             // SAFETY: j + 32 <= keys <= key_corrections.len().
@@ -638,12 +709,12 @@ mod avx512 {
                     let s =
                         _mm512_mul_ps(_mm512_mul_ps(s, key_scales), _mm512_set1_ps(row_scales[r]));
                     // SAFETY: r * keys + at + 16 <= ROW_BLOCK * keys.
-                    unsafe { _mm512_storeu_ps(head.scores.as_mut_ptr().add(r * keys + at), s) };
+                    unsafe { _mm512_storeu_ps(block.scores.as_mut_ptr().add(r * keys + at), s) };
                     tops[r] = _mm512_mask_max_ps(tops[r], live(head.shape.tokens, at), tops[r], s);
                 }
             }
         }
-        for (top, lanes) in head.tops.iter_mut().zip(tops) {
+        for (top, lanes) in block.tops.iter_mut().zip(tops) {
             *top = _mm512_reduce_max_ps(lanes);
         }
     }
@@ -671,7 +742,7 @@ mod avx512 {
         for at in (0..keys).step_by(16) {
             // SAFETY: at + 16 <= keys <= scores.len().
             let s = unsafe { _mm512_loadu_ps(scores.as_ptr().add(at)) };
-            let w = _mm512_maskz_cvtps_epi32(live(tokens, at), scaled_exp(_mm512_sub_ps(s, top)));
+            let w = _mm512_maskz_cvtps_epi32(live(tokens, at), scaled_exp2(_mm512_sub_ps(s, top)));
             sum = _mm512_add_epi32(sum, w);
             let bytes = _mm512_castsi512_si256(_mm512_permutexvar_epi8(split, w));
             // SAFETY: weight_bytes_at(0, 0, at / 4, false) + 32 = 2 * at + 32 <= 2 * keys.
@@ -688,50 +759,53 @@ mod avx512 {
         _mm512_reduce_add_epi32(sum)
     }
 
-    /// [`super::scaled_exp`], operation for operation.
+    /// [`super::scaled_exp2`], operation for operation.
     #[target_feature(enable = "avx512f")]
-    fn scaled_exp(x: __m512) -> __m512 {
-        let x = _mm512_max_ps(x, _mm512_set1_ps(LOWEST_EXPONENT));
-        let shift = _mm512_set1_ps(ROUNDING_SHIFT);
-        let n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(LOG2_E), shift), shift);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HIGH), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LOW), r);
+    fn scaled_exp2(x: __m512) -> __m512 {
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+        let r = _mm512_sub_ps(x, n);
         let mut p = _mm512_set1_ps(WEIGHT_POLY[0]);
         for &c in &WEIGHT_POLY[1..] {
             p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
         }
-        let scale = _mm512_set1_ps(WEIGHT_SCALE);
-        let e = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_fmadd_ps(r, scale, scale));
-        // e * 2^n: exact, as the portable kernel's product with a power of two (n >= -116).
-        _mm512_scalef_ps(e, n)
+        // p * 2^n: exact where the portable kernel's product with a power of two is (n >= -126),
+        // and below a half (a weight of zero) where it returns zero.
+        _mm512_scalef_ps(p, n)
     }
 
     /// Each row's integer weighted sums of the values by its weights' high and low bytes, head sizes
     /// of 16 to 64 (`ROWS` rows a pass: their sums stay in registers).
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-    pub(super) fn weighted_values(head: &mut Head) {
+    pub(super) fn weighted_values(head: &Head, block: &mut Block) {
         match head.shape.head_dim / 16 {
-            1 => weighted_values_of::<1, 4>(head),
-            2 => weighted_values_of::<2, 4>(head),
-            3 => weighted_values_of::<3, 2>(head),
-            _ => weighted_values_of::<4, 2>(head),
+            1 => weighted_values_of::<1, 4>(head, block),
+            2 => weighted_values_of::<2, 4>(head, block),
+            3 => weighted_values_of::<3, 2>(head, block),
+            _ => weighted_values_of::<4, 2>(head, block),
         }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-    fn weighted_values_of<const BLOCKS: usize, const ROWS: usize>(head: &mut Head) {
+    fn weighted_values_of<const BLOCKS: usize, const ROWS: usize>(head: &Head, block: &mut Block) {
         let (d, keys) = (head.shape.head_dim, head.keys);
         assert!(d == 16 * BLOCKS && head.value_words.len() >= keys / 4 * d);
-        assert!(head.weights.len() >= ROW_BLOCK * 2 * keys);
+        assert!(block.weights.len() >= ROW_BLOCK * 2 * keys);
         assert!(
-            head.high_products.len() >= ROW_BLOCK * d && head.low_products.len() >= ROW_BLOCK * d
+            block.high_products.len() >= ROW_BLOCK * d && block.low_products.len() >= ROW_BLOCK * d
         );
         // Reads four weight bytes of row `r` at key `4 * group` of a plane.
         // The four weight bytes of row `r` at keys `4 * group ..`, in each of the four lanes.
         let word = |r: usize, group: usize, high: bool| -> __m512i {
             let at = weight_bytes_at(r, keys, group, high);
             // SAFETY: at + 4 <= 2 * ROW_BLOCK * keys <= weights.len().
-            let bytes = unsafe { head.weights.as_ptr().add(at).cast::<i32>().read_unaligned() };
+            let bytes = unsafe {
+                block
+                    .weights
+                    .as_ptr()
+                    .add(at)
+                    .cast::<i32>()
+                    .read_unaligned()
+            };
             _mm512_set1_epi32(bytes)
         };
         for first in (0..ROW_BLOCK).step_by(ROWS) {
@@ -758,11 +832,11 @@ mod avx512 {
                     // SAFETY: at + 16 <= ROW_BLOCK * d.
                     unsafe {
                         _mm512_storeu_si512(
-                            head.high_products.as_mut_ptr().add(at).cast(),
+                            block.high_products.as_mut_ptr().add(at).cast(),
                             high[r][b],
                         );
                         _mm512_storeu_si512(
-                            head.low_products.as_mut_ptr().add(at).cast(),
+                            block.low_products.as_mut_ptr().add(at).cast(),
                             low[r][b],
                         );
                     }
@@ -887,6 +961,20 @@ mod tests {
         }
     }
 
+    /// The weight polynomial against `2^x` in double precision, over every step of the weights'
+    /// range and past it.
+    #[test]
+    fn scaled_exp2_is_accurate() {
+        for i in 0..=400_000 {
+            let x = -(i as f32) * 5e-5;
+            let exact = WEIGHT_SCALE as f64 * (x as f64).exp2();
+            let error = (scaled_exp2(x) as f64 - exact).abs() / exact;
+            assert!(error < 3e-6, "2^{x}: relative error {error}");
+        }
+        assert_eq!(scaled_exp2(-127.0), 0.0);
+        assert_eq!(scaled_exp2(-1e30), 0.0);
+    }
+
     #[test]
     fn one_token_attends_to_itself() {
         let shape = AttentionShape::new(1, 8, 2).unwrap();
@@ -894,6 +982,33 @@ mod tests {
         let out = run(&[1.0; 8], &[1.0; 8], &v, shape, Kernel::detect(4));
         for (o, x) in out.iter().zip(v) {
             assert!((o - x).abs() <= x.abs() / 127.0, "{o} for {x}");
+        }
+    }
+
+    #[test]
+    fn names_the_first_non_finite_operand() {
+        let shape = AttentionShape::new(5, 32, 2).unwrap();
+        let mut kernels = vec![Kernel::Portable, Kernel::detect(shape.head_dim)];
+        kernels.dedup();
+        for kernel in kernels {
+            for (matrix, name) in ["queries", "keys", "values"].into_iter().enumerate() {
+                for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                    let mut operands = operands(&mut SplitMix64::new(3), shape, 1.0);
+                    operands[matrix][3 * 32 + 17] = bad;
+                    operands[2][4 * 32 + 30] = f32::NAN; // a later one, in the values
+                    let [q, k, v] = &operands;
+                    let mut out = vec![0f32; q.len()];
+                    let err = quantized_attention(q, k, v, &mut out, shape, 0.25, kernel)
+                        .unwrap_err()
+                        .to_string();
+                    assert!(
+                        err.contains(&format!(
+                            "{name} hold a non-finite value ({bad}) at token 3, unit 17"
+                        )),
+                        "{kernel:?}, {name}: {err}"
+                    );
+                }
+            }
         }
     }
 
