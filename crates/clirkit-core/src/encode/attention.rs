@@ -739,10 +739,10 @@ mod avx512 {
             44, 40, 36, 32, 28, 24, 20, 16, 12, 8, 4, 0,
         );
         let mut sum = _mm512_setzero_si512();
-        for at in (0..keys).step_by(16) {
+        let mut weigh = |at: usize, live: __mmask16| {
             // SAFETY: at + 16 <= keys <= scores.len().
             let s = unsafe { _mm512_loadu_ps(scores.as_ptr().add(at)) };
-            let w = _mm512_maskz_cvtps_epi32(live(tokens, at), scaled_exp2(_mm512_sub_ps(s, top)));
+            let w = _mm512_maskz_cvtps_epi32(live, scaled_exp2(_mm512_sub_ps(s, top)));
             sum = _mm512_add_epi32(sum, w);
             let bytes = _mm512_castsi512_si256(_mm512_permutexvar_epi8(split, w));
             // SAFETY: weight_bytes_at(0, 0, at / 4, false) + 32 = 2 * at + 32 <= 2 * keys.
@@ -755,6 +755,14 @@ mod avx512 {
                     bytes,
                 )
             };
+        };
+        // Sixteen real keys at a time with a constant mask, then the last real ones and the padding.
+        let whole = tokens / 16 * 16;
+        for at in (0..whole).step_by(16) {
+            weigh(at, u16::MAX);
+        }
+        for at in (whole..keys).step_by(16) {
+            weigh(at, live(tokens, at));
         }
         _mm512_reduce_add_epi32(sum)
     }
