@@ -259,6 +259,9 @@ struct Head {
 
 /// The scratch of a block of [`ROW_BLOCK`] query rows.
 struct Block {
+    /// Each row's query scale times the attention's scale and `log2 e`: what its integer scores are
+    /// multiplied by (with each key's scale).
+    row_scales: [f32; ROW_BLOCK],
     scores: Vec<f32>,
     /// Each row's largest score over the real keys.
     tops: [f32; ROW_BLOCK],
@@ -275,6 +278,7 @@ impl Block {
     fn new(head: &Head) -> Self {
         Block {
             scores: vec![0.0; ROW_BLOCK * head.keys],
+            row_scales: [0.0; ROW_BLOCK],
             tops: [0.0; ROW_BLOCK],
             weights: vec![0; ROW_BLOCK * 2 * head.keys],
             weight_sums: [0; ROW_BLOCK],
@@ -362,14 +366,13 @@ impl Head {
         kernel: Kernel,
         out: &mut [f32],
     ) {
-        let row_scales: [f32; ROW_BLOCK] =
-            std::array::from_fn(|r| self.query_scales[first + r] * scale * LOG2_E);
+        block.row_scales = std::array::from_fn(|r| self.query_scales[first + r] * scale * LOG2_E);
         // SAFETY (each AVX-512 call): only avx512::attend_heads passes this kernel, on a CPU that has it.
         let vector = cfg!(target_arch = "x86_64") && kernel == Kernel::Avx512Vnni;
         match vector {
             #[cfg(target_arch = "x86_64")]
-            true => unsafe { avx512::scores(self, block, first, &row_scales) },
-            _ => portable::scores(self, block, first, &row_scales),
+            true => unsafe { avx512::scores(self, block, first) },
+            _ => portable::scores(self, block, first),
         }
         let keys = self.keys;
         for r in 0..ROW_BLOCK {
@@ -455,12 +458,7 @@ fn weight_bytes_at(r: usize, keys: usize, group: usize, high: bool) -> usize {
 mod portable {
     use super::{nearest, scaled_exp2, weight_bytes_at, Block, Head, KEY_BLOCK, ROW_BLOCK};
 
-    pub(super) fn scores(
-        head: &Head,
-        block: &mut Block,
-        first: usize,
-        row_scales: &[f32; ROW_BLOCK],
-    ) {
+    pub(super) fn scores(head: &Head, block: &mut Block, first: usize) {
         let (keys, groups) = (head.keys, head.shape.head_dim / 4);
         let queries = &head.query_words[first * groups..(first + ROW_BLOCK) * groups];
         for r in 0..ROW_BLOCK {
@@ -474,7 +472,7 @@ mod portable {
                         acc += a[t] as i32 * b[t] as i8 as i32;
                     }
                 }
-                let score = acc as f32 * head.key_scales[j] * row_scales[r];
+                let score = acc as f32 * head.key_scales[j] * block.row_scales[r];
                 block.scores[r * keys + j] = score;
                 if j < head.shape.tokens {
                     block.tops[r] = block.tops[r].max(score);
@@ -664,12 +662,7 @@ mod avx512 {
 
     /// Scores of [`ROW_BLOCK`] query rows against every (padded) key, [`KEY_BLOCK`] keys at a time.
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni")]
-    pub(super) fn scores(
-        head: &Head,
-        block: &mut Block,
-        first: usize,
-        row_scales: &[f32; ROW_BLOCK],
-    ) {
+    pub(super) fn scores(head: &Head, block: &mut Block, first: usize) {
         let (keys, groups) = (head.keys, head.shape.head_dim / 4);
         let queries = &head.query_words[first * groups..(first + ROW_BLOCK) * groups];
         assert!(queries.len() >= ROW_BLOCK * groups && head.key_words.len() >= groups * keys);
@@ -706,8 +699,10 @@ mod avx512 {
                 let key_scales = unsafe { _mm512_loadu_ps(head.key_scales.as_ptr().add(at)) };
                 for (r, acc) in acc.iter().enumerate() {
                     let s = _mm512_cvtepi32_ps(acc[half]);
-                    let s =
-                        _mm512_mul_ps(_mm512_mul_ps(s, key_scales), _mm512_set1_ps(row_scales[r]));
+                    let s = _mm512_mul_ps(
+                        _mm512_mul_ps(s, key_scales),
+                        _mm512_set1_ps(block.row_scales[r]),
+                    );
                     // SAFETY: r * keys + at + 16 <= ROW_BLOCK * keys.
                     unsafe { _mm512_storeu_ps(block.scores.as_mut_ptr().add(r * keys + at), s) };
                     tops[r] = _mm512_mask_max_ps(tops[r], live(head.shape.tokens, at), tops[r], s);
