@@ -212,3 +212,19 @@ def test_external_data_behind_a_symbolic_link_is_read(tmp_path, monkeypatch):
     np.testing.assert_allclose(
         run(onnx.load(str(prepared)), ids, mask)[0], run(shipped, ids, mask)[0], atol=1e-5
     )
+
+
+def test_constants_only_fused_operators_read_are_dropped(tmp_path):
+    """onnxruntime warns once per initializer no node reads; the prepared graph leaves none behind."""
+    tiny_transformer.build(tmp_path, layers=2)
+    fused = onnx.load(str(tmp_path / "model.onnx"))
+    fuse_attention(fused, masked=False)
+    kept = onnx.ModelProto()
+    kept.CopyFrom(fused)
+    before = {t.name for t in fused.graph.initializer}
+    read = {x for node in fused.graph.node for x in node.input}
+    assert graph_cache.drop_unused_initializers(fused) == len(before - read) > 0
+    assert {t.name for t in fused.graph.initializer} == before & read
+    assert graph_cache.drop_unused_initializers(fused) == 0
+    ids, mask = padded(np.random.default_rng(2), [9])
+    np.testing.assert_array_equal(run(fused, ids, mask), run(kept, ids, mask))

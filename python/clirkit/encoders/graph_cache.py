@@ -191,11 +191,28 @@ def _rewrite(
     fused = fuse_attention(model, masked, padding_masks=lambda graph, names: padding_masks(ort, graph, names))
     fused += dropped + fuse_erf_gelu(model)
     if fused:
+        drop_unused_initializers(model)
         _check_probe(ort, shipped, model, masked)
     projection = split_projection(model, split_output) if split_output is not None else None
     if not fused and projection is None:
         return None, None
     return model, projection
+
+
+def drop_unused_initializers(model: Any) -> int:
+    """Drops the initializers no node reads any more (the fused operators' constants), which onnxruntime
+    would drop itself when it loads the graph, with a warning for each; a graph with subgraphs, which may
+    read outer initializers by name, is left as it is. The number dropped."""
+    graph = model.graph
+    if any(a.type in (a.GRAPH, a.GRAPHS) for node in graph.node for a in node.attribute):
+        return 0
+    read = {x for node in graph.node for x in node.input} | {o.name for o in graph.output}
+    kept = [t for t in graph.initializer if t.name in read]
+    dropped = len(graph.initializer) - len(kept)
+    if dropped:
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+    return dropped
 
 
 def read_external_data(model: Any, directory: Path) -> None:
