@@ -21,7 +21,9 @@ fastembed's own vectors are when the batch composition is taken out).
 Work: the int8 multiply-accumulates per token are counted from the graph (every ``MatMulInteger``'s
 weight matrix, ``K x N``), times 2 for operations, times the real (unpadded) tokens; attention's float
 operations are ``4 x tokens^2 x hidden`` per layer. The peak quoted beside is AVX-512 VNNI's: 2
-``VPDPBUSD`` per cycle per core (64 int8 multiply-accumulates each) at the clock ``/proc/cpuinfo`` reports.
+``VPDPBUSD`` per cycle per core (64 int8 multiply-accumulates each) at the clock ``/proc/cpuinfo`` reports;
+on a CPU with AMX (``amx_int8`` among its flags; onnxruntime's MLAS then computes its int8 products on the
+tiles) it is AMX's: one ``TDPBUSD`` (16 x 16 x 64 multiply-accumulates) every 16 cycles per core.
 A graph whose products are float (all-MiniLM-L6-v2-int8 stores int8 weights that are cast to float and
 folded at load) is counted in float operations (weights and attention) against AVX-512's FMA peak (2 FMA
 per cycle per core, 16 float multiply-adds each).
@@ -56,6 +58,7 @@ from encode_throughput import interleaved  # noqa: E402
 from encode_throughput import sparse_main as encode_throughput_sparse  # noqa: E402
 
 VNNI_INT8_OPS_PER_CYCLE = 2 * 64 * 2  # two VPDPBUSD zmm per cycle, 64 multiply-accumulates each
+AMX_INT8_OPS_PER_CYCLE = 16 * 16 * 64 // 16 * 2  # one TDPBUSD tile product every 16 cycles
 FP32_FLOPS_PER_CYCLE = 2 * 16 * 2  # two FMA zmm per cycle, 16 multiply-adds each
 
 
@@ -144,6 +147,15 @@ def cpu_clock_hz() -> float:
         return 0.0
 
 
+def has_amx_int8() -> bool:
+    """Whether the CPU reports AMX's int8 tile products (Linux's ``amx_int8`` flag)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return any(line.startswith("flags") and "amx_int8" in line.split() for line in f)
+    except OSError:
+        return False
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -193,7 +205,8 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
     layers = int(clirkit.config.get("num_hidden_layers", 0))
     attention_flops = sum(4 * length * length * hidden * layers for length in lengths)
     clock = cpu_clock_hz()
-    peak = VNNI_INT8_OPS_PER_CYCLE * args.threads * clock
+    amx = has_amx_int8()
+    peak = (AMX_INT8_OPS_PER_CYCLE if amx else VNNI_INT8_OPS_PER_CYCLE) * args.threads * clock
     float_peak = FP32_FLOPS_PER_CYCLE * args.threads * clock
     encoders = {"clirkit": clirkit, "clirkit-fast": fast}
     for name in [n for n in ("clirkit", "clirkit-fast") if n in order]:
@@ -214,7 +227,8 @@ def dense_main(args: argparse.Namespace, model_dir: Path, texts: list[str]) -> N
             print(
                 f"  int8: {macs / 1e6:.1f}M MACs per token, {int8_ops / 1e9:.0f} Gop/s per wall second"
                 + (
-                    f" = {int8_ops / peak:.1%} of the cores' AVX-512 VNNI peak {peak / 1e12:.2f} Top/s"
+                    f" = {int8_ops / peak:.1%} of the cores' {'AMX-INT8' if amx else 'AVX-512 VNNI'} peak "
+                    f"{peak / 1e12:.2f} Top/s"
                     if peak
                     else ""
                 )
