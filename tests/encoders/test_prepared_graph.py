@@ -228,3 +228,9 @@ def test_constants_only_fused_operators_read_are_dropped(tmp_path):
     assert graph_cache.drop_unused_initializers(fused) == 0
     ids, mask = padded(np.random.default_rng(2), [9])
     np.testing.assert_array_equal(run(fused, ids, mask), run(kept, ids, mask))
+    # An initializer that is also a graph input is that input's default: kept, read or not.
+    from onnx import TensorProto, helper, numpy_helper
+
+    fused.graph.initializer.append(numpy_helper.from_array(np.zeros(1, dtype=np.float32), "default_only"))
+    fused.graph.input.append(helper.make_tensor_value_info("default_only", TensorProto.FLOAT, [1]))
+    assert graph_cache.drop_unused_initializers(fused) == 0
