@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tiny_transformer
 from clirkit.encoders import OnnxEncoder, graph_cache
-from clirkit.encoders.attention import fuse_attention
+from clirkit.encoders.attention import drop_unused_initializers, fuse_attention
 from clirkit.encoders.tokenization import length_batches
 
 ort = pytest.importorskip("onnxruntime")
@@ -223,9 +223,9 @@ def test_constants_only_fused_operators_read_are_dropped(tmp_path):
     kept.CopyFrom(fused)
     before = {t.name for t in fused.graph.initializer}
     read = {x for node in fused.graph.node for x in node.input}
-    assert graph_cache.drop_unused_initializers(fused) == len(before - read) > 0
+    assert drop_unused_initializers(fused) == len(before - read) > 0
     assert {t.name for t in fused.graph.initializer} == before & read
-    assert graph_cache.drop_unused_initializers(fused) == 0
+    assert drop_unused_initializers(fused) == 0
     ids, mask = padded(np.random.default_rng(2), [9])
     np.testing.assert_array_equal(run(fused, ids, mask), run(kept, ids, mask))
     # An initializer that is also a graph input is that input's default: kept, read or not.
@@ -233,4 +233,4 @@ def test_constants_only_fused_operators_read_are_dropped(tmp_path):
 
     fused.graph.initializer.append(numpy_helper.from_array(np.zeros(1, dtype=np.float32), "default_only"))
     fused.graph.input.append(helper.make_tensor_value_info("default_only", TensorProto.FLOAT, [1]))
-    assert graph_cache.drop_unused_initializers(fused) == 0
+    assert drop_unused_initializers(fused) == 0

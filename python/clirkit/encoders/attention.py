@@ -343,6 +343,23 @@ def used(nodes: list[Any], outputs: set[str]) -> list[Any]:
         kept = alive
 
 
+def drop_unused_initializers(model: Any) -> int:
+    """Drops the initializers no node reads any more (a fused or split-off operator's constants), which
+    onnxruntime would drop itself when it loads the graph, with a warning for each; one also listed as a graph input
+    (its default value) is kept, and a graph with subgraphs, which may read outer initializers by name, is
+    left as it is. The number dropped."""
+    graph = model.graph
+    if any(a.type in (a.GRAPH, a.GRAPHS) for node in graph.node for a in node.attribute):
+        return 0
+    read = {x for node in graph.node for x in node.input} | {v.name for v in [*graph.input, *graph.output]}
+    kept = [t for t in graph.initializer if t.name in read]
+    dropped = len(graph.initializer) - len(kept)
+    if dropped:
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+    return dropped
+
+
 def drop_softmax_nan_guards(model: Any) -> int:
     """Remove every ``Where(IsNaN(p), 0, p)`` that follows a ``Softmax`` in ``model`` (in place), its users
     reading ``p`` itself; the number removed.

@@ -178,7 +178,12 @@ def _rewrite(
     bias split off); (None, None) when nothing was rewritten."""
     import onnx
 
-    from clirkit.encoders.attention import drop_softmax_nan_guards, fuse_attention, fuse_erf_gelu
+    from clirkit.encoders.attention import (
+        drop_softmax_nan_guards,
+        drop_unused_initializers,
+        fuse_attention,
+        fuse_erf_gelu,
+    )
     from clirkit.encoders.vocab_projection import split_projection
 
     model = onnx.load(str(model_path), load_external_data=False)
@@ -197,23 +202,6 @@ def _rewrite(
     if not fused and projection is None:
         return None, None
     return model, projection
-
-
-def drop_unused_initializers(model: Any) -> int:
-    """Drops the initializers no node reads any more (the fused operators' constants), which onnxruntime
-    would drop itself when it loads the graph, with a warning for each; one also listed as a graph input
-    (its default value) is kept, and a graph with subgraphs, which may read outer initializers by name, is
-    left as it is. The number dropped."""
-    graph = model.graph
-    if any(a.type in (a.GRAPH, a.GRAPHS) for node in graph.node for a in node.attribute):
-        return 0
-    read = {x for node in graph.node for x in node.input} | {v.name for v in [*graph.input, *graph.output]}
-    kept = [t for t in graph.initializer if t.name in read]
-    dropped = len(graph.initializer) - len(kept)
-    if dropped:
-        del graph.initializer[:]
-        graph.initializer.extend(kept)
-    return dropped
 
 
 def read_external_data(model: Any, directory: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from clirkit._native import InvalidInputError
-from clirkit.encoders.attention import topological
+from clirkit.encoders.attention import drop_unused_initializers, topological
 
 QUANT_MAX = 255.0  # uint8 activations
 
@@ -245,14 +245,11 @@ def float_weights(model: Any) -> Any | None:
         if n.op_type not in ("DynamicQuantizeLinear", "Gather")
         or any(o in used or o in graph_outputs for o in n.output)
     ]
-    used = {name for node in kept for name in node.input}
-    unused = [t for t in graph.initializer if t.name not in used]
-    for tensor in unused:
-        graph.initializer.remove(tensor)
     del graph.node[:]
     # A float product reading a dequantized embedding must follow the DequantizeLinear that the int8
     # graph placed after it.
     graph.node.extend(topological(kept, graph))
+    drop_unused_initializers(model)
     return model
 
 

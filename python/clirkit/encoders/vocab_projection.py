@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from clirkit.encoders.attention import drop_unused_initializers, used
+
 #: The output of a split graph: the states the vocabulary projection takes, ``(tokens, hidden)`` or
 #: ``(batch, sequence, hidden)``.
 STATES_OUTPUT = "clirkit_projection_states"
@@ -63,21 +65,11 @@ def split_projection(model: Any, output: str) -> tuple[np.ndarray, np.ndarray] |
     for n in kept:
         n.output[:] = [STATES_OUTPUT if name == states else name for name in n.output]
         n.input[:] = [STATES_OUTPUT if name == states else name for name in n.input]
-    # Nodes that fed only the removed ones (the output's shape) go too.
-    while True:
-        needed = {STATES_OUTPUT} | {name for n in kept for name in n.input}
-        live = [n for n in kept if any(name in needed for name in n.output)]
-        if len(live) == len(kept):
-            break
-        kept = live
     del graph.node[:]
-    graph.node.extend(kept)
+    graph.node.extend(used(kept, {STATES_OUTPUT}))  # what fed only the removed nodes goes too
     del graph.output[:]
     graph.output.append(helper.make_tensor_value_info(STATES_OUTPUT, 1, None))
-    used = {name for n in kept for name in n.input}
-    initializers_kept = [i for i in graph.initializer if i.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(initializers_kept)
+    drop_unused_initializers(model)
     del graph.value_info[:]  # shapes recomputed by the runtime
     return np.ascontiguousarray(weight, dtype=np.float32), np.ascontiguousarray(bias, dtype=np.float32)
 
