@@ -19,6 +19,7 @@ mod impact_approximate;
 mod index_kinds;
 mod io;
 mod multivector;
+mod ort_ops;
 mod passages;
 mod progress;
 mod projection;
