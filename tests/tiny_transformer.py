@@ -240,11 +240,14 @@ def padded(rng: np.random.Generator, lengths: list[int]) -> tuple[np.ndarray, np
 
 
 def run(model, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``last_hidden_state`` of the ``onnx.ModelProto`` ``model`` for a padded batch, on onnxruntime's CPU
-    provider."""
+    """``last_hidden_state`` of the ``onnx.ModelProto`` ``model`` (a prepared graph may name clirkit's
+    operators) for a padded batch, on onnxruntime's CPU provider."""
     import onnxruntime as ort
+    from clirkit.encoders.custom_ops import register
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    register(options)
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
 
 

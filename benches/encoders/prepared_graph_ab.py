@@ -7,7 +7,8 @@ pooling) with one onnxruntime thread, so the graph is the only difference betwee
 ``prepared`` (this checkout's prepared graph, as the encoder builds it), ``shipped`` (``model.onnx`` at
 onnxruntime's default level) or the path of an ONNX file, such as the prepared graph an earlier checkout
 cached (``~/.cache/clirkit/graphs/model.<variant>.<key>.onnx`` for a read-only model directory), run
-as clirkit runs a prepared graph. Runs go A B B A (``--rounds`` times); vectors are compared with the
+as clirkit runs a prepared graph today (:func:`clirkit.encoders.graph_cache.open_prepared`; a graph from
+before preparation version 5 then gets onnxruntime's own, slower ``SkipLayerNormalization``). Runs go A B B A (``--rounds`` times); vectors are compared with the
 first graph's (cosine per text).
 
     python benches/encoders/prepared_graph_ab.py --shared /work/shared --model all-MiniLM-L6-v2-int8 \\
@@ -33,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from clirkit.encoders import OnnxEncoder  # noqa: E402
-from clirkit.encoders.graph_cache import DISABLED_OPTIMIZERS, prepared_graph  # noqa: E402
+from clirkit.encoders.graph_cache import open_prepared, prepared_graph  # noqa: E402
 from vs_fastembed import load, load_texts  # noqa: E402
 
 
@@ -47,10 +48,11 @@ def session(encoder: OnnxEncoder, spec: str, profile_dir: str | None = None) -> 
     if profile_dir is not None:
         options.enable_profiling = True
         options.profile_file_prefix = str(Path(profile_dir) / "profile")
-    disabled = list(DISABLED_OPTIMIZERS)
     if spec == "shipped":
-        path, disabled = encoder.model_dir / "model.onnx", []
-    elif spec == "prepared":
+        return ort.InferenceSession(
+            str(encoder.model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+    if spec == "prepared":
         path = prepared_graph(
             ort,
             encoder.model_dir / "model.onnx",
@@ -59,9 +61,7 @@ def session(encoder: OnnxEncoder, spec: str, profile_dir: str | None = None) -> 
         )
     else:
         path = Path(spec)
-    return ort.InferenceSession(
-        str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
-    )
+    return open_prepared(ort, path, options)
 
 
 def encode(encoder: OnnxEncoder, graph: Any, texts: list[str]) -> tuple[np.ndarray, float, float]:

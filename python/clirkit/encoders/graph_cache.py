@@ -11,10 +11,11 @@ preparation's version and its variant, so a changed model, a new runtime or a ch
 reuses a stale graph. Entries are written under temporary names and renamed into place, so concurrent
 encoders and killed processes never leave a partial graph behind a valid name.
 
-onnxruntime's ``SkipLayerNormalization`` and ``BiasGelu`` fusions are left out (``DISABLED_OPTIMIZERS``):
-in onnxruntime 1.32 the CPU kernel of the first takes about six times the CPU of the ``Add`` +
-``LayerNormalization`` it replaces, and that of the second about twice the CPU of the ``Add`` + ``Gelu``
-it replaces, with the same outputs bit for bit (measured in ``benches/results/encoders.md``).
+onnxruntime's ``BiasGelu`` fusion is left out (``DISABLED_OPTIMIZERS``): in onnxruntime 1.32 its CPU
+kernel takes about twice the CPU of the ``Add`` + ``Gelu`` it replaces, with the same outputs bit for
+bit. Its ``SkipLayerNormalization`` fusion is made, and the fused nodes handed to clirkit's operator of
+that name (:mod:`clirkit.encoders.custom_ops`: the same arithmetic, many times faster), so a prepared
+graph loads only in sessions that register clirkit's operators (:func:`open_prepared`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ import numpy as np
 from clirkit._cache import cache_root
 
 #: Bumped whenever what :func:`prepared_graph` writes changes, so old entries are not reused.
-PREPARATION_VERSION = 4
-DISABLED_OPTIMIZERS = ("SkipLayerNormFusion", "BiasGeluFusion")
+PREPARATION_VERSION = 5
+DISABLED_OPTIMIZERS = ("BiasGeluFusion",)
 #: Suffixes of external-data files that belong to a model (hashed with it).
 _EXTERNAL_SUFFIXES = (".data", "_data", ".onnx.data", ".bin")
 _digests: dict[tuple[str, int, int, int], str] = {}
@@ -102,6 +103,8 @@ def prepared_graph(
     nothing could be rewritten or the graph cannot be prepared (a warning says why)."""
     import onnx
 
+    from clirkit.encoders.custom_ops import adopt_skip_layer_norm
+
     variant = ("masked" if masked else "unpadded") + ("-nonempty" if nonempty else "")
     variant += "-states" if split_output is not None else ""
     key = hashlib.blake2b(
@@ -152,6 +155,9 @@ def prepared_graph(
             providers=["CPUExecutionProvider"],
             disabled_optimizers=list(DISABLED_OPTIMIZERS),
         )
+        optimized = onnx.load(str(partial), load_external_data=False)
+        if adopt_skip_layer_norm(optimized):
+            onnx.save_model(optimized, str(partial))
         data = Path(scratch) / (target.name + ".data")
         if data.is_file():
             os.replace(data, directory / data.name)
@@ -162,6 +168,22 @@ def prepared_graph(
             os.replace(weights, projection_file(target))
         os.replace(partial, target)  # the graph last: its name is what marks the entry complete
     return target
+
+
+def open_prepared(ort: Any, graph: Path, options: Any, providers: list[str] | None = None) -> Any:
+    """An onnxruntime session over the prepared graph at ``graph`` with ``options`` (which this
+    changes): clirkit's operators registered, attention kernels kept off onnxruntime's flash path
+    (:mod:`clirkit.encoders.custom_ops`), the optimizers in ``DISABLED_OPTIMIZERS`` left out."""
+    from clirkit.encoders.custom_ops import register, unblocked_attention
+
+    register(options)
+    with unblocked_attention():
+        return ort.InferenceSession(
+            str(graph),
+            sess_options=options,
+            providers=providers or ["CPUExecutionProvider"],
+            disabled_optimizers=list(DISABLED_OPTIMIZERS),
+        )
 
 
 def projection_file(graph: Path) -> Path:

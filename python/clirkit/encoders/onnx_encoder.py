@@ -49,11 +49,14 @@ at most ``batch_tokens`` tokens once padded (default 512 on CPU, 16,384 on CUDA)
 
 On CPU the graph run is, by default, a prepared copy of ``model.onnx`` (:mod:`clirkit.encoders.graph_cache`:
 attention blocks fused into onnxruntime's ``MultiHeadAttention`` and the exact Erf-GELU into ``Gelu``,
-onnxruntime's slow ``SkipLayerNormalization`` and ``BiasGelu`` fusions left out, cached per model content,
-runtime version and preparation version).
-Its vectors differ from the shipped graph's by float rounding, which a dynamically quantized model's
-requantization amplifies to cosine ~0.999 (as any change of kernels does); ``optimize_graph=False``
-runs the shipped graph at onnxruntime's default level, bit for bit what a plain onnxruntime loop gives. On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
+residual layer normalizations computed by clirkit's faster copy of onnxruntime's
+``SkipLayerNormalization`` (:mod:`clirkit.encoders.custom_ops`), cached per model content, runtime
+version and preparation version). Run one text at a time, it gives the shipped graph's vectors at
+onnxruntime's default level, which a dynamically quantized model's requantization would otherwise move
+by cosine ~0.998 for any other rounding: bit for bit for multilingual-e5-small-int8 (fastembed's
+vectors with ``batch_size=1``) and the tests' graphs, within 1e-7 for all-MiniLM-L6-v2-int8.
+``optimize_graph=False`` runs the shipped graph itself at onnxruntime's default level, what a plain
+onnxruntime loop gives. On CPU, ``threads`` calls run concurrently with one onnxruntime thread each
 (onnxruntime's intra-op thread pool spends much of its time synchronizing on matrices this small).
 Results come back in input order. On CUDA the session uses IO binding and, with ``fp16=True``, a float16
 copy of the model's float weights; a dynamically int8-quantized model is then dequantized first

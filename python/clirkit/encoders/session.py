@@ -267,6 +267,7 @@ def open_session(
     disabled: list[str] = []
     projection = None
     split = None
+    prepared = False
     if optimize_graph and device != "cuda" and isinstance(model, Path):
         from clirkit.encoders.graph_cache import (
             DISABLED_OPTIMIZERS,
@@ -292,8 +293,9 @@ def open_session(
         except ImportError:  # no onnx package: onnxruntime's own optimizations only
             pass
         disabled = list(DISABLED_OPTIMIZERS)
+        prepared = model != shipped
         graph_optimization = f"prepared-v{PREPARATION_VERSION}"
-        if model != shipped and projection_file(model).is_file():
+        if prepared and projection_file(model).is_file():
             projection = _load_projection(projection_file(model))
             graph_optimization += "-split"
         if split is not None:
@@ -313,6 +315,10 @@ def open_session(
         providers.insert(0, "CUDAExecutionProvider")
     if split is not None:
         session = split
+    elif prepared:
+        from clirkit.encoders.graph_cache import open_prepared
+
+        session = open_prepared(ort, model, options, providers)
     elif isinstance(model, Path):
         try:
             session = ort.InferenceSession(

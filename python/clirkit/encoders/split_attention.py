@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from clirkit._native import InvalidInputError
+from clirkit.encoders.custom_ops import register, unblocked_attention
 
 #: ``attention(query, key, value, num_heads, scale)``: query, key and value (batch, tokens, hidden)
 #: float32, the output (batch, tokens, hidden) float32: per head, softmax(q kᵀ · scale) v.
@@ -340,6 +341,7 @@ class AttentionSplitSession:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        register(options)  # the prepared graph's layer normalizations are clirkit's operators
         # onnxruntime's arena is per session: values passing through 13 sessions' arenas stay out of
         # cache, while the C allocator hands a freed buffer to the next segment (ms per document).
         options.enable_cpu_mem_arena = False
@@ -511,9 +513,10 @@ class OnnxAttention:
             options.intra_op_num_threads = self._threads
             options.inter_op_num_threads = 1
             options.enable_cpu_mem_arena = False  # as the segments' (AttentionSplitSession)
-            session = self._ort.InferenceSession(
-                model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            with unblocked_attention():  # as a prepared graph's (graph_cache.open_prepared)
+                session = self._ort.InferenceSession(
+                    model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"]
+                )
             self._sessions[(num_heads, scale)] = session
             return session
 
