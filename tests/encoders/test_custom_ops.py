@@ -89,10 +89,91 @@ def test_nodes_asking_for_the_mean_are_left_to_onnxruntime():
         "SkipLayerNormalization", ["y", "s", "g"], ["z"], domain="com.microsoft", epsilon=1e-5
     )
     model = helper.make_model(helper.make_graph([asks, plain], "g", [], []))
-    assert custom_ops.adopt_skip_layer_norm(model) == 1
+    assert custom_ops.adopt_operators(model) == 1
     assert [n.domain for n in model.graph.node] == ["com.microsoft", DOMAIN]
     assert [o.domain for o in model.opset_import].count(DOMAIN) == 1
-    assert custom_ops.adopt_skip_layer_norm(model) == 0
+    assert custom_ops.adopt_operators(model) == 0
+
+
+def attention_graph(domain: str, heads: int, head: int, value: int, declared: bool = True) -> bytes:
+    node = helper.make_node(
+        "MultiHeadAttention", ["q", "k", "v"], ["o"], domain=domain, num_heads=heads, scale=head**-0.5
+    )
+    widths = {"q": heads * head, "k": heads * head, "v": heads * value}
+    if not declared:
+        widths = {name: f"width_{name}" for name in widths}
+    graph = helper.make_graph(
+        [node],
+        "attention",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["b", "s", w]) for n, w in widths.items()],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)]
+    )
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "batch,tokens,heads,head,value",
+    [(1, 2, 12, 32, 32), (1, 37, 12, 32, 32), (2, 100, 4, 64, 64), (1, 700, 2, 32, 32), (1, 9, 2, 16, 48)],
+)
+def test_attention_is_onnxruntimes_off_its_flash_path_bit_for_bit(batch, tokens, heads, head, value):
+    """Scores, softmax and weighted sums as onnxruntime's unfused kernel computes them (MLAS on an
+    AVX-512 CPU; elsewhere the same arithmetic in clirkit's portable kernel), 700 tokens crossing
+    MLAS's block of 512 keys."""
+    with custom_ops.unblocked_attention():
+        theirs = ort.InferenceSession(
+            attention_graph("com.microsoft", heads, head, value), providers=["CPUExecutionProvider"]
+        )
+    ours = clirkit_session(attention_graph(DOMAIN, heads, head, value))
+    rng = np.random.default_rng(tokens)
+    for spread in (0.3, 1.0, 3.0):
+        feeds = {
+            "q": (rng.standard_normal((batch, tokens, heads * head)) * spread).astype(np.float32),
+            "k": (rng.standard_normal((batch, tokens, heads * head)) * spread).astype(np.float32),
+            "v": rng.standard_normal((batch, tokens, heads * value)).astype(np.float32),
+        }
+        want, got = theirs.run(None, feeds)[0], ours.run(None, feeds)[0]
+        if not np.array_equal(got, want) and "avx512f" not in _cpu_flags():
+            pytest.skip("onnxruntime's kernels on a CPU without AVX-512 round otherwise")
+        np.testing.assert_array_equal(got, want)
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def test_attention_operands_that_do_not_fit_are_errors():
+    session = clirkit_session(attention_graph(DOMAIN, 5, 4, 4, declared=False))
+    values = np.ones((1, 3, 20), dtype=np.float32)
+    with pytest.raises(Exception, match="not 3 rows of 5 heads"):
+        session.run(None, {"q": np.ones((1, 3, 18), dtype=np.float32), "k": values, "v": values})
+    with pytest.raises(Exception, match="do not fit together"):
+        session.run(None, {"q": values, "k": np.ones((1, 4, 20), dtype=np.float32), "v": values})
+
+
+def test_only_attention_clirkit_computes_is_adopted():
+    def attention(inputs, **attributes):
+        return helper.make_node(
+            "MultiHeadAttention", inputs, ["o" + str(len(inputs))], domain="com.microsoft", **attributes
+        )
+
+    nodes = [
+        attention(["q", "k", "v"], num_heads=2, scale=0.5, unidirectional=0),
+        attention(["q", "k", "v", "", "mask"], num_heads=2),
+        attention(["q", "k"], num_heads=2),
+    ]
+    causal = attention(["q", "k", "v"], num_heads=2, unidirectional=1)
+    causal.output[0] = "causal"
+    model = helper.make_model(helper.make_graph([*nodes, causal], "g", [], []))
+    assert custom_ops.adopt_operators(model) == 1
+    assert [n.domain for n in model.graph.node] == [DOMAIN] + ["com.microsoft"] * 3
 
 
 @pytest.mark.parametrize("before", [None, "0"])
@@ -115,6 +196,25 @@ def test_prepared_graph_gives_the_shipped_graphs_vectors_bit_for_bit(tmp_path):
     assert prepared.graph_optimization.startswith("prepared")
     shipped = OnnxEncoder(model_dir, device="cpu", batch_size=1, threads=1, optimize_graph=False)
     np.testing.assert_array_equal(prepared.encode_passages(texts), shipped.encode_passages(texts))
+
+
+def test_quantized_encoders_attention_is_clirkits_and_its_vectors_the_shipped_graphs(tmp_path):
+    """A dynamically quantized encoder runs one text per call on the unpadded prepared graph, where
+    every attention node is clirkit's: its vectors are still the shipped graph's, bit for bit."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    model_dir = tiny_transformer.build(tmp_path / "model", layers=3)
+    shipped = model_dir / "model.onnx"
+    quantization.quantize_dynamic(str(shipped), str(shipped), weight_type=quantization.QuantType.QInt8)
+    texts = tiny_transformer.texts(12)
+    prepared = OnnxEncoder(model_dir, device="cpu", threads=1)
+    vectors = prepared.encode_passages(texts)
+    graphs = list((model_dir / ".clirkit-graphs").glob("model.unpadded*.onnx"))
+    assert len(graphs) == 1
+    nodes = onnx.load(str(graphs[0]), load_external_data=False).graph.node
+    attention = [n.domain for n in nodes if n.op_type == "MultiHeadAttention"]
+    assert attention == [DOMAIN] * 3
+    reference = OnnxEncoder(model_dir, device="cpu", threads=1, optimize_graph=False)
+    np.testing.assert_array_equal(vectors, reference.encode_passages(texts))
 
 
 @pytest.mark.shared

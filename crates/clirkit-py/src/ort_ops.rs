@@ -6,10 +6,16 @@
 //!   `skip`, `gamma`, optional `beta` and `bias`; outputs `output` and the optional residual sum at
 //!   index 3; attribute `epsilon`), computed by `clirkit_core::encode::layer_norm` with the same
 //!   float operations in the same order, several rows at a time.
+//! - `MultiHeadAttention`: onnxruntime's `com.microsoft` operator of that name for self-attention
+//!   without mask, bias or past state (inputs `query`, `key`, `value` of shape `batch × tokens ×
+//!   heads·size`; attributes `num_heads` and `scale`), computed by
+//!   `clirkit_core::encode::float_attention` with the float operations onnxruntime performs off its
+//!   flash path.
 //!
 //! Only onnxruntime's C ABI is used: the `OrtApi` function table (entries at their fixed positions,
 //! which onnxruntime never reorders) and the `OrtCustomOp` structure of API version 16.
 
+use clirkit_core::encode::float_attention::MultiHeadAttention;
 use clirkit_core::encode::layer_norm::SkipLayerNorm;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -19,6 +25,7 @@ use std::sync::Mutex;
 const API_VERSION: u32 = 16;
 const DOMAIN: &CStr = c"ai.clirkit";
 const SKIP_LAYER_NORM: &CStr = c"SkipLayerNormalization";
+const ATTENTION: &CStr = c"MultiHeadAttention";
 const ELEMENT_FLOAT: c_int = 1;
 const ORT_INVALID_ARGUMENT: c_int = 2;
 const REQUIRED: c_int = 0;
@@ -60,29 +67,68 @@ struct CustomOp {
     later_fields: [Option<unsafe extern "C" fn()>; 7],
 }
 
-static SKIP_LAYER_NORM_OP: CustomOp = CustomOp {
-    version: API_VERSION,
-    create_kernel: None,
-    get_name: skip_layer_norm_name,
-    get_execution_provider_type: cpu_provider,
-    get_input_type: float_type,
-    get_input_type_count: five,
-    get_output_type: float_type,
-    get_output_type_count: four,
-    kernel_compute: None,
-    kernel_destroy: destroy_kernel,
-    get_input_characteristic: skip_layer_norm_input,
-    get_output_characteristic: skip_layer_norm_output,
-    get_input_memory_type: default_memory,
-    get_variadic_input_min_arity: one,
-    get_variadic_input_homogeneity: one,
-    get_variadic_output_min_arity: one,
-    get_variadic_output_homogeneity: one,
-    create_kernel_v2: create_skip_layer_norm,
-    kernel_compute_v2: compute_skip_layer_norm,
-    later_fields: [None; 7],
-};
+type Name = unsafe extern "C" fn(*const CustomOp) -> *const c_char;
+type Count = unsafe extern "C" fn(*const CustomOp) -> usize;
+type Characteristic = unsafe extern "C" fn(*const CustomOp, usize) -> c_int;
+type Compute = unsafe extern "C" fn(*mut c_void, *mut c_void) -> Status;
 
+/// A CPU operator of float inputs and outputs, computed by `compute`.
+const fn operator(
+    name: Name,
+    (inputs, outputs): (Count, Count),
+    (input, output): (Characteristic, Characteristic),
+    compute: Compute,
+) -> CustomOp {
+    CustomOp {
+        version: API_VERSION,
+        create_kernel: None,
+        get_name: name,
+        get_execution_provider_type: cpu_provider,
+        get_input_type: float_type,
+        get_input_type_count: inputs,
+        get_output_type: float_type,
+        get_output_type_count: outputs,
+        kernel_compute: None,
+        kernel_destroy: destroy_kernel,
+        get_input_characteristic: input,
+        get_output_characteristic: output,
+        get_input_memory_type: default_memory,
+        get_variadic_input_min_arity: one,
+        get_variadic_input_homogeneity: one,
+        get_variadic_output_min_arity: one,
+        get_variadic_output_homogeneity: one,
+        create_kernel_v2: create_kernel,
+        kernel_compute_v2: compute,
+        later_fields: [None; 7],
+    }
+}
+
+static SKIP_LAYER_NORM_OP: CustomOp = operator(
+    skip_layer_norm_name,
+    (five, four),
+    (skip_layer_norm_input, skip_layer_norm_output),
+    compute_skip_layer_norm,
+);
+
+static ATTENTION_OP: CustomOp = operator(
+    attention_name,
+    (three, one_output),
+    (required, required),
+    compute_attention,
+);
+
+unsafe extern "C" fn attention_name(_: *const CustomOp) -> *const c_char {
+    ATTENTION.as_ptr()
+}
+unsafe extern "C" fn three(_: *const CustomOp) -> usize {
+    3
+}
+unsafe extern "C" fn one_output(_: *const CustomOp) -> usize {
+    1
+}
+unsafe extern "C" fn required(_: *const CustomOp, _: usize) -> c_int {
+    REQUIRED
+}
 unsafe extern "C" fn skip_layer_norm_name(_: *const CustomOp) -> *const c_char {
     SKIP_LAYER_NORM.as_ptr()
 }
@@ -134,6 +180,8 @@ struct Ort {
     get_tensor_type_and_shape: unsafe extern "C" fn(*const c_void, *mut *mut c_void) -> Status,
     kernel_info_get_attribute_float:
         unsafe extern "C" fn(*const c_void, *const c_char, *mut f32) -> Status,
+    kernel_info_get_attribute_int64:
+        unsafe extern "C" fn(*const c_void, *const c_char, *mut i64) -> Status,
     kernel_context_get_input_count: unsafe extern "C" fn(*const c_void, *mut usize) -> Status,
     kernel_context_get_output_count: unsafe extern "C" fn(*const c_void, *mut usize) -> Status,
     kernel_context_get_input:
@@ -168,6 +216,7 @@ impl Ort {
             get_dimensions: at(api, 62),
             get_tensor_type_and_shape: at(api, 65),
             kernel_info_get_attribute_float: at(api, 85),
+            kernel_info_get_attribute_int64: at(api, 86),
             kernel_context_get_input_count: at(api, 88),
             kernel_context_get_output_count: at(api, 89),
             kernel_context_get_input: at(api, 90),
@@ -193,25 +242,64 @@ macro_rules! check {
     }};
 }
 
+/// A node's kernel: onnxruntime's functions and the attributes its operator reads (`epsilon` for a
+/// layer normalization; `heads` and `scale` for attention).
 struct Kernel {
     ort: Ort,
     epsilon: f32,
+    heads: usize,
+    scale: f32,
 }
 
-unsafe extern "C" fn create_skip_layer_norm(
-    _: *const CustomOp,
+/// The kernel of a node of `op` (one of this library's operators), with the attributes it reads.
+unsafe extern "C" fn create_kernel(
+    op: *const CustomOp,
     api: Api,
     info: *const c_void,
     kernel: *mut *mut c_void,
 ) -> Status {
     let ort = Ort::from_table(api);
-    let mut epsilon = 0f32;
-    let status = (ort.kernel_info_get_attribute_float)(info, c"epsilon".as_ptr(), &mut epsilon);
-    if !status.is_null() {
-        return status;
+    let made = (|| {
+        let mut made = Kernel {
+            ort,
+            epsilon: 0.0,
+            heads: 0,
+            scale: 0.0,
+        };
+        if std::ptr::eq(op, &ATTENTION_OP) {
+            let heads = attribute(ort.kernel_info_get_attribute_int64, info, c"num_heads")?;
+            made.scale = attribute(ort.kernel_info_get_attribute_float, info, c"scale")?;
+            let Some(heads) = usize::try_from(heads).ok().filter(|&h| h > 0) else {
+                return Err(ort.error(&format!("MultiHeadAttention: num_heads is {heads}")));
+            };
+            made.heads = heads;
+        } else {
+            made.epsilon = attribute(ort.kernel_info_get_attribute_float, info, c"epsilon")?;
+        }
+        Ok(made)
+    })();
+    match made {
+        Ok(made) => {
+            *kernel = Box::into_raw(Box::new(made)).cast();
+            std::ptr::null_mut()
+        }
+        Err(status) => status,
     }
-    *kernel = Box::into_raw(Box::new(Kernel { ort, epsilon })).cast();
-    std::ptr::null_mut()
+}
+
+/// The node's (`info`'s) attribute `name`, read by onnxruntime's `read`.
+unsafe fn attribute<T: Default>(
+    read: unsafe extern "C" fn(*const c_void, *const c_char, *mut T) -> Status,
+    info: *const c_void,
+    name: &CStr,
+) -> Result<T, Status> {
+    let mut value = T::default();
+    let status = read(info, name.as_ptr(), &mut value);
+    if status.is_null() {
+        Ok(value)
+    } else {
+        Err(status)
+    }
 }
 
 unsafe extern "C" fn destroy_kernel(kernel: *mut c_void) {
@@ -227,14 +315,15 @@ struct Tensor {
     len: usize,
 }
 
-unsafe fn tensor(ort: &Ort, value: *const c_void, name: &str) -> Result<Tensor, Status> {
+/// Input or output `name` of operator `op`.
+unsafe fn tensor(ort: &Ort, value: *const c_void, op: &str, name: &str) -> Result<Tensor, Status> {
     let mut info = std::ptr::null_mut();
     check!((ort.get_tensor_type_and_shape)(value, &mut info));
     let described = (|| {
         let (mut kind, mut count) = (0, 0usize);
         check!((ort.get_tensor_element_type)(info, &mut kind));
         if kind != ELEMENT_FLOAT {
-            return Err(ort.error(&format!("SkipLayerNormalization: {name} is not float32")));
+            return Err(ort.error(&format!("{op}: {name} is not float32")));
         }
         check!((ort.get_dimensions_count)(info, &mut count));
         let mut dims = vec![0i64; count];
@@ -247,14 +336,12 @@ unsafe fn tensor(ort: &Ort, value: *const c_void, name: &str) -> Result<Tensor, 
         usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
     });
     let Some(len) = len else {
-        return Err(ort.error(&format!(
-            "SkipLayerNormalization: {name} has shape {dims:?}"
-        )));
+        return Err(ort.error(&format!("{op}: {name} has shape {dims:?}")));
     };
     let mut data = std::ptr::null_mut();
     check!((ort.get_tensor_mutable_data)(value.cast_mut(), &mut data));
     if data.is_null() && len > 0 {
-        return Err(ort.error(&format!("SkipLayerNormalization: {name} holds no data")));
+        return Err(ort.error(&format!("{op}: {name} holds no data")));
     }
     Ok(Tensor {
         dims,
@@ -280,14 +367,25 @@ impl Tensor {
     }
 }
 
-unsafe extern "C" fn compute_skip_layer_norm(kernel: *mut c_void, context: *mut c_void) -> Status {
+/// `compute` of `kernel` (a [`Kernel`]) in `context`, its outcome as onnxruntime takes it: no status on
+/// success, its error status, or an error naming `op` if it panicked (a panic must not unwind into
+/// onnxruntime).
+unsafe fn guarded(
+    kernel: *mut c_void,
+    context: *mut c_void,
+    op: &str,
+    compute: unsafe fn(&Kernel, *mut c_void) -> Result<(), Status>,
+) -> Status {
     let kernel = &*kernel.cast::<Kernel>();
-    let ort = &kernel.ort;
-    match catch_unwind(AssertUnwindSafe(|| skip_layer_norm(kernel, context))) {
+    match catch_unwind(AssertUnwindSafe(|| compute(kernel, context))) {
         Ok(Ok(())) => std::ptr::null_mut(),
         Ok(Err(status)) => status,
-        Err(_) => ort.error("SkipLayerNormalization: the kernel panicked"),
+        Err(_) => kernel.ort.error(&format!("{op}: the kernel panicked")),
     }
+}
+
+unsafe extern "C" fn compute_skip_layer_norm(kernel: *mut c_void, context: *mut c_void) -> Status {
+    guarded(kernel, context, "SkipLayerNormalization", skip_layer_norm)
 }
 
 unsafe fn skip_layer_norm(kernel: &Kernel, context: *mut c_void) -> Result<(), Status> {
@@ -304,7 +402,7 @@ unsafe fn skip_layer_norm(kernel: &Kernel, context: *mut c_void) -> Result<(), S
         if value.is_null() {
             return Ok(None);
         }
-        tensor(ort, value, name).map(Some)
+        tensor(ort, value, "SkipLayerNormalization", name).map(Some)
     };
     let missing = |name: &str| ort.error(&format!("SkipLayerNormalization: no {name}"));
     let input = operand(0, "input")?.ok_or_else(|| missing("input"))?;
@@ -327,7 +425,7 @@ unsafe fn skip_layer_norm(kernel: &Kernel, context: *mut c_void) -> Result<(), S
         if value.is_null() {
             return Ok(None);
         }
-        tensor(ort, value, "output").map(Some)
+        tensor(ort, value, "SkipLayerNormalization", "output").map(Some)
     };
     for unsupported in [1, 2] {
         if output(unsupported)?.is_some() {
@@ -351,6 +449,61 @@ unsafe fn skip_layer_norm(kernel: &Kernel, context: *mut c_void) -> Result<(), S
         sum.as_ref().map(|t| t.values_mut()),
     )
     .map_err(|e| ort.error(&e.to_string()))
+}
+
+unsafe extern "C" fn compute_attention(kernel: *mut c_void, context: *mut c_void) -> Status {
+    guarded(kernel, context, "MultiHeadAttention", attention)
+}
+
+unsafe fn attention(kernel: &Kernel, context: *mut c_void) -> Result<(), Status> {
+    let ort = &kernel.ort;
+    let operand = |index: usize, name: &str| -> Result<Tensor, Status> {
+        let mut value = std::ptr::null();
+        check!((ort.kernel_context_get_input)(context, index, &mut value));
+        if value.is_null() {
+            return Err(ort.error(&format!("MultiHeadAttention: no {name}")));
+        }
+        let operand = tensor(ort, value, "MultiHeadAttention", name)?;
+        if operand.dims.len() != 3 {
+            return Err(ort.error(&format!(
+                "MultiHeadAttention: {name} has shape {:?}, not (batch, tokens, hidden)",
+                operand.dims
+            )));
+        }
+        Ok(operand)
+    };
+    let query = operand(0, "query")?;
+    let key = operand(1, "key")?;
+    let value = operand(2, "value")?;
+    if key.dims[..2] != value.dims[..2] || key.dims[0] != query.dims[0] {
+        return Err(ort.error(&format!(
+            "MultiHeadAttention: query {:?}, key {:?} and value {:?} do not fit together",
+            query.dims, key.dims, value.dims
+        )));
+    }
+    let shape = [query.dims[0], query.dims[1], value.dims[2]];
+    let mut out = std::ptr::null_mut();
+    check!((ort.kernel_context_get_output)(
+        context,
+        0,
+        shape.as_ptr(),
+        shape.len(),
+        &mut out
+    ));
+    let output = tensor(ort, out, "MultiHeadAttention", "output")?;
+    // The dimensions are non-negative: `tensor` checked that they multiply out.
+    let op = MultiHeadAttention {
+        query: query.values(),
+        key: key.values(),
+        value: value.values(),
+        batch: query.dims[0] as usize,
+        tokens: query.dims[1] as usize,
+        keys: key.dims[1] as usize,
+        heads: kernel.heads,
+        scale: kernel.scale,
+    };
+    op.run(output.values_mut())
+        .map_err(|e| ort.error(&e.to_string()))
 }
 
 /// The `ai.clirkit` domain, made once (0 until then): onnxruntime keeps a pointer to it in every
@@ -385,6 +538,7 @@ pub unsafe extern "C" fn RegisterCustomOps(
             let mut domain = std::ptr::null_mut();
             check!((ort.create_custom_op_domain)(DOMAIN.as_ptr(), &mut domain));
             check!((ort.custom_op_domain_add)(domain, &SKIP_LAYER_NORM_OP));
+            check!((ort.custom_op_domain_add)(domain, &ATTENTION_OP));
             *made = domain as usize;
         }
         check!((ort.add_custom_op_domain)(options, *made as *mut c_void));

@@ -9,13 +9,15 @@ beyond what the prepared graph's rewrites keep exact:
 - ``SkipLayerNormalization``: at its default level onnxruntime fuses each residual ``Add`` and
   ``LayerNormalization`` into it, and its CPU kernel steps one row and one value at a time through
   Welford's recurrence, waiting on a division at each value, several times slower than the two kernels it
-  replaces. :func:`adopt_skip_layer_norm` hands such nodes to ``ai.clirkit.SkipLayerNormalization``, the
+  replaces. :func:`adopt_operators` hands such nodes to ``ai.clirkit.SkipLayerNormalization``, the
   same arithmetic on many rows at once (``clirkit_core::encode::layer_norm``).
 - ``MultiHeadAttention``: without a padding mask onnxruntime's CPU kernel takes a flash-attention path,
-  whose blocked softmax rounds otherwise than the unfused operators; sessions opened within
-  :func:`unblocked_attention` take the other path, the arithmetic of the unfused operators (on e5-small's
-  shapes about a tenth slower per call, a few per cent of a document; a padding mask, which also turns
-  the flash path off, costs more). onnxruntime reads its switch from the environment, which is
+  whose blocked softmax rounds otherwise than the unfused operators. :func:`adopt_operators` hands
+  unmasked attention nodes to ``ai.clirkit.MultiHeadAttention``, the arithmetic of the unfused operators
+  (MLAS's products, exponential and sums in its order, as on an AVX-512 CPU) without writing every
+  head's scores to memory (``clirkit_core::encode::float_attention``). Masked nodes stay onnxruntime's;
+  sessions opened within :func:`unblocked_attention` keep any onnxruntime attention kernel off the flash
+  path (a padding mask turns it off anyway). onnxruntime reads its switch from the environment, which is
   process-wide: a session another thread creates at that moment takes the same path.
 """
 
@@ -47,18 +49,43 @@ def register(options: Any) -> None:
     options.register_custom_ops_library(library_path())
 
 
-def adopt_skip_layer_norm(model: Any) -> int:
+def _skip_layer_norm_fits(node: Any) -> bool:
+    # clirkit's operator does not compute the mean and inverse deviation outputs.
+    return not any(name for name in node.output[1:3])
+
+
+def _attention_fits(node: Any) -> bool:
+    # Bidirectional attention of query, key and value alone: no bias, mask, past state or extra outputs
+    # (onnxruntime's optimizer writes ``unidirectional=0`` out when it saves a graph).
+    from onnx import helper
+
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return (
+        len(node.input) == 3
+        and all(node.input)
+        and len(node.output) == 1
+        and set(attributes) <= {"num_heads", "scale", "unidirectional"}
+        and attributes.get("unidirectional", 0) == 0
+    )
+
+
+#: The ``com.microsoft`` operators clirkit computes with onnxruntime's arithmetic, and whether a node's
+#: use of one is within what clirkit's computes.
+_ADOPTABLE = {"SkipLayerNormalization": _skip_layer_norm_fits, "MultiHeadAttention": _attention_fits}
+
+
+def adopt_operators(model: Any) -> int:
     """Moves ``model``'s (an ``onnx.ModelProto`` onnxruntime optimized) ``com.microsoft``
-    ``SkipLayerNormalization`` nodes to the ``ai.clirkit`` operator of the same name, inputs, outputs and
-    attributes; the number moved. A node that asks for the mean or inverse deviation outputs (which the
-    clirkit operator does not compute) is left as it is."""
+    ``SkipLayerNormalization`` and ``MultiHeadAttention`` nodes to the ``ai.clirkit`` operators of the
+    same names, inputs, outputs and attributes; the number moved. A node clirkit's operator does not
+    cover (a layer normalization asked for its mean or inverse deviation; attention with a mask, bias,
+    past state or another attribute) is left as it is."""
     from onnx import helper
 
     moved = 0
     for node in model.graph.node:
-        if node.op_type != "SkipLayerNormalization" or node.domain != "com.microsoft":
-            continue
-        if any(name for name in node.output[1:3]):
+        fits = _ADOPTABLE.get(node.op_type)
+        if node.domain != "com.microsoft" or fits is None or not fits(node):
             continue
         node.domain = DOMAIN
         moved += 1

@@ -14,8 +14,9 @@ encoders and killed processes never leave a partial graph behind a valid name.
 onnxruntime's ``BiasGelu`` fusion is left out (``DISABLED_OPTIMIZERS``): in onnxruntime 1.32 its CPU
 kernel takes about twice the CPU of the ``Add`` + ``Gelu`` it replaces, with the same outputs bit for
 bit. Its ``SkipLayerNormalization`` fusion is made, and the fused nodes handed to clirkit's operator of
-that name (:mod:`clirkit.encoders.custom_ops`: the same arithmetic, many times faster), so a prepared
-graph loads only in sessions that register clirkit's operators (:func:`open_prepared`).
+that name, as are unmasked ``MultiHeadAttention`` nodes (:mod:`clirkit.encoders.custom_ops`: the same
+arithmetic, faster), so a prepared graph loads only in sessions that register clirkit's operators
+(:func:`open_prepared`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from clirkit._cache import cache_root
 
 #: Bumped whenever what :func:`prepared_graph` writes changes, so old entries are not reused.
-PREPARATION_VERSION = 5
+PREPARATION_VERSION = 6
 DISABLED_OPTIMIZERS = ("BiasGeluFusion",)
 #: Suffixes of external-data files that belong to a model (hashed with it).
 _EXTERNAL_SUFFIXES = (".data", "_data", ".onnx.data", ".bin")
@@ -103,7 +104,7 @@ def prepared_graph(
     nothing could be rewritten or the graph cannot be prepared (a warning says why)."""
     import onnx
 
-    from clirkit.encoders.custom_ops import adopt_skip_layer_norm
+    from clirkit.encoders.custom_ops import adopt_operators
 
     variant = ("masked" if masked else "unpadded") + ("-nonempty" if nonempty else "")
     variant += "-states" if split_output is not None else ""
@@ -156,7 +157,7 @@ def prepared_graph(
             disabled_optimizers=list(DISABLED_OPTIMIZERS),
         )
         optimized = onnx.load(str(partial), load_external_data=False)
-        if adopt_skip_layer_norm(optimized):
+        if adopt_operators(optimized):
             onnx.save_model(optimized, str(partial))
         data = Path(scratch) / (target.name + ".data")
         if data.is_file():

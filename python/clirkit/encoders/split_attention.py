@@ -1,7 +1,7 @@
 """The prepared CPU graph run with attention computed by a kernel of clirkit's own.
 
 :class:`AttentionSplitSession` cuts a prepared graph (:func:`clirkit.encoders.graph_cache.prepared_graph`)
-at each of its ``com.microsoft.MultiHeadAttention`` nodes: the nodes between two attention nodes form a
+at each of its ``MultiHeadAttention`` nodes (onnxruntime's or clirkit's): the nodes between two attention nodes form a
 segment, an ONNX model of its own run by its own onnxruntime session, and each attention node is computed
 by a Python callable ``attention(query, key, value, num_heads, scale)``. A call runs segment 0 from the
 graph's inputs, then the first attention, the next segment, and so on; every value a later step reads (the
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from clirkit._native import InvalidInputError
-from clirkit.encoders.custom_ops import register, unblocked_attention
+from clirkit.encoders.custom_ops import DOMAIN, register, unblocked_attention
 
 #: ``attention(query, key, value, num_heads, scale)``: query, key and value (batch, tokens, hidden)
 #: float32, the output (batch, tokens, hidden) float32: per head, softmax(q kᵀ · scale) v.
@@ -138,7 +138,7 @@ def plan_split(model: Any) -> SplitPlan | str:
         where = _where(index, node)
         if any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
             return f"{where} holds a subgraph"
-        if node.op_type != "MultiHeadAttention" or node.domain != "com.microsoft":
+        if not _is_attention(node):
             segments[-1].append(index)
             continue
         found = _attention_node(node, where)
@@ -180,6 +180,11 @@ def plan_split(model: Any) -> SplitPlan | str:
         if refusal is not None:
             return refusal
     return SplitPlan(segments, attention, types)
+
+
+def _is_attention(node: Any) -> bool:
+    """Whether ``node`` is a ``MultiHeadAttention``, onnxruntime's or clirkit's (a prepared graph's)."""
+    return node.op_type == "MultiHeadAttention" and node.domain in ("com.microsoft", DOMAIN)
 
 
 def _where(index: int, node: Any) -> str:
@@ -251,7 +256,7 @@ def _crossing_types(
         queries = {call.output: call.query for call in attention}
         nodes = [
             helper.make_node("Identity", [queries[node.output[0]]], [node.output[0]])
-            if node.op_type == "MultiHeadAttention" and node.domain == "com.microsoft"
+            if _is_attention(node)
             else node
             for node in probe.graph.node
         ]

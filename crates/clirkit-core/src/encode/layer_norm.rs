@@ -254,6 +254,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode::test_values as values;
 
     /// onnxruntime 1.32's kernel as its machine code runs: one row, one value at a time.
     fn reference(op: &SkipLayerNorm, output: &mut [f32]) {
@@ -280,18 +281,6 @@ mod tests {
                 };
             }
         }
-    }
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                (state as f32 / u32::MAX as f32 - 0.5) * 8.0
-            })
-            .collect()
     }
 
     #[test]
