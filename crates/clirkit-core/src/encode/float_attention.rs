@@ -30,7 +30,7 @@
 use crate::error::{Error, Result};
 
 /// Query rows computed together.
-const ROWS: usize = 8;
+const ROWS: usize = 12;
 /// Keys scored together per query row (two vectors of sixteen).
 const KEY_BLOCK: usize = 32;
 const LANES: usize = 16;
@@ -155,11 +155,7 @@ impl MultiHeadAttention<'_> {
                         // SAFETY: the CPU has AVX-512F; the shapes were checked against the operands.
                         unsafe {
                             avx512::scores(self.query, &mut work, &tile);
-                            for row in 0..tile.rows() {
-                                let scores =
-                                    &mut work.scores[row * shape.padded_keys..][..shape.keys];
-                                avx512::softmax(scores, work.maxima[row]);
-                            }
+                            avx512::softmax(&mut work.scores, &work.maxima, &tile);
                             avx512::outputs(self.value, &work.scores, output, &tile);
                         }
                         continue;
@@ -486,41 +482,63 @@ mod avx512 {
         }
     }
 
-    /// One row's softmax in place, given its largest score (see the portable `softmax`).
+    /// The softmax in place of the tile's rows of `scores` (`padded_keys` apart), given their largest
+    /// scores (see the portable `softmax`); two rows at a time, so that two exponentials' chains of
+    /// dependent operations overlap.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn softmax(row: &mut [f32], max: f32) {
-        let n = row.len();
+    pub(super) unsafe fn softmax(scores: &mut [f32], maxima: &[f32; ROWS], tile: &Tile) {
+        let (stride, keys) = (tile.shape.padded_keys, tile.shape.keys);
+        let rows = tile.rows();
+        let base = scores.as_mut_ptr();
+        for first in (0..rows).step_by(2) {
+            if first + 1 < rows {
+                let pair = [base.add(first * stride), base.add((first + 1) * stride)];
+                softmax_rows(pair, keys, [maxima[first], maxima[first + 1]]);
+            } else {
+                softmax_rows([base.add(first * stride)], keys, [maxima[first]]);
+            }
+        }
+    }
+
+    /// The softmax of `R` rows of `n` values in place, given their largest values.
+    #[inline(always)]
+    unsafe fn softmax_rows<const R: usize>(rows: [*mut f32; R], n: usize, maxima: [f32; R]) {
         let tail = n % LANES;
         let tail_mask: __mmask16 = ((1u32 << tail) - 1) as __mmask16;
-        let ptr = row.as_mut_ptr();
-        let negative_max = _mm512_set1_ps(-max);
-        let mut lanes = _mm512_setzero_ps();
+        let negative_max: [__m512; R] = std::array::from_fn(|r| _mm512_set1_ps(-maxima[r]));
+        let mut lanes = [_mm512_setzero_ps(); R];
         let mut at = 0;
         while at + LANES <= n {
-            let e = exp_shifted(_mm512_loadu_ps(ptr.add(at)), negative_max);
-            lanes = _mm512_add_ps(lanes, e);
-            _mm512_storeu_ps(ptr.add(at), e);
+            for r in 0..R {
+                let e = exp_shifted(_mm512_loadu_ps(rows[r].add(at)), negative_max[r]);
+                lanes[r] = _mm512_add_ps(lanes[r], e);
+                _mm512_storeu_ps(rows[r].add(at), e);
+            }
             at += LANES;
         }
         if tail > 0 {
-            let e = exp_shifted(_mm512_maskz_loadu_ps(tail_mask, ptr.add(at)), negative_max);
-            lanes = _mm512_mask_add_ps(lanes, tail_mask, lanes, e);
-            _mm512_mask_storeu_ps(ptr.add(at), tail_mask, e);
+            for r in 0..R {
+                let values = _mm512_maskz_loadu_ps(tail_mask, rows[r].add(at));
+                let e = exp_shifted(values, negative_max[r]);
+                lanes[r] = _mm512_mask_add_ps(lanes[r], tail_mask, lanes[r], e);
+                _mm512_mask_storeu_ps(rows[r].add(at), tail_mask, e);
+            }
         }
-        let mut sums = [0f32; LANES];
-        _mm512_storeu_ps(sums.as_mut_ptr(), lanes);
-        let factor = _mm512_set1_ps(1.0 / reduce_lanes(&sums));
-        let mut at = 0;
-        while at + LANES <= n {
-            _mm512_storeu_ps(
-                ptr.add(at),
-                _mm512_mul_ps(factor, _mm512_loadu_ps(ptr.add(at))),
-            );
-            at += LANES;
-        }
-        if tail > 0 {
-            let values = _mm512_maskz_loadu_ps(tail_mask, ptr.add(at));
-            _mm512_mask_storeu_ps(ptr.add(at), tail_mask, _mm512_mul_ps(factor, values));
+        for r in 0..R {
+            let mut sums = [0f32; LANES];
+            _mm512_storeu_ps(sums.as_mut_ptr(), lanes[r]);
+            let factor = _mm512_set1_ps(1.0 / reduce_lanes(&sums));
+            let row = rows[r];
+            let mut at = 0;
+            while at + LANES <= n {
+                let values = _mm512_loadu_ps(row.add(at));
+                _mm512_storeu_ps(row.add(at), _mm512_mul_ps(factor, values));
+                at += LANES;
+            }
+            if tail > 0 {
+                let values = _mm512_maskz_loadu_ps(tail_mask, row.add(at));
+                _mm512_mask_storeu_ps(row.add(at), tail_mask, _mm512_mul_ps(factor, values));
+            }
         }
     }
 
