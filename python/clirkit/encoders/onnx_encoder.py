@@ -51,8 +51,8 @@ On CPU the graph run is, by default, a prepared copy of ``model.onnx`` (:mod:`cl
 attention blocks fused into onnxruntime's ``MultiHeadAttention`` and the exact Erf-GELU into ``Gelu``,
 residual layer normalizations and unmasked attention computed by clirkit's faster copies of
 onnxruntime's ``SkipLayerNormalization`` and ``MultiHeadAttention`` (:mod:`clirkit.encoders.custom_ops`),
-cached per model content, runtime version and preparation version). Run one text at a time, it gives the shipped graph's vectors at
-onnxruntime's default level, which a dynamically quantized model's requantization would otherwise move
+cached per model content, runtime version and preparation version). Run one text at a time, it gives
+the shipped graph's vectors at onnxruntime's default level, which a dynamically quantized model's requantization would otherwise move
 by cosine ~0.998 for any other rounding: bit for bit for multilingual-e5-small-int8 (fastembed's
 vectors with ``batch_size=1``) and the tests' graphs, within 1e-7 for all-MiniLM-L6-v2-int8.
 ``optimize_graph=False`` runs the shipped graph itself at onnxruntime's default level, what a plain

@@ -1,9 +1,9 @@
 """The prepared CPU graph run with attention computed by a kernel of clirkit's own.
 
 :class:`AttentionSplitSession` cuts a prepared graph (:func:`clirkit.encoders.graph_cache.prepared_graph`)
-at each of its ``MultiHeadAttention`` nodes (onnxruntime's or clirkit's): the nodes between two attention nodes form a
-segment, an ONNX model of its own run by its own onnxruntime session, and each attention node is computed
-by a Python callable ``attention(query, key, value, num_heads, scale)``. A call runs segment 0 from the
+at each of its ``MultiHeadAttention`` nodes (onnxruntime's or clirkit's): the nodes between two attention
+nodes form a segment, an ONNX model of its own run by its own onnxruntime session, and each attention
+node is computed by a Python callable ``attention(query, key, value, num_heads, scale)``. A call runs segment 0 from the
 graph's inputs, then the first attention, the next segment, and so on; every value a later step reads (the
 residual stream, graph inputs, shapes) is carried across and dropped after its last reader. The session
 answers ``run``, ``get_inputs``, ``get_outputs`` and ``get_providers`` as an ``onnxruntime.InferenceSession``
