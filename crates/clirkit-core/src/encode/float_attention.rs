@@ -138,7 +138,10 @@ impl MultiHeadAttention<'_> {
             && shape.value_dim.is_multiple_of(LANES)
             && std::arch::is_x86_feature_detected!("avx512f");
         #[cfg(not(target_arch = "x86_64"))]
-        let vector = false;
+        let vector = {
+            let _ = vector;
+            false
+        };
         let mut work = Work::new(&shape);
         for text in 0..self.batch {
             for head in 0..shape.heads {
