@@ -23,6 +23,7 @@ beyond what the prepared graph's rewrites keep exact:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -54,19 +55,63 @@ def _skip_layer_norm_fits(node: Any) -> bool:
     return not any(name for name in node.output[1:3])
 
 
-def _attention_fits(node: Any) -> bool:
-    # Bidirectional attention of query, key and value alone: no bias, mask, past state or extra outputs
-    # (onnxruntime's optimizer writes ``unidirectional=0`` out when it saves a graph).
+#: ``MultiHeadAttention``'s inputs and outputs in order (onnxruntime's contrib operator).
+_ATTENTION_INPUTS = (
+    "query",
+    "key",
+    "value",
+    "bias",
+    "key_padding_mask",
+    "attention_bias",
+    "past_key",
+    "past_value",
+    "past_sequence_length",
+    "cache_indirection",
+)
+QKV = _ATTENTION_INPUTS[:3]
+_ATTENTION_OUTPUTS = ("output", "present_key", "present_value", "qk")
+#: Attributes plain self-attention may carry (``mask_filter_value`` only matters with a mask).
+_ATTENTION_ATTRIBUTES = {"num_heads", "scale", "unidirectional", "mask_filter_value"}
+
+
+def attention_refusal(node: Any, where: str) -> str | None:
+    """Why ``node`` (a ``MultiHeadAttention``, named ``where`` in the reason) is not plain bidirectional
+    self-attention of query, key and value alone (no bias, mask, past state, extra outputs or unknown
+    attribute; positive ``num_heads``, finite ``scale``); None when it is."""
     from onnx import helper
 
+    names, outputs = _ATTENTION_INPUTS, _ATTENTION_OUTPUTS
+    extra = [names[i] if i < len(names) else f"input {i}" for i, x in enumerate(node.input) if x and i >= 3]
+    if extra:
+        return f"{where} takes {', '.join(extra)}"
+    if len(node.input) < 3 or not all(node.input[:3]):
+        return f"{where} lacks {', '.join(names[i] for i in range(3) if i >= len(node.input) or not node.input[i])}"
+    given = [
+        outputs[i] if i < len(outputs) else f"output {i}" for i, x in enumerate(node.output) if x and i >= 1
+    ]
+    if given:
+        return f"{where} gives {', '.join(given)}"
+    if not node.output or not node.output[0]:
+        return f"{where} has no output"
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    return (
-        len(node.input) == 3
-        and all(node.input)
-        and len(node.output) == 1
-        and set(attributes) <= {"num_heads", "scale", "unidirectional"}
-        and attributes.get("unidirectional", 0) == 0
-    )
+    unknown = sorted(set(attributes) - _ATTENTION_ATTRIBUTES)
+    if unknown:
+        return f"{where} has attribute {unknown[0]!r}, which clirkit does not know"
+    if attributes.get("unidirectional", 0) != 0:
+        return f"{where} is unidirectional (causal)"
+    heads = attributes.get("num_heads")
+    if not isinstance(heads, int) or heads < 1:
+        return f"{where} has no positive num_heads"
+    scale = float(attributes.get("scale", 0.0))
+    if not math.isfinite(scale):
+        return f"{where} has scale {scale}"
+    return None
+
+
+def _attention_fits(node: Any) -> bool:
+    # clirkit's operator reads the scale from the node (onnxruntime's optimizer writes
+    # ``unidirectional=0`` out when it saves a graph, which the refusal accepts).
+    return attention_refusal(node, node.name) is None and any(a.name == "scale" for a in node.attribute)
 
 
 #: The ``com.microsoft`` operators clirkit computes with onnxruntime's arithmetic, and whether a node's

@@ -46,28 +46,11 @@ from typing import Any
 import numpy as np
 
 from clirkit._native import InvalidInputError
-from clirkit.encoders.custom_ops import DOMAIN, register, unblocked_attention
+from clirkit.encoders.custom_ops import DOMAIN, QKV, attention_refusal, register, unblocked_attention
 
 #: ``attention(query, key, value, num_heads, scale)``: query, key and value (batch, tokens, hidden)
 #: float32, the output (batch, tokens, hidden) float32: per head, softmax(q kᵀ · scale) v.
 Attention = Callable[[np.ndarray, np.ndarray, np.ndarray, int, float], np.ndarray]
-
-#: ``MultiHeadAttention``'s inputs and outputs in order (onnxruntime's contrib operator).
-_INPUTS = (
-    "query",
-    "key",
-    "value",
-    "bias",
-    "key_padding_mask",
-    "attention_bias",
-    "past_key",
-    "past_value",
-    "past_sequence_length",
-    "cache_indirection",
-)
-_OUTPUTS = ("output", "present_key", "present_value", "qk")
-#: Attributes a split attention node may carry (``mask_filter_value`` only matters with a mask).
-_ATTRIBUTES = {"num_heads", "scale", "unidirectional", "mask_filter_value"}
 
 
 @dataclass(frozen=True)
@@ -196,32 +179,11 @@ def _attention_node(node: Any, where: str) -> AttentionNode | str:
     """``node`` (a ``MultiHeadAttention``) as an :class:`AttentionNode`, or why it cannot be cut out."""
     from onnx import helper
 
-    extra = [
-        _INPUTS[i] if i < len(_INPUTS) else f"input {i}" for i, x in enumerate(node.input) if x and i >= 3
-    ]
-    if extra:
-        return f"{where} takes {', '.join(extra)}"
-    if len(node.input) < 3 or not all(node.input[:3]):
-        return f"{where} lacks {', '.join(_INPUTS[i] for i in range(3) if i >= len(node.input) or not node.input[i])}"
-    outputs = [
-        _OUTPUTS[i] if i < len(_OUTPUTS) else f"output {i}" for i, x in enumerate(node.output) if x and i >= 1
-    ]
-    if outputs:
-        return f"{where} gives {', '.join(outputs)}"
-    if not node.output or not node.output[0]:
-        return f"{where} has no output"
+    refusal = attention_refusal(node, where)
+    if refusal is not None:
+        return refusal
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    unknown = sorted(set(attributes) - _ATTRIBUTES)
-    if unknown:
-        return f"{where} has attribute {unknown[0]!r}, which the split does not know"
-    if attributes.get("unidirectional", 0) != 0:
-        return f"{where} is unidirectional (causal)"
-    heads = attributes.get("num_heads")
-    if not isinstance(heads, int) or heads < 1:
-        return f"{where} has no positive num_heads"
-    scale = float(attributes.get("scale", 0.0))
-    if not math.isfinite(scale):
-        return f"{where} has scale {scale}"
+    heads, scale = attributes["num_heads"], float(attributes.get("scale", 0.0))
     query, key, value = node.input[:3]
     # onnxruntime reads a scale of 0 as the default, 1/sqrt(head size).
     return AttentionNode(query, key, value, node.output[0], heads, scale if scale != 0.0 else None, where)
@@ -499,7 +461,7 @@ class OnnxAttention:
                 [
                     helper.make_node(
                         "MultiHeadAttention",
-                        list(_INPUTS[:3]),
+                        list(QKV),
                         ["output"],
                         domain="com.microsoft",
                         num_heads=num_heads,
@@ -507,7 +469,7 @@ class OnnxAttention:
                     )
                 ],
                 "attention",
-                [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name in _INPUTS[:3]],
+                [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name in QKV],
                 [helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)],
             )
             model = helper.make_model(
